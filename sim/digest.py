@@ -1,0 +1,119 @@
+"""Versioned payload digests.
+
+A digest is written ``sha256:<64 lowercase hex>`` and is always stored next to the
+name of the scheme that produced it; two digests are only comparable under one
+scheme. Two schemes are pinned by test vectors (tests/test_digest.py):
+
+``json-sorted-v1`` -- the course's teaching digest. The bytes hashed are exactly
+    ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    allow_nan=False).encode("utf-8")``:
+    * object keys sorted by Unicode code point (Python's ``sorted`` on ``str``);
+    * no whitespace at all: ``,`` between items and ``:`` after keys;
+    * non-ASCII characters written as themselves in UTF-8, never ``\\uXXXX``
+      (only ``"``, ``\\`` and control characters are escaped, as ``json`` does);
+    * integers written in full at any size; floats written with Python's
+      shortest round-trip ``repr`` (``1.0``, ``-0.0``, ``1e+21``), so ``1`` and
+      ``1.0`` differ;
+    * ``true``/``false``/``null``; NaN and +/-Infinity are refused.
+    It is a local teaching digest, not a cross-language standard.
+
+``jcs-v2`` -- RFC 8785 JSON Canonicalization Scheme through the ``rfc8785``
+    package: keys sorted by UTF-16 code units, numbers in ECMAScript form
+    (``-0`` becomes ``0``, ``1e21`` becomes ``1e+21``, ``1.0`` becomes ``1``),
+    integers outside the IEEE-754 safe range (|n| >= 2**53) refused, since a
+    double cannot carry them exactly. Use it across languages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+
+from .errors import DigestError
+
+__all__ = [
+    "SCHEMES",
+    "DEFAULT_SCHEME",
+    "canonical_bytes",
+    "digest",
+    "verify",
+    "is_digest",
+    "DIGEST_RE",
+]
+
+DEFAULT_SCHEME = "json-sorted-v1"
+SCHEMES = ("json-sorted-v1", "jcs-v2")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _refuse_non_finite(value, path: str = "$") -> None:
+    """Walk ``value`` and refuse NaN/Infinity and non-JSON types with a JSON path."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise DigestError(
+                f"{path} is {value!r}; NaN and Infinity have no JSON form and cannot be digested",
+                code="E_NAN",
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise DigestError(f"{path} has a non-string key {k!r}", code="E_DIGEST_DOMAIN")
+            _refuse_non_finite(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _refuse_non_finite(v, f"{path}[{i}]")
+    elif value is None or isinstance(value, (str, bool, int)):
+        return
+    else:
+        raise DigestError(
+            f"{path} is a {type(value).__name__}, which is not a JSON value", code="E_DIGEST_DOMAIN"
+        )
+
+
+def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
+    """The exact bytes that ``scheme`` hashes for ``value``."""
+    _refuse_non_finite(value)
+    if scheme == "json-sorted-v1":
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    if scheme == "jcs-v2":
+        import rfc8785
+
+        try:
+            return rfc8785.dumps(value)
+        except rfc8785.IntegerDomainError as e:
+            raise DigestError(
+                f"jcs-v2 cannot represent an integer beyond 2**53 exactly ({e}); send it as a string",
+                code="E_DIGEST_DOMAIN",
+            ) from e
+        except rfc8785.CanonicalizationError as e:  # pragma: no cover - guarded above
+            raise DigestError(f"jcs-v2 cannot canonicalize the payload: {e}", code="E_DIGEST_DOMAIN") from e
+    from .errors import friendly_list
+
+    raise DigestError(
+        f"unknown digest scheme {scheme!r}; expected one of: {friendly_list(SCHEMES)}",
+        code="E_UNKNOWN_SCHEME",
+    )
+
+
+def digest(value, scheme: str = DEFAULT_SCHEME) -> str:
+    """``sha256:<hex>`` of ``value`` under ``scheme``."""
+    return "sha256:" + hashlib.sha256(canonical_bytes(value, scheme)).hexdigest()
+
+
+def is_digest(text) -> bool:
+    """True when ``text`` has the form ``sha256:<64 lowercase hex>``."""
+    return isinstance(text, str) and DIGEST_RE.match(text) is not None
+
+
+def verify(value, claimed: str, scheme: str) -> None:
+    """Raise ``E_DIGEST_MISMATCH`` unless ``claimed`` is the digest of ``value`` under ``scheme``."""
+    actual = digest(value, scheme)
+    if actual != claimed:
+        raise DigestError(
+            f"payload_digest {claimed} does not match the payload under {scheme} (computed {actual})",
+            code="E_DIGEST_MISMATCH",
+        )

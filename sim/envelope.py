@@ -1,0 +1,335 @@
+"""Message envelopes: strict parsing and building.
+
+An envelope is the unit agents exchange. It is parsed strictly, because the
+envelope is what deduplication and compare-and-swap rely on: duplicate JSON keys,
+an unknown field, a missing field, a wrong type, an unknown message type, role or
+digest scheme, NaN, and a ``payload_digest`` that does not match the payload are
+all refused, each with its own stable code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from . import digest as _digest
+from .errors import EnvelopeError, InputError, friendly_list
+
+__all__ = [
+    "Envelope",
+    "MESSAGE_TYPES",
+    "ROLES",
+    "RESULT_STATUSES",
+    "REVIEW_DECISIONS",
+    "SCHEMA_VERSIONS",
+    "FIELDS",
+    "loads_strict",
+    "parse_envelope",
+    "parse_envelopes",
+    "build_envelope",
+    "role_of",
+]
+
+MESSAGE_TYPES = ("task_request", "task_started", "task_result", "ack", "cancel", "review_decision")
+ROLES = ("manager", "researcher", "writer", "reviewer")
+RESULT_STATUSES = ("succeeded", "failed", "denied", "waiting_human", "retry")
+REVIEW_DECISIONS = ("ready", "canceled")
+SCHEMA_VERSIONS = ("1",)
+
+# field name -> (python type, required)
+FIELDS: dict[str, tuple[type, bool]] = {
+    "message_id": (str, True),
+    "trace_id": (str, True),
+    "task_id": (str, True),
+    "sender": (str, True),
+    "recipient": (str, True),
+    "type": (str, True),
+    "schema_version": (str, True),
+    "created_at": (str, True),
+    "idempotency_key": (str, True),
+    "payload_digest": (str, True),
+    "digest_scheme": (str, True),
+    "payload": (dict, True),
+    "evidence_refs": (list, True),
+}
+
+_PARTICIPANT_RE = re.compile(r"^(manager|researcher|writer|reviewer)(?:-[A-Za-z0-9_]+)?$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
+_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+
+
+def role_of(participant: str) -> str:
+    """The role of a participant id: ``researcher-2`` plays ``researcher``."""
+    m = _PARTICIPANT_RE.match(participant)
+    if not m:
+        raise EnvelopeError(
+            f"unknown participant {participant!r}; expected a role ({friendly_list(ROLES)}), "
+            "optionally followed by -NAME",
+            code="E_UNKNOWN_ROLE",
+        )
+    return m.group(1)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One message between two participants. Frozen: nobody edits a sent message."""
+
+    message_id: str
+    trace_id: str
+    task_id: str
+    sender: str
+    recipient: str
+    type: str
+    schema_version: str
+    created_at: str
+    idempotency_key: str
+    payload_digest: str
+    digest_scheme: str
+    payload: dict = field(hash=False, compare=True)
+    evidence_refs: tuple[str, ...] = ()
+
+    @property
+    def sender_role(self) -> str:
+        return role_of(self.sender)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["evidence_refs"] = list(self.evidence_refs)
+        return d
+
+    def to_json(self) -> str:
+        """Stable JSON form (sorted keys), used for storage and envelope digests."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------
+# strict JSON
+
+
+def _no_duplicate_keys(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise InputError(f"duplicate JSON key {k!r} in one object", code="E_DUPLICATE_KEY")
+        seen[k] = v
+    return seen
+
+
+def _refuse_constant(name):
+    raise InputError(f"{name} is not JSON and cannot be digested", code="E_NAN")
+
+
+def loads_strict(text: str | bytes, *, source: str = "input"):
+    """Parse JSON refusing duplicate keys, NaN and Infinity, and invalid UTF-8."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{source} is not UTF-8 ({e.reason} at byte {e.start})", code="E_NOT_UTF8") from e
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{source} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON"
+        ) from e
+    except RecursionError as e:
+        raise InputError(f"{source} nests too deeply to be an envelope", code="E_JSON") from e
+
+
+# ---------------------------------------------------------------------------
+# envelope validation
+
+
+def _where(raw: dict, index: int | None) -> str:
+    mid = raw.get("message_id") if isinstance(raw, dict) else None
+    parts = []
+    if index is not None:
+        parts.append(f"entry {index}")
+    if isinstance(mid, str):
+        parts.append(mid)
+    return f"envelope ({', '.join(parts)})" if parts else "envelope"
+
+
+def _require_str(payload: dict, key: str, where: str, allowed=None, required=True):
+    if key not in payload:
+        if required:
+            raise EnvelopeError(f"{where}: payload.{key} is missing", code="E_MISSING_FIELD")
+        return None
+    val = payload[key]
+    if not isinstance(val, str):
+        raise EnvelopeError(
+            f"{where}: payload.{key} must be a string, got {type(val).__name__}", code="E_FIELD_TYPE"
+        )
+    if allowed is not None and val not in allowed:
+        raise EnvelopeError(
+            f"{where}: payload.{key} is {val!r}; expected one of: {friendly_list(allowed)}",
+            code="E_UNKNOWN_VALUE",
+        )
+    return val
+
+
+def _require_int(payload: dict, key: str, where: str, required=True, minimum=0):
+    if key not in payload:
+        if required:
+            raise EnvelopeError(f"{where}: payload.{key} is missing", code="E_MISSING_FIELD")
+        return None
+    val = payload[key]
+    if isinstance(val, bool) or not isinstance(val, int):
+        raise EnvelopeError(
+            f"{where}: payload.{key} must be an integer, got {type(val).__name__}", code="E_FIELD_TYPE"
+        )
+    if val < minimum:
+        raise EnvelopeError(f"{where}: payload.{key} must be >= {minimum}, got {val}", code="E_FIELD_VALUE")
+    return val
+
+
+def _check_payload(env_type: str, payload: dict, where: str) -> None:
+    """Per-type payload rules: the closed payload vocabulary of each message type."""
+    if env_type == "task_request":
+        _require_str(payload, "goal", where)
+        _require_int(payload, "budget", where, required=False)
+    elif env_type == "task_started":
+        _require_int(payload, "lease_version", where, required=False, minimum=1)
+    elif env_type == "task_result":
+        _require_str(payload, "status", where, allowed=RESULT_STATUSES)
+        _require_int(payload, "lease_version", where, minimum=1)
+        if "effect" in payload:
+            eff = payload["effect"]
+            if not isinstance(eff, dict):
+                raise EnvelopeError(f"{where}: payload.effect must be an object", code="E_FIELD_TYPE")
+            _require_str(eff, "kind", where + " effect")
+            _require_str(eff, "target", where + " effect")
+    elif env_type == "review_decision":
+        _require_str(payload, "decision", where, allowed=REVIEW_DECISIONS)
+    elif env_type == "ack":
+        _require_str(payload, "of", where, required=False)
+    # "cancel" takes any payload (a reason, usually).
+    if "expected_state_version" in payload:
+        _require_int(payload, "expected_state_version", where)
+
+
+def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) -> Envelope:
+    """Validate one decoded JSON value and return an :class:`Envelope`."""
+    if not isinstance(raw, dict):
+        raise EnvelopeError(
+            f"entry {index if index is not None else 0} is a {type(raw).__name__}; an envelope is a JSON object",
+            code="E_FIELD_TYPE",
+        )
+    where = _where(raw, index)
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise EnvelopeError(
+            f"{where}: unknown field {unknown[0]!r}; expected only: {friendly_list(FIELDS)}",
+            code="E_UNKNOWN_FIELD",
+        )
+    for name, (typ, required) in FIELDS.items():
+        if name not in raw:
+            raise EnvelopeError(f"{where}: field {name!r} is missing", code="E_MISSING_FIELD")
+        val = raw[name]
+        if isinstance(val, bool) or not isinstance(val, typ):
+            want = {str: "a string", dict: "an object", list: "an array"}[typ]
+            raise EnvelopeError(
+                f"{where}: field {name!r} must be {want}, got {type(val).__name__}", code="E_FIELD_TYPE"
+            )
+        if typ is str and not val:
+            raise EnvelopeError(f"{where}: field {name!r} is empty", code="E_FIELD_VALUE")
+    for name in ("message_id", "trace_id", "task_id", "idempotency_key"):
+        if not _ID_RE.match(raw[name]):
+            raise EnvelopeError(
+                f"{where}: {name} {raw[name]!r} must be 1-200 characters of letters, digits and _.:#/-",
+                code="E_FIELD_VALUE",
+            )
+    if raw["type"] not in MESSAGE_TYPES:
+        raise EnvelopeError(
+            f"{where}: unknown message type {raw['type']!r}; expected one of: {friendly_list(MESSAGE_TYPES)}",
+            code="E_UNKNOWN_TYPE",
+        )
+    role_of(raw["sender"])
+    role_of(raw["recipient"])
+    if raw["schema_version"] not in SCHEMA_VERSIONS:
+        raise EnvelopeError(
+            f"{where}: schema_version {raw['schema_version']!r} is not supported; "
+            f"expected one of: {friendly_list(SCHEMA_VERSIONS)}",
+            code="E_SCHEMA_VERSION",
+        )
+    if not _TIME_RE.match(raw["created_at"]):
+        raise EnvelopeError(
+            f"{where}: created_at {raw['created_at']!r} must be UTC RFC 3339 like 2026-07-13T04:00:00Z",
+            code="E_FIELD_VALUE",
+        )
+    try:
+        datetime.fromisoformat(raw["created_at"].replace("Z", "+00:00"))
+    except ValueError as e:
+        raise EnvelopeError(f"{where}: created_at {raw['created_at']!r} is not a real time", code="E_FIELD_VALUE") from e
+    if raw["digest_scheme"] not in _digest.SCHEMES:
+        raise EnvelopeError(
+            f"{where}: unknown digest scheme {raw['digest_scheme']!r}; "
+            f"expected one of: {friendly_list(_digest.SCHEMES)}",
+            code="E_UNKNOWN_SCHEME",
+        )
+    if not _digest.is_digest(raw["payload_digest"]):
+        raise EnvelopeError(
+            f"{where}: payload_digest must look like sha256:<64 lowercase hex>", code="E_FIELD_VALUE"
+        )
+    for i, ref in enumerate(raw["evidence_refs"]):
+        if not isinstance(ref, str) or not ref:
+            raise EnvelopeError(f"{where}: evidence_refs[{i}] must be a non-empty string", code="E_FIELD_TYPE")
+    _check_payload(raw["type"], raw["payload"], where)
+    if check_digest:
+        try:
+            _digest.verify(raw["payload"], raw["payload_digest"], raw["digest_scheme"])
+        except _digest.DigestError as e:
+            e.message = f"{where}: {e.message}"
+            raise
+    return Envelope(
+        **{k: raw[k] for k in FIELDS if k != "evidence_refs"},
+        evidence_refs=tuple(raw["evidence_refs"]),
+    )
+
+
+def parse_envelopes(text: str | bytes, *, source: str = "input") -> list[Envelope]:
+    """Parse a file holding one envelope or a JSON array of envelopes (order kept)."""
+    data = loads_strict(text, source=source)
+    if isinstance(data, list):
+        if not data:
+            raise InputError(f"{source} holds an empty array; nothing to deliver", code="E_EMPTY")
+        return [parse_envelope(item, index=i) for i, item in enumerate(data)]
+    return [parse_envelope(data)]
+
+
+def build_envelope(
+    *,
+    message_id: str,
+    trace_id: str,
+    task_id: str,
+    sender: str,
+    recipient: str,
+    type: str,
+    payload: dict,
+    idempotency_key: str,
+    created_at: str,
+    evidence_refs=(),
+    digest_scheme: str = _digest.DEFAULT_SCHEME,
+    schema_version: str = "1",
+) -> Envelope:
+    """Build a valid envelope, computing ``payload_digest`` under ``digest_scheme``."""
+    raw = {
+        "message_id": message_id,
+        "trace_id": trace_id,
+        "task_id": task_id,
+        "sender": sender,
+        "recipient": recipient,
+        "type": type,
+        "schema_version": schema_version,
+        "created_at": created_at,
+        "idempotency_key": idempotency_key,
+        "payload_digest": _digest.digest(payload, digest_scheme),
+        "digest_scheme": digest_scheme,
+        "payload": payload,
+        "evidence_refs": list(evidence_refs),
+    }
+    return parse_envelope(raw, check_digest=False)

@@ -1,0 +1,392 @@
+"""The runtime: applies one delivery atomically.
+
+Agents only propose (they send envelopes); the runtime is the only writer of events
+and state. For each delivery it reads what intake needs from the store, asks the
+intake function (:func:`sim.intake.decide`, or any function with the same
+signature, such as a student's) for a verdict, and turns the verdict into events in
+one transaction: the delivery row, its events and the state they fold into commit
+together. A lost compare-and-swap rolls the whole delivery back and decides again
+from a fresh read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from . import digest as _digest
+from .envelope import Envelope, build_envelope, role_of
+from .errors import ProtolabError, StaleWrite, StoreError
+from .intake import Decision, IntentRecord, TaskView, Verdict, decide as _reference_decide
+from .machine import RuleBook, TaskState
+from .store import EventDraft, Store
+
+__all__ = [
+    "Outcome",
+    "IntakeFn",
+    "deliver",
+    "put_artifact",
+    "review",
+    "DEFAULT_BUDGET",
+    "ATTEMPT_COST",
+    "effect_key",
+]
+
+DEFAULT_BUDGET = 5
+ATTEMPT_COST = 1
+
+IntakeFn = Callable[[Envelope, "TaskView | None", tuple, RuleBook, frozenset], Verdict]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one delivery did. ``reused`` is the stored result a duplicate handed back."""
+
+    delivery_id: int
+    tick: int
+    message_id: str
+    task_id: str
+    type: str
+    decision: str
+    code: str | None
+    reason: str
+    state: str | None
+    state_version: int | None
+    reused: dict | None = None
+    effects: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["effects"] = list(self.effects)
+        return d
+
+
+def effect_key(env: Envelope) -> str | None:
+    """The unique key of the side effect a successful result asks for, if any."""
+    eff = env.payload.get("effect") if env.type == "task_result" else None
+    if not eff:
+        return None
+    return f"{eff['kind']}:{eff['target']}:{env.task_id}"
+
+
+def _envelope_digest(env: Envelope) -> str:
+    return _digest.digest(env.to_dict(), "json-sorted-v1")
+
+
+def deliver(store: Store, env: Envelope, *, decide: IntakeFn = _reference_decide, attempts: int = 3) -> Outcome:
+    """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race."""
+    for attempt in range(attempts):
+        try:
+            with store.transaction():
+                return _deliver_once(store, env, decide)
+        except StaleWrite:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_verdict(v) -> Verdict:
+    if not isinstance(v, Verdict) or not isinstance(v.decision, Decision):
+        raise ProtolabError(
+            f"the intake function returned {type(v).__name__}, not a Verdict with a Decision",
+            code="E_BAD_VERDICT",
+        )
+    return v
+
+
+def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
+    tick = store.advance()
+    msg_seq, new_variant = store.record_message(env, _envelope_digest(env))
+    task = store.get_task(env.task_id)
+    prior = store.intents_for(env.task_id, env.idempotency_key)
+    rules = store.rulebook(task.machine_version if task else None)
+    unresolved = store.unresolved_refs(env.evidence_refs)
+    verdict = _check_verdict(decide(env, task, prior, rules, unresolved))
+
+    # One message_id, two different envelopes, and not the same intent: the id was reused.
+    if (
+        new_variant
+        and verdict.decision in (Decision.ACCEPTED, Decision.LATE)
+        and store.message_variants(env.message_id) > 1
+    ):
+        verdict = Verdict(
+            Decision.REJECTED,
+            f"message_id {env.message_id} was already used for a different envelope",
+            code="E_MESSAGE_ID_REUSED",
+        )
+
+    delivery_id = store.record_delivery(msg_seq, env, verdict.decision.value, verdict.code, verdict.reason)
+    events = plan_events(store, env, task, rules, verdict)
+    effects = []
+    for ev in events:
+        store.append_event(ev, delivery_id=delivery_id)
+        if ev.type == "effect_committed":
+            effects.append(ev.data["effect_key"])
+    state, version = store.finish_delivery(delivery_id, env.task_id)
+    reused = verdict.duplicate_of.result if verdict.duplicate_of is not None else None
+    return Outcome(
+        delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
+        verdict.reason, state, version, reused, tuple(effects),
+    )
+
+
+def _intent_event(env: Envelope, store: Store, decision: str, state: str | None, version: int | None) -> EventDraft:
+    return EventDraft(
+        "intent_recorded",
+        env.task_id,
+        env.message_id,
+        {
+            "key": env.idempotency_key,
+            "digest": env.payload_digest,
+            "scheme": env.digest_scheme,
+            "arrival": store.next_arrival(),
+            "decision": decision,
+            "payload": env.payload,
+            "result": {"decision": decision, "state": state, "state_version": version},
+        },
+    )
+
+
+def _artifact_event(content, kind: str, task_id: str | None, message_id: str | None) -> EventDraft:
+    ref = _digest.digest(content, "json-sorted-v1")
+    size = len(_digest.canonical_bytes(content, "json-sorted-v1"))
+    return EventDraft(
+        "artifact_stored",
+        task_id,
+        message_id,
+        {"ref": ref, "scheme": "json-sorted-v1", "kind": kind, "size": size, "content": content},
+    )
+
+
+def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict) -> list[EventDraft]:
+    """Turn a verdict into the events that record it (pure apart from reads)."""
+    tid, mid = env.task_id, env.message_id
+    out: list[EventDraft] = []
+    d = v.decision
+
+    if d == Decision.DUPLICATE:
+        p = v.duplicate_of
+        assert p is not None
+        out.append(
+            EventDraft(
+                "duplicate_recorded",
+                tid,
+                mid,
+                {
+                    "key": p.idempotency_key,
+                    "digest": p.payload_digest,
+                    "scheme": p.digest_scheme,
+                    "first_message_id": p.message_id,
+                    "reused": p.result,
+                },
+            )
+        )
+        return out
+
+    if d == Decision.REJECTED:
+        target = None
+        if env.type not in ("ack",):
+            from .intake import target_state
+
+            t = target_state(env)
+            target = t.value if t else None
+        out.append(
+            EventDraft(
+                "transition_rejected",
+                tid if task is not None else None,
+                mid,
+                {
+                    "code": v.code,
+                    "reason": v.reason,
+                    "type": env.type,
+                    "sender": env.sender,
+                    "from": task.state.value if task else None,
+                    "proposed": target,
+                    "task_id": tid,
+                },
+            )
+        )
+        return out
+
+    state = task.state.value if task else None
+    version = task.state_version if task else None
+    if v.create:
+        budget = env.payload.get("budget", DEFAULT_BUDGET)
+        out.append(
+            EventDraft(
+                "task_created",
+                tid,
+                mid,
+                {"trace_id": env.trace_id, "goal": env.payload.get("goal", ""), "budget": budget, "machine_version": rules.version},
+            )
+        )
+        state, version = TaskState.PENDING.value, 0
+
+    move_events: list[EventDraft] = []
+    if v.move is not None:
+        m = v.move
+        move_events.append(
+            EventDraft(
+                "transition_applied",
+                tid,
+                mid,
+                {
+                    "from": m.from_state.value,
+                    "to": m.to_state.value,
+                    "from_version": version,
+                    "reason": m.reason,
+                    "executor": m.executor,
+                    "role": m.role,
+                    "machine_version": rules.version,
+                    "assignee": env.recipient if env.type == "task_request" and d == Decision.ACCEPTED else None,
+                },
+            )
+        )
+        state, version = m.to_state.value, (version or 0) + 1
+
+    if d == Decision.CONFLICT:
+        first = v.conflict_with
+        assert first is not None
+        a1 = _artifact_event(first.payload, "conflicting-payload", tid, first.message_id)
+        a2 = _artifact_event(env.payload, "conflicting-payload", tid, mid)
+        out += [a1, a2, _intent_event(env, store, d.value, state, version)]
+        out.append(
+            EventDraft(
+                "conflict_recorded",
+                tid,
+                mid,
+                {
+                    "key": env.idempotency_key,
+                    "first": {
+                        "message_id": first.message_id,
+                        "digest": first.payload_digest,
+                        "scheme": first.digest_scheme,
+                        "artifact": a1.data["ref"],
+                        "arrival": first.arrival,
+                    },
+                    "second": {
+                        "message_id": mid,
+                        "digest": env.payload_digest,
+                        "scheme": env.digest_scheme,
+                        "artifact": a2.data["ref"],
+                        "arrival": store.next_arrival(),
+                    },
+                    "state_version": task.state_version if task else None,
+                    "trusted": False,
+                },
+            )
+        )
+        return out + move_events
+
+    if d == Decision.LATE:
+        out.append(_intent_event(env, store, d.value, state, version))
+        out.append(
+            EventDraft(
+                "late_recorded",
+                tid,
+                mid,
+                {"type": env.type, "status": env.payload.get("status"), "state": state, "reason": v.reason},
+            )
+        )
+        if v.needs_reconciliation:
+            keys = [e["effect_key"] for e in store.effects() if e["task_id"] == tid]
+            out.append(EventDraft("reconciliation_required", tid, mid, {"effects": keys, "status": env.payload.get("status")}))
+        return out
+
+    # ACCEPTED
+    out += move_events
+    if v.grant_lease is not None:
+        out.append(EventDraft("lease_granted", tid, mid, {"holder": env.sender, "lease_version": v.grant_lease}))
+        out.append(EventDraft("budget_charged", tid, mid, {"amount": ATTEMPT_COST, "reason": f"attempt {v.grant_lease}"}))
+    if env.type == "ack":
+        out.append(EventDraft("ack_recorded", tid, mid, {"of": env.payload.get("of"), "from": env.sender}))
+    if env.type == "review_decision" and v.move is not None:
+        out.append(
+            EventDraft(
+                "review_decided",
+                tid,
+                mid,
+                {"decision": env.payload["decision"], "reviewer": env.sender, "evidence": list(env.evidence_refs)},
+            )
+        )
+    key = effect_key(env)
+    if key is not None and v.move is not None and v.move.to_state == TaskState.SUCCEEDED:
+        eff = env.payload["effect"]
+        if store.effect_exists(key):
+            out.append(EventDraft("effect_suppressed", tid, mid, {"effect_key": key}))
+        else:
+            out.append(
+                EventDraft(
+                    "effect_committed",
+                    tid,
+                    mid,
+                    {"effect_key": key, "kind": eff["kind"], "target": eff["target"], "result_digest": env.payload_digest},
+                )
+            )
+    out.append(_intent_event(env, store, d.value, state, version))
+    return out
+
+
+def put_artifact(store: Store, content, *, kind: str = "document", task_id: str | None = None) -> str:
+    """Store ``content`` (any JSON value) content-addressed; return its ``sha256:`` ref."""
+    ev = _artifact_event(content, kind, task_id, None)
+    with store.transaction():
+        store.advance()
+        store.append_event(ev)
+    return ev.data["ref"]
+
+
+def review(
+    store: Store,
+    task_id: str,
+    decision: str,
+    *,
+    by: str,
+    evidence: list[str],
+    note: str = "",
+    decide: IntakeFn = _reference_decide,
+) -> Outcome:
+    """A human reviewer's decision on a needs_review task, delivered as a review_decision envelope.
+
+    Refused before anything is written unless ``by`` is a reviewer, the task is in
+    needs_review, and every piece of evidence is retained in the store.
+    """
+    if role_of(by) != "reviewer":
+        raise ProtolabError(
+            f"{by} is a {role_of(by)}; only a reviewer may decide a needs_review task", code="E_ROLE_NOT_ALLOWED"
+        )
+    if decision not in ("ready", "canceled"):
+        raise ProtolabError(f"decision {decision!r}; expected one of: 'ready' or 'canceled'", code="E_UNKNOWN_VALUE")
+    task = store.get_task(task_id)
+    if task is None:
+        raise StoreError(f"task {task_id} does not exist", code="E_UNKNOWN_TASK")
+    if task.state != TaskState.NEEDS_REVIEW:
+        raise ProtolabError(
+            f"task {task_id} is {task.state.value}, not needs_review; there is nothing to reconcile",
+            code="E_NOT_IN_REVIEW",
+        )
+    if not evidence:
+        raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
+    missing = store.unresolved_refs(evidence)
+    if missing:
+        raise ProtolabError(
+            f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
+            code="E_EVIDENCE_UNRESOLVED",
+        )
+    trace = store.conn.execute("SELECT trace_id FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
+    payload = {"decision": decision, "expected_state_version": task.state_version}
+    if note:
+        payload["note"] = note
+    env = build_envelope(
+        message_id=f"REV-{task_id}-v{task.state_version}",
+        trace_id=trace,
+        task_id=task_id,
+        sender=by,
+        recipient="manager",
+        type="review_decision",
+        payload=payload,
+        idempotency_key=f"review:{task_id}:v{task.state_version}",
+        created_at=store.time_at(store.tick + 1),
+        evidence_refs=evidence,
+    )
+    return deliver(store, env, decide=decide)

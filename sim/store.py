@@ -1,0 +1,749 @@
+"""The SQLite store: the only module that knows SQL.
+
+Three kinds of data live here and are never mixed:
+
+* the **message log**: ``messages`` (one row per message_id; a second row only when the same
+  message_id arrives with different content, which is itself evidence) and ``deliveries``
+  (one row per delivery attempt, with the intake decision);
+* the **event log**: ``events``, append-only and numbered, written only by the runtime;
+* the **state**: ``tasks``, ``transitions``, ``transition_rules``/``machines``, ``intents``,
+  ``artifacts``, ``effects``, ``approvals``, ``budget``. State is never written directly:
+  every change is an event, and :meth:`Store.append_event` folds the event into the state
+  tables through one reducer (``_fold``). Replaying the event log through the same reducer
+  into an empty database must give the same state digest.
+
+A delivery is one transaction (:meth:`Store.transaction`): the delivery row, its events and
+the state they fold into commit together or not at all. Task moves use compare-and-swap on
+``state_version``; a lost race raises :class:`~sim.errors.StaleWrite` and rolls back.
+
+Driver errors are translated into :class:`~sim.errors.StoreError` with a stable code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+import sqlite_utils
+
+from .envelope import Envelope
+from .errors import StaleWrite, StoreError
+from .intake import IntentRecord, TaskView
+from .machine import Rule, RuleBook, TaskState
+
+__all__ = [
+    "Store",
+    "SCHEMA_VERSION",
+    "APP_ID",
+    "STATE_TABLES",
+    "DEFAULT_START",
+    "EVENT_TYPES",
+]
+
+SCHEMA_VERSION = 1
+APP_ID = "protolab"
+DEFAULT_START = "2026-07-13T04:00:00Z"
+
+#: The tables that make up authoritative state, in digest order.
+STATE_TABLES = (
+    "machines",
+    "transition_rules",
+    "tasks",
+    "transitions",
+    "intents",
+    "artifacts",
+    "effects",
+    "approvals",
+    "budget",
+)
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE messages (
+    msg_seq INTEGER PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    envelope_digest TEXT NOT NULL,
+    trace_id TEXT NOT NULL, task_id TEXT NOT NULL,
+    sender TEXT NOT NULL, recipient TEXT NOT NULL, type TEXT NOT NULL,
+    schema_version TEXT NOT NULL, created_at TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL, payload_digest TEXT NOT NULL, digest_scheme TEXT NOT NULL,
+    payload TEXT NOT NULL, evidence_refs TEXT NOT NULL,
+    first_tick INTEGER NOT NULL,
+    UNIQUE (message_id, envelope_digest)
+);
+CREATE INDEX messages_by_id ON messages (message_id);
+
+CREATE TABLE deliveries (
+    delivery_id INTEGER PRIMARY KEY,
+    tick INTEGER NOT NULL,
+    msg_seq INTEGER NOT NULL REFERENCES messages (msg_seq),
+    message_id TEXT NOT NULL, task_id TEXT NOT NULL, type TEXT NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('accepted','duplicate','conflict','late','rejected')),
+    code TEXT, reason TEXT NOT NULL,
+    state_after TEXT, state_version_after INTEGER
+);
+
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,
+    tick INTEGER NOT NULL, created_at TEXT NOT NULL,
+    type TEXT NOT NULL, task_id TEXT, message_id TEXT, delivery_id INTEGER,
+    data TEXT NOT NULL
+);
+CREATE INDEX events_by_task ON events (task_id);
+
+CREATE TABLE machines (
+    version TEXT PRIMARY KEY, description TEXT NOT NULL, loaded_tick INTEGER NOT NULL
+);
+CREATE TABLE transition_rules (
+    machine_version TEXT NOT NULL REFERENCES machines (version),
+    from_state TEXT NOT NULL, to_state TEXT NOT NULL,
+    roles TEXT NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (machine_version, from_state, to_state)
+);
+
+CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY,
+    trace_id TEXT NOT NULL, goal TEXT NOT NULL,
+    state TEXT NOT NULL, state_version INTEGER NOT NULL,
+    machine_version TEXT NOT NULL REFERENCES machines (version),
+    assignee TEXT, lease_holder TEXT, lease_version INTEGER NOT NULL,
+    budget_total INTEGER NOT NULL, budget_left INTEGER NOT NULL,
+    trusted INTEGER NOT NULL,
+    late_results INTEGER NOT NULL, rejected INTEGER NOT NULL,
+    created_tick INTEGER NOT NULL, updated_tick INTEGER NOT NULL
+);
+
+CREATE TABLE transitions (
+    seq INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL, old_state TEXT NOT NULL, new_state TEXT NOT NULL,
+    reason TEXT NOT NULL, executor TEXT NOT NULL, role TEXT NOT NULL,
+    tick INTEGER NOT NULL, created_at TEXT NOT NULL,
+    state_version INTEGER NOT NULL, machine_version TEXT NOT NULL,
+    message_id TEXT
+);
+CREATE INDEX transitions_by_task ON transitions (task_id);
+
+CREATE TABLE intents (
+    task_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+    payload_digest TEXT NOT NULL, digest_scheme TEXT NOT NULL,
+    message_id TEXT NOT NULL, arrival INTEGER NOT NULL,
+    decision TEXT NOT NULL, trusted INTEGER NOT NULL, seen INTEGER NOT NULL,
+    payload TEXT NOT NULL, result TEXT NOT NULL,
+    PRIMARY KEY (task_id, idempotency_key, payload_digest, digest_scheme)
+);
+
+CREATE TABLE artifacts (
+    ref TEXT PRIMARY KEY, scheme TEXT NOT NULL, kind TEXT NOT NULL,
+    size INTEGER NOT NULL, content TEXT NOT NULL,
+    task_id TEXT, message_id TEXT, first_tick INTEGER NOT NULL
+);
+
+CREATE TABLE effects (
+    effect_key TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL, kind TEXT NOT NULL, target TEXT NOT NULL,
+    message_id TEXT NOT NULL, result_digest TEXT NOT NULL, tick INTEGER NOT NULL
+);
+
+CREATE TABLE approvals (
+    approval_id INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL, decision TEXT NOT NULL, reviewer TEXT NOT NULL,
+    evidence TEXT NOT NULL, message_id TEXT NOT NULL, tick INTEGER NOT NULL
+);
+
+CREATE TABLE budget (
+    entry INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL, delta INTEGER NOT NULL, reason TEXT NOT NULL,
+    message_id TEXT, tick INTEGER NOT NULL
+);
+"""
+
+#: Every event type the runtime may append, and what folding it changes.
+EVENT_TYPES = {
+    "machine_loaded": "machines and transition_rules gain a version",
+    "task_created": "tasks gains a row in pending; budget is credited",
+    "transition_applied": "tasks.state moves (compare-and-swap on state_version); transitions gains a row",
+    "lease_granted": "tasks.lease_holder and lease_version change",
+    "budget_charged": "budget gains a debit; tasks.budget_left drops",
+    "intent_recorded": "intents gains (task_id, key, digest, scheme)",
+    "duplicate_recorded": "intents.seen rises; nothing is executed",
+    "conflict_recorded": "the key's intents and the task become untrusted",
+    "late_recorded": "tasks.late_results rises; state unchanged",
+    "transition_rejected": "tasks.rejected rises; state unchanged",
+    "ack_recorded": "nothing: a receipt is not a state change",
+    "artifact_stored": "artifacts gains a content-addressed row",
+    "effect_committed": "effects gains a row under its unique effect key",
+    "effect_suppressed": "nothing: the effect key was already committed",
+    "review_decided": "approvals gains a row",
+    "reconciliation_required": "nothing: a late result touched a committed side effect",
+}
+
+_TASK_COLS = (
+    "task_id, state, state_version, machine_version, assignee, lease_holder, lease_version, budget_left, trusted"
+)
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    """An event the runtime wants appended (and folded) in the current transaction."""
+
+    type: str
+    task_id: str | None
+    message_id: str | None
+    data: dict
+
+
+class Store:
+    """A protolab database. Open with :meth:`create`, :meth:`open` or :meth:`memory`."""
+
+    def __init__(self, db: sqlite_utils.Database, path: str | None):
+        self.db = db
+        self.conn: sqlite3.Connection = db.conn
+        self.path = path
+        self._rulebooks: dict[str, RuleBook] = {}
+        self._meta: dict[str, str] = {}
+        self._delivery_id: int | None = None
+        self._tick = 0
+        self._start: datetime | None = None
+
+    # ------------------------------------------------------------------ opening
+
+    @staticmethod
+    def _connect(path: str) -> sqlite_utils.Database:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        return sqlite_utils.Database(conn)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike | None, *, start_time: str = DEFAULT_START, rulebook: RuleBook | None = None) -> "Store":
+        """Create a new database at ``path`` (``None`` for in-memory). Refuses an existing file."""
+        if path is not None:
+            p = Path(path)
+            if p.exists():
+                raise StoreError(f"{p} already exists; choose another --db or remove it", code="E_DB_EXISTS")
+            if not p.parent.exists():
+                raise StoreError(f"folder {p.parent} does not exist", code="E_DB_MISSING")
+        _parse_time(start_time)
+        try:
+            db = cls._connect(str(path) if path is not None else ":memory:")
+            store = cls(db, str(path) if path is not None else None)
+            store._pragmas()
+            with store.transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        store.conn.execute(statement)
+                for k, v in (
+                    ("app", APP_ID),
+                    ("schema_version", str(SCHEMA_VERSION)),
+                    ("start_time", start_time),
+                    ("clock", "0"),
+                    ("current_machine", ""),
+                ):
+                    store.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (k, v))
+            store._load_meta()
+            if rulebook is None:
+                from .machine import default_rulebook
+
+                rulebook = default_rulebook()
+            with store.transaction():
+                store.load_machine(rulebook, description="the course's default task machine")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot create the database: {e}", code="E_DB_WRITE") from e
+        return store
+
+    @classmethod
+    def memory(cls, **kw) -> "Store":
+        """A fresh in-memory store (tests, benchmarks, replays)."""
+        return cls.create(None, **kw)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Store":
+        """Open an existing protolab database, checking it is one and that its schema is known."""
+        p = Path(path)
+        if not p.exists():
+            raise StoreError(f"{p} does not exist; create it with 'protolab init --db {p}'", code="E_DB_MISSING")
+        if p.is_dir():
+            raise StoreError(f"{p} is a folder, not a database file", code="E_DB_NOT_PROTOLAB")
+        with open(p, "rb") as fh:
+            head = fh.read(16)
+        if head and head != b"SQLite format 3\x00":
+            raise StoreError(f"{p} is not an SQLite database (corrupt or another kind of file)", code="E_DB_CORRUPT")
+        if not head:
+            raise StoreError(f"{p} is empty, not a protolab database", code="E_DB_NOT_PROTOLAB")
+        try:
+            db = cls._connect(str(p))
+            store = cls(db, str(p))
+            names = set(db.table_names())
+            if "meta" not in names:
+                db.conn.close()
+                raise StoreError(f"{p} is an SQLite database but not protolab's (no meta table)", code="E_DB_NOT_PROTOLAB")
+            meta = dict(db.conn.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("app") != APP_ID:
+                db.conn.close()
+                raise StoreError(f"{p} is an SQLite database but not protolab's", code="E_DB_NOT_PROTOLAB")
+            try:
+                version = int(meta.get("schema_version", ""))
+            except ValueError:
+                db.conn.close()
+                raise StoreError(f"{p} has an unreadable schema_version", code="E_DB_CORRUPT") from None
+            if version > SCHEMA_VERSION:
+                db.conn.close()
+                raise StoreError(
+                    f"{p} has schema version {version}, newer than this protolab understands ({SCHEMA_VERSION}); upgrade protolab",
+                    code="E_DB_SCHEMA_NEWER",
+                )
+            missing = set(STATE_TABLES + ("messages", "deliveries", "events")) - names
+            if missing:
+                db.conn.close()
+                raise StoreError(f"{p} lacks tables {', '.join(sorted(missing))}; it is damaged", code="E_DB_CORRUPT")
+            store._pragmas()
+            store._load_meta()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{p} cannot be read as a database: {e}", code="E_DB_CORRUPT") from e
+        return store
+
+    def _pragmas(self) -> None:
+        if self.path is not None:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+
+    def _load_meta(self) -> None:
+        self._meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        self._tick = int(self._meta["clock"])
+        self._start = _parse_time(self._meta["start_time"])
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Store"]:
+        """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+        tick_before = self._tick
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise _translate(e) from e
+        try:
+            yield self
+            if self._tick != tick_before:
+                self.conn.execute("UPDATE meta SET value = ? WHERE key = 'clock'", (str(self._tick),))
+            self.conn.execute("COMMIT")
+        except BaseException as e:
+            self._tick = tick_before
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise _translate(e) from e
+            raise
+
+    # ------------------------------------------------------------------ clock
+
+    @property
+    def tick(self) -> int:
+        return self._tick
+
+    def advance(self) -> int:
+        """Move the logical clock one tick (inside a transaction) and return it."""
+        self._tick += 1
+        return self._tick
+
+    def time_at(self, tick: int) -> str:
+        assert self._start is not None
+        return (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @property
+    def start_time(self) -> str:
+        return self._meta["start_time"]
+
+    @property
+    def current_machine(self) -> str:
+        return self._meta.get("current_machine", "")
+
+    # ------------------------------------------------------------------ reads for intake
+
+    def get_task(self, task_id: str) -> TaskView | None:
+        row = self.conn.execute(f"SELECT {_TASK_COLS} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        if row is None:
+            return None
+        has_effects = (
+            self.conn.execute("SELECT 1 FROM effects WHERE task_id = ? LIMIT 1", (task_id,)).fetchone() is not None
+        )
+        return TaskView(
+            task_id=row[0],
+            state=TaskState(row[1]),
+            state_version=row[2],
+            machine_version=row[3],
+            assignee=row[4],
+            lease_holder=row[5],
+            lease_version=row[6],
+            budget_left=row[7],
+            trusted=bool(row[8]),
+            has_effects=has_effects,
+        )
+
+    def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
+        rows = self.conn.execute(
+            "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "
+            "FROM intents WHERE task_id = ? AND idempotency_key = ? ORDER BY arrival",
+            (task_id, key),
+        ).fetchall()
+        return tuple(
+            IntentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], json.loads(r[7])) for r in rows
+        )
+
+    def next_arrival(self) -> int:
+        row = self.conn.execute("SELECT COALESCE(MAX(arrival), 0) + 1 FROM intents").fetchone()
+        return row[0]
+
+    def rulebook(self, version: str | None = None) -> RuleBook:
+        """The rules of ``version`` (default: the version new tasks get)."""
+        version = version or self.current_machine
+        rb = self._rulebooks.get(version)
+        if rb is None:
+            rows = self.conn.execute(
+                "SELECT from_state, to_state, roles, reason FROM transition_rules WHERE machine_version = ? "
+                "ORDER BY from_state, to_state",
+                (version,),
+            ).fetchall()
+            if not rows:
+                raise StoreError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
+            rb = RuleBook(
+                version,
+                tuple(Rule(version, TaskState(f), TaskState(t), tuple(r.split(",")), reason) for f, t, r, reason in rows),
+            )
+            self._rulebooks[version] = rb
+        return rb
+
+    def machine_versions(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT version FROM machines ORDER BY loaded_tick, version")]
+
+    def unresolved_refs(self, refs) -> frozenset[str]:
+        """Which evidence refs name neither a stored artifact (sha256:...) nor a stored message id."""
+        missing = set()
+        for ref in refs:
+            if ref.startswith("sha256:"):
+                hit = self.conn.execute("SELECT 1 FROM artifacts WHERE ref = ?", (ref,)).fetchone()
+            else:
+                hit = self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (ref,)).fetchone()
+            if hit is None:
+                missing.add(ref)
+        return frozenset(missing)
+
+    def effect_exists(self, key: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM effects WHERE effect_key = ?", (key,)).fetchone() is not None
+
+    def artifact(self, ref: str) -> dict | None:
+        row = self.conn.execute(
+            "SELECT ref, scheme, kind, size, content, task_id, message_id, first_tick FROM artifacts WHERE ref = ?", (ref,)
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("ref", "scheme", "kind", "size", "content", "task_id", "message_id", "first_tick")
+        out = dict(zip(keys, row))
+        out["content"] = json.loads(out["content"])
+        return out
+
+    def has_message(self, message_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (message_id,)).fetchone() is not None
+
+    # ------------------------------------------------------------------ message log
+
+    def record_message(self, env: Envelope, envelope_digest: str) -> tuple[int, bool]:
+        """Store the envelope unless this exact envelope is stored; return (msg_seq, new)."""
+        row = self.conn.execute(
+            "SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
+            (env.message_id, envelope_digest),
+        ).fetchone()
+        if row is not None:
+            return row[0], False
+        cur = self.conn.execute(
+            "INSERT INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
+            "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                env.message_id, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
+                env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
+                _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick,
+            ),
+        )
+        return cur.lastrowid, True
+
+    def message_variants(self, message_id: str) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM messages WHERE message_id = ?", (message_id,)).fetchone()[0]
+
+    def record_delivery(self, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO deliveries (tick, msg_seq, message_id, task_id, type, decision, code, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self._tick, msg_seq, env.message_id, env.task_id, env.type, decision, code, reason),
+        )
+        self._delivery_id = cur.lastrowid
+        return cur.lastrowid
+
+    def finish_delivery(self, delivery_id: int, task_id: str) -> tuple[str | None, int | None]:
+        """Stamp the delivery with the task's state after it; return (state, state_version)."""
+        row = self.conn.execute("SELECT state, state_version FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        state, version = (row[0], row[1]) if row else (None, None)
+        self.conn.execute(
+            "UPDATE deliveries SET state_after = ?, state_version_after = ? WHERE delivery_id = ?",
+            (state, version, delivery_id),
+        )
+        return state, version
+
+    # ------------------------------------------------------------------ events and the reducer
+
+    def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
+        """Append one event at the current tick and fold it into state. Inside a transaction."""
+        cur = self.conn.execute(
+            "INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self._tick, self.time_at(self._tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
+        )
+        self._fold(ev.type, ev.task_id, ev.message_id, ev.data, self._tick)
+        return cur.lastrowid
+
+    def _fold(self, etype: str, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        """The reducer: how each event type changes state. Replay runs exactly this."""
+        c = self.conn
+        if etype == "machine_loaded":
+            c.execute(
+                "INSERT INTO machines (version, description, loaded_tick) VALUES (?, ?, ?)",
+                (d["version"], d["description"], tick),
+            )
+            c.executemany(
+                "INSERT INTO transition_rules (machine_version, from_state, to_state, roles, reason) VALUES (?, ?, ?, ?, ?)",
+                [(d["version"], r[0], r[1], ",".join(r[2]), r[3]) for r in d["rules"]],
+            )
+            c.execute("UPDATE meta SET value = ? WHERE key = 'current_machine'", (d["version"],))
+            self._meta["current_machine"] = d["version"]
+        elif etype == "task_created":
+            c.execute(
+                "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
+                "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
+                "VALUES (?, ?, ?, 'pending', 0, ?, NULL, NULL, 0, ?, ?, 1, 0, 0, ?, ?)",
+                (task_id, d["trace_id"], d["goal"], d["machine_version"], d["budget"], d["budget"], tick, tick),
+            )
+            c.execute(
+                "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, 'allotted', ?, ?)",
+                (task_id, d["budget"], message_id, tick),
+            )
+        elif etype == "transition_applied":
+            trusted = 0 if d["to"] == "needs_review" else (1 if d["from"] == "needs_review" else None)
+            cur = c.execute(
+                "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
+                "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
+                "WHERE task_id = ? AND state = ? AND state_version = ?",
+                (d["to"], tick, d.get("assignee"), trusted, task_id, d["from"], d["from_version"]),
+            )
+            if cur.rowcount != 1:
+                raise StaleWrite(
+                    f"task {task_id} is no longer {d['from']} at state_version {d['from_version']}; reread and retry",
+                    task_id=task_id,
+                )
+            c.execute(
+                "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
+                "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    task_id, d["from"], d["to"], d["reason"], d["executor"], d["role"], tick, self.time_at(tick),
+                    d["from_version"] + 1, d["machine_version"], message_id,
+                ),
+            )
+        elif etype == "lease_granted":
+            c.execute(
+                "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
+                (d["holder"], d["lease_version"], tick, task_id),
+            )
+        elif etype == "budget_charged":
+            c.execute(
+                "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
+                (task_id, -d["amount"], d["reason"], message_id, tick),
+            )
+            c.execute("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (d["amount"], task_id))
+        elif etype == "intent_recorded":
+            c.execute(
+                "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
+                "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                (
+                    task_id, d["key"], d["digest"], d["scheme"], message_id, d["arrival"], d["decision"],
+                    0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
+                ),
+            )
+        elif etype == "duplicate_recorded":
+            c.execute(
+                "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
+                "AND digest_scheme = ?",
+                (task_id, d["key"], d["digest"], d["scheme"]),
+            )
+        elif etype == "conflict_recorded":
+            c.execute("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, d["key"]))
+            c.execute("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+        elif etype == "late_recorded":
+            c.execute("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
+        elif etype == "transition_rejected":
+            if task_id is not None:
+                c.execute("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
+        elif etype == "artifact_stored":
+            c.execute(
+                "INSERT OR IGNORE INTO artifacts (ref, scheme, kind, size, content, task_id, message_id, first_tick) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (d["ref"], d["scheme"], d["kind"], d["size"], _dumps(d["content"]), task_id, message_id, tick),
+            )
+        elif etype == "effect_committed":
+            c.execute(
+                "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (d["effect_key"], task_id, d["kind"], d["target"], message_id, d["result_digest"], tick),
+            )
+        elif etype == "review_decided":
+            c.execute(
+                "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
+            )
+        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required"):
+            pass
+        else:  # pragma: no cover - the runtime only appends known types
+            raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")
+
+    def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
+        """Load a machine version (inside a transaction); new tasks use it from now on."""
+        if rb.version in self.machine_versions():
+            raise StoreError(
+                f"machine version {rb.version!r} is already loaded; give the new machine a new version",
+                code="E_MACHINE_EXISTS",
+            )
+        self.append_event(
+            EventDraft(
+                "machine_loaded",
+                None,
+                None,
+                {
+                    "version": rb.version,
+                    "description": description,
+                    "rules": [[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
+                },
+            )
+        )
+
+    # ------------------------------------------------------------------ views
+
+    def _rows(self, sql: str, params=()) -> list[dict]:
+        return list(self.db.query(sql, params))
+
+    def messages(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM messages ORDER BY msg_seq")
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["evidence_refs"] = json.loads(r["evidence_refs"])
+        return rows
+
+    def deliveries(self) -> list[dict]:
+        return self._rows("SELECT * FROM deliveries ORDER BY delivery_id")
+
+    def events(self, *, after: int = 0, limit: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM events WHERE seq > ? ORDER BY seq"
+        params: tuple = (after,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (after, limit)
+        rows = self._rows(sql, params)
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
+    def tasks(self) -> list[dict]:
+        return self._rows("SELECT * FROM tasks ORDER BY created_tick, task_id")
+
+    def transitions(self, task_id: str | None = None) -> list[dict]:
+        if task_id is None:
+            return self._rows("SELECT * FROM transitions ORDER BY seq")
+        return self._rows("SELECT * FROM transitions WHERE task_id = ? ORDER BY seq", (task_id,))
+
+    def transition_rules(self) -> list[dict]:
+        return self._rows("SELECT * FROM transition_rules ORDER BY machine_version, from_state, to_state")
+
+    def machines(self) -> list[dict]:
+        return self._rows("SELECT * FROM machines ORDER BY loaded_tick, version")
+
+    def intents(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM intents ORDER BY arrival")
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows
+
+    def artifacts(self) -> list[dict]:
+        return self._rows("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts ORDER BY first_tick, ref")
+
+    def effects(self) -> list[dict]:
+        return self._rows("SELECT * FROM effects ORDER BY tick, effect_key")
+
+    def approvals(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM approvals ORDER BY approval_id")
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"])
+        return rows
+
+    def budget_ledger(self) -> list[dict]:
+        return self._rows("SELECT * FROM budget ORDER BY entry")
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of every table, for summaries."""
+        out = {}
+        for t in ("messages", "deliveries", "events") + STATE_TABLES:
+            out[t] = self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+        return out
+
+    def state_digest(self) -> str:
+        """sha256 over every state table, rows in primary-key order: equal digests, equal state."""
+        h = hashlib.sha256()
+        for t in STATE_TABLES:
+            h.update(t.encode() + b"\n")
+            ncols = len(self.conn.execute(f"PRAGMA table_info({t})").fetchall())
+            order = ", ".join(str(i) for i in range(1, min(ncols, 4) + 1))
+            cur = self.conn.execute(f"SELECT * FROM {t} ORDER BY {order}")
+            for row in cur:
+                h.update(_dumps(list(row)).encode("utf-8") + b"\n")
+        return "sha256:" + h.hexdigest()
+
+
+def _translate(e: sqlite3.Error) -> StoreError:
+    msg = str(e)
+    if isinstance(e, sqlite3.IntegrityError):
+        return StoreError(f"the database refused a write: {msg}", code="E_DB_CONSTRAINT")
+    if "locked" in msg or "busy" in msg:
+        return StoreError(f"the database is busy: {msg}", code="E_DB_BUSY")
+    if isinstance(e, sqlite3.DatabaseError) and ("malformed" in msg or "not a database" in msg):
+        return StoreError(f"the database is corrupt: {msg}", code="E_DB_CORRUPT")
+    return StoreError(f"database error: {msg}", code="E_DB_WRITE")
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        raise StoreError(f"start time {text!r} is not an RFC 3339 UTC time like {DEFAULT_START}", code="E_FIELD_VALUE") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
