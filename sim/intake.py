@@ -17,7 +17,12 @@ The five decisions:
                needs_review, both payloads are kept in arrival order, the result is untrusted.
 ``late``       a new key for a terminal task: recorded, the state never regresses.
 ``rejected``   unknown task, a move outside the allowlist, a role that may not make it, a
-               stale state_version or lease, unresolved evidence. Recorded, nothing else.
+               stale state_version or lease, a review citing evidence that is not retained.
+               Recorded, nothing else.
+
+Evidence that does not resolve on other messages is not a reason to refuse them (an
+artifact may land after the message that cites it); the runtime records an
+``evidence_unresolved`` event instead, so the gap stays visible.
 """
 
 from __future__ import annotations
@@ -178,8 +183,8 @@ def decide(
                 )
         return Verdict(
             Decision.CONFLICT,
-            f"key {env.idempotency_key} was recorded from {first.message_id} with {first.payload_digest}; "
-            f"{env.message_id} carries {env.payload_digest}: both kept, result untrusted, task frozen for review",
+            f"key {env.idempotency_key} was recorded from {first.message_id} with {first.payload_digest[:15]}…; "
+            f"{env.message_id} carries {env.payload_digest[:15]}…: both kept, result untrusted, task frozen for review",
             move=move,
             record_intent=True,
             conflict_with=first,
@@ -205,7 +210,8 @@ def decide(
         # A receipt: recorded, never a state change, never "late" (acks follow completion).
         return Verdict(Decision.ACCEPTED, f"receipt from {env.sender} recorded; task state unchanged", record_intent=True)
 
-    if unresolved:
+    if env.type == "review_decision" and unresolved:
+        # A person decides from *retained* evidence; an unretained citation proves nothing.
         return _reject(
             "E_EVIDENCE_UNRESOLVED",
             f"evidence_refs {', '.join(sorted(unresolved))} name no stored artifact or message",

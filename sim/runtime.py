@@ -117,6 +117,10 @@ def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
 
     delivery_id = store.record_delivery(msg_seq, env, verdict.decision.value, verdict.code, verdict.reason)
     events = plan_events(store, env, task, rules, verdict)
+    if unresolved and verdict.decision != Decision.REJECTED:
+        events.append(
+            EventDraft("evidence_unresolved", env.task_id, env.message_id, {"refs": sorted(unresolved)})
+        )
     effects = []
     for ev in events:
         store.append_event(ev, delivery_id=delivery_id)

@@ -183,6 +183,7 @@ EVENT_TYPES = {
     "effect_suppressed": "nothing: the effect key was already committed",
     "review_decided": "approvals gains a row",
     "reconciliation_required": "nothing: a late result touched a committed side effect",
+    "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
 }
 
 _TASK_COLS = (
@@ -621,7 +622,7 @@ class Store:
                 "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
                 (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
             )
-        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required"):
+        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved"):
             pass
         else:  # pragma: no cover - the runtime only appends known types
             raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")

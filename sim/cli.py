@@ -1,0 +1,619 @@
+"""The ``protolab`` command line (Typer).
+
+Bad input never produces a traceback: every :class:`~sim.errors.ProtolabError` and every
+usage error becomes one line ``error: CODE: message`` on stderr and exit status 2, and
+nothing is written. Heavy modules (the store, Textual) are imported inside the commands
+that need them so that ``protolab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import InputError, ProtolabError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="protolab",
+    help=(
+        "protolab: a lab kit for agent message protocols and shared state.\n\n"
+        "Messages, events and state are kept apart: deliver envelopes, then look at each "
+        "kind with 'messages', 'events' and 'state'."
+    ),
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+machine_app = typer.Typer(help="Task state machines: show, check and load versions.", no_args_is_help=True)
+artifact_app = typer.Typer(help="Content-addressed artifacts (fact tables, drafts): put and show.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
+app.add_typer(machine_app, name="machine")
+app.add_typer(artifact_app, name="artifact")
+app.add_typer(bench_app, name="bench")
+
+DB_OPT = typer.Option("protolab.db", "--db", help="The protolab database file.")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _print_json(value) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    if str(path) == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist", code="E_FILE_MISSING") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {path} is a folder, not a file", code="E_FILE_MISSING") from None
+    except OSError as e:
+        raise InputError(f"cannot read {what} {path}: {e.strerror}", code="E_FILE_MISSING") from None
+
+
+def _open(db: Path):
+    from .store import Store
+
+    return Store.open(db)
+
+
+_DECISION_STYLE = {
+    "accepted": "green",
+    "duplicate": "cyan",
+    "conflict": "bold magenta",
+    "late": "yellow",
+    "rejected": "bold red",
+}
+_STATE_STYLE = {
+    "needs_review": "bold magenta",
+    "succeeded": "green",
+    "failed": "red",
+    "denied": "red",
+    "canceled": "dim",
+    "running": "blue",
+    "waiting_human": "yellow",
+    "retry_wait": "yellow",
+}
+
+
+def _styled(text, styles) -> str:
+    if text is None:
+        return ""
+    style = styles.get(str(text))
+    return f"[{style}]{text}[/]" if style else str(text)
+
+
+def _short(digest: str | None) -> str:
+    if not digest:
+        return ""
+    return digest[:15] + "…" if len(digest) > 16 else digest
+
+
+def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(
+        title=title, title_justify="left", title_style="bold", caption=caption, caption_justify="left",
+        box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+    )
+    for i, c in enumerate(columns):
+        last = i == len(columns) - 1
+        # Short columns never wrap; the last (free text) wraps in the width that is left.
+        t.add_column(c, no_wrap=not last, overflow="fold" if last else "ellipsis", )
+    for r in rows:
+        t.add_row(*["" if v is None else str(v) for v in r])
+    return t
+
+
+# ---------------------------------------------------------------------------- init
+
+
+@app.command()
+def init(
+    db: Path = DB_OPT,
+    machine: Optional[Path] = typer.Option(None, "--machine", help="Start with this machine file instead of task-v1."),
+    start_time: str = typer.Option("2026-07-13T04:00:00Z", "--start-time", help="Logical time zero (UTC)."),
+):
+    """Create an empty protolab database with the task state machine loaded."""
+    from .machine import load_rulebook
+    from .store import Store
+
+    rb = load_rulebook(machine) if machine else None
+    store = Store.create(db, start_time=start_time, rulebook=rb)
+    version = store.current_machine
+    store.close()
+    typer.echo(f"created {db} (schema 1, machine {version}, time zero {start_time})")
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+def _outcome_rows(outcomes) -> list[list]:
+    return [
+        [
+            o.delivery_id, o.message_id, o.type, o.task_id, _styled(o.decision, _DECISION_STYLE),
+            f"{_styled(o.state, _STATE_STYLE)} v{o.state_version}" if o.state else "-",
+            f"{o.code}: {o.reason}" if o.code else o.reason,
+        ]
+        for o in outcomes
+    ]
+
+
+_OUTCOME_COLS = ["#", "message", "type", "task", "decision", "state", "why"]
+
+
+@app.command()
+def demo(db: Path = typer.Option("demo.db", "--db", help="Where to write the demo run (replaced if it is a protolab database).")):
+    """Hand-deliver the default story and each fault into a fresh database, then show what happened."""
+    from .runtime import deliver as _deliver, put_artifact, review
+    from .samples import FACTS, demo_steps, draft
+    from .store import Store
+
+    if db.exists():
+        Store.open(db).close()  # refuses a file that is not a protolab database
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+    con = _console()
+    store = Store.create(db)
+    try:
+        fr = put_artifact(store, FACTS, kind="fact-table", task_id="T-1")
+        dr = put_artifact(store, draft(), kind="draft", task_id="T-2")
+        con.print(f"[bold]protolab demo[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
+        for title, envs in demo_steps():
+            outcomes = [_deliver(store, e) for e in envs]
+            con.print(_table(title, _OUTCOME_COLS, _outcome_rows(outcomes)))
+        o = review(store, "T-1", "ready", by="reviewer", evidence=["M-3", "M-8"], note="two fact tables under one key; rerun")
+        con.print(_table("reconcile: the reviewer releases T-1 from retained evidence (M-3, M-8)", _OUTCOME_COLS, _outcome_rows([o])))
+        tasks = store.tasks()
+        effects = store.effects()
+        digest_ = store.state_digest()
+        counts = store.counts()
+    finally:
+        store.close()
+    con.print(
+        _table(
+            "state now",
+            ["task", "state", "ver", "trusted", "late", "rejected"],
+            [[t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], "yes" if t["trusted"] else "NO",
+              t["late_results"], t["rejected"]] for t in tasks],
+            caption=f"effects committed: {', '.join(e['effect_key'] for e in effects) or 'none'} (once, though M-6 arrived twice)",
+        )
+    )
+    con.print(
+        f"{counts['messages']} messages, {counts['deliveries']} deliveries, {counts['events']} events; state digest {digest_}\n"
+        f"Look at each kind of data on its own:\n"
+        f"  protolab messages --db {db}\n  protolab events --db {db}\n  protolab state --db {db}"
+    )
+
+
+# ---------------------------------------------------------------------------- deliver
+
+
+@app.command()
+def deliver(
+    file: Path = typer.Argument(..., help="A JSON file holding one envelope or an array delivered in order ('-' for stdin)."),
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Deliver envelopes through intake, one transaction each; print each decision."""
+    from .envelope import parse_envelopes
+    from .runtime import deliver as _deliver
+
+    envelopes = parse_envelopes(_read_file(file, "envelope file"), source=str(file))
+    store = _open(db)
+    try:
+        outcomes = [_deliver(store, env) for env in envelopes]
+    finally:
+        store.close()
+    if as_json:
+        _print_json([o.to_dict() for o in outcomes])
+        return
+    _console().print(
+        _table(f"{len(outcomes)} deliver{'y' if len(outcomes) == 1 else 'ies'} into {db}", _OUTCOME_COLS, _outcome_rows(outcomes))
+    )
+
+
+# ---------------------------------------------------------------------------- views
+
+
+@app.command()
+def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
+    """The message log: every envelope, and every delivery with its decision."""
+    store = _open(db)
+    try:
+        msgs, dels = store.messages(), store.deliveries()
+    finally:
+        store.close()
+    if task:
+        msgs = [m for m in msgs if m["task_id"] == task]
+        dels = [d for d in dels if d["task_id"] == task]
+    if as_json:
+        _print_json({"messages": msgs, "deliveries": dels})
+        return
+    con = _console()
+    con.print(
+        _table(
+            "Messages (envelopes, one row per message_id)",
+            ["message", "type", "from -> to", "task", "idempotency_key", "payload_digest", "scheme", "evidence"],
+            [
+                [m["message_id"], m["type"], f"{m['sender']} -> {m['recipient']}", m["task_id"], m["idempotency_key"],
+                 _short(m["payload_digest"]), m["digest_scheme"], ", ".join(_short(r) for r in m["evidence_refs"])]
+                for m in msgs
+            ],
+        )
+    )
+    con.print(
+        _table(
+            "Deliveries (one row per attempt)",
+            ["#", "tick", "message", "task", "decision", "code", "state after", "ver"],
+            [
+                [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
+                 d["code"] or "", _styled(d["state_after"], _STATE_STYLE), d["state_version_after"]]
+                for d in dels
+            ],
+        )
+    )
+
+
+def _event_summary(e: dict) -> str:
+    d = e["data"]
+    t = e["type"]
+    if t == "transition_applied":
+        return f"{d['from']} -> {d['to']} v{d['from_version'] + 1} by {d['executor']} ({d['reason']})"
+    if t == "transition_rejected":
+        return f"{d['code']}: {d['reason']}"
+    if t == "intent_recorded":
+        return f"{d['key']} {_short(d['digest'])} {d['scheme']} ({d['decision']})"
+    if t in ("duplicate_recorded",):
+        return f"{d['key']} first seen in {d['first_message_id']}; nothing re-executed"
+    if t == "conflict_recorded":
+        return f"{d['key']}: {d['first']['message_id']} {_short(d['first']['digest'])} vs {d['second']['message_id']} {_short(d['second']['digest'])}"
+    if t == "lease_granted":
+        return f"lease v{d['lease_version']} to {d['holder']}"
+    if t == "budget_charged":
+        return f"-{d['amount']} ({d['reason']})"
+    if t == "task_created":
+        return f"{d['goal']!r} budget {d['budget']} machine {d['machine_version']}"
+    if t == "artifact_stored":
+        return f"{d['kind']} {_short(d['ref'])} ({d['size']} bytes)"
+    if t in ("effect_committed", "effect_suppressed"):
+        return d["effect_key"]
+    if t == "machine_loaded":
+        return f"{d['version']} ({len(d['rules'])} rules)"
+    if t == "review_decided":
+        return f"{d['decision']} by {d['reviewer']} citing {', '.join(d['evidence'])}"
+    if t == "late_recorded":
+        return d["reason"]
+    if t == "ack_recorded":
+        return f"receipt of {d.get('of') or '?'} from {d['from']}"
+    if t == "evidence_unresolved":
+        return f"cites {', '.join(_short(r) for r in d['refs'])}, not stored here"
+    if t == "reconciliation_required":
+        return f"late {d.get('status')} touches {', '.join(d['effects'])}"
+    return json.dumps(d, sort_keys=True)[:80]
+
+
+@app.command()
+def events(
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+    task: Optional[str] = typer.Option(None, help="Only this task."),
+    type_: Optional[str] = typer.Option(None, "--type", help="Only this event type."),
+):
+    """The event log: append-only facts, numbered, written only by the runtime."""
+    from .store import EVENT_TYPES
+
+    if type_ is not None and type_ not in EVENT_TYPES:
+        from .errors import friendly_list
+
+        raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
+    store = _open(db)
+    try:
+        evs = store.events()
+    finally:
+        store.close()
+    if task:
+        evs = [e for e in evs if e["task_id"] == task]
+    if type_:
+        evs = [e for e in evs if e["type"] == type_]
+    if as_json:
+        _print_json(evs)
+        return
+    _console().print(
+        _table(
+            f"Events ({len(evs)})",
+            ["seq", "tick", "time", "event", "task", "message", "what"],
+            [[e["seq"], e["tick"], e["created_at"][11:], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs],
+        )
+    )
+
+
+@app.command()
+def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
+    """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
+    from .machine import A2A_STATE, TaskState
+
+    store = _open(db)
+    try:
+        data = {
+            "tasks": store.tasks(),
+            "transitions": store.transitions(),
+            "intents": store.intents(),
+            "effects": store.effects(),
+            "artifacts": store.artifacts(),
+            "approvals": store.approvals(),
+            "budget": store.budget_ledger(),
+            "machine_versions": store.machine_versions(),
+            "current_machine": store.current_machine,
+            "state_digest": store.state_digest(),
+        }
+    finally:
+        store.close()
+    for t in data["tasks"]:
+        t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
+        t["trusted"] = bool(t["trusted"])
+    if task:
+        for k in ("tasks", "transitions", "intents", "effects", "artifacts", "approvals", "budget"):
+            data[k] = [r for r in data[k] if r.get("task_id") == task]
+    if as_json:
+        _print_json(data)
+        return
+    con = _console()
+    con.print(
+        _table(
+            "Tasks (authoritative: written only by the runtime)",
+            ["task", "state", "ver", "machine", "A2A", "assignee", "lease", "budget left", "trusted", "late", "rejected"],
+            [
+                [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"], t["a2a_state"],
+                 t["assignee"], f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
+                 "yes" if t["trusted"] else "[bold magenta]NO[/]", t["late_results"], t["rejected"]]
+                for t in data["tasks"]
+            ],
+        )
+    )
+    con.print(
+        _table(
+            "Transitions",
+            ["task", "old", "new", "ver", "machine", "executor", "time", "reason"],
+            [[r["task_id"], r["old_state"], _styled(r["new_state"], _STATE_STYLE), r["state_version"], r["machine_version"],
+              r["executor"], r["created_at"][11:], r["reason"]] for r in data["transitions"]],
+        )
+    )
+    con.print(
+        _table(
+            "Intents (deduplication: task, key, digest, scheme)",
+            ["#", "task", "idempotency_key", "payload_digest", "scheme", "first message", "decision", "seen", "trusted"],
+            [[r["arrival"], r["task_id"], r["idempotency_key"], _short(r["payload_digest"]), r["digest_scheme"], r["message_id"],
+              _styled(r["decision"], _DECISION_STYLE), r["seen"], "yes" if r["trusted"] else "[bold magenta]NO[/]"] for r in data["intents"]],
+        )
+    )
+    if data["effects"]:
+        con.print(_table("Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
+                         [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]]))
+    if data["artifacts"]:
+        con.print(_table("Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
+                         [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]]))
+    if data["approvals"]:
+        con.print(_table("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
+                         [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]]))
+    con.print(f"machine for new tasks: {data['current_machine']}    state digest: {data['state_digest']}")
+
+
+# ---------------------------------------------------------------------------- reconcile
+
+
+@app.command()
+def reconcile(
+    task_id: str = typer.Argument(..., help="The needs_review task to decide."),
+    decision: str = typer.Option(..., "--decision", help="ready (run it again) or canceled."),
+    by: str = typer.Option(..., "--by", help="Who decides; must be a reviewer (reviewer or reviewer-NAME)."),
+    evidence: List[str] = typer.Option(..., "--evidence", help="Retained evidence: a message id or an artifact ref. Repeat for more."),
+    note: str = typer.Option("", "--note", help="Why, in a sentence."),
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """A reviewer decides a frozen (needs_review) task from retained evidence."""
+    from .envelope import role_of
+    from .runtime import review
+
+    role_of(by)
+    store = _open(db)
+    try:
+        o = review(store, task_id, decision, by=by, evidence=list(evidence), note=note)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(o.to_dict())
+        return
+    typer.echo(f"{o.message_id}: {o.decision} -> {task_id} is {o.state} (state_version {o.state_version}); approval recorded")
+
+
+# ---------------------------------------------------------------------------- digest
+
+
+@app.command()
+def digest(
+    file: Path = typer.Argument(..., help="A JSON file ('-' for stdin)."),
+    scheme: str = typer.Option("json-sorted-v1", "--scheme", help="json-sorted-v1 or jcs-v2."),
+    show_bytes: bool = typer.Option(False, "--bytes", help="Also print the canonical bytes that are hashed."),
+):
+    """Print the digest of a JSON value, to fill in an envelope's payload_digest by hand."""
+    from . import digest as _digest
+    from .envelope import loads_strict
+
+    value = loads_strict(_read_file(file, "file"), source=str(file))
+    if show_bytes:
+        typer.echo(_digest.canonical_bytes(value, scheme).decode("utf-8"))
+    typer.echo(_digest.digest(value, scheme))
+
+
+# ---------------------------------------------------------------------------- machine
+
+
+@machine_app.command("show")
+def machine_show(
+    db: Optional[Path] = typer.Option(None, "--db", help="Show the versions loaded in this database."),
+    version: Optional[str] = typer.Option(None, "--version", help="Only this machine version."),
+    as_json: bool = JSON_OPT,
+):
+    """The allowlist: every allowed move and the roles that may make it."""
+    from .machine import A2A_STATE, TaskState, default_rulebook
+
+    if db is None:
+        rb = default_rulebook()
+        rules = [{"machine_version": r.machine_version, "from_state": r.from_state.value, "to_state": r.to_state.value,
+                  "roles": ",".join(r.roles), "reason": r.reason} for r in rb.rules]
+        current = rb.version
+    else:
+        store = _open(db)
+        try:
+            rules, current = store.transition_rules(), store.current_machine
+        finally:
+            store.close()
+    if version:
+        rules = [r for r in rules if r["machine_version"] == version]
+        if not rules:
+            raise InputError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
+    a2a = {s.value: A2A_STATE[s] for s in TaskState}
+    if as_json:
+        _print_json({"current": current, "rules": rules, "a2a": a2a})
+        return
+    con = _console()
+    con.print(_table(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
+                     [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]] for r in rules]))
+    con.print(_table("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()]))
+
+
+@machine_app.command("check")
+def machine_check(file: Path = typer.Argument(..., help="A machine file (TOML).")):
+    """Validate a machine file without loading it."""
+    from .machine import load_rulebook
+
+    rb = load_rulebook(file)
+    typer.echo(f"{file}: machine {rb.version}, {len(rb.rules)} allowed moves")
+
+
+@machine_app.command("load")
+def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) with a new version."), db: Path = DB_OPT):
+    """Load a new machine version: new tasks use it; existing tasks keep theirs."""
+    from .machine import load_rulebook
+
+    rb = load_rulebook(file)
+    store = _open(db)
+    try:
+        with store.transaction():
+            store.advance()
+            store.load_machine(rb, description=f"loaded from {file.name}")
+    finally:
+        store.close()
+    typer.echo(f"loaded {rb.version} ({len(rb.rules)} moves); new tasks use it, existing tasks keep their version")
+
+
+# ---------------------------------------------------------------------------- artifacts
+
+
+@artifact_app.command("put")
+def artifact_put(
+    file: Path = typer.Argument(..., help="A JSON file (a fact table, a draft...)."),
+    db: Path = DB_OPT,
+    kind: str = typer.Option("document", "--kind", help="What it is, e.g. fact-table or draft."),
+    task: Optional[str] = typer.Option(None, "--task", help="The task it belongs to."),
+):
+    """Store a JSON artifact content-addressed and print its ref (for evidence_refs)."""
+    from .envelope import loads_strict
+    from .runtime import put_artifact
+
+    value = loads_strict(_read_file(file, "artifact file"), source=str(file))
+    store = _open(db)
+    try:
+        ref = put_artifact(store, value, kind=kind, task_id=task)
+    finally:
+        store.close()
+    typer.echo(ref)
+
+
+@artifact_app.command("show")
+def artifact_show(ref: str = typer.Argument(..., help="sha256:..."), db: Path = DB_OPT):
+    """Print a stored artifact's content."""
+    store = _open(db)
+    try:
+        art = store.artifact(ref)
+    finally:
+        store.close()
+    if art is None:
+        raise InputError(f"no artifact {ref} in {db}", code="E_UNKNOWN_ARTIFACT")
+    _print_json(art)
+
+
+# ---------------------------------------------------------------------------- bench
+
+
+@bench_app.command("intake")
+def bench_intake(
+    n: int = typer.Option(5000, "-n", help="Deliveries to time."),
+    as_json: bool = JSON_OPT,
+):
+    """Deliveries per second through parse, digest, intake and transaction, beside bare sqlite3."""
+    from .bench import bench_intake as run
+
+    if n < 10:
+        raise InputError("-n must be at least 10", code="E_USAGE")
+    result = run(n, progress=not as_json)
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"intake: {result['project_per_s']:,.0f} deliveries/s (protolab)  |  floor {result['floor_per_s']:,.0f}/s "
+        f"(bare sqlite3, same rows)  |  ratio {result['ratio']:.2f}  (n={n}, target >= 0.4)"
+    )
+
+
+# ---------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app, turning every error into one line and exit 2."""
+    import click
+
+    try:
+        rv = app(args=argv, prog_name="protolab", standalone_mode=False)
+    except ProtolabError as e:
+        sys.stderr.write(f"error: {e.one_line()}\n")
+        sys.exit(2)
+    except click.exceptions.NoSuchOption as e:
+        sys.stderr.write(f"error: E_USAGE: {e.format_message()}\n")
+        sys.exit(2)
+    except click.exceptions.UsageError as e:
+        msg = " ".join(e.format_message().split())
+        sys.stderr.write(f"error: E_USAGE: {msg}\n")
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.stderr.write("error: E_ABORTED: interrupted\n")
+        sys.exit(1)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("error: E_ABORTED: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
