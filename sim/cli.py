@@ -583,6 +583,21 @@ def bench_intake(
     )
 
 
+@bench_app.command("startup")
+def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
+    """Wall time of 'protolab --help' beside a bare 'python -c pass' (budget: 300 ms)."""
+    from .bench import bench_startup as run
+
+    result = run(max(1, repeat))
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"startup: protolab --help {result['help_ms']:.0f} ms  |  floor python -c pass {result['floor_ms']:.0f} ms  |  "
+        f"ratio {result['ratio']:.2f}  |  budget 300 ms: {'within' if result['within_budget'] else 'OVER'}"
+    )
+
+
 # ---------------------------------------------------------------------------- entry point
 
 

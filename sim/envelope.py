@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import digest as _digest
@@ -95,7 +95,8 @@ class Envelope:
         return role_of(self.sender)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """The envelope as JSON-ready data (field order as in :data:`FIELDS`)."""
+        d = {name: getattr(self, name) for name in FIELDS}
         d["evidence_refs"] = list(self.evidence_refs)
         return d
 

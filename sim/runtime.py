@@ -115,8 +115,8 @@ def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
             code="E_MESSAGE_ID_REUSED",
         )
 
-    delivery_id = store.record_delivery(msg_seq, env, verdict.decision.value, verdict.code, verdict.reason)
-    events = plan_events(store, env, task, rules, verdict)
+    delivery_id = store.next_delivery_id()
+    events, state, version = plan_events(store, env, task, rules, verdict)
     if unresolved and verdict.decision != Decision.REJECTED:
         events.append(
             EventDraft("evidence_unresolved", env.task_id, env.message_id, {"refs": sorted(unresolved)})
@@ -126,7 +126,7 @@ def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
         store.append_event(ev, delivery_id=delivery_id)
         if ev.type == "effect_committed":
             effects.append(ev.data["effect_key"])
-    state, version = store.finish_delivery(delivery_id, env.task_id)
+    store.record_delivery(delivery_id, msg_seq, env, verdict.decision.value, verdict.code, verdict.reason, state, version)
     reused = verdict.duplicate_of.result if verdict.duplicate_of is not None else None
     return Outcome(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
@@ -162,11 +162,15 @@ def _artifact_event(content, kind: str, task_id: str | None, message_id: str | N
     )
 
 
-def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict) -> list[EventDraft]:
-    """Turn a verdict into the events that record it (pure apart from reads)."""
+def plan_events(
+    store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict
+) -> tuple[list[EventDraft], str | None, int | None]:
+    """Turn a verdict into the events that record it; also return the task's state and version after them."""
     tid, mid = env.task_id, env.message_id
     out: list[EventDraft] = []
     d = v.decision
+    state = task.state.value if task else None
+    version = task.state_version if task else None
 
     if d == Decision.DUPLICATE:
         p = v.duplicate_of
@@ -185,7 +189,7 @@ def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleB
                 },
             )
         )
-        return out
+        return out, state, version
 
     if d == Decision.REJECTED:
         target = None
@@ -210,10 +214,8 @@ def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleB
                 },
             )
         )
-        return out
+        return out, state, version
 
-    state = task.state.value if task else None
-    version = task.state_version if task else None
     if v.create:
         budget = env.payload.get("budget", DEFAULT_BUDGET)
         out.append(
@@ -280,7 +282,7 @@ def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleB
                 },
             )
         )
-        return out + move_events
+        return out + move_events, state, version
 
     if d == Decision.LATE:
         out.append(_intent_event(env, store, d.value, state, version))
@@ -295,7 +297,7 @@ def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleB
         if v.needs_reconciliation:
             keys = [e["effect_key"] for e in store.effects() if e["task_id"] == tid]
             out.append(EventDraft("reconciliation_required", tid, mid, {"effects": keys, "status": env.payload.get("status")}))
-        return out
+        return out, state, version
 
     # ACCEPTED
     out += move_events
@@ -328,7 +330,7 @@ def plan_events(store: Store, env: Envelope, task: TaskView | None, rules: RuleB
                 )
             )
     out.append(_intent_event(env, store, d.value, state, version))
-    return out
+    return out, state, version
 
 
 def put_artifact(store: Store, content, *, kind: str = "document", task_id: str | None = None) -> str:

@@ -45,6 +45,8 @@ __all__ = [
     "STATE_TABLES",
     "DEFAULT_START",
     "EVENT_TYPES",
+    "rows_by_tick",
+    "write_rows_bare",
 ]
 
 SCHEMA_VERSION = 1
@@ -214,8 +216,10 @@ class Store:
         self.path = path
         self._rulebooks: dict[str, RuleBook] = {}
         self._meta: dict[str, str] = {}
-        self._delivery_id: int | None = None
         self._tick = 0
+        self._next_delivery = 1
+        self._next_arrival = 1
+        self._time_cache: tuple[int, str] = (-1, "")
         self._start: datetime | None = None
 
     # ------------------------------------------------------------------ opening
@@ -248,7 +252,6 @@ class Store:
                     ("app", APP_ID),
                     ("schema_version", str(SCHEMA_VERSION)),
                     ("start_time", start_time),
-                    ("clock", "0"),
                     ("current_machine", ""),
                 ):
                     store.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (k, v))
@@ -324,8 +327,15 @@ class Store:
 
     def _load_meta(self) -> None:
         self._meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        self._tick = int(self._meta["clock"])
         self._start = _parse_time(self._meta["start_time"])
+        self._sync_counters()
+
+    def _sync_counters(self) -> None:
+        # The logical clock is the tick of the newest event: every tick appends at least one.
+        c = self.conn
+        self._tick = c.execute("SELECT COALESCE(MAX(tick), 0) FROM events").fetchone()[0]
+        self._next_delivery = c.execute("SELECT COALESCE(MAX(delivery_id), 0) + 1 FROM deliveries").fetchone()[0]
+        self._next_arrival = c.execute("SELECT COALESCE(MAX(arrival), 0) + 1 FROM intents").fetchone()[0]
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -342,18 +352,16 @@ class Store:
     @contextlib.contextmanager
     def transaction(self) -> Iterator["Store"]:
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
-        tick_before = self._tick
+        saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"))
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as e:
             raise _translate(e) from e
         try:
             yield self
-            if self._tick != tick_before:
-                self.conn.execute("UPDATE meta SET value = ? WHERE key = 'clock'", (str(self._tick),))
             self.conn.execute("COMMIT")
         except BaseException as e:
-            self._tick = tick_before
+            self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"] = saved
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error):
@@ -372,8 +380,11 @@ class Store:
         return self._tick
 
     def time_at(self, tick: int) -> str:
-        assert self._start is not None
-        return (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """``created_at`` of a tick: time zero plus one second per tick (logical time)."""
+        if self._time_cache[0] != tick:
+            assert self._start is not None
+            self._time_cache = (tick, (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._time_cache[1]
 
     @property
     def start_time(self) -> str:
@@ -386,12 +397,13 @@ class Store:
     # ------------------------------------------------------------------ reads for intake
 
     def get_task(self, task_id: str) -> TaskView | None:
-        row = self.conn.execute(f"SELECT {_TASK_COLS} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        row = self.conn.execute(
+            f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
+            "FROM tasks WHERE task_id = ?",
+            (task_id,),
+        ).fetchone()
         if row is None:
             return None
-        has_effects = (
-            self.conn.execute("SELECT 1 FROM effects WHERE task_id = ? LIMIT 1", (task_id,)).fetchone() is not None
-        )
         return TaskView(
             task_id=row[0],
             state=TaskState(row[1]),
@@ -402,7 +414,7 @@ class Store:
             lease_version=row[6],
             budget_left=row[7],
             trusted=bool(row[8]),
-            has_effects=has_effects,
+            has_effects=bool(row[9]),
         )
 
     def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
@@ -416,8 +428,11 @@ class Store:
         )
 
     def next_arrival(self) -> int:
-        row = self.conn.execute("SELECT COALESCE(MAX(arrival), 0) + 1 FROM intents").fetchone()
-        return row[0]
+        """The arrival number the next recorded intent gets (arrival order is kept)."""
+        return self._next_arrival
+
+    def next_delivery_id(self) -> int:
+        return self._next_delivery
 
     def rulebook(self, version: str | None = None) -> RuleBook:
         """The rules of ``version`` (default: the version new tasks get)."""
@@ -474,14 +489,8 @@ class Store:
 
     def record_message(self, env: Envelope, envelope_digest: str) -> tuple[int, bool]:
         """Store the envelope unless this exact envelope is stored; return (msg_seq, new)."""
-        row = self.conn.execute(
-            "SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
-            (env.message_id, envelope_digest),
-        ).fetchone()
-        if row is not None:
-            return row[0], False
         cur = self.conn.execute(
-            "INSERT INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
+            "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
             "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -490,29 +499,32 @@ class Store:
                 _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick,
             ),
         )
-        return cur.lastrowid, True
+        if cur.rowcount == 1:
+            return cur.lastrowid, True
+        row = self.conn.execute(
+            "SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
+            (env.message_id, envelope_digest),
+        ).fetchone()
+        return row[0], False
 
     def message_variants(self, message_id: str) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM messages WHERE message_id = ?", (message_id,)).fetchone()[0]
 
-    def record_delivery(self, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str) -> int:
-        cur = self.conn.execute(
-            "INSERT INTO deliveries (tick, msg_seq, message_id, task_id, type, decision, code, reason) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (self._tick, msg_seq, env.message_id, env.task_id, env.type, decision, code, reason),
-        )
-        self._delivery_id = cur.lastrowid
-        return cur.lastrowid
-
-    def finish_delivery(self, delivery_id: int, task_id: str) -> tuple[str | None, int | None]:
-        """Stamp the delivery with the task's state after it; return (state, state_version)."""
-        row = self.conn.execute("SELECT state, state_version FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
-        state, version = (row[0], row[1]) if row else (None, None)
+    def record_delivery(
+        self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str,
+        state_after: str | None, version_after: int | None,
+    ) -> int:
+        """Write the delivery row (after its events, which already carry its id)."""
+        if delivery_id != self._next_delivery:
+            raise StoreError(f"delivery id {delivery_id} is not the next one ({self._next_delivery})", code="E_DB_WRITE")
         self.conn.execute(
-            "UPDATE deliveries SET state_after = ?, state_version_after = ? WHERE delivery_id = ?",
-            (state, version, delivery_id),
+            "INSERT INTO deliveries (delivery_id, tick, msg_seq, message_id, task_id, type, decision, code, reason, "
+            "state_after, state_version_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (delivery_id, self._tick, msg_seq, env.message_id, env.task_id, env.type, decision, code, reason,
+             state_after, version_after),
         )
-        return state, version
+        self._next_delivery = delivery_id + 1
+        return delivery_id
 
     # ------------------------------------------------------------------ events and the reducer
 
@@ -591,6 +603,7 @@ class Store:
                     0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
                 ),
             )
+            self._next_arrival = max(self._next_arrival, d["arrival"] + 1)
         elif etype == "duplicate_recorded":
             c.execute(
                 "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
@@ -727,6 +740,59 @@ class Store:
             for row in cur:
                 h.update(_dumps(list(row)).encode("utf-8") + b"\n")
         return "sha256:" + h.hexdigest()
+
+
+# ---------------------------------------------------------------------------- benchmark floor
+
+
+def rows_by_tick(store: Store) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
+    """Every row the store holds, grouped by the tick (delivery) that wrote it.
+
+    Returns ``[(tick, {table: [row, ...]}, [(state, state_version, task_id), ...])]``: the
+    inserts of that tick and the task updates it made. The benchmark floor writes exactly
+    these rows with bare sqlite3, so the floor and the project write the same data.
+    """
+    c = store.conn
+    tick_col = {
+        "messages": "first_tick", "deliveries": "tick", "events": "tick", "transitions": "tick",
+        "budget": "tick", "effects": "tick", "artifacts": "first_tick", "tasks": "created_tick",
+    }
+    out: dict[int, dict[str, list[tuple]]] = {}
+    for table, col in tick_col.items():
+        for row in c.execute(f"SELECT *, {col} FROM {table} ORDER BY rowid"):
+            out.setdefault(row[-1], {}).setdefault(table, []).append(tuple(row[:-1]))
+    # intents carry no tick of their own: the intent_recorded event that made each one does.
+    for row in c.execute(
+        "SELECT i.*, e.tick FROM intents i JOIN events e ON e.type = 'intent_recorded' AND e.task_id = i.task_id "
+        "AND e.message_id = i.message_id AND json_extract(e.data, '$.arrival') = i.arrival ORDER BY i.arrival"
+    ):
+        out.setdefault(row[-1], {}).setdefault("intents", []).append(tuple(row[:-1]))
+    updates: dict[int, list[tuple]] = {}
+    for tick, state, version, task_id in c.execute("SELECT tick, new_state, state_version, task_id FROM transitions ORDER BY seq"):
+        updates.setdefault(tick, []).append((state, version, task_id))
+    return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
+
+
+def write_rows_bare(path: str, batches) -> None:
+    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, no logic."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement.replace("REFERENCES machines (version)", "").replace("REFERENCES messages (msg_seq)", ""))
+    sql: dict[str, str] = {}
+    for tick, tables, updates in batches:
+        conn.execute("BEGIN IMMEDIATE")
+        for table, rows in tables.items():
+            q = sql.get(table)
+            if q is None:
+                q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
+            conn.executemany(q, rows)
+        if updates:
+            conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ?", updates)
+        conn.execute("COMMIT")
+    conn.close()
 
 
 def _translate(e: sqlite3.Error) -> StoreError:

@@ -1,0 +1,136 @@
+"""Benchmarks. Each prints the project's figure beside a floor measured in the same run.
+
+``intake``: deliveries per second through the whole path (strict JSON parse, digest
+check, intake decision, one transaction writing message, delivery, events and state)
+against bare sqlite3 writing the very same rows, one transaction per delivery, with no
+parsing and no logic. ``startup``: ``protolab --help`` against a bare ``python -c pass``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["intake_workload", "bench_intake", "bench_startup"]
+
+
+def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
+    """``n`` envelope texts: tasks through request, start, result and ack, with redeliveries."""
+    import random
+
+    from .envelope import build_envelope
+
+    rng = random.Random(seed)
+    texts: list[str] = []
+    t = 0
+
+    def at(i: int) -> str:
+        return f"2026-07-13T{4 + i // 3600 % 20:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
+
+    while len(texts) < n:
+        t += 1
+        tid = f"T-{t}"
+        worker = "researcher" if t % 2 else "writer"
+        common = dict(trace_id=f"R-{t // 100}", task_id=tid)
+        envs = [
+            build_envelope(message_id=f"M-{t}-1", sender="manager", recipient=worker, type="task_request",
+                           payload={"goal": f"collect evidence {t}", "budget": 3}, idempotency_key=f"{tid}:request",
+                           created_at=at(len(texts)), **common),
+            build_envelope(message_id=f"M-{t}-2", sender=worker, recipient="manager", type="task_started",
+                           payload={"lease_version": 1}, idempotency_key=f"{tid}:attempt-1:started", created_at=at(len(texts)), **common),
+            build_envelope(message_id=f"M-{t}-3", sender=worker, recipient="manager", type="task_result",
+                           payload={"status": "succeeded", "lease_version": 1, "summary": f"{rng.randint(1, 9)} facts"},
+                           idempotency_key=f"{tid}:attempt-1", created_at=at(len(texts)), **common),
+            build_envelope(message_id=f"A-{t}-3", sender="manager", recipient=worker, type="ack",
+                           payload={"of": f"M-{t}-3"}, idempotency_key=f"{tid}:ack", created_at=at(len(texts)), **common),
+        ]
+        for env in envs:
+            text = env.to_json()
+            texts.append(text)
+            if rng.random() < duplicate_rate:
+                texts.append(text)
+    return texts[:n]
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        disable=not enabled, transient=True,
+    )
+
+
+def bench_intake(n: int, *, progress: bool = False) -> dict:
+    """Run the intake benchmark; return figures (``project_per_s``, ``floor_per_s``, ``ratio``)."""
+    from .envelope import parse_envelope, loads_strict
+    from .runtime import deliver
+    from .store import Store, rows_by_tick, write_rows_bare
+
+    texts = intake_workload(n)
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-") as tmp, _progress(progress) as bar:
+        db = Path(tmp) / "project.db"
+        store = Store.create(db)
+        job = bar.add_task("protolab intake", total=n)
+        t0 = time.perf_counter()
+        for i, text in enumerate(texts):
+            deliver(store, parse_envelope(loads_strict(text)))
+            if i % 500 == 0:
+                bar.update(job, completed=i)
+        project_s = time.perf_counter() - t0
+        bar.update(job, completed=n)
+        batches = [b for b in rows_by_tick(store) if b[0] > 0]  # tick 0 is init (schema, machine)
+        counts = store.counts()
+        store.close()
+
+        job2 = bar.add_task("bare sqlite3 floor", total=1)
+        t1 = time.perf_counter()
+        write_rows_bare(str(Path(tmp) / "floor.db"), batches)
+        floor_s = time.perf_counter() - t1
+        bar.update(job2, completed=1)
+    project = n / project_s
+    floor = len(batches) / floor_s
+    return {
+        "benchmark": "intake",
+        "n": n,
+        "project_per_s": round(project, 1),
+        "floor_per_s": round(floor, 1),
+        "ratio": round(project / floor, 3),
+        "project_seconds": round(project_s, 3),
+        "floor_seconds": round(floor_s, 3),
+        "rows": {k: counts[k] for k in ("messages", "deliveries", "events", "tasks", "transitions", "intents", "budget")},
+        "python": sys.version.split()[0],
+    }
+
+
+def bench_startup(repeat: int = 7) -> dict:
+    """Best-of-``repeat`` wall time of ``protolab --help`` against ``python -c pass``."""
+    env = dict(os.environ, COLUMNS="100")
+
+    def best(argv) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    help_s = best([sys.executable, "-m", "sim", "--help"])
+    floor_s = best([sys.executable, "-c", "pass"])
+    return {
+        "benchmark": "startup",
+        "help_ms": round(help_s * 1000, 1),
+        "floor_ms": round(floor_s * 1000, 1),
+        "ratio": round(floor_s / help_s, 3),
+        "budget_ms": 300,
+        "within_budget": help_s < 0.300,
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))
