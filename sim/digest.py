@@ -11,10 +11,12 @@ scheme. Two schemes are pinned by test vectors (tests/test_digest.py):
     * no whitespace at all: ``,`` between items and ``:`` after keys;
     * non-ASCII characters written as themselves in UTF-8, never ``\\uXXXX``
       (only ``"``, ``\\`` and control characters are escaped, as ``json`` does);
-    * integers written in full at any size; floats written with Python's
+    * integers written in full (up to Python's 4300-digit int-to-str limit; beyond it the
+      value is refused with E_DIGEST_DOMAIN); floats written with Python's
       shortest round-trip ``repr`` (``1.0``, ``-0.0``, ``1e+21``), so ``1`` and
       ``1.0`` differ;
-    * ``true``/``false``/``null``; NaN and +/-Infinity are refused.
+    * ``true``/``false``/``null``; NaN and +/-Infinity are refused, and so are strings
+      holding lone surrogates (they have no UTF-8 form).
     It is a local teaching digest, not a cross-language standard.
 
 ``jcs-v2`` -- RFC 8785 JSON Canonicalization Scheme through the ``rfc8785``
@@ -76,9 +78,17 @@ def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
     """The exact bytes that ``scheme`` hashes for ``value``."""
     _refuse_non_finite(value)
     if scheme == "json-sorted-v1":
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        try:
+            return json.dumps(
+                value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DigestError(
+                f"the value holds a lone surrogate ({e.object[e.start:e.end]!r}), which has no UTF-8 form",
+                code="E_DIGEST_DOMAIN",
+            ) from e
+        except ValueError as e:  # ints beyond Python's int-to-str digit limit
+            raise DigestError(f"json-sorted-v1 cannot write the value: {e}", code="E_DIGEST_DOMAIN") from e
     if scheme == "jcs-v2":
         import rfc8785
 
@@ -89,7 +99,7 @@ def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
                 f"jcs-v2 cannot represent an integer beyond 2**53 exactly ({e}); send it as a string",
                 code="E_DIGEST_DOMAIN",
             ) from e
-        except rfc8785.CanonicalizationError as e:  # pragma: no cover - guarded above
+        except rfc8785.CanonicalizationError as e:  # e.g. a lone surrogate
             raise DigestError(f"jcs-v2 cannot canonicalize the payload: {e}", code="E_DIGEST_DOMAIN") from e
     from .errors import friendly_list
 
@@ -106,7 +116,7 @@ def digest(value, scheme: str = DEFAULT_SCHEME) -> str:
 
 def is_digest(text) -> bool:
     """True when ``text`` has the form ``sha256:<64 lowercase hex>``."""
-    return isinstance(text, str) and DIGEST_RE.match(text) is not None
+    return isinstance(text, str) and DIGEST_RE.fullmatch(text) is not None
 
 
 def verify(value, claimed: str, scheme: str) -> None:

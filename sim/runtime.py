@@ -379,7 +379,7 @@ def review(
             f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
             code="E_EVIDENCE_UNRESOLVED",
         )
-    trace = store.conn.execute("SELECT trace_id FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
+    trace = store.task_trace(task_id)
     payload = {"decision": decision, "expected_state_version": task.state_version}
     if note:
         payload["note"] = note

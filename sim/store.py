@@ -417,6 +417,10 @@ class Store:
             has_effects=bool(row[9]),
         )
 
+    def task_trace(self, task_id: str) -> str | None:
+        row = self.conn.execute("SELECT trace_id FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        return row[0] if row else None
+
     def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
         rows = self.conn.execute(
             "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "

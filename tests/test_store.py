@@ -1,0 +1,172 @@
+import hashlib
+import sqlite3
+
+import pytest
+
+from sim import samples
+from sim.errors import StaleWrite, StoreError
+from sim.machine import TaskState
+from sim.runtime import deliver, put_artifact
+from sim.store import SCHEMA_VERSION, STATE_TABLES, EventDraft, Store
+
+
+def _run_story(store):
+    put_artifact(store, samples.FACTS, kind="fact-table", task_id="T-1")
+    for env in samples.happy_path():
+        deliver(store, env)
+
+
+def test_a_new_database_records_app_schema_version_and_the_default_machine(tmp_path):
+    s = Store.create(tmp_path / "a.db")
+    assert s.current_machine == "task-v1"
+    assert s.machine_versions() == ["task-v1"]
+    s.close()
+    raw = sqlite3.connect(tmp_path / "a.db")
+    meta = dict(raw.execute("SELECT key, value FROM meta"))
+    assert meta["app"] == "protolab" and meta["schema_version"] == str(SCHEMA_VERSION)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_opening_a_missing_file_does_not_create_it(tmp_path):
+    with pytest.raises(StoreError) as e:
+        Store.open(tmp_path / "nope.db")
+    assert e.value.code == "E_DB_MISSING"
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_corrupt_file_is_refused(tmp_path):
+    p = tmp_path / "bad.db"
+    p.write_bytes(b"this is not sqlite at all" * 10)
+    with pytest.raises(StoreError) as e:
+        Store.open(p)
+    assert e.value.code == "E_DB_CORRUPT"
+
+
+def test_an_sqlite_database_that_is_not_protolabs_is_refused(tmp_path):
+    p = tmp_path / "other.db"
+    c = sqlite3.connect(p)
+    c.execute("CREATE TABLE recipes (name TEXT)")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError) as e:
+        Store.open(p)
+    assert e.value.code == "E_DB_NOT_PROTOLAB"
+
+
+def test_a_newer_schema_is_refused_with_a_clear_code(tmp_path):
+    p = tmp_path / "new.db"
+    Store.create(p).close()
+    c = sqlite3.connect(p)
+    c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError) as e:
+        Store.open(p)
+    assert e.value.code == "E_DB_SCHEMA_NEWER"
+    assert "99" in e.value.message
+
+
+def test_state_moves_use_compare_and_swap_on_state_version(store):
+    deliver(store, samples.m1())
+    # Another writer moved the task behind our back: our fold expects version 1, finds 2.
+    store.conn.execute("UPDATE tasks SET state_version = 2 WHERE task_id = 'T-1'")
+    with pytest.raises(StaleWrite):
+        with store.transaction():
+            store.advance()
+            store.append_event(
+                EventDraft(
+                    "transition_applied", "T-1", "M-x",
+                    {"from": "ready", "to": "running", "from_version": 1, "reason": "r", "executor": "researcher",
+                     "role": "researcher", "machine_version": "task-v1", "assignee": None},
+                )
+            )
+    row = store.conn.execute("SELECT state, state_version FROM tasks WHERE task_id='T-1'").fetchone()
+    assert row == ("ready", 2)
+    assert store.transitions("T-1")[-1]["new_state"] == "ready"  # the rejected move left no row
+
+
+def test_a_failed_delivery_rolls_back_every_row_it_wrote(store):
+    deliver(store, samples.m1())
+    before = store.counts()
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.advance()
+            store.append_event(EventDraft("late_recorded", "T-1", "M-1", {}))
+            raise RuntimeError("crash mid-delivery")
+    assert store.counts() == before
+    # and the clock went back too: the next delivery gets the next tick, not a gap
+    o = deliver(store, samples.m2())
+    assert o.tick == 2 and o.tick == store.tick and o.delivery_id == 2
+
+
+def test_an_effect_key_commits_once_even_if_the_runtime_tries_twice(store):
+    _run_story(store)
+    assert [e["effect_key"] for e in store.effects()] == ["publish:R-1:T-2"]
+    with pytest.raises(StoreError) as e:
+        with store.transaction():
+            store.advance()
+            store.append_event(
+                EventDraft("effect_committed", "T-2", "M-6",
+                           {"effect_key": "publish:R-1:T-2", "kind": "publish", "target": "R-1", "result_digest": "x"})
+            )
+    assert e.value.code == "E_DB_CONSTRAINT"
+    assert len(store.effects()) == 1
+
+
+def test_the_same_deliveries_give_a_byte_identical_database_and_state_digest(tmp_path):
+    digests, files = [], []
+    for name in ("one.db", "two.db"):
+        s = Store.create(tmp_path / name)
+        _run_story(s)
+        for env in (samples.late_failure("M-7", 9), samples.conflicting_m3("M-8", 10)):
+            deliver(s, env)
+        digests.append(s.state_digest())
+        s.close()
+        files.append(hashlib.sha256((tmp_path / name).read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+    assert files[0] == files[1]
+
+
+def test_the_state_digest_changes_when_state_changes(store):
+    deliver(store, samples.m1())
+    d1 = store.state_digest()
+    deliver(store, samples.m2())
+    assert store.state_digest() != d1
+
+
+def test_folding_the_event_log_into_an_empty_store_rebuilds_the_same_state(store):
+    _run_story(store)
+    for env in (samples.late_failure("M-7", 9), samples.conflicting_m3("M-8", 10)):
+        deliver(store, env)
+    fresh = Store.memory()
+    # the fresh store already loaded task-v1 at tick 0; fold everything after it
+    with fresh.transaction():
+        for ev in store.events():
+            if ev["type"] == "machine_loaded":
+                continue
+            fresh._tick = ev["tick"]
+            fresh.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]))
+    assert fresh.state_digest() == store.state_digest()
+    assert {t: fresh.counts()[t] for t in STATE_TABLES} == {t: store.counts()[t] for t in STATE_TABLES}
+
+
+def test_reopening_a_database_continues_its_clock(tmp_path):
+    p = tmp_path / "c.db"
+    s = Store.create(p)
+    deliver(s, samples.m1())
+    tick = s.tick
+    s.close()
+    s = Store.open(p)
+    assert s.tick == tick
+    o = deliver(s, samples.m2())
+    assert o.tick == tick + 1 and o.delivery_id == 2
+    assert s.get_task("T-1").state == TaskState.RUNNING
+    s.close()
+
+
+def test_created_at_is_derived_from_time_zero_plus_ticks(tmp_path):
+    s = Store.create(tmp_path / "t.db", start_time="2026-01-01T00:00:00Z")
+    deliver(s, samples.m1())
+    ev = s.events()[-1]
+    assert ev["created_at"] == "2026-01-01T00:00:01Z" and ev["tick"] == 1
+    s.close()
