@@ -52,9 +52,21 @@ def _print_json(value) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
+def _resolve(path: Path) -> Path:
+    """A relative path that does not exist here but names a shipped file (data/..., labs/...)
+    resolves to the copy inside the installed package, so samples work from any folder."""
+    if path.is_absolute() or path.exists() or not path.parts or path.parts[0] not in ("data", "labs", "exercises"):
+        return path
+    from .resources import shipped
+
+    candidate = shipped(*path.parts)
+    return candidate if candidate.exists() else path
+
+
 def _read_file(path: Path, what: str) -> bytes:
     if str(path) == "-":
         return sys.stdin.buffer.read()
+    path = _resolve(path)
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -133,7 +145,7 @@ def init(
     from .machine import load_rulebook
     from .store import Store
 
-    rb = load_rulebook(machine) if machine else None
+    rb = load_rulebook(_resolve(machine)) if machine else None
     store = Store.create(db, start_time=start_time, rulebook=rb)
     version = store.current_machine
     store.close()
@@ -504,7 +516,7 @@ def machine_check(file: Path = typer.Argument(..., help="A machine file (TOML)."
     """Validate a machine file without loading it."""
     from .machine import load_rulebook
 
-    rb = load_rulebook(file)
+    rb = load_rulebook(_resolve(file))
     typer.echo(f"{file}: machine {rb.version}, {len(rb.rules)} allowed moves")
 
 
@@ -513,7 +525,7 @@ def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) wi
     """Load a new machine version: new tasks use it; existing tasks keep theirs."""
     from .machine import load_rulebook
 
-    rb = load_rulebook(file)
+    rb = load_rulebook(_resolve(file))
     store = _open(db)
     try:
         with store.transaction():

@@ -1,0 +1,28 @@
+"""Benchmarks run and report both figures; speed itself is never asserted in a test."""
+
+import json
+
+from sim.bench import bench_intake, intake_workload
+from sim.cli import main
+
+
+def test_the_intake_workload_has_tasks_and_redeliveries():
+    texts = intake_workload(400)
+    assert len(texts) == 400
+    assert len(set(texts)) < len(texts)  # some envelopes are delivered twice
+
+
+def test_the_intake_benchmark_reports_project_floor_and_ratio_for_the_same_rows():
+    r = bench_intake(200)
+    assert r["n"] == 200 and r["rows"]["deliveries"] == 200
+    assert r["project_per_s"] > 0 and r["floor_per_s"] > 0
+    assert abs(r["ratio"] - r["project_per_s"] / r["floor_per_s"]) < 0.01
+
+
+def test_bench_intake_json_prints_the_three_figures(capsys):
+    try:
+        main(["bench", "intake", "-n", "100", "--json"])
+    except SystemExit as e:
+        assert e.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"project_per_s", "floor_per_s", "ratio"} <= set(out)
