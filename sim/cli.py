@@ -449,6 +449,8 @@ def reconcile(
         o = review(store, task_id, decision, by=by, evidence=list(evidence), note=note)
     finally:
         store.close()
+    if o.decision != "accepted":
+        raise ProtolabError(f"the review was {o.decision}: {o.reason}", code=o.code or "E_REVIEW_NOT_APPLIED")
     if as_json:
         _print_json(o.to_dict())
         return
@@ -613,26 +615,41 @@ def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--rep
 # ---------------------------------------------------------------------------- entry point
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning every error into one line and exit 2."""
+def _click_errors(name: str) -> tuple[type, ...]:
+    """Click's exception class ``name`` and Typer's vendored copy of it (Typer >= 0.29 has its own)."""
     import click
 
+    mods = [click.exceptions]
+    try:
+        import typer._click.exceptions as vendored  # type: ignore[import-not-found]
+
+        mods.append(vendored)
+    except ImportError:
+        pass
+    return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app, turning every error into one line and exit 2."""
     try:
         rv = app(args=argv, prog_name="protolab", standalone_mode=False)
     except ProtolabError as e:
         sys.stderr.write(f"error: {e.one_line()}\n")
         sys.exit(2)
-    except click.exceptions.NoSuchOption as e:
-        sys.stderr.write(f"error: E_USAGE: {e.format_message()}\n")
-        sys.exit(2)
-    except click.exceptions.UsageError as e:
+    except _click_errors("NoArgsIsHelpError") as e:
+        # bare 'protolab' or 'protolab bench': show the help; that is not an error
+        ctx = getattr(e, "ctx", None)
+        if ctx is not None:
+            sys.stdout.write(ctx.get_help() + "\n")
+        sys.exit(0)
+    except _click_errors("UsageError") as e:
         msg = " ".join(e.format_message().split())
         sys.stderr.write(f"error: E_USAGE: {msg}\n")
         sys.exit(2)
-    except click.exceptions.Abort:
+    except _click_errors("Abort"):
         sys.stderr.write("error: E_ABORTED: interrupted\n")
         sys.exit(1)
-    except click.exceptions.Exit as e:
+    except _click_errors("Exit") as e:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("error: E_ABORTED: interrupted\n")

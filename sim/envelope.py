@@ -139,6 +139,8 @@ def loads_strict(text: str | bytes, *, source: str = "input"):
         ) from e
     except RecursionError as e:
         raise InputError(f"{source} nests too deeply to be an envelope", code="E_JSON") from e
+    except ValueError as e:  # e.g. an integer beyond Python's int-from-str digit limit
+        raise InputError(f"{source} holds a number too long to read: {e}", code="E_JSON") from e
 
 
 # ---------------------------------------------------------------------------

@@ -371,6 +371,12 @@ def review(
             f"task {task_id} is {task.state.value}, not needs_review; there is nothing to reconcile",
             code="E_NOT_IN_REVIEW",
         )
+    rules = store.rulebook(task.machine_version)
+    if not rules.allows(TaskState.NEEDS_REVIEW, TaskState(decision), role_of(by)):
+        raise ProtolabError(
+            f"machine {task.machine_version} has no needs_review -> {decision} move for {by}",
+            code="E_TRANSITION_NOT_ALLOWED",
+        )
     if not evidence:
         raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
     missing = store.unresolved_refs(evidence)

@@ -292,6 +292,10 @@ class Store:
             if "meta" not in names:
                 db.conn.close()
                 raise StoreError(f"{p} is an SQLite database but not protolab's (no meta table)", code="E_DB_NOT_PROTOLAB")
+            cols = {r[1] for r in db.conn.execute("PRAGMA table_info(meta)")}
+            if not {"key", "value"} <= cols:
+                db.conn.close()
+                raise StoreError(f"{p} is an SQLite database but not protolab's", code="E_DB_NOT_PROTOLAB")
             meta = dict(db.conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("app") != APP_ID:
                 db.conn.close()
