@@ -109,10 +109,16 @@ def _styled(text, styles) -> str:
     return f"[{style}]{text}[/]" if style else str(text)
 
 
-def _short(digest: str | None) -> str:
+def _short(digest: str | None, hexchars: int = 8) -> str:
+    """``sha256:6e1bdb2d…``: enough to tell digests apart on screen; --json has them whole."""
     if not digest:
         return ""
-    return digest[:15] + "…" if len(digest) > 16 else digest
+    keep = len("sha256:") + hexchars if digest.startswith("sha256:") else hexchars
+    return digest[:keep] + "…" if len(digest) > keep + 1 else digest
+
+
+def _digest_cell(digest: str, scheme: str) -> str:
+    return _short(digest) + (" (jcs)" if scheme == "jcs-v2" else "")
 
 
 def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None):
@@ -209,7 +215,8 @@ def demo(db: Path = typer.Option("demo.db", "--db", help="Where to write the dem
     con.print(
         f"{counts['messages']} messages, {counts['deliveries']} deliveries, {counts['events']} events; state digest {digest_}\n"
         f"Look at each kind of data on its own:\n"
-        f"  protolab messages --db {db}\n  protolab events --db {db}\n  protolab state --db {db}"
+        f"  protolab messages --db {db}\n  protolab events --db {db}\n  protolab state --db {db}",
+        soft_wrap=True,
     )
 
 
@@ -261,21 +268,23 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
     con.print(
         _table(
             "Messages (envelopes, one row per message_id)",
-            ["message", "type", "from -> to", "task", "idempotency_key", "payload_digest", "scheme", "evidence"],
+            ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
             [
-                [m["message_id"], m["type"], f"{m['sender']} -> {m['recipient']}", m["task_id"], m["idempotency_key"],
-                 _short(m["payload_digest"]), m["digest_scheme"], ", ".join(_short(r) for r in m["evidence_refs"])]
+                [m["message_id"], m["type"], f"{m['sender']}→{m['recipient']}", m["task_id"], len(m["evidence_refs"]),
+                 f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
                 for m in msgs
             ],
+            caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
         )
     )
     con.print(
         _table(
             "Deliveries (one row per attempt)",
-            ["#", "tick", "message", "task", "decision", "code", "state after", "ver"],
+            ["#", "tick", "message", "task", "decision", "state after", "code"],
             [
                 [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
-                 d["code"] or "", _styled(d["state_after"], _STATE_STYLE), d["state_version_after"]]
+                 f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
+                 d["code"] or ""]
                 for d in dels
             ],
         )
@@ -349,8 +358,8 @@ def events(
     _console().print(
         _table(
             f"Events ({len(evs)})",
-            ["seq", "tick", "time", "event", "task", "message", "what"],
-            [[e["seq"], e["tick"], e["created_at"][11:], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs],
+            ["seq", "time", "event", "task", "msg", "what"],
+            [[e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs],
         )
     )
 
@@ -389,29 +398,32 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     con.print(
         _table(
             "Tasks (authoritative: written only by the runtime)",
-            ["task", "state", "ver", "machine", "A2A", "assignee", "lease", "budget left", "trusted", "late", "rejected"],
+            ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
             [
-                [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"], t["a2a_state"],
-                 t["assignee"], f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
-                 "yes" if t["trusted"] else "[bold magenta]NO[/]", t["late_results"], t["rejected"]]
+                [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
+                 f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
+                 "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
+                 t["a2a_state"].removeprefix("TASK_STATE_")]
                 for t in data["tasks"]
             ],
+            caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
         )
     )
     con.print(
         _table(
             "Transitions",
-            ["task", "old", "new", "ver", "machine", "executor", "time", "reason"],
-            [[r["task_id"], r["old_state"], _styled(r["new_state"], _STATE_STYLE), r["state_version"], r["machine_version"],
-              r["executor"], r["created_at"][11:], r["reason"]] for r in data["transitions"]],
+            ["task", "old -> new", "ver", "by", "time", "reason"],
+            [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
+              r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
         )
     )
     con.print(
         _table(
             "Intents (deduplication: task, key, digest, scheme)",
-            ["#", "task", "idempotency_key", "payload_digest", "scheme", "first message", "decision", "seen", "trusted"],
-            [[r["arrival"], r["task_id"], r["idempotency_key"], _short(r["payload_digest"]), r["digest_scheme"], r["message_id"],
-              _styled(r["decision"], _DECISION_STYLE), r["seen"], "yes" if r["trusted"] else "[bold magenta]NO[/]"] for r in data["intents"]],
+            ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
+            [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
+              "yes" if r["trusted"] else "[bold magenta]NO[/]",
+              f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
         )
     )
     if data["effects"]:
@@ -423,7 +435,7 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     if data["approvals"]:
         con.print(_table("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
                          [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]]))
-    con.print(f"machine for new tasks: {data['current_machine']}    state digest: {data['state_digest']}")
+    con.print(f"machine for new tasks: {data['current_machine']}    state digest: {data['state_digest']}", soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------- reconcile
