@@ -31,7 +31,7 @@ import enum
 from dataclasses import dataclass, field
 
 from . import digest as _digest
-from .envelope import Envelope, role_of
+from .envelope import SCHEMA_VERSIONS, Envelope, role_of
 from .machine import TERMINAL, RuleBook, TaskState
 
 __all__ = [
@@ -167,6 +167,13 @@ def decide(
 ) -> Verdict:
     """Decide one delivery. See the module docstring for the five outcomes."""
     role = role_of(env.sender)
+
+    # 0. A schema this runtime does not speak is refused before anything is read from it.
+    if env.schema_version not in SCHEMA_VERSIONS:
+        return _reject(
+            "E_SCHEMA_VERSION",
+            f"schema_version {env.schema_version!r} is not supported (this runtime speaks {', '.join(SCHEMA_VERSIONS)})",
+        )
 
     # 1. The intent: has this (task_id, idempotency_key) been seen, and with which payload?
     if prior:

@@ -21,6 +21,9 @@ from .intake import Decision, IntentRecord, TaskView, Verdict, decide as _refere
 from .machine import RuleBook, TaskState
 from .store import EventDraft, Store
 
+if False:  # pragma: no cover - typing only, avoids an import cycle
+    from .policy import Policy
+
 __all__ = [
     "Outcome",
     "IntakeFn",
@@ -30,6 +33,8 @@ __all__ = [
     "DEFAULT_BUDGET",
     "ATTEMPT_COST",
     "effect_key",
+    "record_fault",
+    "expire_lease",
 ]
 
 DEFAULT_BUDGET = 5
@@ -73,12 +78,30 @@ def _envelope_digest(env: Envelope) -> str:
     return _digest.digest(env.to_dict(), "json-sorted-v1")
 
 
-def deliver(store: Store, env: Envelope, *, decide: IntakeFn = _reference_decide, attempts: int = 3) -> Outcome:
-    """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race."""
+def deliver(
+    store: Store,
+    env: Envelope,
+    *,
+    decide: IntakeFn | None = None,
+    policy: "Policy | None" = None,
+    tick: int | None = None,
+    attempts: int = 3,
+) -> Outcome:
+    """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race.
+
+    ``policy`` (default :data:`sim.policy.SAFE`) chooses the intake function and how side
+    effects are keyed; ``decide`` overrides just the intake function (a student's, say).
+    ``tick`` pins the logical time (the simulator delivers several messages per round);
+    by default each delivery is the next tick.
+    """
+    from .policy import SAFE
+
+    policy = policy or SAFE
+    decide = decide or policy.decide
     for attempt in range(attempts):
         try:
             with store.transaction():
-                return _deliver_once(store, env, decide)
+                return _deliver_once(store, env, decide, policy.idempotent_effects, tick)
         except StaleWrite:
             if attempt == attempts - 1:
                 raise
@@ -94,8 +117,8 @@ def _check_verdict(v) -> Verdict:
     return v
 
 
-def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
-    tick = store.advance()
+def _deliver_once(store: Store, env: Envelope, decide: IntakeFn, idempotent_effects: bool, at: int | None) -> Outcome:
+    tick = store.advance(to=at)
     msg_seq, _new = store.record_message(env, _envelope_digest(env))
     task = store.get_task(env.task_id)
     prior = store.intents_for(env.task_id, env.idempotency_key)
@@ -113,7 +136,7 @@ def _deliver_once(store: Store, env: Envelope, decide: IntakeFn) -> Outcome:
         )
 
     delivery_id = store.next_delivery_id()
-    events, state, version = plan_events(store, env, task, rules, verdict)
+    events, state, version = plan_events(store, env, task, rules, verdict, idempotent_effects, delivery_id)
     if unresolved and verdict.decision != Decision.REJECTED:
         events.append(
             EventDraft("evidence_unresolved", env.task_id, env.message_id, {"refs": sorted(unresolved)})
@@ -160,7 +183,8 @@ def _artifact_event(content, kind: str, task_id: str | None, message_id: str | N
 
 
 def plan_events(
-    store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict
+    store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict,
+    idempotent_effects: bool = True, delivery_id: int = 0,
 ) -> tuple[list[EventDraft], str | None, int | None]:
     """Turn a verdict into the events that record it; also return the task's state and version after them."""
     tid, mid = env.task_id, env.message_id
@@ -313,7 +337,11 @@ def plan_events(
             )
         )
     key = effect_key(env)
-    if key is not None and v.move is not None and v.move.to_state == TaskState.SUCCEEDED:
+    if key is not None and env.payload.get("status") == "succeeded":
+        # Only an accepted success reaches here. Idempotent effects are keyed by what they do;
+        # a naive runtime keys them by delivery, so a redelivered result does it again.
+        if not idempotent_effects:
+            key = f"{key}#d{delivery_id}"
         eff = env.payload["effect"]
         if store.effect_exists(key):
             out.append(EventDraft("effect_suppressed", tid, mid, {"effect_key": key}))
@@ -330,13 +358,52 @@ def plan_events(
     return out, state, version
 
 
-def put_artifact(store: Store, content, *, kind: str = "document", task_id: str | None = None) -> str:
+def put_artifact(
+    store: Store, content, *, kind: str = "document", task_id: str | None = None, tick: int | None = None
+) -> str:
     """Store ``content`` (any JSON value) content-addressed; return its ``sha256:`` ref."""
     ev = _artifact_event(content, kind, task_id, None)
     with store.transaction():
-        store.advance()
+        store.advance(to=tick)
         store.append_event(ev)
     return ev.data["ref"]
+
+
+def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: str | None, detail: dict, tick: int | None = None) -> None:
+    """Record that the transport did something to the run (so the log says what was done)."""
+    with store.transaction():
+        store.advance(to=tick)
+        store.append_event(EventDraft("fault_injected", task_id, message_id, {"fault": fault, **detail}))
+
+
+def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool:
+    """The runtime's lease monitor: a running task whose lease ran out goes to retry_wait.
+
+    The holder keeps nothing: its lease_version is now stale, so a late commit from it is
+    fenced. Returns False (and writes nothing) if the task is not running.
+    """
+    with store.transaction():
+        task = store.get_task(task_id)
+        if task is None or task.state != TaskState.RUNNING:
+            return False
+        rules = store.rulebook(task.machine_version)
+        if not rules.allows(TaskState.RUNNING, TaskState.RETRY_WAIT, "runtime"):
+            return False
+        store.advance(to=tick)
+        store.append_event(
+            EventDraft("lease_expired", task_id, None, {"holder": task.lease_holder, "lease_version": task.lease_version})
+        )
+        store.append_event(
+            EventDraft(
+                "transition_applied", task_id, None,
+                {
+                    "from": "running", "to": "retry_wait", "from_version": task.state_version,
+                    "reason": f"lease v{task.lease_version} of {task.lease_holder} expired", "executor": "runtime",
+                    "role": "runtime", "machine_version": task.machine_version, "assignee": None,
+                },
+            )
+        )
+    return True
 
 
 def review(

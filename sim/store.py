@@ -186,6 +186,8 @@ EVENT_TYPES = {
     "review_decided": "approvals gains a row",
     "reconciliation_required": "nothing: a late result touched a committed side effect",
     "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
+    "lease_expired": "tasks.lease_holder is cleared; its lease_version is now stale",
+    "fault_injected": "nothing: the transport records what it did to the run",
 }
 
 _TASK_COLS = (
@@ -378,9 +380,18 @@ class Store:
     def tick(self) -> int:
         return self._tick
 
-    def advance(self) -> int:
-        """Move the logical clock one tick (inside a transaction) and return it."""
-        self._tick += 1
+    def advance(self, to: int | None = None) -> int:
+        """Move the logical clock (inside a transaction): one tick, or to tick ``to``.
+
+        The simulator delivers several messages in one round and passes the round as ``to``;
+        time never goes backwards.
+        """
+        if to is None:
+            self._tick += 1
+        else:
+            if to < self._tick:
+                raise StoreError(f"tick {to} is before the store's clock {self._tick}", code="E_CLOCK")
+            self._tick = to
         return self._tick
 
     def time_at(self, tick: int) -> str:
@@ -598,6 +609,8 @@ class Store:
                 "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
                 (d["holder"], d["lease_version"], tick, task_id),
             )
+        elif etype == "lease_expired":
+            c.execute("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
         elif etype == "budget_charged":
             c.execute(
                 "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
@@ -607,7 +620,11 @@ class Store:
         elif etype == "intent_recorded":
             c.execute(
                 "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
-                "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
+                # Under the safe policy a (key, digest, scheme) is recorded once; a policy that
+                # does not deduplicate records it again, and the last write wins.
+                "ON CONFLICT (task_id, idempotency_key, payload_digest, digest_scheme) DO UPDATE SET "
+                "seen = seen + 1, message_id = excluded.message_id, result = excluded.result",
                 (
                     task_id, d["key"], d["digest"], d["scheme"], message_id, d["arrival"], d["decision"],
                     0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
@@ -645,7 +662,7 @@ class Store:
                 "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
                 (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
             )
-        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved"):
+        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved", "fault_injected"):
             pass
         else:  # pragma: no cover - the runtime only appends known types
             raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")

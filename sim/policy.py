@@ -1,0 +1,71 @@
+"""Policies: the rules a runtime applies to each delivery.
+
+``SAFE`` is the course's runtime: the reference intake (:func:`sim.intake.decide`) and
+idempotent side effects (one effect key per kind, target and task). ``NAIVE`` is what many
+multi-agent systems do by accident, kept here so a workshop can show the regression it
+causes: last write wins, no deduplication, no allowlist, no lease fencing, an ack taken for
+completion, and side effects keyed by delivery, so a redelivered result publishes again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .envelope import Envelope, role_of
+from .errors import InputError, friendly_list
+from .intake import Decision, Move, TaskView, Verdict, decide as reference_decide, target_state
+from .machine import RuleBook, TaskState
+
+__all__ = ["Policy", "SAFE", "NAIVE", "POLICIES", "naive_decide", "get_policy"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    decide: Callable[..., Verdict]
+    idempotent_effects: bool
+    description: str
+
+
+def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
+    """Last write wins: every delivery is applied, whatever came before it."""
+    role = role_of(env.sender)
+    if task is None:
+        if env.type != "task_request":
+            return Verdict(Decision.REJECTED, f"task {env.task_id} does not exist", code="E_UNKNOWN_TASK")
+        return Verdict(
+            Decision.ACCEPTED, "created",
+            move=Move(TaskState.PENDING, TaskState.READY, "last write wins", env.sender, role),
+            create=True, record_intent=True,
+        )
+    # The anti-pattern the seed warns about: a delivery acknowledgement read as "done".
+    target = TaskState.SUCCEEDED if env.type == "ack" else target_state(env)
+    grant = task.lease_version + 1 if env.type == "task_started" else None
+    if target is None or target == task.state:
+        return Verdict(Decision.ACCEPTED, "applied (no change)", grant_lease=grant, record_intent=True)
+    return Verdict(
+        Decision.ACCEPTED, f"{task.state.value} -> {target.value}: last write wins",
+        move=Move(task.state, target, "last write wins", env.sender, role),
+        grant_lease=grant, record_intent=True,
+    )
+
+
+SAFE = Policy(
+    "safe", reference_decide, True,
+    "deduplicate by key and digest, freeze conflicts, never regress, allowlist and leases enforced, effects once",
+)
+NAIVE = Policy(
+    "naive", naive_decide, False,
+    "last write wins: no deduplication, no allowlist, no lease fencing, ack taken as completion",
+)
+POLICIES = {p.name: p for p in (SAFE, NAIVE)}
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise InputError(
+            f"unknown policy {name!r}; expected one of: {friendly_list(POLICIES)}", code="E_UNKNOWN_POLICY"
+        ) from None
