@@ -3,8 +3,8 @@
 ``SAFE`` is the course's runtime: the reference intake (:func:`sim.intake.decide`) and
 idempotent side effects (one effect key per kind, target and task). ``NAIVE`` is what many
 multi-agent systems do by accident, kept here so a workshop can show the regression it
-causes: last write wins, no deduplication, no allowlist, no lease fencing, an ack taken for
-completion, and side effects keyed by delivery, so a redelivered result publishes again.
+causes: last write wins, no deduplication, no allowlist, no lease fencing, and side effects
+keyed by delivery, so a redelivered result publishes again.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, u
             move=Move(TaskState.PENDING, TaskState.READY, "last write wins", env.sender, role),
             create=True, record_intent=True,
         )
-    # The anti-pattern the seed warns about: a delivery acknowledgement read as "done".
-    target = TaskState.SUCCEEDED if env.type == "ack" else target_state(env)
+    target = target_state(env)  # None for an ack: even a naive runtime knows a receipt is not a result
     grant = task.lease_version + 1 if env.type == "task_started" else None
     if target is None or target == task.state:
         return Verdict(Decision.ACCEPTED, "applied (no change)", grant_lease=grant, record_intent=True)
@@ -57,7 +56,7 @@ SAFE = Policy(
 )
 NAIVE = Policy(
     "naive", naive_decide, False,
-    "last write wins: no deduplication, no allowlist, no lease fencing, ack taken as completion",
+    "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery",
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

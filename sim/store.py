@@ -233,8 +233,14 @@ class Store:
         return sqlite_utils.Database(conn)
 
     @classmethod
-    def create(cls, path: str | os.PathLike | None, *, start_time: str = DEFAULT_START, rulebook: RuleBook | None = None) -> "Store":
-        """Create a new database at ``path`` (``None`` for in-memory). Refuses an existing file."""
+    def create(
+        cls, path: str | os.PathLike | None, *, start_time: str = DEFAULT_START, rulebook: RuleBook | None = None,
+        empty: bool = False,
+    ) -> "Store":
+        """Create a new database at ``path`` (``None`` for in-memory). Refuses an existing file.
+
+        ``empty`` leaves out the default machine (a replay folds the run's own machine_loaded event).
+        """
         if path is not None:
             p = Path(path)
             if p.exists():
@@ -258,12 +264,13 @@ class Store:
                 ):
                     store.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (k, v))
             store._load_meta()
-            if rulebook is None:
-                from .machine import default_rulebook
+            if not empty:
+                if rulebook is None:
+                    from .machine import default_rulebook
 
-                rulebook = default_rulebook()
-            with store.transaction():
-                store.load_machine(rulebook, description="the course's default task machine")
+                    rulebook = default_rulebook()
+                with store.transaction():
+                    store.load_machine(rulebook, description="the course's default task machine")
         except sqlite3.Error as e:
             raise StoreError(f"cannot create the database: {e}", code="E_DB_WRITE") from e
         return store
@@ -400,6 +407,18 @@ class Store:
             assert self._start is not None
             self._time_cache = (tick, (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ"))
         return self._time_cache[1]
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        """Record facts about the database itself (scenario, seed, policy): not state, not digested."""
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(values.items()),
+            )
+        self._meta.update(values)
 
     @property
     def start_time(self) -> str:

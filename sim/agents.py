@@ -1,0 +1,250 @@
+"""Scripted agents: a manager and workers that only *propose*.
+
+Agents read task state (several readers are fine) and send envelopes; they never write
+state. The runtime decides what each delivery means. Workers store what they produce
+(fact tables, drafts) as content-addressed artifacts and cite them in ``evidence_refs``;
+the payload carries only a reference. Every random choice (Faker facts) comes from the run's
+seeded generators, so a run is reproducible.
+
+A sender whose message has not taken effect after ``retry_ticks`` rounds sends it again as a
+new attempt: a new message id and a new idempotency key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Callable, Protocol
+
+from .envelope import Envelope
+from .intake import TaskView
+from .machine import TERMINAL, TaskState
+from .scenario import Settings, TaskSpec
+
+__all__ = ["World", "Manager", "Worker", "Zombie", "facts_table", "draft_doc"]
+
+DONE = TERMINAL | {TaskState.NEEDS_REVIEW}
+
+
+class World(Protocol):
+    """What agents may do: read tasks, store artifacts, send envelopes."""
+
+    settings: Settings
+    trace: str
+
+    def task(self, task_id: str) -> TaskView | None: ...
+    def result_of(self, task_id: str) -> Envelope | None: ...
+    def put_artifact(self, content, kind: str, task_id: str) -> str: ...
+    def send(self, sender: str, recipient: str, type: str, task_id: str, payload: dict, key: str,
+             refs=(), prefix: str = "M") -> Envelope: ...
+
+
+def facts_table(fake, task_id: str, goal: str) -> dict:
+    """A fact table: claims with a source and a date each (Faker, seeded)."""
+    return {
+        "kind": "fact-table",
+        "task_id": task_id,
+        "goal": goal,
+        "columns": ["claim", "source", "date"],
+        "rows": [
+            [fake.sentence(nb_words=8), fake.url(), fake.date_between(date(2025, 1, 1), date(2026, 6, 30)).isoformat()]
+            for _ in range(3)
+        ],
+    }
+
+
+def draft_doc(fake, task_id: str, inputs: list[str]) -> dict:
+    return {
+        "kind": "draft",
+        "task_id": task_id,
+        "title": fake.catch_phrase(),
+        "body": fake.paragraph(nb_sentences=3),
+        "cites": list(inputs),
+    }
+
+
+@dataclass
+class _Req:
+    sent: int
+    tries: int = 1
+    version: int | None = None  # the task's state_version the request answered (recovery)
+
+
+@dataclass
+class Manager:
+    """Assigns tasks when their inputs are ready, re-assigns after a lease expired, acks receipts."""
+
+    world: World
+    tasks: Callable[[], list[TaskSpec]]  # the tasks in play (all of them, or the stress window)
+    id: str = "manager"
+    sent: dict[str, _Req] = field(default_factory=dict)
+    acks: list[Envelope] = field(default_factory=list)
+
+    def on_delivery(self, env: Envelope, decision: str) -> None:
+        if env.recipient == self.id and env.type in ("task_started", "task_result") and decision in ("accepted", "duplicate"):
+            self.acks.append(env)
+
+    def _inputs(self, spec: TaskSpec) -> list[str] | None:
+        refs = []
+        for dep in spec.after:
+            t = self.world.task(dep)
+            if t is None or t.state != TaskState.SUCCEEDED:
+                return None
+            res = self.world.result_of(dep)
+            if res is not None and res.payload.get("artifact"):
+                refs.append(res.payload["artifact"])
+        return refs
+
+    def act(self, now: int) -> None:
+        w, s = self.world, self.world.settings
+        for env in self.acks:
+            w.send(self.id, env.sender, "ack", env.task_id, {"of": env.message_id},
+                   f"{w.trace}:{env.task_id}:ack:{env.message_id}", prefix="A")
+        self.acks = []
+        for spec in self.tasks():
+            t = w.task(spec.id)
+            req = self.sent.get(spec.id)
+            if t is None:
+                inputs = self._inputs(spec)
+                if inputs is None or (req is not None and now - req.sent < s.retry_ticks):
+                    continue
+                payload = {"goal": spec.goal if not inputs else f"{spec.goal}: {', '.join(inputs)}", "budget": spec.budget}
+                if spec.publish:
+                    payload["publish"] = spec.publish
+                key = f"{w.trace}:{spec.id}:request" + (f":retry-{req.tries}" if req else "")
+                w.send(self.id, spec.worker, "task_request", spec.id, payload, key, refs=inputs)
+                self.sent[spec.id] = _Req(now, (req.tries + 1) if req else 1)
+            elif t.state in (TaskState.READY, TaskState.RETRY_WAIT) and t.budget_left <= 0:
+                if req is None or req.version != t.state_version:
+                    w.send(self.id, spec.worker, "cancel", spec.id, {"reason": "budget exhausted"},
+                           f"{w.trace}:{spec.id}:cancel")
+                    self.sent[spec.id] = _Req(now, 1, t.state_version)
+            elif t.state == TaskState.RETRY_WAIT:
+                # The runtime expired a lease: assign a new attempt (a restarted worker takes it).
+                if req is not None and req.version == t.state_version and now - req.sent < s.retry_ticks:
+                    continue
+                attempt = t.lease_version + 1
+                tries = req.tries + 1 if req is not None and req.version == t.state_version else 1
+                key = f"{w.trace}:{spec.id}:attempt-{attempt}:request" + (f":retry-{tries - 1}" if tries > 1 else "")
+                inputs = self._inputs(spec) or []
+                payload = {"goal": spec.goal, "budget": spec.budget, "attempt": attempt}
+                if spec.publish:
+                    payload["publish"] = spec.publish
+                w.send(self.id, spec.worker, "task_request", spec.id, payload, key, refs=inputs)
+                self.sent[spec.id] = _Req(now, tries, t.state_version)
+
+
+@dataclass
+class _Job:
+    spec: TaskSpec
+    inputs: tuple[str, ...] = ()
+    lease: int = 0
+    started_at: int = -1
+    start_tries: int = 0
+    result: Envelope | None = None
+    result_at: int = -1
+    result_tries: int = 0
+
+
+@dataclass
+class Worker:
+    """Starts assigned tasks, works ``work_ticks`` rounds, stores its output, answers."""
+
+    world: World
+    id: str
+    fake: object
+    generation: int = 1
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    dead: bool = False
+
+    def on_delivery(self, env: Envelope, decision: str, spec: TaskSpec | None) -> None:
+        if env.type == "task_request" and env.recipient == self.id and decision == "accepted" and spec is not None:
+            self.jobs[env.task_id] = _Job(spec, tuple(env.evidence_refs))
+
+    def produce(self, job: _Job, now: int) -> dict:
+        spec = job.spec
+        if spec.kind == "draft":
+            content = draft_doc(self.fake, spec.id, list(job.inputs))
+        else:
+            content = facts_table(self.fake, spec.id, spec.goal)
+        ref = self.world.put_artifact(content, "draft" if spec.kind == "draft" else "fact-table", spec.id)
+        payload = {"status": "succeeded", "lease_version": job.lease, "artifact": ref,
+                   "summary": f"{len(content.get('rows', [])) or 1} item(s) in {ref[:15]}"}
+        if spec.publish:
+            payload["effect"] = {"kind": "publish", "target": spec.publish}
+        return payload
+
+    def act(self, now: int) -> None:
+        if self.dead:
+            return
+        w, s = self.world, self.world.settings
+        for tid in list(self.jobs):
+            job = self.jobs[tid]
+            t = w.task(tid)
+            if t is None or t.state in DONE:
+                del self.jobs[tid]
+                continue
+            if t.state == TaskState.READY and t.assignee == self.id:
+                wanted = t.lease_version + 1
+                fresh = job.lease != wanted
+                if fresh or now - job.started_at >= s.retry_ticks:
+                    if fresh:
+                        job.lease, job.start_tries = wanted, 0
+                    # (re)start; a result from a start that never took effect is void
+                    job.result, job.result_at, job.result_tries = None, -1, 0
+                    key = f"{w.trace}:{tid}:attempt-{wanted}:started" + (f":retry-{job.start_tries}" if job.start_tries else "")
+                    w.send(self.id, "manager", "task_started", tid, {"lease_version": wanted}, key)
+                    job.started_at, job.start_tries = now, job.start_tries + 1
+                    if self.dead:  # the transport crashed us right after sending
+                        return
+                    continue
+            if job.lease and job.result is None and job.started_at >= 0 and now - job.started_at >= s.work_ticks:
+                # Optimistic: the worker believes it holds the lease it asked for and answers.
+                payload = self.produce(job, now)
+                key = f"{w.trace}:{tid}:attempt-{job.lease}"
+                refs = [payload["artifact"], *job.inputs]
+                job.result = w.send(self.id, "manager", "task_result", tid, payload, key, refs=refs)
+                job.result_at, job.result_tries = now, 1
+            elif (
+                job.result is not None
+                and t.state == TaskState.RUNNING
+                and t.lease_version == job.lease
+                and now - job.result_at >= s.retry_ticks
+            ):
+                key = f"{w.trace}:{tid}:attempt-{job.lease}:retry-{job.result_tries}"
+                job.result = w.send(self.id, "manager", "task_result", tid, dict(job.result.payload), key,
+                                    refs=list(job.result.evidence_refs))
+                job.result_at, job.result_tries = now, job.result_tries + 1
+
+
+@dataclass
+class Zombie:
+    """A crashed worker's old body: it wakes after recovery and commits under its stale lease."""
+
+    worker: Worker
+    task_id: str
+    lease: int
+    woke: int | None = None
+    done: bool = False
+
+    def act(self, now: int) -> None:
+        if self.done:
+            return
+        w = self.worker.world
+        t = w.task(self.task_id)
+        if t is None:
+            return
+        recovered = t.lease_version > self.lease
+        if not recovered and t.state not in DONE:
+            return
+        if self.woke is None:
+            self.woke = now
+        if now - self.woke < w.settings.zombie_ticks:
+            return
+        job = self.worker.jobs.get(self.task_id) or _Job(TaskSpec(self.task_id, "", self.worker.id))
+        job.lease = self.lease
+        payload = self.worker.produce(job, now)
+        payload["lease_version"] = self.lease
+        w.send(self.worker.id, "manager", "task_result", self.task_id, payload,
+               f"{w.trace}:{self.task_id}:attempt-{self.lease}", refs=[payload["artifact"], *job.inputs])
+        self.done = True

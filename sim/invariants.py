@@ -1,0 +1,465 @@
+"""Named invariants over a finished run, in the spirit of Jepsen's checkers.
+
+The runtime does not second-guess the intake verdict (see ``docs/architecture.md``): a policy
+that breaks the rules leaves its mark in the message log, the event log and the state. This
+module reads a finished store through its public views only (no SQL lives here) and says, for
+each named property, whether it held and, if not, which rows show the failure.
+
+Each :class:`InvariantResult` carries *witnesses*: plain, JSON-ready dicts naming the task, the
+message ids, the delivery ids, the event seqs and the states involved, so a student can go
+straight to ``protolab events`` / ``protolab deliveries`` and find the problem.
+
+How rows are joined (all through public views):
+
+* a ``transition_applied`` event carries ``delivery_id``; the delivery carries ``msg_seq``; the
+  message row with that ``msg_seq`` is exactly the envelope that was delivered (a message id
+  may have two rows when it was reused with different content, so ids alone are not enough);
+* a ``transitions`` row is the fold of one ``transition_applied`` event; within one task
+  ``state_version`` rises by one per move, so ``(task_id, state_version)`` pairs the two;
+* moves made outside a delivery (the lease monitor's ``expire_lease``) have no delivery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import digest as _digest
+from .errors import DigestError
+from .machine import TERMINAL
+
+__all__ = ["InvariantResult", "INVARIANTS", "DESCRIPTIONS", "check"]
+
+
+@dataclass(frozen=True)
+class InvariantResult:
+    """The verdict on one named invariant; ``witnesses`` is empty exactly when ``ok``."""
+
+    name: str
+    ok: bool
+    description: str
+    witnesses: tuple[dict, ...]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "description": self.description, "witnesses": list(self.witnesses)}
+
+
+INVARIANTS: tuple[str, ...] = (
+    "NO_STATE_REGRESSION",
+    "EFFECT_AT_MOST_ONCE",
+    "CONFLICT_FROZEN",
+    "NO_LOST_UPDATE",
+    "EVIDENCE_RESOLVES",
+    "ACK_IS_NOT_COMPLETION",
+    "TRANSITIONS_ALLOWED",
+)
+
+_TERMINAL = frozenset(s.value for s in TERMINAL)
+
+DESCRIPTIONS: dict[str, str] = {
+    "NO_STATE_REGRESSION": (
+        "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
+        "needs_review: a finished task is never moved anywhere else, only frozen for review."
+    ),
+    "EFFECT_AT_MOST_ONCE": (
+        "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
+        "(a runtime that keys effects by delivery hides a second publication behind a new key)."
+    ),
+    "CONFLICT_FROZEN": (
+        "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
+        "from every payload already delivered under it, the task is in needs_review right after that delivery "
+        "and makes no move until a delivery that records review_decided for it."
+    ),
+    "NO_LOST_UPDATE": (
+        "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
+        "holder of that moment and carries the lease_version of that moment (replaying lease_granted and "
+        "lease_expired in event order; an expired lease is no lease), and every move applied by a message whose "
+        "payload carries expected_state_version left exactly that state_version."
+    ),
+    "EVIDENCE_RESOLVES": (
+        "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
+        "a stored artifact (sha256:...) or a stored message id other than the message itself."
+    ),
+    "ACK_IS_NOT_COMPLETION": (
+        "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
+        "(a receipt that contradicts an earlier receipt under the same key)."
+    ),
+    "TRANSITIONS_ALLOWED": (
+        "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
+        "machine_version whose comma-separated roles include the role."
+    ),
+}
+
+
+# ---------------------------------------------------------------------------- the run, loaded once
+
+
+class _Run:
+    """Every view the checks need, read once and indexed."""
+
+    def __init__(self, store):
+        self.events = store.events()
+        self.deliveries = store.deliveries()
+        self.messages = store.messages()
+        self.transitions = store.transitions()
+        self.rules = store.transition_rules()
+        self.effects = store.effects()
+        self.artifacts = store.artifacts()
+
+        self.delivery_by_id = {d["delivery_id"]: d for d in self.deliveries}
+        self.message_by_seq = {m["msg_seq"]: m for m in self.messages}
+        self.message_ids = {m["message_id"] for m in self.messages}
+        self.artifact_refs = {a["ref"] for a in self.artifacts}
+        self.transition_by_version = {(t["task_id"], t["state_version"]): t for t in self.transitions}
+        # delivery_id -> task ids that a review_decided event of that delivery names
+        self.reviewed_in: dict[int, set] = {}
+        for e in self.events:
+            if e["type"] == "review_decided" and e["delivery_id"] is not None:
+                self.reviewed_in.setdefault(e["delivery_id"], set()).add(e["task_id"])
+        # the applied moves, in event order, each joined to its transitions row, delivery and message
+        self.moves = [self._move(e) for e in self.events if e["type"] == "transition_applied"]
+
+    def message_of(self, delivery: dict | None) -> dict | None:
+        return self.message_by_seq.get(delivery["msg_seq"]) if delivery else None
+
+    def _move(self, e: dict) -> dict:
+        d = e["data"]
+        delivery = self.delivery_by_id.get(e["delivery_id"]) if e["delivery_id"] is not None else None
+        row = self.transition_by_version.get((e["task_id"], d["from_version"] + 1))
+        return {
+            "event_seq": e["seq"],
+            "tick": e["tick"],
+            "task_id": e["task_id"],
+            "from": d["from"],
+            "to": d["to"],
+            "from_version": d["from_version"],
+            "role": d["role"],
+            "executor": d["executor"],
+            "delivery": delivery,
+            "message": self.message_of(delivery),
+            "transition_seq": row["seq"] if row else None,
+        }
+
+
+def _transition_witness(t: dict) -> dict:
+    """The columns of a transitions row a student needs to find it."""
+    return {
+        "transition_seq": t["seq"],
+        "task_id": t["task_id"],
+        "old_state": t["old_state"],
+        "new_state": t["new_state"],
+        "role": t["role"],
+        "executor": t["executor"],
+        "state_version": t["state_version"],
+        "machine_version": t["machine_version"],
+        "message_id": t["message_id"],
+        "tick": t["tick"],
+    }
+
+
+def _move_witness(m: dict) -> dict:
+    dv, msg = m["delivery"], m["message"]
+    return {
+        "event_seq": m["event_seq"],
+        "transition_seq": m["transition_seq"],
+        "task_id": m["task_id"],
+        "from": m["from"],
+        "to": m["to"],
+        "state_version": m["from_version"] + 1,
+        "role": m["role"],
+        "executor": m["executor"],
+        "delivery_id": dv["delivery_id"] if dv else None,
+        "decision": dv["decision"] if dv else None,
+        "message_id": msg["message_id"] if msg else None,
+        "message_type": msg["type"] if msg else None,
+    }
+
+
+def _message_brief(msg: dict, delivery: dict) -> dict:
+    return {
+        "message_id": msg["message_id"],
+        "msg_seq": msg["msg_seq"],
+        "delivery_id": delivery["delivery_id"],
+        "decision": delivery["decision"],
+        "payload_digest": msg["payload_digest"],
+        "digest_scheme": msg["digest_scheme"],
+    }
+
+
+# ---------------------------------------------------------------------------- the checks
+
+
+def _no_state_regression(run: _Run) -> list[dict]:
+    out = []
+    for t in run.transitions:
+        if t["old_state"] in _TERMINAL and t["new_state"] != "needs_review":
+            out.append(_transition_witness(t))
+    return out
+
+
+def _effect_at_most_once(run: _Run) -> list[dict]:
+    committed_by = {
+        e["data"]["effect_key"]: e for e in run.events if e["type"] == "effect_committed"
+    }
+    groups: dict[tuple, list[dict]] = {}
+    for eff in run.effects:
+        groups.setdefault((eff["kind"], eff["target"], eff["task_id"]), []).append(eff)
+    out = []
+    for (kind, target, task_id), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        effects = []
+        for r in rows:
+            ev = committed_by.get(r["effect_key"])
+            effects.append(
+                {
+                    "effect_key": r["effect_key"],
+                    "message_id": r["message_id"],
+                    "tick": r["tick"],
+                    "result_digest": r["result_digest"],
+                    "event_seq": ev["seq"] if ev else None,
+                    "delivery_id": ev["delivery_id"] if ev else None,
+                }
+            )
+        out.append(
+            {
+                "task_id": task_id,
+                "kind": kind,
+                "target": target,
+                "times_committed": len(rows),
+                "message_ids": sorted({r["message_id"] for r in rows}),
+                "effects": effects,
+            }
+        )
+    return out
+
+
+def _same_payload(a: dict, b: dict) -> bool:
+    """The intake's rule: compare digests under one scheme (re-digest both ways if the schemes differ)."""
+    if a["digest_scheme"] == b["digest_scheme"]:
+        return a["payload_digest"] == b["payload_digest"]
+    try:
+        return (
+            _digest.digest(a["payload"], b["digest_scheme"]) == b["payload_digest"]
+            and _digest.digest(b["payload"], a["digest_scheme"]) == a["payload_digest"]
+        )
+    except DigestError:
+        return False
+
+
+def _conflict_frozen(run: _Run) -> list[dict]:
+    # The last event seq of each delivery: "right after the delivery" is that point in the log.
+    last_seq: dict[int, int] = {}
+    for e in run.events:
+        if e["delivery_id"] is not None:
+            last_seq[e["delivery_id"]] = e["seq"]
+    moves_by_task: dict[str, list[dict]] = {}
+    for m in run.moves:
+        moves_by_task.setdefault(m["task_id"], []).append(m)
+
+    def point_of(delivery_id: int) -> int:
+        # deliveries and their events are numbered in the same order
+        if delivery_id in last_seq:
+            return last_seq[delivery_id]
+        earlier = [s for d, s in last_seq.items() if d < delivery_id]
+        return max(earlier, default=0)
+
+    def state_at(task_id: str, seq: int) -> str | None:
+        state = None
+        for m in moves_by_task.get(task_id, ()):
+            if m["event_seq"] > seq:
+                break
+            state = m["to"]
+        return state
+
+    seen: dict[tuple, list[tuple[dict, dict]]] = {}
+    out = []
+    for dv in run.deliveries:
+        if dv["decision"] == "rejected":
+            continue
+        msg = run.message_of(dv)
+        if msg is None:
+            continue
+        key = (msg["task_id"], msg["idempotency_key"])
+        earlier = seen.setdefault(key, [])
+        if any(_same_payload(prev, msg) for prev, _ in earlier):
+            continue
+        if not earlier:
+            earlier.append((msg, dv))
+            continue
+        first_msg, first_dv = earlier[0]
+        earlier.append((msg, dv))
+        task_id = msg["task_id"]
+        point = point_of(dv["delivery_id"])
+        base = {
+            "task_id": task_id,
+            "idempotency_key": msg["idempotency_key"],
+            "first": _message_brief(first_msg, first_dv),
+            "second": _message_brief(msg, dv),
+            "expected_state": "needs_review",
+            "event_seq": point,
+        }
+        state = state_at(task_id, point)
+        if state != "needs_review":
+            out.append({**base, "problem": "not frozen when the second payload was delivered", "state_instead": state})
+            continue
+        for m in moves_by_task.get(task_id, ()):
+            if m["event_seq"] <= point:
+                continue
+            dvm = m["delivery"]
+            if dvm is not None and task_id in run.reviewed_in.get(dvm["delivery_id"], ()):
+                break  # the reviewer's decision releases it
+            out.append(
+                {
+                    **base,
+                    "problem": "left needs_review before any review_decided",
+                    "state_instead": m["to"],
+                    "move": _move_witness(m),
+                }
+            )
+            break
+    return out
+
+
+def _no_lost_update(run: _Run) -> list[dict]:
+    moves_by_seq = {m["event_seq"]: m for m in run.moves}
+    lease: dict[str, dict] = {}  # task_id -> {"holder", "lease_version", "expired", "event_seq"}
+    out = []
+    for e in run.events:
+        tid = e["task_id"]
+        if e["type"] == "lease_granted":
+            lease[tid] = {
+                "holder": e["data"]["holder"], "lease_version": e["data"]["lease_version"],
+                "expired": False, "event_seq": e["seq"],
+            }
+        elif e["type"] == "lease_expired":
+            cur = lease.get(tid, {"holder": e["data"].get("holder"), "lease_version": e["data"].get("lease_version")})
+            lease[tid] = {**cur, "expired": True, "event_seq": e["seq"]}
+        elif e["type"] == "transition_applied":
+            m = moves_by_seq[e["seq"]]
+            dv, msg = m["delivery"], m["message"]
+            if dv is None or msg is None or dv["decision"] == "conflict":
+                continue  # the lease monitor's own moves, and the runtime's conflict freeze
+            current = lease.get(tid)
+            if msg["type"] == "task_result":
+                carried = msg["payload"].get("lease_version")
+                problem = None
+                if current is None:
+                    problem = "no lease was ever granted"
+                elif current["expired"]:
+                    problem = "the lease had expired"
+                elif msg["sender"] != current["holder"]:
+                    problem = "sender is not the lease holder"
+                elif carried != current["lease_version"]:
+                    problem = "stale lease_version"
+                if problem:
+                    out.append(
+                        {
+                            "problem": problem,
+                            "task_id": tid,
+                            "message_id": msg["message_id"],
+                            "sender": msg["sender"],
+                            "carried_lease_version": carried,
+                            "current_lease": dict(current) if current else None,
+                            "transition": _move_witness(m),
+                        }
+                    )
+                    continue
+            expected = msg["payload"].get("expected_state_version")
+            if expected is not None and expected != m["from_version"]:
+                out.append(
+                    {
+                        "problem": "stale expected_state_version",
+                        "task_id": tid,
+                        "message_id": msg["message_id"],
+                        "sender": msg["sender"],
+                        "expected_state_version": expected,
+                        "actual_state_version": m["from_version"],
+                        "transition": _move_witness(m),
+                    }
+                )
+    return out
+
+
+def _evidence_resolves(run: _Run) -> list[dict]:
+    out = []
+    for dv in run.deliveries:
+        if dv["decision"] != "accepted":
+            continue
+        msg = run.message_of(dv)
+        if msg is None:
+            continue
+        for ref in msg["evidence_refs"]:
+            if ref.startswith("sha256:"):
+                ok, kind = ref in run.artifact_refs, "artifact"
+            else:
+                ok, kind = ref in run.message_ids and ref != msg["message_id"], "message"
+            if not ok:
+                out.append(
+                    {
+                        "message_id": msg["message_id"],
+                        "delivery_id": dv["delivery_id"],
+                        "task_id": msg["task_id"],
+                        "type": msg["type"],
+                        "ref": ref,
+                        "ref_kind": kind,
+                        "problem": "cites itself" if ref == msg["message_id"] else f"no stored {kind} has this ref",
+                    }
+                )
+    return out
+
+
+def _ack_is_not_completion(run: _Run) -> list[dict]:
+    out = []
+    for m in run.moves:
+        dv, msg = m["delivery"], m["message"]
+        if dv is None or dv["type"] != "ack":
+            continue
+        if dv["decision"] == "conflict" and m["to"] == "needs_review":
+            continue
+        out.append(
+            {
+                "ack_message_id": dv["message_id"],
+                "delivery_id": dv["delivery_id"],
+                "task_id": m["task_id"],
+                "of": (msg or {}).get("payload", {}).get("of"),
+                "sender": (msg or {}).get("sender"),
+                "decision": dv["decision"],
+                "move": _move_witness(m),
+            }
+        )
+    return out
+
+
+def _transitions_allowed(run: _Run) -> list[dict]:
+    rules = {
+        (r["machine_version"], r["from_state"], r["to_state"]): tuple(r["roles"].split(",")) for r in run.rules
+    }
+    out = []
+    for t in run.transitions:
+        roles = rules.get((t["machine_version"], t["old_state"], t["new_state"]))
+        if roles is None:
+            out.append({**_transition_witness(t), "problem": "no such rule in this machine version", "allowed_roles": []})
+        elif t["role"] not in roles:
+            out.append({**_transition_witness(t), "problem": "role not listed for this move", "allowed_roles": list(roles)})
+    return out
+
+
+_CHECKS = {
+    "NO_STATE_REGRESSION": _no_state_regression,
+    "EFFECT_AT_MOST_ONCE": _effect_at_most_once,
+    "CONFLICT_FROZEN": _conflict_frozen,
+    "NO_LOST_UPDATE": _no_lost_update,
+    "EVIDENCE_RESOLVES": _evidence_resolves,
+    "ACK_IS_NOT_COMPLETION": _ack_is_not_completion,
+    "TRANSITIONS_ALLOWED": _transitions_allowed,
+}
+
+
+def check(store) -> list[InvariantResult]:
+    """Check every invariant over ``store`` (a finished run); results in :data:`INVARIANTS` order."""
+    run = _Run(store)
+    results = []
+    for name in INVARIANTS:
+        witnesses = tuple(_CHECKS[name](run))
+        results.append(InvariantResult(name, not witnesses, DESCRIPTIONS[name], witnesses))
+    return results

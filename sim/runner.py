@@ -1,0 +1,322 @@
+"""The seeded scheduler: runs a scenario's agents over the store, round by round.
+
+Each round (one logical tick):
+1. the runtime's lease monitor expires leases whose holder stopped heartbeating (crashed);
+2. the manager, then each worker (sorted), then any zombie acts: they read tasks and send;
+3. the transport delivers every envelope due this round, in send order, through the runtime.
+
+Time is the round number; every random draw (faults, Faker) comes from generators seeded
+with the run's seed, so the same scenario, seed, policy and faults give a byte-identical
+database and the same state digest. The run is written to a temporary file and moved into
+place only when it finished, so a failed run writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from .agents import DONE, Manager, Worker, Zombie
+from .envelope import Envelope, build_envelope
+from .errors import InputError, StoreError
+from .faults import Bus, FaultSpec, parse_fault
+from .intake import TaskView
+from .machine import TaskState
+from .policy import Policy, get_policy
+from .runtime import deliver, expire_lease, put_artifact, record_fault
+from .scenario import Scenario, TaskSpec
+from .store import Store
+
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path"]
+
+
+@dataclass
+class Run:
+    """A run in progress (it is the agents' :class:`~sim.agents.World`)."""
+
+    scenario: Scenario
+    policy: Policy
+    seed: int
+    faults: list[FaultSpec]
+    store: Store
+    progress: object = None
+    now: int = 0
+    ids: Counter = field(default_factory=Counter)
+    results: dict[str, Envelope] = field(default_factory=dict)
+    sent_this_round: int = 0
+    heartbeat: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from faker import Faker
+
+        self.settings = self.scenario.settings
+        self.trace = self.scenario.trace
+        self.rng = random.Random(self.seed)
+        self.fake = Faker("en_US")
+        self.fake.seed_instance(self.seed)
+        self._t0 = datetime.fromisoformat(self.scenario.start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
+        self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
+                       record=self._record, max_hold=self.settings.work_ticks + 2)
+        self.specs: dict[str, TaskSpec] = {}
+        self._stress_next = 0
+        if self.scenario.stress is None:
+            self.specs = {t.id: t for t in self.scenario.tasks}
+        self.manager = Manager(self, self._tasks_in_play)
+        self.workers = {w: Worker(self, w, self.fake) for w in sorted(self.scenario.workers)}
+        self.zombies: list[Zombie] = []
+        self.unfinished = 0
+
+    # ---------------------------------------------------------------- World
+
+    def task(self, task_id: str) -> TaskView | None:
+        return self.store.get_task(task_id)
+
+    def result_of(self, task_id: str) -> Envelope | None:
+        return self.results.get(task_id)
+
+    def put_artifact(self, content, kind: str, task_id: str) -> str:
+        return put_artifact(self.store, content, kind=kind, task_id=task_id, tick=self.now)
+
+    def next_id(self, prefix: str) -> str:
+        self.ids[prefix] += 1
+        return f"{prefix}-{self.ids[prefix]}"
+
+    def time(self) -> str:
+        return (self._t0 + timedelta(seconds=self.now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def send(self, sender, recipient, type, task_id, payload, key, refs=(), prefix="M") -> Envelope:
+        env = build_envelope(
+            message_id=self.next_id(prefix), trace_id=self.trace, task_id=task_id, sender=sender, recipient=recipient,
+            type=type, payload=payload, idempotency_key=key, created_at=self.time(), evidence_refs=refs,
+        )
+        self.sent_this_round += 1
+        self.bus.send(env, self.now)
+        for worker_id, after in self.bus.crashed:
+            self._crash(worker_id, after)
+        self.bus.crashed.clear()
+        return env
+
+    def _record(self, fault: str, env: Envelope, detail: dict) -> None:
+        record_fault(self.store, fault, message_id=env.message_id, task_id=env.task_id, detail=detail, tick=self.now)
+
+    # ---------------------------------------------------------------- tasks in play
+
+    def _tasks_in_play(self) -> list[TaskSpec]:
+        st = self.scenario.stress
+        if st is None:
+            return list(self.specs.values())
+        # Stress: keep at most `window` tasks in flight; forget the ones that are done.
+        for tid in [t for t in self.specs if self._settled(t)]:
+            del self.specs[tid]
+            self.results.pop(tid, None)
+            self.manager.sent.pop(tid, None)
+        workers = sorted(self.scenario.workers)
+        while len(self.specs) < st.window and self._stress_next < st.tasks:
+            self._stress_next += 1
+            i = self._stress_next
+            w = workers[i % len(workers)]
+            tid = f"T-{i}"
+            self.specs[tid] = TaskSpec(tid, f"collect evidence {i}", w, "research")
+        return list(self.specs.values())
+
+    def _settled(self, task_id: str) -> bool:
+        t = self.store.get_task(task_id)
+        return t is not None and t.state in DONE
+
+    # ---------------------------------------------------------------- crash and recovery
+
+    def _crash(self, worker_id: str, after: Envelope) -> None:
+        dead = self.workers[worker_id]
+        dead.dead = True
+        lease = after.payload.get("lease_version", 1)
+        self.zombies.append(Zombie(dead, after.task_id, lease))
+        # A restarted body of the same participant, with no memory of the old one.
+        self.workers[worker_id] = Worker(self, worker_id, self.fake, generation=dead.generation + 1)
+        self.heartbeat[worker_id + f"#{dead.generation}"] = self.now
+
+    def _expire_leases(self) -> None:
+        # Live workers heartbeat every round; a crashed holder's lease runs out after lease_ticks.
+        for z in self.zombies:
+            t = self.store.get_task(z.task_id)
+            if t is None or t.state != TaskState.RUNNING or t.lease_version != z.lease:
+                continue
+            died = self.heartbeat.get(z.worker.id + f"#{z.worker.generation}", self.now)
+            if self.now - died >= self.settings.lease_ticks:
+                expire_lease(self.store, z.task_id, tick=self.now)
+
+    # ---------------------------------------------------------------- the loop
+
+    def _deliver_due(self) -> int:
+        n = 0
+        for env in self.bus.due(self.now):
+            out = deliver(self.store, env, policy=self.policy, tick=self.now)
+            n += 1
+            self.manager.on_delivery(env, out.decision)
+            w = self.workers.get(env.recipient)
+            if w is not None:
+                w.on_delivery(env, out.decision, self.specs.get(env.task_id))
+            if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
+                self.results[env.task_id] = env
+        return n
+
+    def _quiet(self) -> bool:
+        if len(self.bus) or any(not z.done for z in self.zombies):
+            return False
+        st = self.scenario.stress
+        if st is not None and self._stress_next < st.tasks:
+            return False
+        return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
+
+    def _blocked(self, spec: TaskSpec) -> bool:
+        """A task whose inputs can no longer all succeed waits forever: not the run's business."""
+        for dep in spec.after:
+            t = self.store.get_task(dep)
+            if t is not None and t.state in DONE and t.state != TaskState.SUCCEEDED:
+                return True
+            if t is not None and t.state not in DONE:
+                return False
+            if t is None:
+                dep_spec = self.specs.get(dep)
+                return dep_spec is not None and self._blocked(dep_spec)
+        return False
+
+    def run(self) -> None:
+        s = self.settings
+        quiet_for = 0
+        bar_total = self.scenario.stress.tasks if self.scenario.stress else len(self.specs)
+        job = self.progress.add_task(f"{self.scenario.name} ({self.policy.name})", total=bar_total) if self.progress else None
+        while self.now < s.max_rounds:
+            self.now += 1
+            self.sent_this_round = 0
+            self._expire_leases()
+            self.manager.act(self.now)
+            # A crashed worker's old body acts as soon as it notices the recovery: its stale
+            # commit races the recovered worker's, which is the case fencing must win.
+            for z in self.zombies:
+                z.act(self.now)
+            for wid in sorted(self.workers):
+                self.workers[wid].act(self.now)
+            self.bus.release_held(self.now)
+            delivered = self._deliver_due()
+            if self.progress is not None and self.now % 25 == 0:
+                done = (self._stress_next - len(self.specs)) if self.scenario.stress else sum(self._settled(t) for t in self.specs)
+                self.progress.update(job, completed=done)
+            if self.sent_this_round or delivered:
+                quiet_for = 0
+            else:
+                quiet_for += 1
+            # Quiet long enough for every retry timer to have fired: nothing more will happen.
+            if quiet_for > s.retry_ticks and self._quiet():
+                break
+        if self.progress is not None:
+            self.progress.update(job, completed=bar_total)
+        self.unfinished = sum(1 for sp in self._tasks_in_play() if not self._settled(sp.id) and not self._blocked(sp))
+
+
+def prepare_db_path(db: Path, scenario: str) -> None:
+    """Refuse to overwrite anything but an earlier run of the same scenario."""
+    if not db.exists():
+        if not db.parent.exists():
+            raise StoreError(f"folder {db.parent} does not exist", code="E_DB_MISSING")
+        return
+    store = Store.open(db)  # refuses corrupt, foreign and newer databases
+    try:
+        previous = store.get_meta("scenario")
+    finally:
+        store.close()
+    if previous is None:
+        raise StoreError(
+            f"{db} holds hand-delivered messages, not a simulator run; choose another --db", code="E_DB_OTHER_SCENARIO"
+        )
+    if previous != scenario:
+        raise StoreError(
+            f"{db} holds a run of scenario {previous!r}, not {scenario!r}; choose another --db or delete it",
+            code="E_DB_OTHER_SCENARIO",
+        )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    policy: str | Policy = "safe",
+    seed: int | None = None,
+    faults: list[str] | tuple[str, ...] = (),
+    db: str | os.PathLike | None = None,
+    progress=None,
+) -> Store:
+    """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success."""
+    pol = get_policy(policy) if isinstance(policy, str) else policy
+    specs = [parse_fault(f) for f in (*scenario.faults, *faults)]
+    seed = scenario.seed if seed is None else seed
+    tmp = None
+    if db is not None:
+        db = Path(db)
+        prepare_db_path(db, scenario.name)
+        tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(tmp) + suffix).unlink(missing_ok=True)
+    store = Store.create(tmp, start_time=scenario.start_time)
+    try:
+        store.set_meta({
+            "scenario": scenario.name, "seed": str(seed), "policy": pol.name,
+            "faults": ",".join(s.text for s in specs),
+        })
+        run = Run(scenario, pol, seed, specs, store, progress)
+        run.run()
+        unmatched = [s.text for s in specs if s.kind in ("message", "type", "default") and run.bus.matched[s.text] == 0]
+        if unmatched:
+            raise InputError(
+                f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}", code="E_FAULT_NO_MATCH"
+            )
+        store.set_meta({"rounds": str(run.now), "unfinished": str(run.unfinished)})
+    except BaseException:
+        store.close()
+        if tmp is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(tmp) + suffix).unlink(missing_ok=True)
+        raise
+    if tmp is not None:
+        store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        os.replace(tmp, db)
+        store = Store.open(db)
+    return store
+
+
+def summarize(store: Store) -> dict:
+    """What a run did: the figures ``run --json`` prints."""
+    from .invariants import check
+
+    tasks = store.tasks()
+    deliveries = store.deliveries()
+    events = store.events()
+    effects = store.effects()
+    results = check(store)
+    return {
+        "scenario": store.get_meta("scenario"),
+        "seed": int(store.get_meta("seed") or 0),
+        "policy": store.get_meta("policy"),
+        "faults": [f for f in (store.get_meta("faults") or "").split(",") if f],
+        "rounds": int(store.get_meta("rounds") or 0),
+        "state_digest": store.state_digest(),
+        "tasks": {t["task_id"]: t["state"] for t in tasks},
+        "counts": {
+            "messages": len(store.messages()),
+            "deliveries": len(deliveries),
+            "events": len(events),
+            "deliveries_by_decision": dict(sorted(Counter(d["decision"] for d in deliveries).items())),
+            "events_by_type": dict(sorted(Counter(e["type"] for e in events).items())),
+        },
+        "effects": [e["effect_key"] for e in effects],
+        "faults_injected": [
+            {"fault": e["data"]["fault"], "message_id": e["message_id"], "task_id": e["task_id"]}
+            for e in events if e["type"] == "fault_injected"
+        ],
+        "invariants": {r.name: r.ok for r in results},
+        "unfinished": int(store.get_meta("unfinished") or 0),
+    }

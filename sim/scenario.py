@@ -1,0 +1,170 @@
+"""Scenarios: TOML files in ``data/scenarios/`` that say who runs what, under which faults.
+
+A scenario names its agents (workers; the manager is always ``manager``), its tasks (who
+does each, what it produces, what it waits for, what it publishes), budgets, a fault plan,
+a seed and a start time. ``stress`` scenarios generate N independent tasks instead.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .envelope import role_of
+from .errors import InputError, friendly_list
+from .resources import shipped
+
+__all__ = ["TaskSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario"]
+
+_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    id: str
+    goal: str
+    worker: str
+    kind: str = "research"  # research: gathers facts; draft: writes from its inputs' artifacts
+    after: tuple[str, ...] = ()
+    publish: str | None = None
+    budget: int = 3
+
+
+@dataclass(frozen=True)
+class Settings:
+    lease_ticks: int = 4  # a running task whose lease is older than this expires
+    work_ticks: int = 2  # rounds a worker needs between starting and answering
+    retry_ticks: int = 6  # rounds a sender waits for its message to take effect before retrying
+    delay_ticks: int = 9  # how late a delayed message arrives
+    zombie_ticks: int = 0  # rounds after it notices the recovery before a crashed worker's stale commit is sent
+    max_rounds: int = 400
+
+
+@dataclass(frozen=True)
+class StressSpec:
+    tasks: int = 1000
+    duplicate_rate: float = 0.05
+    conflict_rate: float = 0.01
+    window: int = 64  # tasks in flight at once (memory stays flat as tasks grow)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    seed: int
+    start_time: str
+    trace: str
+    workers: tuple[str, ...]
+    tasks: tuple[TaskSpec, ...]
+    faults: tuple[str, ...] = ()
+    settings: Settings = field(default_factory=Settings)
+    stress: StressSpec | None = None
+
+
+def _err(source: str, msg: str, code: str = "E_SCENARIO") -> InputError:
+    return InputError(f"{source}: {msg}", code=code)
+
+
+def _take(table: dict, allowed: dict[str, type], source: str, required=()) -> dict:
+    extra = sorted(set(table) - set(allowed))
+    if extra:
+        raise _err(source, f"unknown key {extra[0]!r}; expected: {friendly_list(allowed)}")
+    for k in required:
+        if k not in table:
+            raise _err(source, f"{k!r} is missing", "E_MISSING_FIELD")
+    for k, v in table.items():
+        want = allowed[k]
+        ok = isinstance(v, want) and not (want in (int, float) and isinstance(v, bool))
+        if want is float and isinstance(v, int) and not isinstance(v, bool):
+            ok = True
+        if not ok:
+            raise _err(source, f"{k!r} must be {want.__name__}, got {type(v).__name__}", "E_FIELD_TYPE")
+    return table
+
+
+def parse_scenario(data: dict, *, source: str) -> Scenario:
+    """Validate decoded TOML into a :class:`Scenario`."""
+    _take(
+        data,
+        {"name": str, "description": str, "seed": int, "start_time": str, "trace": str, "workers": list,
+         "task": list, "faults": list, "settings": dict, "stress": dict},
+        source,
+        required=("name", "workers"),
+    )
+    start = data.get("start_time", "2026-07-13T04:00:00Z")
+    if not _TIME_RE.match(start):
+        raise _err(source, f"start_time {start!r} must look like 2026-07-13T04:00:00Z", "E_FIELD_VALUE")
+    workers = data["workers"]
+    if not workers or not all(isinstance(w, str) for w in workers):
+        raise _err(source, "'workers' must be a non-empty list of participant ids", "E_FIELD_TYPE")
+    for w in workers:
+        if role_of(w) not in ("researcher", "writer"):
+            raise _err(source, f"worker {w!r} must be a researcher or a writer", "E_UNKNOWN_ROLE")
+    if len(set(workers)) != len(workers):
+        raise _err(source, "'workers' lists a participant twice")
+    settings = Settings(**_take(data.get("settings", {}), {k: int for k in Settings.__dataclass_fields__}, source + " [settings]"))
+    for k, v in vars(settings).items():
+        if v < 0 or (k in ("lease_ticks", "work_ticks", "retry_ticks", "max_rounds") and v < 1):
+            raise _err(source, f"settings.{k} must be positive, got {v}", "E_FIELD_VALUE")
+    stress = None
+    if "stress" in data:
+        st = _take(data["stress"], {"tasks": int, "duplicate_rate": float, "conflict_rate": float, "window": int}, source + " [stress]")
+        stress = StressSpec(**st)
+        if stress.tasks < 1 or stress.window < 1 or not (0 <= stress.duplicate_rate <= 1) or not (0 <= stress.conflict_rate <= 1):
+            raise _err(source, "stress needs tasks >= 1, window >= 1 and rates between 0 and 1", "E_FIELD_VALUE")
+    tasks = []
+    ids = set()
+    for i, t in enumerate(data.get("task", [])):
+        where = f"{source} task {i + 1}"
+        if not isinstance(t, dict):
+            raise _err(where, "expected a table")
+        _take(t, {"id": str, "goal": str, "worker": str, "kind": str, "after": list, "publish": str, "budget": int},
+              where, required=("id", "goal", "worker"))
+        if t["worker"] not in workers:
+            raise _err(where, f"worker {t['worker']!r} is not in workers ({friendly_list(workers)})", "E_UNKNOWN_ROLE")
+        if t.get("kind", "research") not in ("research", "draft"):
+            raise _err(where, f"kind {t['kind']!r}; expected one of: 'research' or 'draft'", "E_UNKNOWN_VALUE")
+        for dep in t.get("after", []):
+            if dep not in ids:
+                raise _err(where, f"'after' names {dep!r}, which is not an earlier task", "E_FIELD_VALUE")
+        if t["id"] in ids:
+            raise _err(where, f"task id {t['id']!r} is used twice")
+        ids.add(t["id"])
+        tasks.append(TaskSpec(t["id"], t["goal"], t["worker"], t.get("kind", "research"), tuple(t.get("after", [])),
+                              t.get("publish"), t.get("budget", 3)))
+    if not tasks and stress is None:
+        raise _err(source, "a scenario needs [[task]] entries or a [stress] table", "E_MISSING_FIELD")
+    faults = data.get("faults", [])
+    if not all(isinstance(f, str) for f in faults):
+        raise _err(source, "'faults' must be a list of strings like 'duplicate:M-3'", "E_FIELD_TYPE")
+    return Scenario(
+        name=data["name"], description=data.get("description", ""), seed=data.get("seed", 0), start_time=start,
+        trace=data.get("trace", "R-1"), workers=tuple(workers), tasks=tuple(tasks), faults=tuple(faults),
+        settings=settings, stress=stress,
+    )
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.stem for p in shipped("data", "scenarios").glob("*.toml"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A shipped scenario by name (``publish-report``) or a TOML file by path."""
+    p = Path(name_or_path)
+    if not (p.suffix == ".toml" and p.exists()):
+        p = shipped("data", "scenarios", f"{name_or_path}.toml")
+        if not p.exists():
+            raise InputError(
+                f"unknown scenario {name_or_path!r}; expected one of: {friendly_list(scenario_names())} or a .toml file",
+                code="E_UNKNOWN_SCENARIO",
+            )
+    try:
+        data = tomllib.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"scenario {p.name} is not UTF-8", code="E_NOT_UTF8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"scenario {p.name} is not valid TOML: {e}", code="E_TOML") from e
+    return parse_scenario(data, source=p.name)
