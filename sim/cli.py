@@ -438,6 +438,202 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     con.print(f"machine for new tasks: {data['current_machine']}    state digest: {data['state_digest']}", soft_wrap=True)
 
 
+# ---------------------------------------------------------------------------- simulator
+
+SCENARIO_ARG = typer.Argument("publish-report", help="A shipped scenario (publish-report, fan-out, stress) or a .toml file.")
+FAULT_OPT = typer.Option(
+    [], "--fault", "-f",
+    help="NAME, NAME:M-3, NAME:task_result or NAME:0.1. Names: duplicate, conflicting-digest, late-failure, "
+         "reorder, delay, drop, crash, stale-schema. Repeat for more.",
+)
+
+
+def _load_scenario(scenario: str, tasks: Optional[int]):
+    from dataclasses import replace
+
+    from .scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    if tasks is not None:
+        if sc.stress is None:
+            raise InputError(f"--tasks applies to stress scenarios; {sc.name} has a fixed task list", code="E_USAGE")
+        if tasks < 1:
+            raise InputError("--tasks must be at least 1", code="E_USAGE")
+        sc = replace(sc, stress=replace(sc.stress, tasks=tasks))
+    return sc
+
+
+def _progress():
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+def _mark(ok: bool) -> str:
+    return "[green]holds[/]" if ok else "[bold red]BROKEN[/]"
+
+
+@app.command()
+def run(
+    scenario: str = SCENARIO_ARG,
+    seed: Optional[int] = typer.Option(None, "--seed", help="The run's seed (default: the scenario's)."),
+    fault: List[str] = FAULT_OPT,
+    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    db: Path = DB_OPT,
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
+    as_json: bool = JSON_OPT,
+):
+    """Run a scenario's scripted agents over a fresh database; print what happened."""
+    from .faults import parse_fault
+    from .policy import get_policy
+    from .runner import run_scenario, summarize
+
+    sc = _load_scenario(scenario, tasks)
+    get_policy(policy)
+    for f in fault:
+        parse_fault(f)
+    with _progress() as bar:
+        store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None)
+    try:
+        summary = summarize(store)
+        results = __import__("sim.invariants", fromlist=["check"]).check(store) if not as_json else None
+    finally:
+        store.close()
+    if as_json:
+        _print_json(summary)
+        return
+    con = _console()
+    con.print(f"[bold]{summary['scenario']}[/] seed {summary['seed']}, policy {summary['policy']}, "
+              f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
+    if summary["faults_injected"]:
+        con.print(_table("Faults injected", ["fault", "message", "task"],
+                         [[f["fault"], f["message_id"], f["task_id"]] for f in summary["faults_injected"]]))
+    con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
+    c = summary["counts"]
+    con.print(f"{c['messages']} messages, {c['deliveries']} deliveries "
+              f"({', '.join(f'{k} {v}' for k, v in c['deliveries_by_decision'].items())}), {c['events']} events")
+    con.print(f"effects committed: {', '.join(summary['effects']) or 'none'}")
+    con.print(_table("Invariants", ["invariant", "result", "witness"],
+                     [[r.name, _mark(r.ok), _witness_line(r)] for r in results]))
+    con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
+    con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
+
+
+_WITNESS_KEYS = (
+    "problem", "task_id", "message_id", "key", "old_state", "new_state", "times_committed",
+    "carried_lease_version", "current_lease_version", "ref",
+)
+
+
+def _witness_line(r) -> str:
+    """The first witness, shortened to the fields a person reads first (--json has all of it)."""
+    if r.ok or not r.witnesses:
+        return ""
+    w = r.witnesses[0]
+    parts = [f"{k}={w[k]}" for k in _WITNESS_KEYS if w.get(k) is not None and not isinstance(w[k], (dict, list))]
+    if not parts:
+        parts = [f"{k}={v}" for k, v in list(w.items())[:4] if not isinstance(v, (dict, list))]
+    more = f" (+{len(r.witnesses) - 1} more)" if len(r.witnesses) > 1 else ""
+    return ", ".join(parts) + more
+
+
+@app.command()
+def compare(
+    scenario: str = SCENARIO_ARG,
+    seed: Optional[int] = typer.Option(None, "--seed", help="The seed both runs use."),
+    fault: List[str] = FAULT_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """The same seed and faults under the safe and the naive policy, side by side."""
+    from .faults import parse_fault
+    from .invariants import check
+    from .runner import run_scenario, summarize
+
+    sc = _load_scenario(scenario, None)
+    for f in fault:
+        parse_fault(f)
+    out = {}
+    for pol in ("safe", "naive"):
+        store = run_scenario(sc, policy=pol, seed=seed, faults=fault)
+        try:
+            out[pol] = (summarize(store), check(store))
+        finally:
+            store.close()
+    if as_json:
+        _print_json({pol: summary for pol, (summary, _) in out.items()})
+        return
+    safe, naive = out["safe"][0], out["naive"][0]
+    rows = []
+    for t in sorted(set(safe["tasks"]) | set(naive["tasks"])):
+        a, b = safe["tasks"].get(t, "-"), naive["tasks"].get(t, "-")
+        rows.append([f"task {t}", _styled(a, _STATE_STYLE), _styled(b, _STATE_STYLE), "" if a == b else "<- differs"])
+    rows.append(["effects committed", len(safe["effects"]), len(naive["effects"]),
+                 "" if len(safe["effects"]) == len(naive["effects"]) else "<- differs"])
+    for (rs, rn) in zip(out["safe"][1], out["naive"][1]):
+        rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
+    faults = ", ".join(safe["faults"]) or "none"
+    _console().print(_table(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", "safe", "naive", "naive's witness"], rows))
+
+
+@app.command()
+def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
+    """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
+    from .replay import replay_report
+
+    store = _open(db)
+    try:
+        report = replay_report(store)
+    finally:
+        store.close()
+    proof = not report["redelivery"]["effects_committed_again"]
+    report["effects_at_most_once_under_redelivery"] = proof
+    if as_json:
+        _print_json(report)
+    else:
+        con = _console()
+        con.print(f"replayed {report['events']} events into an empty store", soft_wrap=True)
+        con.print(f"  live state digest     {report['live_digest']}", soft_wrap=True)
+        con.print(f"  replayed state digest {report['state_digest']}", soft_wrap=True)
+        con.print("  [green]match[/]: state is the fold of the event log" if report["match"]
+                  else "  [bold red]MISMATCH[/]: state holds something the events do not explain")
+        r = report["redelivery"]
+        con.print(f"redelivered all {r['redelivered']} messages through intake ({r['policy']} policy): "
+                  f"{', '.join(f'{k} {v}' for k, v in r['decisions'].items())}", soft_wrap=True)
+        con.print("  [green]no side effect committed twice[/]" if proof
+                  else f"  [bold red]effects committed again[/]: {', '.join(r['effects_committed_again'])}", soft_wrap=True)
+    if not report["match"] or not proof:
+        raise typer.Exit(1)
+
+
+@app.command()
+def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
+    """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
+    from .invariants import check as run_checks
+
+    store = _open(db)
+    try:
+        results = run_checks(store)
+    finally:
+        store.close()
+    if as_json:
+        _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
+    else:
+        con = _console()
+        con.print(_table(f"Invariants of {db}", ["invariant", "result", "what must hold"],
+                         [[r.name, _mark(r.ok), r.description] for r in results]))
+        for r in results:
+            if not r.ok:
+                con.print(f"[bold red]{r.name}[/] witnesses:")
+                for w in r.witnesses[:10]:
+                    con.print("  " + json.dumps(w, sort_keys=True), soft_wrap=True)
+                if len(r.witnesses) > 10:
+                    con.print(f"  ... {len(r.witnesses) - 10} more (--json has all)")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
 # ---------------------------------------------------------------------------- reconcile
 
 

@@ -732,6 +732,42 @@ class Store:
             r["data"] = json.loads(r["data"])
         return rows
 
+    def iter_events(self, batch: int = 5000) -> Iterator[dict]:
+        """Every event in order, a batch at a time (replay of large runs in flat memory)."""
+        after = 0
+        while True:
+            rows = self.events(after=after, limit=batch)
+            if not rows:
+                return
+            yield from rows
+            after = rows[-1]["seq"]
+
+    def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
+        """Each delivery in order joined with the envelope it delivered."""
+        after = 0
+        while True:
+            rows = self._rows(
+                "SELECT d.delivery_id, m.* FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
+                "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?",
+                (after, batch),
+            )
+            if not rows:
+                return
+            for r in rows:
+                r["payload"] = json.loads(r["payload"])
+                r["evidence_refs"] = json.loads(r["evidence_refs"])
+            yield from rows
+            after = rows[-1]["delivery_id"]
+
+    def copy(self) -> "Store":
+        """An in-memory copy of this database (to try something without touching the file)."""
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self.conn.backup(conn)
+        other = Store(sqlite_utils.Database(conn), None)
+        other._pragmas()
+        other._load_meta()
+        return other
+
     def tasks(self) -> list[dict]:
         return self._rows("SELECT * FROM tasks ORDER BY created_tick, task_id")
 
