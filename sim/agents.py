@@ -47,7 +47,12 @@ def facts_table(fake, task_id: str, goal: str) -> dict:
         "goal": goal,
         "columns": ["claim", "source", "date"],
         "rows": [
-            [fake.sentence(nb_words=8), fake.url(), fake.date_between(date(2025, 1, 1), date(2026, 6, 30)).isoformat()]
+            [
+                fake.sentence(nb_words=8),
+                # (Faker's url() costs a quarter of a millisecond; this address reads the same)
+                f"https://{fake.word()}.example.org/notes/{fake.random_int(100, 999)}",
+                fake.date_between(date(2025, 1, 1), date(2026, 6, 30)).isoformat(),
+            ]
             for _ in range(3)
         ],
     }

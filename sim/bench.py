@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["intake_workload", "bench_intake", "bench_startup"]
+__all__ = ["intake_workload", "bench_intake", "bench_startup", "bench_sim", "sim_one"]
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
@@ -132,5 +132,73 @@ def bench_startup(repeat: int = 7) -> dict:
     }
 
 
-if __name__ == "__main__":  # pragma: no cover
-    print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))
+
+
+def sim_one(n: int, seed: int = 0) -> dict:
+    """One stress run of ``n`` tasks on disk, then the bare floor on the same rows (run in a child process)."""
+    import dataclasses
+    import resource
+
+    from .runner import run_scenario
+    from .scenario import load_scenario
+    from .store import STATE_TABLES, BareWriter, rows_by_tick
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=n))
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-sim-") as tmp:
+        t0 = time.perf_counter()
+        store = run_scenario(sc, seed=seed, db=Path(tmp) / "project.db")
+        project_s = time.perf_counter() - t0
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        counts = store.counts()
+        rounds = int(store.get_meta("rounds") or 0)
+        commits = int(store.get_meta("commits") or 1)
+        # rows inserted after set-up, plus one task UPDATE per transition
+        total_rows = sum(counts[t] for t in ("messages", "deliveries", "events") + STATE_TABLES if t not in ("machines", "transition_rules"))
+        total_rows += counts["transitions"] - 1
+        floor = BareWriter(str(Path(tmp) / "floor.db"), total_rows / max(1, commits))
+        step = 500
+        for lo in range(1, rounds + 1, step):
+            floor.write(rows_by_tick(store, lo, lo + step))
+        floor.close()
+        store.close()
+    deliveries = counts["deliveries"]
+    project = deliveries / project_s
+    floor_rate = deliveries / floor.seconds
+    return {
+        "tasks": n,
+        "deliveries": deliveries,
+        "transactions": commits,
+        "floor_transactions": floor.commits,
+        "project_per_s": round(project, 1),
+        "floor_per_s": round(floor_rate, 1),
+        "ratio": round(project / floor_rate, 3),
+        "project_seconds": round(project_s, 2),
+        "floor_seconds": round(floor.seconds, 2),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+    }
+
+
+def bench_sim(sizes=(1000, 10000, 100000), *, progress: bool = False) -> dict:
+    """The stress scenario at each size, each in its own process so peak memory is per size."""
+    rows = []
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    for n in sizes:
+        if progress:
+            console.print(f"stress scenario, {n:,} tasks ...")
+        out = subprocess.run(
+            [sys.executable, "-m", "sim.bench", "sim-one", str(n)], capture_output=True, text=True, check=False
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"bench sim at {n} tasks failed: {out.stderr.strip().splitlines()[-1:]}")
+        rows.append(json.loads(out.stdout))
+    return {"benchmark": "sim", "sizes": rows, "python": sys.version.split()[0]}
+
+
+if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
+    if len(sys.argv) == 3 and sys.argv[1] == "sim-one":
+        print(json.dumps(sim_one(int(sys.argv[2]))))
+    else:
+        print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))

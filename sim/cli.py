@@ -805,6 +805,33 @@ def bench_intake(
     )
 
 
+@bench_app.command("sim")
+def bench_sim(
+    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Comma-separated task counts for the stress scenario."),
+    as_json: bool = JSON_OPT,
+):
+    """The stress scenario at each size: deliveries/s beside bare sqlite3 on the same rows, and peak memory."""
+    from .bench import bench_sim as run
+
+    try:
+        ns = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--sizes {sizes!r} must be comma-separated integers", code="E_USAGE") from None
+    if not ns or min(ns) < 1:
+        raise InputError("--sizes needs at least one positive task count", code="E_USAGE")
+    result = run(ns, progress=not as_json)
+    if as_json:
+        _print_json(result)
+        return
+    _console().print(_table(
+        "bench sim: stress scenario (5% duplicates, 1% conflicting digests)",
+        ["tasks", "deliveries", "protolab/s", "floor/s", "ratio", "peak RSS MB"],
+        [[f"{r['tasks']:,}", f"{r['deliveries']:,}", f"{r['project_per_s']:,.0f}", f"{r['floor_per_s']:,.0f}",
+          f"{r['ratio']:.2f}", r["peak_rss_mb"]] for r in result["sizes"]],
+        caption="floor: bare sqlite3 writing the same rows in the same number of transactions; target ratio >= 0.3",
+    ))
+
+
 @bench_app.command("startup")
 def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
     """Wall time of 'protolab --help' beside a bare 'python -c pass' (budget: 300 ms)."""

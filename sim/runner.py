@@ -69,11 +69,18 @@ class Run:
         self.workers = {w: Worker(self, w, self.fake) for w in sorted(self.scenario.workers)}
         self.zombies: list[Zombie] = []
         self.unfinished = 0
+        self._tasks: dict[str, TaskView | None] = {}
 
     # ---------------------------------------------------------------- World
 
     def task(self, task_id: str) -> TaskView | None:
-        return self.store.get_task(task_id)
+        # Agents poll tasks every round; a task only changes when a delivery or the lease
+        # monitor touches it, and both drop it from this cache.
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            view = self._tasks[task_id] = self.store.get_task(task_id)
+            return view
 
     def result_of(self, task_id: str) -> Envelope | None:
         return self.results.get(task_id)
@@ -114,6 +121,7 @@ class Run:
             del self.specs[tid]
             self.results.pop(tid, None)
             self.manager.sent.pop(tid, None)
+            self._tasks.pop(tid, None)
         workers = sorted(self.scenario.workers)
         while len(self.specs) < st.window and self._stress_next < st.tasks:
             self._stress_next += 1
@@ -124,7 +132,7 @@ class Run:
         return list(self.specs.values())
 
     def _settled(self, task_id: str) -> bool:
-        t = self.store.get_task(task_id)
+        t = self.task(task_id)
         return t is not None and t.state in DONE
 
     # ---------------------------------------------------------------- crash and recovery
@@ -141,12 +149,13 @@ class Run:
     def _expire_leases(self) -> None:
         # Live workers heartbeat every round; a crashed holder's lease runs out after lease_ticks.
         for z in self.zombies:
-            t = self.store.get_task(z.task_id)
+            t = self.task(z.task_id)
             if t is None or t.state != TaskState.RUNNING or t.lease_version != z.lease:
                 continue
             died = self.heartbeat.get(z.worker.id + f"#{z.worker.generation}", self.now)
             if self.now - died >= self.settings.lease_ticks:
                 expire_lease(self.store, z.task_id, tick=self.now)
+                self._tasks.pop(z.task_id, None)
 
     # ---------------------------------------------------------------- the loop
 
@@ -154,6 +163,7 @@ class Run:
         n = 0
         for env in self.bus.due(self.now):
             out = deliver(self.store, env, policy=self.policy, tick=self.now)
+            self._tasks.pop(env.task_id, None)
             n += 1
             self.manager.on_delivery(env, out.decision)
             w = self.workers.get(env.recipient)
@@ -174,7 +184,7 @@ class Run:
     def _blocked(self, spec: TaskSpec) -> bool:
         """A task whose inputs can no longer all succeed waits forever: not the run's business."""
         for dep in spec.after:
-            t = self.store.get_task(dep)
+            t = self.task(dep)
             if t is not None and t.state in DONE and t.state != TaskState.SUCCEEDED:
                 return True
             if t is not None and t.state not in DONE:
@@ -251,6 +261,11 @@ def run_scenario(
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success."""
     pol = get_policy(policy) if isinstance(policy, str) else policy
     specs = [parse_fault(f) for f in (*scenario.faults, *faults)]
+    if scenario.stress is not None:
+        # The stress mix: a share of envelopes delivered twice, a share sent again with another payload.
+        for name, rate in (("duplicate", scenario.stress.duplicate_rate), ("conflicting-digest", scenario.stress.conflict_rate)):
+            if rate > 0:
+                specs.append(parse_fault(f"{name}:{rate}"))
     seed = scenario.seed if seed is None else seed
     tmp = None
     if db is not None:
@@ -272,7 +287,7 @@ def run_scenario(
             raise InputError(
                 f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}", code="E_FAULT_NO_MATCH"
             )
-        store.set_meta({"rounds": str(run.now), "unfinished": str(run.unfinished)})
+        store.set_meta({"rounds": str(run.now), "unfinished": str(run.unfinished), "commits": str(store.commits + 1)})
     except BaseException:
         store.close()
         if tmp is not None:

@@ -75,7 +75,11 @@ def effect_key(env: Envelope) -> str | None:
 
 
 def _envelope_digest(env: Envelope) -> str:
-    return _digest.digest(env.to_dict(), "json-sorted-v1")
+    # The payload was checked when the envelope was parsed or built, so the sorted JSON form
+    # is exactly json-sorted-v1 here; hashing it directly skips a second walk of the payload.
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(env.to_json().encode("utf-8")).hexdigest()
 
 
 def deliver(
@@ -172,8 +176,10 @@ def _intent_event(env: Envelope, store: Store, decision: str, state: str | None,
 
 
 def _artifact_event(content, kind: str, task_id: str | None, message_id: str | None) -> EventDraft:
-    ref = _digest.digest(content, "json-sorted-v1")
-    size = len(_digest.canonical_bytes(content, "json-sorted-v1"))
+    import hashlib
+
+    raw = _digest.canonical_bytes(content, "json-sorted-v1")
+    ref, size = "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw)
     return EventDraft(
         "artifact_stored",
         task_id,

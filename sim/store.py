@@ -47,6 +47,7 @@ __all__ = [
     "EVENT_TYPES",
     "rows_by_tick",
     "write_rows_bare",
+    "BareWriter",
 ]
 
 SCHEMA_VERSION = 1
@@ -219,6 +220,7 @@ class Store:
         self._rulebooks: dict[str, RuleBook] = {}
         self._meta: dict[str, str] = {}
         self._tick = 0
+        self.commits = 0  # transactions committed through this handle (the benchmark floor matches it)
         self._next_delivery = 1
         self._next_arrival = 1
         self._time_cache: tuple[int, str] = (-1, "")
@@ -373,6 +375,7 @@ class Store:
         try:
             yield self
             self.conn.execute("COMMIT")
+            self.commits += 1
         except BaseException as e:
             self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"] = saved
             with contextlib.suppress(sqlite3.Error):
@@ -827,7 +830,7 @@ class Store:
 # ---------------------------------------------------------------------------- benchmark floor
 
 
-def rows_by_tick(store: Store) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
+def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
     """Every row the store holds, grouped by the tick (delivery) that wrote it.
 
     Returns ``[(tick, {table: [row, ...]}, [(state, state_version, task_id), ...])]``: the
@@ -839,20 +842,83 @@ def rows_by_tick(store: Store) -> list[tuple[int, dict[str, list[tuple]], list[t
         "messages": "first_tick", "deliveries": "tick", "events": "tick", "transitions": "tick",
         "budget": "tick", "effects": "tick", "artifacts": "first_tick", "tasks": "created_tick",
     }
+    hi = 2**62 if hi is None else hi
     out: dict[int, dict[str, list[tuple]]] = {}
     for table, col in tick_col.items():
-        for row in c.execute(f"SELECT *, {col} FROM {table} ORDER BY rowid"):
+        for row in c.execute(f"SELECT *, {col} FROM {table} WHERE {col} >= ? AND {col} < ? ORDER BY rowid", (lo, hi)):
             out.setdefault(row[-1], {}).setdefault(table, []).append(tuple(row[:-1]))
     # intents carry no tick of their own: the intent_recorded event that made each one does.
     for row in c.execute(
         "SELECT i.*, e.tick FROM intents i JOIN events e ON e.type = 'intent_recorded' AND e.task_id = i.task_id "
-        "AND e.message_id = i.message_id AND json_extract(e.data, '$.arrival') = i.arrival ORDER BY i.arrival"
+        "AND e.message_id = i.message_id AND json_extract(e.data, '$.arrival') = i.arrival "
+        "WHERE e.tick >= ? AND e.tick < ? ORDER BY i.arrival",
+        (lo, hi),
     ):
         out.setdefault(row[-1], {}).setdefault("intents", []).append(tuple(row[:-1]))
     updates: dict[int, list[tuple]] = {}
-    for tick, state, version, task_id in c.execute("SELECT tick, new_state, state_version, task_id FROM transitions ORDER BY seq"):
+    for tick, state, version, task_id in c.execute(
+        "SELECT tick, new_state, state_version, task_id FROM transitions WHERE tick >= ? AND tick < ? ORDER BY seq", (lo, hi)
+    ):
         updates.setdefault(tick, []).append((state, version, task_id))
     return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
+
+
+class BareWriter:
+    """The floor, streamed: bare sqlite3 writing given rows into protolab's schema, committing
+    every ``rows_per_commit`` rows, timing only its own writes."""
+
+    def __init__(self, path: str, rows_per_commit: float):
+        import time
+
+        self._time = time.perf_counter
+        self.seconds = 0.0
+        self.rows_per_commit = max(1.0, rows_per_commit)
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self.conn.execute(statement.replace("REFERENCES machines (version)", "").replace("REFERENCES messages (msg_seq)", ""))
+        self._sql: dict[tuple[str, int], str] = {}
+        self._pending = 0.0
+        self.commits = 0
+        self._open = False
+
+    def write(self, batches) -> None:
+        for _tick, tables, updates in batches:
+            for table, rows in tables.items():
+                for row in rows:
+                    self._row(table, row)
+            for u in updates:
+                self._exec("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ?", u)
+
+    def _row(self, table: str, row: tuple) -> None:
+        key = (table, len(row))
+        q = self._sql.get(key)
+        if q is None:
+            q = self._sql[key] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})"
+        self._exec(q, row)
+
+    def _exec(self, q: str, params) -> None:
+        t0 = self._time()
+        if not self._open:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._open = True
+        self.conn.execute(q, params)
+        self._pending += 1
+        if self._pending >= (self.commits + 1) * self.rows_per_commit:
+            self.conn.execute("COMMIT")
+            self.commits += 1
+            self._open = False
+        self.seconds += self._time() - t0
+
+    def close(self) -> None:
+        t0 = self._time()
+        if self._open:
+            self.conn.execute("COMMIT")
+            self.commits += 1
+        self.seconds += self._time() - t0
+        self.conn.close()
 
 
 def write_rows_bare(path: str, batches) -> None:
