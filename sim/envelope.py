@@ -281,6 +281,12 @@ def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) 
     for i, ref in enumerate(raw["evidence_refs"]):
         if not isinstance(ref, str) or not ref:
             raise EnvelopeError(f"{where}: evidence_refs[{i}] must be a non-empty string", code="E_FIELD_TYPE")
+        try:
+            ref.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EnvelopeError(
+                f"{where}: evidence_refs[{i}] holds a lone surrogate, which has no UTF-8 form", code="E_DIGEST_DOMAIN"
+            ) from None
     _check_payload(raw["type"], raw["payload"], where)
     if check_digest:
         try:

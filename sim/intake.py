@@ -264,6 +264,11 @@ def decide(
                 "E_STALE_LEASE", f"lease_version {asked} asked; the next lease of {env.task_id} is {grant}"
             )
     elif env.type == "task_result":
+        if task.lease_holder is None and task.lease_version > 0:
+            return _reject(
+                "E_STALE_LEASE",
+                f"lease v{task.lease_version} of {env.task_id} expired and nobody holds it now (a fenced, stale worker)",
+            )
         if task.lease_holder is not None and env.sender != task.lease_holder:
             return _reject(
                 "E_NOT_LEASE_HOLDER", f"{env.task_id} is leased to {task.lease_holder}, not {env.sender}"
