@@ -158,7 +158,7 @@ def init(
     typer.echo(f"created {db} (schema 1, machine {version}, time zero {start_time})")
 
 
-# ---------------------------------------------------------------------------- demo
+# ---------------------------------------------------------------------------- tour
 
 
 def _outcome_rows(outcomes) -> list[list]:
@@ -176,8 +176,8 @@ _OUTCOME_COLS = ["#", "message", "type", "task", "decision", "state", "why"]
 
 
 @app.command()
-def demo(db: Path = typer.Option("demo.db", "--db", help="Where to write the demo run (replaced if it is a protolab database).")):
-    """Hand-deliver the default story and each fault into a fresh database, then show what happened."""
+def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tour (replaced if it is a protolab database).")):
+    """A guided hand-delivery: the default story and each fault, delivered one step at a time."""
     from .runtime import deliver as _deliver, put_artifact, review
     from .samples import FACTS, demo_steps, draft
     from .store import Store
@@ -191,7 +191,7 @@ def demo(db: Path = typer.Option("demo.db", "--db", help="Where to write the dem
     try:
         fr = put_artifact(store, FACTS, kind="fact-table", task_id="T-1")
         dr = put_artifact(store, draft(), kind="draft", task_id="T-2")
-        con.print(f"[bold]protolab demo[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
+        con.print(f"[bold]protolab tour[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
         for title, envs in demo_steps():
             outcomes = [_deliver(store, e) for e in envs]
             con.print(_table(title, _OUTCOME_COLS, _outcome_rows(outcomes)))

@@ -423,7 +423,7 @@ def _database_cases():
         out.append((f"machine-load-on-{kind}-db", kind, ["machine", "load", "{data}/machines/task-v2.toml", "--db", "{db}"], None, code))
         out.append((f"machine-show-on-{kind}-db", kind, ["machine", "show", "--db", "{db}"], None, code))
     for kind in ("foreign", "corrupt"):
-        out.append((f"demo-on-{kind}-db", kind, ["demo", "--db", "{db}"], None, _BAD_DBS[kind]))
+        out.append((f"tour-on-{kind}-db", kind, ["tour", "--db", "{db}"], None, _BAD_DBS[kind]))
     out.append(("init-over-protolab-db", "fresh", ["init", "--db", "{db}"], None, "E_DB_EXISTS"))
     out.append(("init-over-other-file", "corrupt", ["init", "--db", "{db}"], None, "E_DB_EXISTS"))
     out.append(("init-over-foreign-sqlite", "foreign", ["init", "--db", "{db}", "--machine", "{data}/machines/task-v2.toml"], None, "E_DB_EXISTS"))
@@ -906,17 +906,17 @@ def test_a_reconcile_the_machine_does_not_allow_is_refused_not_reported_as_an_ap
     assert snapshot(db_dir) == before
 
 
-# ---------------------------------------------------------------------------- 6. demo
+# ---------------------------------------------------------------------------- 6. tour
 
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def test_demo_exits_0_publishes_once_and_is_deterministic(tmp_path, capsys):
-    db = tmp_path / "demo.db"
-    first = ok(capsys, "demo", "--db", db)
+def test_tour_exits_0_publishes_once_and_is_deterministic(tmp_path, capsys):
+    db = tmp_path / "tour.db"
+    first = ok(capsys, "tour", "--db", db)
     assert "publish:R-1:T-2" in first
     d1 = _DIGEST_RE.findall(first)[-1]
-    second = ok(capsys, "demo", "--db", db)  # replaces its own earlier run
+    second = ok(capsys, "tour", "--db", db)  # replaces its own earlier run
     assert "publish:R-1:T-2" in second
     d2 = _DIGEST_RE.findall(second)[-1]
     assert d1 == d2
@@ -924,11 +924,11 @@ def test_demo_exits_0_publishes_once_and_is_deterministic(tmp_path, capsys):
     assert state["state_digest"] == d2
     assert [e["effect_key"] for e in state["effects"]] == ["publish:R-1:T-2"]
     other = tmp_path / "elsewhere.db"
-    assert _DIGEST_RE.findall(ok(capsys, "demo", "--db", other))[-1] == d1
+    assert _DIGEST_RE.findall(ok(capsys, "tour", "--db", other))[-1] == d1
 
 
 def test_bare_protolab_prints_help_listing_every_command_and_exits_0(capsys):
     code, out, err = run(capsys)
     assert code == 0 and err == ""
-    for command in ("init", "demo", "deliver", "messages", "events", "state", "reconcile", "digest", "machine", "artifact", "bench"):
+    for command in ("init", "tour", "run", "compare", "replay", "check", "deliver", "messages", "events", "state", "reconcile", "digest", "machine", "artifact", "bench"):
         assert command in out

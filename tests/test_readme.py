@@ -23,7 +23,7 @@ def readme_commands() -> list[str]:
 
 def test_the_readme_opens_with_a_demo_command_and_a_test_command():
     demo, tests = readme_commands()[:2]
-    assert "pip install" in demo and "protolab demo" in demo
+    assert "pip install" in demo and "protolab run" in demo
     assert "pip install" in tests and "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text()
     assert "README.md" in ci and "blocks[1]" in ci  # CI runs the README's test command itself
@@ -53,12 +53,12 @@ def test_the_readme_commands_work_as_written_on_a_fresh_copy(tmp_path):
     r = subprocess.run(["bash", "-c", demo], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "publish:R-1:T-2" in r.stdout and "Traceback" not in r.stderr
-    assert "state digest sha256:" in r.stdout
-    assert (repo / "demo.db").exists()
+    assert "state digest sha256:" in r.stdout and "BROKEN" not in r.stdout
+    assert (repo / "protolab.db").exists()
     # the installed package (not the checkout) carries its data: run from another folder
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    r2 = subprocess.run([str(repo / ".venv/bin/protolab"), "demo"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    r2 = subprocess.run([str(repo / ".venv/bin/protolab"), "run", "fan-out"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert r2.returncode == 0, r2.stderr
     # and the shipped samples resolve there too, as the README's hand-delivery shows
     cmds = [

@@ -1,0 +1,195 @@
+"""Replay: state is the fold of the event log, and publication cannot run twice.
+
+``sim.replay.rebuild`` folds a run's events into an empty store; ``redeliver`` hands every
+delivered envelope to intake again on a copy. ``protolab replay --db`` does both and exits 1
+if the digests differ or a side effect commits again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from functools import lru_cache
+
+import pytest
+
+from sim.cli import main
+from sim.faults import FAULTS
+from sim.replay import rebuild, redeliver, replay_report
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+from sim.store import STATE_TABLES, Store
+
+POLICIES = ("safe", "naive")
+
+
+@lru_cache(maxsize=None)
+def _run(policy: str = "safe", faults: tuple[str, ...] = (), scenario: str = "publish-report") -> Store:
+    """One in-memory run per argument set; tests only read it (redeliver works on a copy)."""
+    return run_scenario(load_scenario(scenario), policy=policy, faults=list(faults))
+
+
+def _rows(store: Store, table: str) -> list[tuple]:
+    return sorted(store.conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+
+
+def _cli(capsys, *args) -> tuple[object, str, str]:
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+    except SystemExit as e:
+        code = e.code
+    else:  # pragma: no cover - main always exits
+        pytest.fail("main returned without SystemExit")
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------- rebuild
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("fault", (None, *FAULTS))
+def test_rebuilding_from_the_event_log_gives_the_live_state_digest(fault, policy):
+    store = _run(policy, (fault,) if fault else ())
+    fresh = rebuild(store)
+    try:
+        assert fresh.state_digest() == store.state_digest()
+        assert fresh.counts()["events"] == store.counts()["events"]
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("fault", (None, *FAULTS))
+def test_the_rebuilt_store_holds_the_same_rows_in_every_state_table(fault, policy):
+    store = _run(policy, (fault,) if fault else ())
+    fresh = rebuild(store)
+    try:
+        for table in STATE_TABLES:
+            assert _rows(fresh, table) == _rows(store, table), table
+        # and the rebuilt store is state only: the message log is not copied
+        assert fresh.counts()["messages"] == 0 and fresh.counts()["deliveries"] == 0
+    finally:
+        fresh.close()
+
+
+def test_rebuilding_a_fan_out_run_gives_the_live_digest():
+    store = _run("safe", ("crash", "duplicate:0.5"), "fan-out")
+    fresh = rebuild(store)
+    try:
+        assert fresh.state_digest() == store.state_digest()
+    finally:
+        fresh.close()
+
+
+# ---------------------------------------------------------------------------- redeliver
+
+
+@pytest.mark.parametrize("fault", (None, *FAULTS))
+def test_redelivering_a_safe_run_commits_no_effect_again(fault):
+    store = _run("safe", (fault,) if fault else ())
+    digest, effects = store.state_digest(), store.effects()
+    r = redeliver(store)
+    assert r["policy"] == "safe"
+    assert r["redelivered"] == len(store.deliveries())
+    assert sum(r["decisions"].values()) == r["redelivered"]
+    assert set(r["decisions"]) <= {"duplicate", "late", "rejected"}, r["decisions"]
+    assert r["effects_before"] == len(effects)
+    assert r["effects_committed_again"] == []
+    # it worked on a copy: the run itself is untouched
+    assert store.state_digest() == digest and store.effects() == effects
+
+
+@pytest.mark.parametrize("fault", (None, "duplicate", "late-failure", "crash"))
+def test_redelivering_a_naive_run_commits_the_publication_again(fault):
+    store = _run("naive", (fault,) if fault else ())
+    r = redeliver(store)
+    assert r["policy"] == "naive"
+    assert r["effects_committed_again"], r
+    assert all(k.startswith("publish:R-1:T-2#") for k in r["effects_committed_again"])
+    assert r["decisions"] == {"accepted": r["redelivered"]}
+
+
+def test_redeliver_under_an_explicit_policy_overrides_the_runs_own():
+    store = _run("safe")
+    assert redeliver(store, policy="naive")["effects_committed_again"]
+    assert redeliver(store, policy="safe")["effects_committed_again"] == []
+
+
+def test_replay_report_matches_and_carries_the_redelivery():
+    store = _run("safe", ("duplicate",))
+    rep = replay_report(store)
+    assert rep["match"] is True and rep["state_digest"] == rep["live_digest"] == store.state_digest()
+    assert rep["events"] == store.counts()["events"]
+    assert rep["redelivery"]["effects_committed_again"] == []
+
+
+# ---------------------------------------------------------------------------- protolab replay
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "220")
+    return tmp_path
+
+
+def _make_run(capsys, *args) -> dict:
+    code, out, err = _cli(capsys, "run", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_protolab_replay_exits_0_with_match_on_a_safe_run(cwd, capsys):
+    live = _make_run(capsys, "--fault", "duplicate", "--db", "safe.db")
+    before = hashlib.sha256((cwd / "safe.db").read_bytes()).hexdigest()
+    code, out, err = _cli(capsys, "replay", "--db", "safe.db")
+    assert code == 0, err
+    assert "match" in out and "MISMATCH" not in out
+    assert "no side effect committed twice" in out
+    code, out, err = _cli(capsys, "replay", "--db", "safe.db", "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["match"] is True
+    assert rep["state_digest"] == rep["live_digest"] == live["state_digest"]
+    assert rep["effects_at_most_once_under_redelivery"] is True
+    assert rep["redelivery"]["effects_committed_again"] == []
+    assert rep["redelivery"]["policy"] == "safe"
+    # replaying reads the database; it does not write it
+    assert hashlib.sha256((cwd / "safe.db").read_bytes()).hexdigest() == before
+
+
+def test_protolab_replay_exits_1_on_a_naive_run_because_effects_commit_again(cwd, capsys):
+    live = _make_run(capsys, "--policy", "naive", "--db", "naive.db")
+    code, out, err = _cli(capsys, "replay", "--db", "naive.db", "--json")
+    assert code == 1
+    rep = json.loads(out)
+    assert rep["match"] is True and rep["state_digest"] == live["state_digest"]
+    assert rep["effects_at_most_once_under_redelivery"] is False
+    assert rep["redelivery"]["policy"] == "naive"
+    assert rep["redelivery"]["effects_committed_again"]
+    code, out, err = _cli(capsys, "replay", "--db", "naive.db")
+    assert code == 1 and "effects committed again" in out
+
+
+def test_protolab_replay_exits_1_with_mismatch_on_a_tampered_database(cwd, capsys):
+    live = _make_run(capsys, "--db", "tampered.db")
+    conn = sqlite3.connect(cwd / "tampered.db")
+    try:
+        with conn:
+            n = conn.execute("UPDATE tasks SET state = 'failed' WHERE task_id = 'T-1'").rowcount
+        assert n == 1
+    finally:
+        conn.close()
+    code, out, err = _cli(capsys, "replay", "--db", "tampered.db", "--json")
+    assert code == 1, err
+    rep = json.loads(out)
+    assert rep["match"] is False
+    assert rep["live_digest"] != live["state_digest"]  # the tampered state
+    assert rep["state_digest"] != rep["live_digest"]
+    assert rep["state_digest"] == live["state_digest"]  # the events still fold into the untouched state
+    code, out, err = _cli(capsys, "replay", "--db", "tampered.db")
+    assert code == 1 and "MISMATCH" in out
