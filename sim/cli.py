@@ -463,12 +463,14 @@ def _load_scenario(scenario: str, tasks: Optional[int]):
     return sc
 
 
-def _progress():
+def _progress(enabled: bool = True):
+    """A progress bar on stderr, only when stderr is a terminal (a pipe gets no stray lines)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+                    console=console, transient=True, disable=not (enabled and console.is_terminal))
 
 
 def _mark(ok: bool) -> str:
@@ -494,7 +496,7 @@ def run(
     get_policy(policy)
     for f in fault:
         parse_fault(f)
-    with _progress() as bar:
+    with _progress(sc.stress is not None) as bar:
         store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None)
     try:
         summary = summarize(store)

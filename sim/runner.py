@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .agents import DONE, Manager, Worker, Zombie
+from .agents import DONE, Manager, Worker, Zombie, _Job
 from .envelope import Envelope, build_envelope
 from .errors import InputError, StoreError
 from .faults import Bus, FaultSpec, parse_fault
@@ -68,6 +68,7 @@ class Run:
         self.manager = Manager(self, self._tasks_in_play)
         self.workers = {w: Worker(self, w, self.fake) for w in sorted(self.scenario.workers)}
         self.zombies: list[Zombie] = []
+        self.orphans: list[tuple[str, int, Worker]] = []  # leases a crashed body asked for on other tasks
         self.unfinished = 0
         self._tasks: dict[str, TaskView | None] = {}
 
@@ -142,20 +143,48 @@ class Run:
         dead.dead = True
         lease = after.payload.get("lease_version", 1)
         self.zombies.append(Zombie(dead, after.task_id, lease))
-        # A restarted body of the same participant, with no memory of the old one.
-        self.workers[worker_id] = Worker(self, worker_id, self.fake, generation=dead.generation + 1)
+        # A restarted body of the same participant: it gets the dead one's other assignments back
+        # (what was asked of it, not its progress), and the leases the dead one asked for are watched.
+        fresh = Worker(self, worker_id, self.fake, generation=dead.generation + 1)
+        for tid, job in dead.jobs.items():
+            if tid == after.task_id:
+                continue
+            fresh.jobs[tid] = _Job(job.spec, job.inputs)
+            if job.lease:
+                self.orphans.append((tid, job.lease, dead))
+        self.workers[worker_id] = fresh
         self.heartbeat[worker_id + f"#{dead.generation}"] = self.now
 
     def _expire_leases(self) -> None:
         # Live workers heartbeat every round; a crashed holder's lease runs out after lease_ticks.
-        for z in self.zombies:
+        for z in list(self.zombies):
             t = self.task(z.task_id)
+            died = self.heartbeat.get(z.worker.id + f"#{z.worker.generation}", self.now)
+            if (t is not None and t.state == TaskState.READY and t.lease_version < z.lease and not z.done
+                    and self.now - died >= self.settings.retry_ticks):
+                # The start it died after never took effect: no lease to expire, nothing to commit.
+                old = z.worker.jobs.get(z.task_id)
+                if old is not None:
+                    self.workers[z.worker.id].jobs.setdefault(z.task_id, _Job(old.spec, old.inputs))
+                self.zombies.remove(z)
+                continue
             if t is None or t.state != TaskState.RUNNING or t.lease_version != z.lease:
                 continue
-            died = self.heartbeat.get(z.worker.id + f"#{z.worker.generation}", self.now)
             if self.now - died >= self.settings.lease_ticks:
                 expire_lease(self.store, z.task_id, tick=self.now)
                 self._tasks.pop(z.task_id, None)
+        for tid, lease, body in list(self.orphans):
+            t = self.task(tid)
+            if t is None or t.state in DONE or t.lease_version > lease:
+                self.orphans.remove((tid, lease, body))
+                continue
+            if t.state != TaskState.RUNNING or t.lease_version != lease:
+                continue
+            died = self.heartbeat.get(body.id + f"#{body.generation}", self.now)
+            if self.now - died >= self.settings.lease_ticks:
+                expire_lease(self.store, tid, tick=self.now)
+                self._tasks.pop(tid, None)
+                self.orphans.remove((tid, lease, body))
 
     # ---------------------------------------------------------------- the loop
 
