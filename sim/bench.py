@@ -135,13 +135,19 @@ def bench_startup(repeat: int = 7) -> dict:
 
 
 def sim_one(n: int, seed: int = 0) -> dict:
-    """One stress run of ``n`` tasks on disk, then the bare floor on the same rows (run in a child process)."""
+    """One stress run of ``n`` tasks on disk, then the floor (run in a child process).
+
+    The floor is the same run's write statements (every INSERT, UPDATE, BEGIN and COMMIT with
+    its values, recorded from a second, identical run: the simulator is deterministic) executed
+    verbatim by bare sqlite3 into an empty file: the same rows in the same transactions, with
+    no reads, no parsing, no agents and no logic.
+    """
     import dataclasses
     import resource
 
     from .runner import run_scenario
     from .scenario import load_scenario
-    from .store import STATE_TABLES, BareWriter, rows_by_tick
+    from .store import capture_writes, replay_writes
 
     sc = load_scenario("stress")
     sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=n))
@@ -151,30 +157,28 @@ def sim_one(n: int, seed: int = 0) -> dict:
         project_s = time.perf_counter() - t0
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         counts = store.counts()
-        rounds = int(store.get_meta("rounds") or 0)
-        commits = int(store.get_meta("commits") or 1)
-        # rows inserted after set-up, plus one task UPDATE per transition
-        total_rows = sum(counts[t] for t in ("messages", "deliveries", "events") + STATE_TABLES if t not in ("machines", "transition_rules"))
-        total_rows += counts["transitions"] - 1
-        floor = BareWriter(str(Path(tmp) / "floor.db"), total_rows / max(1, commits))
-        step = 500
-        for lo in range(1, rounds + 1, step):
-            floor.write(rows_by_tick(store, lo, lo + step))
-        floor.close()
+        digest = store.state_digest()
         store.close()
+        sql_path = Path(tmp) / "writes.sql"
+        with open(sql_path, "w", encoding="utf-8") as fh, capture_writes(fh):
+            again = run_scenario(sc, seed=seed, db=Path(tmp) / "capture.db")
+            same = again.state_digest() == digest
+            again.close()
+        with open(sql_path, encoding="utf-8") as lines:
+            floor_s, floor_commits = replay_writes(str(Path(tmp) / "floor.db"), lines)
     deliveries = counts["deliveries"]
     project = deliveries / project_s
-    floor_rate = deliveries / floor.seconds
+    floor_rate = deliveries / floor_s
     return {
         "tasks": n,
         "deliveries": deliveries,
-        "transactions": commits,
-        "floor_transactions": floor.commits,
+        "floor_transactions": floor_commits,
+        "deterministic": same,
         "project_per_s": round(project, 1),
         "floor_per_s": round(floor_rate, 1),
         "ratio": round(project / floor_rate, 3),
         "project_seconds": round(project_s, 2),
-        "floor_seconds": round(floor.seconds, 2),
+        "floor_seconds": round(floor_s, 2),
         "peak_rss_mb": round(peak_kb / 1024, 1),
     }
 

@@ -47,7 +47,8 @@ __all__ = [
     "EVENT_TYPES",
     "rows_by_tick",
     "write_rows_bare",
-    "BareWriter",
+    "capture_writes",
+    "replay_writes",
 ]
 
 SCHEMA_VERSION = 1
@@ -231,7 +232,8 @@ class Store:
     @staticmethod
     def _connect(path: str) -> sqlite_utils.Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        factory = _CapturingConnection if _WRITE_SINK is not None else sqlite3.Connection
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory)
         return sqlite_utils.Database(conn)
 
     @classmethod
@@ -829,6 +831,58 @@ class Store:
 
 # ---------------------------------------------------------------------------- benchmark floor
 
+_WRITE_SINK = None
+_READS = ("SELECT", "WITH", "EXPLAIN")
+
+
+class _CapturingConnection(sqlite3.Connection):
+    """Records every write statement with its parameters (JSON lines) while capturing."""
+
+    def execute(self, sql, params=()):
+        if _WRITE_SINK is not None and not sql.lstrip().upper().startswith(_READS):
+            _WRITE_SINK.write(json.dumps([sql, list(params)], ensure_ascii=False) + "\n")
+        return super().execute(sql, params)
+
+    def executemany(self, sql, rows):
+        rows = [list(r) for r in rows]
+        if _WRITE_SINK is not None:
+            _WRITE_SINK.write(json.dumps(["*", sql, rows], ensure_ascii=False) + "\n")
+        return super().executemany(sql, rows)
+
+
+@contextlib.contextmanager
+def capture_writes(fh):
+    """Record every statement but reads, with its parameters, that stores opened inside this
+    block execute, one JSON line each: the benchmark floor replays them."""
+    global _WRITE_SINK
+    _WRITE_SINK = fh
+    try:
+        yield
+    finally:
+        _WRITE_SINK = None
+
+
+def replay_writes(path: str, lines) -> tuple[float, int]:
+    """The floor: bare sqlite3 executing recorded write statements with their parameters (so
+    prepared statements are reused), no reads, no logic. Returns (seconds executing, commits)."""
+    import time
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    clock = time.perf_counter
+    spent, commits = 0.0, 0
+    for line in lines:
+        item = json.loads(line)
+        t0 = clock()
+        if item[0] == "*":
+            conn.executemany(item[1], item[2])
+        else:
+            conn.execute(item[0], item[1])
+            if item[0].startswith("COMMIT"):
+                commits += 1
+        spent += clock() - t0
+    conn.close()
+    return spent, commits
+
 
 def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
     """Every row the store holds, grouped by the tick (delivery) that wrote it.
@@ -861,64 +915,6 @@ def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple
     ):
         updates.setdefault(tick, []).append((state, version, task_id))
     return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
-
-
-class BareWriter:
-    """The floor, streamed: bare sqlite3 writing given rows into protolab's schema, committing
-    every ``rows_per_commit`` rows, timing only its own writes."""
-
-    def __init__(self, path: str, rows_per_commit: float):
-        import time
-
-        self._time = time.perf_counter
-        self.seconds = 0.0
-        self.rows_per_commit = max(1.0, rows_per_commit)
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                self.conn.execute(statement.replace("REFERENCES machines (version)", "").replace("REFERENCES messages (msg_seq)", ""))
-        self._sql: dict[tuple[str, int], str] = {}
-        self._pending = 0.0
-        self.commits = 0
-        self._open = False
-
-    def write(self, batches) -> None:
-        for _tick, tables, updates in batches:
-            for table, rows in tables.items():
-                for row in rows:
-                    self._row(table, row)
-            for u in updates:
-                self._exec("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ?", u)
-
-    def _row(self, table: str, row: tuple) -> None:
-        key = (table, len(row))
-        q = self._sql.get(key)
-        if q is None:
-            q = self._sql[key] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})"
-        self._exec(q, row)
-
-    def _exec(self, q: str, params) -> None:
-        t0 = self._time()
-        if not self._open:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self._open = True
-        self.conn.execute(q, params)
-        self._pending += 1
-        if self._pending >= (self.commits + 1) * self.rows_per_commit:
-            self.conn.execute("COMMIT")
-            self.commits += 1
-            self._open = False
-        self.seconds += self._time() - t0
-
-    def close(self) -> None:
-        t0 = self._time()
-        if self._open:
-            self.conn.execute("COMMIT")
-            self.commits += 1
-        self.seconds += self._time() - t0
-        self.conn.close()
 
 
 def write_rows_bare(path: str, batches) -> None:
