@@ -26,3 +26,21 @@ def test_bench_intake_json_prints_the_three_figures(capsys):
         assert e.code == 0
     out = json.loads(capsys.readouterr().out)
     assert {"project_per_s", "floor_per_s", "ratio"} <= set(out)
+
+
+def test_the_sim_benchmark_replays_the_same_writes_as_its_floor():
+    from sim.bench import sim_one
+
+    r = sim_one(30)
+    assert r["tasks"] == 30 and r["deliveries"] > 30 * 4
+    assert r["deterministic"] is True  # the floor's statements come from an identical second run
+    assert r["floor_transactions"] >= r["deliveries"]  # one per delivery, plus artifacts and faults
+    assert r["project_per_s"] > 0 and r["floor_per_s"] > 0 and r["peak_rss_mb"] > 0
+
+
+def test_bench_sim_refuses_bad_sizes(capsys):
+    try:
+        main(["bench", "sim", "--sizes", "ten"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert capsys.readouterr().err.startswith("error: E_USAGE:")
