@@ -234,11 +234,8 @@ def deliver(
     from .runtime import deliver as _deliver
 
     envelopes = parse_envelopes(_read_file(file, "envelope file"), source=str(file))
-    store = _open(db)
-    try:
+    with _open(db) as store:
         outcomes = [_deliver(store, env) for env in envelopes]
-    finally:
-        store.close()
     if as_json:
         _print_json([o.to_dict() for o in outcomes])
         return
@@ -253,11 +250,8 @@ def deliver(
 @app.command()
 def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
     """The message log: every envelope, and every delivery with its decision."""
-    store = _open(db)
-    try:
+    with _open(db) as store:
         msgs, dels = store.messages(), store.deliveries()
-    finally:
-        store.close()
     if task:
         msgs = [m for m in msgs if m["task_id"] == task]
         dels = [d for d in dels if d["task_id"] == task]
@@ -343,11 +337,8 @@ def events(
         from .errors import friendly_list
 
         raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
-    store = _open(db)
-    try:
+    with _open(db) as store:
         evs = store.events()
-    finally:
-        store.close()
     if task:
         evs = [e for e in evs if e["task_id"] == task]
     if type_:
@@ -369,8 +360,7 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
     from .machine import A2A_STATE, TaskState
 
-    store = _open(db)
-    try:
+    with _open(db) as store:
         data = {
             "tasks": store.tasks(),
             "transitions": store.transitions(),
@@ -383,8 +373,6 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
             "current_machine": store.current_machine,
             "state_digest": store.state_digest(),
         }
-    finally:
-        store.close()
     for t in data["tasks"]:
         t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
         t["trusted"] = bool(t["trusted"])
@@ -584,11 +572,8 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
     from .replay import replay_report
 
-    store = _open(db)
-    try:
+    with _open(db) as store:
         report = replay_report(store)
-    finally:
-        store.close()
     proof = not report["redelivery"]["effects_committed_again"]
     report["effects_at_most_once_under_redelivery"] = proof
     if as_json:
@@ -614,11 +599,8 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
     from .invariants import check as run_checks
 
-    store = _open(db)
-    try:
+    with _open(db) as store:
         results = run_checks(store)
-    finally:
-        store.close()
     if as_json:
         _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
     else:
@@ -654,11 +636,8 @@ def reconcile(
     from .runtime import review
 
     role_of(by)
-    store = _open(db)
-    try:
+    with _open(db) as store:
         o = review(store, task_id, decision, by=by, evidence=list(evidence), note=note)
-    finally:
-        store.close()
     if o.decision != "accepted":
         raise ProtolabError(f"the review was {o.decision}: {o.reason}", code=o.code or "E_REVIEW_NOT_APPLIED")
     if as_json:
@@ -738,13 +717,10 @@ def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) wi
     from .machine import load_rulebook
 
     rb = load_rulebook(_resolve(file))
-    store = _open(db)
-    try:
+    with _open(db) as store:
         with store.transaction():
             store.advance()
             store.load_machine(rb, description=f"loaded from {file.name}")
-    finally:
-        store.close()
     typer.echo(f"loaded {rb.version} ({len(rb.rules)} moves); new tasks use it, existing tasks keep their version")
 
 
@@ -763,22 +739,16 @@ def artifact_put(
     from .runtime import put_artifact
 
     value = loads_strict(_read_file(file, "artifact file"), source=str(file))
-    store = _open(db)
-    try:
+    with _open(db) as store:
         ref = put_artifact(store, value, kind=kind, task_id=task)
-    finally:
-        store.close()
     typer.echo(ref)
 
 
 @artifact_app.command("show")
 def artifact_show(ref: str = typer.Argument(..., help="sha256:..."), db: Path = DB_OPT):
     """Print a stored artifact's content."""
-    store = _open(db)
-    try:
+    with _open(db) as store:
         art = store.artifact(ref)
-    finally:
-        store.close()
     if art is None:
         raise InputError(f"no artifact {ref} in {db}", code="E_UNKNOWN_ARTIFACT")
     _print_json(art)

@@ -737,32 +737,32 @@ class Store:
             r["data"] = json.loads(r["data"])
         return rows
 
-    def iter_events(self, batch: int = 5000) -> Iterator[dict]:
-        """Every event in order, a batch at a time (replay of large runs in flat memory)."""
+    def _paged(self, sql: str, key: str, batch: int) -> Iterator[dict]:
+        """Rows of ``sql`` (which takes ``key > ?`` and ``LIMIT ?``) a batch at a time, in flat memory."""
         after = 0
         while True:
-            rows = self.events(after=after, limit=batch)
+            rows = self._rows(sql, (after, batch))
             if not rows:
                 return
             yield from rows
-            after = rows[-1]["seq"]
+            after = rows[-1][key]
+
+    def iter_events(self, batch: int = 5000) -> Iterator[dict]:
+        """Every event in order (replay of large runs)."""
+        for r in self._paged("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", "seq", batch):
+            r["data"] = json.loads(r["data"])
+            yield r
 
     def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
         """Each delivery in order joined with the envelope it delivered."""
-        after = 0
-        while True:
-            rows = self._rows(
-                "SELECT d.delivery_id, m.* FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
-                "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?",
-                (after, batch),
-            )
-            if not rows:
-                return
-            for r in rows:
-                r["payload"] = json.loads(r["payload"])
-                r["evidence_refs"] = json.loads(r["evidence_refs"])
-            yield from rows
-            after = rows[-1]["delivery_id"]
+        sql = (
+            "SELECT d.delivery_id, m.* FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
+            "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
+        )
+        for r in self._paged(sql, "delivery_id", batch):
+            r["payload"] = json.loads(r["payload"])
+            r["evidence_refs"] = json.loads(r["evidence_refs"])
+            yield r
 
     def copy(self) -> "Store":
         """An in-memory copy of this database (to try something without touching the file)."""
