@@ -497,10 +497,20 @@ def run(
     con = _console()
     con.print(f"[bold]{summary['scenario']}[/] seed {summary['seed']}, policy {summary['policy']}, "
               f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
-    if summary["faults_injected"]:
+    from collections import Counter
+
+    injected = summary["faults_injected"]
+    if 0 < len(injected) <= 12:
         con.print(_table("Faults injected", ["fault", "message", "task"],
-                         [[f["fault"], f["message_id"], f["task_id"]] for f in summary["faults_injected"]]))
-    con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
+                         [[f["fault"], f["message_id"], f["task_id"]] for f in injected]))
+    elif injected:  # a big run: how many of each, not every one (--json and 'events --type fault_injected' list them)
+        con.print(_table("Faults injected", ["fault", "times"],
+                         [[k, v] for k, v in sorted(Counter(f["fault"] for f in injected).items())]))
+    if len(summary["tasks"]) <= 20:
+        con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
+    else:
+        con.print(_table(f"Tasks ({len(summary['tasks']):,})", ["final state", "tasks"],
+                         [[_styled(k, _STATE_STYLE), v] for k, v in sorted(Counter(summary["tasks"].values()).items())]))
     c = summary["counts"]
     con.print(f"{c['messages']} messages, {c['deliveries']} deliveries "
               f"({', '.join(f'{k} {v}' for k, v in c['deliveries_by_decision'].items())}), {c['events']} events")
