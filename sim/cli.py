@@ -23,8 +23,9 @@ app = typer.Typer(
     name="protolab",
     help=(
         "protolab: a lab kit for agent message protocols and shared state.\n\n"
-        "Messages, events and state are kept apart: deliver envelopes, then look at each "
-        "kind with 'messages', 'events' and 'state'."
+        "Start with 'protolab run' (a simulated run, then 'check' and 'replay'), 'protolab compare "
+        "--fault late-failure' (safe beside naive), or 'protolab tour' (hand-delivery, step by step). "
+        "Messages, events and state are kept apart: look at each with 'messages', 'events' and 'state'."
     ),
     add_completion=False,
     no_args_is_help=True,
