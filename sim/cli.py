@@ -37,7 +37,9 @@ artifact_app = typer.Typer(help="Content-addressed artifacts (fact tables, draft
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
 app.add_typer(artifact_app, name="artifact")
+trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, mutate, diagram.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+app.add_typer(trace_app, name="trace")
 
 DB_OPT = typer.Option("protolab.db", "--db", help="The protolab database file.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
@@ -627,6 +629,103 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
                     con.print(f"  ... {len(r.witnesses) - 10} more (--json has all)")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------------------- traces
+
+
+def _load_trace(file: Path) -> dict:
+    """Read a trace: refuse what is not UTF-8 JSON with one line and exit 2 (plain json for speed:
+    a trace can hold a million messages)."""
+    raw = _read_file(file, "trace file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"trace file {file} is not UTF-8 ({e.reason} at byte {e.start})", code="E_NOT_UTF8") from None
+
+    def refuse(name):
+        raise InputError(f"trace file {file} holds {name}, which is not JSON", code="E_NAN")
+
+    try:
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse)
+    except json.JSONDecodeError as e:
+        raise InputError(f"trace file {file} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON") from None
+    except (RecursionError, ValueError) as e:
+        raise InputError(f"trace file {file} cannot be read as JSON: {e}", code="E_JSON") from None
+
+
+@trace_app.command("validate")
+def trace_validate(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file ('-' for stdin)."),
+    as_json: bool = JSON_OPT,
+):
+    """Validate a trace: exit 0 valid (and why), 1 invalid (every error), 2 unreadable."""
+    from .protocol import validate
+
+    report = validate(_load_trace(file))
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        con = _console()
+        if report.valid:
+            con.print(f"[green]valid[/]: terminal {report.terminal}. {report.reason}", soft_wrap=True)
+            for gid, g in report.gathers.items():
+                con.print(f"  gather {gid} ({g.rule}): {g.status}, value {json.dumps(g.value)}"
+                          + (f", dissent from {', '.join(d['sender'] for d in g.dissent)}" if g.dissent else "")
+                          + (f", missing {', '.join(g.missing)}" if g.missing else ""), soft_wrap=True)
+        else:
+            con.print(_table(f"[bold red]invalid[/]: {len(report.errors)} error(s) in {file}",
+                             ["code", "message", "where", "what"],
+                             [[f.code, f.message_id or "", f.pointer, f.message] for f in report.errors]))
+    raise typer.Exit(0 if report.valid else 1)
+
+
+@trace_app.command("mutate")
+def trace_mutate(
+    file: Path = typer.Argument("data/traces/valid-trace.json", help="A valid trace to mutate."),
+    as_json: bool = JSON_OPT,
+):
+    """The adversarial mutation suite: one mutation per rule, and the code each produced."""
+    from .protocol import run_mutations, validate
+
+    trace = _load_trace(_resolve(file))
+    base = validate(trace)
+    if not base.valid:
+        raise InputError(f"{file} is not a valid trace ({base.errors[0].code}); mutate a valid one", code="E_TRACE_INVALID")
+    rows = run_mutations(trace)
+    if as_json:
+        _print_json(rows)
+    else:
+        _console().print(_table(
+            f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
+            ["caught", "mutation", "produced (expected, if something else was too)"],
+            [["[green]yes[/]" if r["ok"] else "[bold red]NO[/]", r["name"],
+              (", ".join(r["produced"]) or f"valid {r['terminal']}")
+              + ("" if r["exact"] else f"  (expected {r['expected'] or 'valid ' + str(r['expected_terminal'])})")]
+             for r in rows],
+        ))
+    raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
+
+
+@trace_app.command("diagram")
+def trace_diagram(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the Mermaid source here (a .md file gets a mermaid fence)."),
+):
+    """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked."""
+    from .protocol import mermaid, validate
+
+    trace = _load_trace(_resolve(file))
+    text = mermaid(trace, validate(trace))
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    body = f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text
+    try:
+        output.write_text(body, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+    typer.echo(f"wrote {output}")
 
 
 # ---------------------------------------------------------------------------- reconcile
