@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["intake_workload", "bench_intake", "bench_startup", "bench_sim", "sim_one"]
+__all__ = ["intake_workload", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one"]
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
@@ -201,8 +201,47 @@ def bench_sim(sizes=(1000, 10000, 100000), *, progress: bool = False) -> dict:
     return {"benchmark": "sim", "sizes": rows, "python": sys.version.split()[0]}
 
 
+def trace_one(n: int) -> dict:
+    """Validate a generated ``n``-message trace; beside it, ``json.load`` of the same file (child process)."""
+    import resource
+
+    from .protocol import synthetic_trace, validate
+
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(synthetic_trace(n), fh)
+        size = path.stat().st_size
+        t0 = time.perf_counter()
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+        load_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        report = validate(trace)
+        validate_s = time.perf_counter() - t1
+    return {
+        "messages": n,
+        "file_mb": round(size / 2**20, 1),
+        "valid": report.valid,
+        "json_load_seconds": round(load_s, 2),
+        "validate_seconds": round(validate_s, 2),
+        "ratio": round(validate_s / load_s, 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def bench_trace(n: int = 1_000_000) -> dict:
+    out = subprocess.run([sys.executable, "-m", "sim.bench", "trace-one", str(n)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench trace failed: {out.stderr.strip().splitlines()[-1:]}")
+    return {"benchmark": "trace", **json.loads(out.stdout)}
+
+
 if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
     if len(sys.argv) == 3 and sys.argv[1] == "sim-one":
         print(json.dumps(sim_one(int(sys.argv[2]))))
+    elif len(sys.argv) == 3 and sys.argv[1] == "trace-one":
+        print(json.dumps(trace_one(int(sys.argv[2]))))
     else:
         print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))
+

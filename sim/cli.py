@@ -914,6 +914,25 @@ def bench_sim(
     ))
 
 
+@bench_app.command("trace")
+def bench_trace(
+    n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),
+    as_json: bool = JSON_OPT,
+):
+    """Validate a generated trace beside json.load of the same file (target: at most 2x), with peak memory."""
+    from .bench import bench_trace as run
+
+    if n < 12:
+        raise InputError("-n must be at least 12", code="E_USAGE")
+    r = run(n)
+    if as_json:
+        _print_json(r)
+        return
+    typer.echo(f"trace: {r['messages']:,} messages ({r['file_mb']} MB): validate {r['validate_seconds']} s  |  "
+               f"floor json.load {r['json_load_seconds']} s  |  ratio {r['ratio']:.2f} (target <= 2)  |  "
+               f"peak RSS {r['peak_rss_mb']} MB")
+
+
 @bench_app.command("startup")
 def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
     """Wall time of 'protolab --help' beside a bare 'python -c pass' (budget: 300 ms)."""

@@ -263,11 +263,22 @@ def _contribution_after_result(t):
     result = [m for m in t["messages"] if m["kind"] == "GATHER_RESULT" and m.get("gatherId") == g["id"]][0]
     first = _contributions(t)[0]
     late = copy.deepcopy(first)
-    late.update(id=first["id"] + "-after", seq=_next_seq(t, first["sender"]), at=_time(result["at"], 1))
-    # keep the sender's later messages contiguous: the new one takes the seq right after `first`
-    late["seq"] = max(m["seq"] for m in t["messages"][: _index(t, result["id"]) + 1]
-                      if m["sender"] == first["sender"]) + 1
+    # the sender's next seq at that point; its later messages are renumbered to stay contiguous
+    seq = max(m["seq"] for m in t["messages"][: _index(t, result["id"]) + 1] if m["sender"] == first["sender"]) + 1
+    late.update(id=first["id"] + "-after", seq=seq, at=_time(result["at"], 1))
     _insert_after(t, result["id"], late)
+
+
+def _second_gather_result(t):
+    g = _gather(t)
+    result = [m for m in t["messages"] if m["kind"] == "GATHER_RESULT" and m.get("gatherId") == g["id"]][0]
+    again = copy.deepcopy(result)
+    again.update(id=result["id"] + "-again", seq=result["seq"] + 1, at=_time(result["at"], 1))
+    _insert_after(t, result["id"], again)
+
+
+def _gather_declared_twice(t):
+    t["gathers"].append(copy.deepcopy(_gather(t)))
 
 
 def _recorded_result_mismatch(t):
@@ -385,6 +396,8 @@ MUTATIONS: tuple[Mutation, ...] = (
        _duplicate_contribution),
     _M("contribution-after-result", "a gather takes nothing after its result", "E_GATHER_CLOSED",
        _contribution_after_result),
+    _M("second-gather-result", "a gather has one result", "E_GATHER_CLOSED", _second_gather_result),
+    _M("gather-declared-twice", "a gather id is declared once", "E_DUPLICATE_GATHER", _gather_declared_twice),
     _M("recorded-result-mismatch", "a recorded gather result is the reduction of accepted inputs",
        "E_GATHER_RESULT_MISMATCH", _recorded_result_mismatch),
     _M("duplicate-participant", "participant refs are unique", "E_DUPLICATE_PARTICIPANT", _duplicate_participant),

@@ -7,7 +7,8 @@ audience labels each one accepts), the messages in the order they were supplied,
 the gathers with frozen membership, and an optional terminal with its fence.
 
 ``validate(trace)`` takes a parsed JSON value (it reads no file) and returns a
-:class:`Report`. It works in two layers over one pass of the messages:
+:class:`Report`. It works in two layers over one pass of the messages (after a light
+pre-pass that finds the fences and the gather openers):
 
 * shape: every mismatch with the JSON Schema shipped beside this module
   (``conversation-trace-v2.schema.json``) becomes a :class:`Finding` with its JSON
@@ -96,7 +97,8 @@ CODES: dict[str, str] = {
     "E_BAD_VERIFICATION_REF": "verificationRef is present but empty or not of the form kind:value",
     # ordering and replay
     "E_DUPLICATE_MESSAGE": "a message id seen earlier in the trace; the duplicate never reaches a reducer",
-    "E_SEQUENCE_GAP": "seq is not the exact next for its sender, epoch and generation (a gap, or a later message first)",
+    "E_SEQUENCE_GAP": "seq is not the exact next for its sender, epoch and generation (a gap or a later message "
+                      "first)",
     "E_STALE_EPOCH": "the message epoch is not the conversation's epoch",
     "E_STALE_GENERATION": "the sender's body generation is not the participant's current generation",
     "E_CAUSATION_GAP": "a causedBy parent is unknown or is not an earlier accepted message",
@@ -105,19 +107,23 @@ CODES: dict[str, str] = {
     "E_EXPIRED_MESSAGE": "a message is dated after its own expiresAt",
     "E_PAYLOAD_DIGEST": "payloadDigest is not the jcs-v2 digest of the payload the message carries",
     # audience
-    "E_AUDIENCE_SCOPE": "an unknown sender, recipient or required acknowledger, or a message scope other than the conversation's",
-    "E_AUDIENCE_LABEL": "a recipient does not advertise every audience label the message declares",
+    "E_AUDIENCE_SCOPE": "an unknown sender, recipient or required acknowledger, or a message scope other than "
+                        "the conversation's",
+    "E_AUDIENCE_LABEL": "a recipient does not advertise every audience label the message declares, or the "
+                        "labels are empty, repeated or not strings",
     "E_DUPLICATE_PARTICIPANT": "two participants share one ref, so the snapshot binds nobody unambiguously",
     # gathers
     "E_UNKNOWN_GATHER": "a message names a gatherId that no gather declares",
     "E_DUPLICATE_GATHER": "one gather id is declared twice (with the same membership)",
-    "E_GATHER_MEMBERSHIP": "a contribution from a non-member, a membership that is not sorted, unique, nonempty and known, or a gather redeclared with other members: membership is frozen",
+    "E_GATHER_MEMBERSHIP": "a contribution from a non-member, a membership that is not sorted, unique, nonempty "
+                           "and known, or a gather redeclared with other members: membership is frozen",
     "E_GATHER_OPENER": "a gather's opener names no message of the trace",
     "E_GATHER_NOT_OPEN": "a contribution arrives before the gather's opener was accepted",
     "E_GATHER_CLOSED": "a contribution or a second GATHER_RESULT after the gather's GATHER_RESULT",
     "E_DUPLICATE_CONTRIBUTION": "a second contribution from the same member to one gather",
     "E_LATE_GATHER_CONTRIBUTION": "a contribution dated after its gather's deadline",
-    "E_QUORUM_THRESHOLD": "a QUORUM gather without an integer threshold between 1 and the size of its membership",
+    "E_QUORUM_THRESHOLD": "a QUORUM gather without an integer threshold between 1 and the size of its "
+                          "membership",
     "E_FIRST_SUCCESS_TIE_BREAK": "a FIRST_SUCCESS gather without a deterministic tie-break",
     "E_GATHER_RESULT_MISMATCH": "a gather's recorded result differs from the reduction of its accepted contributions",
     # terminal
@@ -129,7 +135,7 @@ CODES: dict[str, str] = {
 
 # Codes a shape violation may carry (check_shape never yields any other).
 SHAPE_CODES = frozenset(
-    {"E_SCHEMA", "E_UNKNOWN_KIND", "E_BAD_VERIFICATION_REF", "E_GATHER_MEMBERSHIP",
+    {"E_SCHEMA", "E_UNKNOWN_KIND", "E_BAD_VERIFICATION_REF", "E_GATHER_MEMBERSHIP", "E_AUDIENCE_LABEL",
      "E_QUORUM_THRESHOLD", "E_FIRST_SUCCESS_TIE_BREAK"}
 )
 
@@ -243,6 +249,8 @@ _DISSENT_ALLOWED = frozenset(_DISSENT_REQUIRED)
 _TERMINAL_REQUIRED = ("state", "fence", "requiredAcks", "truthEffect", "authorityEffect")
 _TERMINAL_ALLOWED = frozenset(_TERMINAL_REQUIRED)
 _KIND_SET = frozenset(KINDS)
+# list fields of a message: (name, minItems, code for a shape fault); labels are the audience rule's
+_LIST_FIELDS = (("audienceLabels", 1, "E_AUDIENCE_LABEL"), ("recipients", 1, "E_SCHEMA"), ("causedBy", 0, "E_SCHEMA"))
 _TERMINAL_SET = frozenset(TERMINALS)
 _RULE_SET = frozenset(RULES)
 _STATUS_SET = frozenset(GATHER_STATUSES)
@@ -264,10 +272,6 @@ def _jtype(v) -> str:
     if isinstance(v, dict):
         return "object"
     return type(v).__name__
-
-
-def _esc(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _is_int(v) -> bool:
@@ -605,7 +609,7 @@ class _Shape:
         v = g("scope")
         if (type(v) is not str or not v) and "scope" not in bad:
             bad = self._bad(bad, "scope", self.string(v, f"/messages/{i}/scope", "scope", mid))
-        for key, least in (("audienceLabels", 1), ("recipients", 1), ("causedBy", 0)):
+        for key, least, code in _LIST_FIELDS:
             v = g(key)
             if type(v) is list and len(v) >= least:
                 if len(v) == 1:
@@ -615,7 +619,8 @@ class _Shape:
                 elif all(type(x) is str and x for x in v) and len(set(v)) == len(v):
                     continue
             if key not in bad:
-                bad = self._bad(bad, key, self.strings(v, f"/messages/{i}/{key}", key, min_items=least, mid=mid))
+                bad = self._bad(bad, key, self.strings(v, f"/messages/{i}/{key}", key, min_items=least, mid=mid,
+                                                       code=code))
         v = g("kind")
         if not (type(v) is str and v in _KIND_SET) and "kind" not in bad:
             self.add(f"/messages/{i}/kind", f"kind {v!r} is not one of the closed kinds {', '.join(KINDS)}",
@@ -962,9 +967,10 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                 continue
             seen.add(mid)
         if i == last_ok:
+            after = len(messages) - i - 1
             add(Finding("E_MESSAGE_CEILING", mid, f"/messages/{i}",
-                        f"message {mid} is number {i + 1} but the ceiling is {ceiling}; it and the "
-                        f"{len(messages) - i - 1} message(s) after it are rejected"))
+                        f"message {mid} is number {i + 1} but the ceiling is {ceiling}; "
+                        + (f"it and the {after} message(s) after it are rejected" if after else "it is rejected")))
         sender = g("sender") if "sender" not in bad else None
         kind = g("kind") if "kind" not in bad else None
         at = g("at") if "at" not in bad else None
