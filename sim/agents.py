@@ -36,7 +36,7 @@ class World(Protocol):
     def result_of(self, task_id: str) -> Envelope | None: ...
     def put_artifact(self, content, kind: str, task_id: str) -> str: ...
     def send(self, sender: str, recipient: str, type: str, task_id: str, payload: dict, key: str,
-             refs=(), prefix: str = "M") -> Envelope: ...
+             refs=(), prefix: str = "M", generation: int | None = None) -> Envelope: ...
 
 
 def facts_table(fake, task_id: str, goal: str) -> dict:
@@ -251,5 +251,6 @@ class Zombie:
         payload = self.worker.produce(job, now)
         payload["lease_version"] = self.lease
         w.send(self.worker.id, "manager", "task_result", self.task_id, payload,
-               f"{w.trace}:{self.task_id}:attempt-{self.lease}", refs=[payload["artifact"], *job.inputs])
+               f"{w.trace}:{self.task_id}:attempt-{self.lease}", refs=[payload["artifact"], *job.inputs],
+               generation=self.worker.generation)  # the old body: its generation is stale
         self.done = True

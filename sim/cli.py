@@ -37,7 +37,7 @@ artifact_app = typer.Typer(help="Content-addressed artifacts (fact tables, draft
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
 app.add_typer(artifact_app, name="artifact")
-trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, mutate, diagram.", no_args_is_help=True)
+trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, mutate, diagram.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(trace_app, name="trace")
 
@@ -678,6 +678,27 @@ def trace_validate(
                              ["code", "message", "where", "what"],
                              [[f.code, f.message_id or "", f.pointer, f.message] for f in report.errors]))
     raise typer.Exit(0 if report.valid else 1)
+
+
+@trace_app.command("export")
+def trace_export(
+    db: Path = DB_OPT,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the trace here (default: stdout)."),
+):
+    """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
+    from .conversation import export_trace
+
+    with _open(db) as store:
+        trace = export_trace(store)
+    text = json.dumps(trace, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+    typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}")
 
 
 @trace_app.command("mutate")

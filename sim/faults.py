@@ -111,12 +111,14 @@ class Bus:
     arrives this round. Extra envelopes a fault creates are not eligible for faults themselves.
     """
 
-    def __init__(self, specs: list[FaultSpec], rng: random.Random, *, delay_ticks: int, next_id, record, max_hold: int = 5):
+    def __init__(self, specs: list[FaultSpec], rng: random.Random, *, delay_ticks: int, next_id, record, max_hold: int = 5,
+                 on_copy=None):
         self.specs = specs
         self.rng = rng
         self.delay_ticks = delay_ticks
         self._next_id = next_id  # callable(prefix) -> a fresh message id
         self._record = record  # callable(fault, env, detail)
+        self._on_copy = on_copy or (lambda orig, new, same_seq: None)  # a fault made a new envelope from orig
         self._heap: list[tuple[int, int, Envelope]] = []
         self._seq = 0
         self._held: list[tuple[int, Envelope]] = []
@@ -174,6 +176,7 @@ class Bus:
                     payload_digest=_digest.digest(payload, out.digest_scheme),
                 )
                 extra.append((due, twin))  # right behind the original, before anyone acts on it
+                self._on_copy(out, twin, True)  # the sender equivocates: one sequence number, two payloads
                 self._record(n, out, {"selector": spec.text, "twin": twin.message_id, "key": out.idempotency_key})
             elif n == "late-failure":
                 payload = {"status": "failed", "lease_version": out.payload.get("lease_version", 1), "error": "late failure"}
@@ -183,6 +186,7 @@ class Bus:
                     payload_digest=_digest.digest(payload, out.digest_scheme),
                 )
                 extra.append((due + 2, late))
+                self._on_copy(out, late, False)
                 self._record(n, out, {"selector": spec.text, "late": late.message_id})
             elif n == "reorder":
                 self._held.append((now, out))

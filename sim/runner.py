@@ -60,7 +60,11 @@ class Run:
         self.fake.seed_instance(self.seed)
         self._t0 = datetime.fromisoformat(self.scenario.start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
         self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
-                       record=self._record, max_hold=self.settings.work_ticks + 2)
+                       record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy)
+        # What the transport knows of each send: (per-sender sequence, sender generation),
+        # kept until the message is first delivered and stored with it.
+        self._seq: Counter = Counter()
+        self.sent_meta: dict[str, tuple[int, int]] = {}
         self.specs: dict[str, TaskSpec] = {}
         self._stress_next = 0
         if self.scenario.stress is None:
@@ -96,17 +100,32 @@ class Run:
     def time(self) -> str:
         return (self._t0 + timedelta(seconds=self.now)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def send(self, sender, recipient, type, task_id, payload, key, refs=(), prefix="M") -> Envelope:
+    def send(self, sender, recipient, type, task_id, payload, key, refs=(), prefix="M", generation=None) -> Envelope:
         env = build_envelope(
             message_id=self.next_id(prefix), trace_id=self.trace, task_id=task_id, sender=sender, recipient=recipient,
             type=type, payload=payload, idempotency_key=key, created_at=self.time(), evidence_refs=refs,
         )
+        if generation is None:
+            w = self.workers.get(sender)
+            generation = w.generation if w is not None else 1
+        self._stamp(env, generation)
         self.sent_this_round += 1
         self.bus.send(env, self.now)
         for worker_id, after in self.bus.crashed:
             self._crash(worker_id, after)
         self.bus.crashed.clear()
         return env
+
+    def _stamp(self, env: Envelope, generation: int) -> None:
+        self._seq[(env.sender, generation)] += 1
+        self.sent_meta[env.message_id] = (self._seq[(env.sender, generation)], generation)
+
+    def _on_copy(self, orig: Envelope, new: Envelope, same_seq: bool) -> None:
+        seq, gen = self.sent_meta.get(orig.message_id, (0, 1))
+        if same_seq:
+            self.sent_meta[new.message_id] = (seq, gen)
+        else:
+            self._stamp(new, gen)
 
     def _record(self, fault: str, env: Envelope, detail: dict) -> None:
         record_fault(self.store, fault, message_id=env.message_id, task_id=env.task_id, detail=detail, tick=self.now)
@@ -191,7 +210,7 @@ class Run:
     def _deliver_due(self) -> int:
         n = 0
         for env in self.bus.due(self.now):
-            out = deliver(self.store, env, policy=self.policy, tick=self.now)
+            out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
             self._tasks.pop(env.task_id, None)
             n += 1
             self.manager.on_delivery(env, out.decision)

@@ -89,6 +89,7 @@ def deliver(
     decide: IntakeFn | None = None,
     policy: "Policy | None" = None,
     tick: int | None = None,
+    sent: tuple[int, int] | None = None,
     attempts: int = 3,
 ) -> Outcome:
     """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race.
@@ -96,7 +97,8 @@ def deliver(
     ``policy`` (default :data:`sim.policy.SAFE`) chooses the intake function and how side
     effects are keyed; ``decide`` overrides just the intake function (a student's, say).
     ``tick`` pins the logical time (the simulator delivers several messages per round);
-    by default each delivery is the next tick.
+    by default each delivery is the next tick. ``sent`` is the transport's (per-sender
+    sequence, sender generation) for the message, kept in the message log.
     """
     from .policy import SAFE
 
@@ -105,7 +107,7 @@ def deliver(
     for attempt in range(attempts):
         try:
             with store.transaction():
-                return _deliver_once(store, env, decide, policy.idempotent_effects, tick)
+                return _deliver_once(store, env, decide, policy.idempotent_effects, tick, sent)
         except StaleWrite:
             if attempt == attempts - 1:
                 raise
@@ -121,9 +123,11 @@ def _check_verdict(v) -> Verdict:
     return v
 
 
-def _deliver_once(store: Store, env: Envelope, decide: IntakeFn, idempotent_effects: bool, at: int | None) -> Outcome:
+def _deliver_once(
+    store: Store, env: Envelope, decide: IntakeFn, idempotent_effects: bool, at: int | None, sent: tuple[int, int] | None
+) -> Outcome:
     tick = store.advance(to=at)
-    msg_seq, _new = store.record_message(env, _envelope_digest(env))
+    msg_seq, _new = store.record_message(env, _envelope_digest(env), sent)
     task = store.get_task(env.task_id)
     prior = store.intents_for(env.task_id, env.idempotency_key)
     rules = store.rulebook(task.machine_version if task else None)

@@ -51,7 +51,7 @@ __all__ = [
     "replay_writes",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_ID = "protolab"
 DEFAULT_START = "2026-07-13T04:00:00Z"
 
@@ -81,6 +81,7 @@ CREATE TABLE messages (
     idempotency_key TEXT NOT NULL, payload_digest TEXT NOT NULL, digest_scheme TEXT NOT NULL,
     payload TEXT NOT NULL, evidence_refs TEXT NOT NULL,
     first_tick INTEGER NOT NULL,
+    sender_seq INTEGER, sender_generation INTEGER,
     UNIQUE (message_id, envelope_digest)
 );
 CREATE INDEX messages_by_id ON messages (message_id);
@@ -329,10 +330,30 @@ class Store:
                 db.conn.close()
                 raise StoreError(f"{p} lacks tables {', '.join(sorted(missing))}; it is damaged", code="E_DB_CORRUPT")
             store._pragmas()
+            if version < SCHEMA_VERSION:
+                store._migrate(version)
             store._load_meta()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{p} cannot be read as a database: {e}", code="E_DB_CORRUPT") from e
         return store
+
+    #: Schema changes, one step per version: the statements that take version N-1 to N.
+    _MIGRATIONS = {
+        2: (
+            # The transport's per-sender sequence number and the sender's body generation,
+            # recorded when a message is sent (the simulator's runs are conversations).
+            "ALTER TABLE messages ADD COLUMN sender_seq INTEGER",
+            "ALTER TABLE messages ADD COLUMN sender_generation INTEGER",
+        ),
+    }
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older database up to this schema, in one transaction."""
+        with self.transaction():
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in self._MIGRATIONS[v]:
+                    self.conn.execute(statement)
+            self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _pragmas(self) -> None:
         if self.path is not None:
@@ -530,16 +551,22 @@ class Store:
 
     # ------------------------------------------------------------------ message log
 
-    def record_message(self, env: Envelope, envelope_digest: str) -> tuple[int, bool]:
-        """Store the envelope unless this exact envelope is stored; return (msg_seq, new)."""
+    def record_message(
+        self, env: Envelope, envelope_digest: str, sent: tuple[int, int] | None = None
+    ) -> tuple[int, bool]:
+        """Store the envelope unless this exact envelope is stored; return (msg_seq, new).
+
+        ``sent`` is what the transport knows of the send: (per-sender sequence, sender generation).
+        """
+        seq, gen = sent if sent is not None else (None, None)
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
-            "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, "
+            "sender_seq, sender_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 env.message_id, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
                 env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
-                _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick,
+                _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick, seq, gen,
             ),
         )
         if cur.rowcount == 1:
