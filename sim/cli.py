@@ -37,7 +37,7 @@ artifact_app = typer.Typer(help="Content-addressed artifacts (fact tables, draft
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
 app.add_typer(artifact_app, name="artifact")
-trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, mutate, diagram.", no_args_is_help=True)
+trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(trace_app, name="trace")
 
@@ -699,6 +699,37 @@ def trace_export(
     except OSError as e:
         raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
     typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}")
+
+
+@trace_app.command("replay")
+def trace_replay(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file carrying reducer outputs."),
+    as_json: bool = JSON_OPT,
+):
+    """Re-run the reducers in the supplied order; recompute gathers and state digests; prove equivalence."""
+    from .protocol.replay import replay as run_replay
+
+    trace = _load_trace(_resolve(file))
+    if not isinstance(trace, dict) or not isinstance(trace.get("messages"), list):
+        raise InputError(f"{file} is not a conversation trace (no messages list)", code="E_SCHEMA")
+    result = run_replay(trace)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        con = _console()
+        con.print(f"replayed {result.messages} messages ({result.accepted} accepted, rejected ones never reach a reducer)")
+        con.print(f"  recomputed state digest {result.state_digest}", soft_wrap=True)
+        if result.recorded_state_digest is not None:
+            con.print(f"  recorded state digest   {result.recorded_state_digest}", soft_wrap=True)
+        d = result.first_divergence
+        if d is None:
+            con.print("  [green]equivalent[/]: every recorded reducer output matches the replay")
+        else:
+            where = f"message {d.position} ({d.message_id})" if d.position >= 0 else d.what
+            con.print(f"  [bold red]diverges[/] first at {where}: {d.what}", soft_wrap=True)
+            con.print(f"    expected (recorded)  {d.expected}", soft_wrap=True)
+            con.print(f"    found (recomputed)   {d.found}", soft_wrap=True)
+    raise typer.Exit(0 if result.equivalent else 1)
 
 
 @trace_app.command("mutate")

@@ -9,7 +9,8 @@ are what the transport recorded when each message was sent (``messages.sender_se
 ``sender_generation``); nothing is invented. A run without them (hand-delivered messages)
 gets sequence numbers in delivery order and generation 1.
 
-Not yet exported: gathers (the fan-out's inputs) and a terminal fence with acknowledgements;
+The trace carries its reducer outputs (``stateDigestAfter`` per accepted message and the final
+``stateDigest``, see :mod:`sim.protocol.replay`). Not yet exported: gathers (the fan-out's inputs) and a terminal fence with acknowledgements;
 the simulator's runs do not send a fence yet, so exported traces are open conversations.
 """
 
@@ -100,7 +101,7 @@ def export_trace(store: Store) -> dict:
         messages.append(msg)
         seen_at[r["message_id"]] = r["created_at"]
     last = max(m["at"] for m in messages)
-    return {
+    trace = {
         "schema": "conversation-trace-v2",
         "protocol": f"{scenario}/v1",
         "conversationId": trace_id,
@@ -115,3 +116,7 @@ def export_trace(store: Store) -> dict:
         "messages": messages,
         "gathers": [],
     }
+    # The reducer outputs travel with the trace, so 'trace replay' can prove equivalence.
+    from .protocol.replay import annotate
+
+    return annotate(trace)

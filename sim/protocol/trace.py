@@ -201,6 +201,8 @@ class Report:
     reason: str
     errors: tuple[Finding, ...] = ()
     accepted: tuple[str, ...] = ()
+    #: index in the supplied message list of each accepted message (a duplicated id is accepted once)
+    accepted_positions: tuple[int, ...] = ()
     gathers: dict[str, GatherResult] = field(default_factory=dict)
 
     @property
@@ -944,6 +946,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
 
     seen: set = set()
     accepted: list[str] = []
+    positions: list[int] = []
     acc_index: dict[str, int] = {}
     next_seq: dict[str, int] = {}
     acked: dict[str, str] = {}
@@ -1118,6 +1121,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
         if len(out) != n0 or i >= last_ok or mid is None:
             continue
         accepted.append(mid)
+        positions.append(i)
         acc_index[mid] = i
         if gth is not None:
             if kind == "CONTRIBUTION":
@@ -1167,11 +1171,11 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
         if t_state == "COMPLETED":
             unresolved = [r for r in results.values() if r.status != "complete"]
     return _report(out, terminal, accepted, results, fence_id, t_state, missing_acks, unresolved,
-                   [r for r in (required or ()) if r in acked])
+                   [r for r in (required or ()) if r in acked], positions)
 
 
 def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_acks=(), unresolved=(),
-            acked_by=()) -> Report:
+            acked_by=(), positions=()) -> Report:
     effective = None
     if terminal is not None and t_state is not None:
         effective = "BLOCKED" if (missing_acks or unresolved) else t_state
@@ -1196,4 +1200,4 @@ def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_ac
         ackd = (f"acknowledged by {', '.join(acked_by)}" if acked_by else "with no acknowledgement required")
         reason = f"valid: {effective}, fence {fence_id} {ackd}"
     return Report(valid=not out, terminal=effective, reason=reason, errors=tuple(out),
-                  accepted=tuple(accepted), gathers=results)
+                  accepted=tuple(accepted), accepted_positions=tuple(positions), gathers=results)
