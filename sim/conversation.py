@@ -10,8 +10,10 @@ are what the transport recorded when each message was sent (``messages.sender_se
 gets sequence numbers in delivery order and generation 1.
 
 The trace carries its reducer outputs (``stateDigestAfter`` per accepted message and the final
-``stateDigest``, see :mod:`sim.protocol.replay`). Not yet exported: gathers (the fan-out's inputs) and a terminal fence with acknowledgements;
-the simulator's runs do not send a fence yet, so exported traces are open conversations.
+``stateDigest``, see :mod:`sim.protocol.replay`). A task that waits for several others (the
+fan-out's draft) becomes an ALL gather over their results. Not yet exported: a terminal fence
+with acknowledgements; the simulator's runs do not send one yet, so exported traces are open
+conversations.
 """
 
 from __future__ import annotations
@@ -49,6 +51,40 @@ LABELS = ["control", "receipts", "results"]
 def _later(t: str, seconds: int) -> str:
     dt = datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _gathers(store: Store, messages: list[dict], rows: list[dict]) -> list[dict]:
+    """A task that waits for several others (the fan-out's draft) gathers their results: ALL of
+    the workers who answered them, opened by the first of their requests. The contributions are
+    the results the transport delivered, marked as such; nothing is added."""
+    name = store.get_meta("scenario")
+    if not name:
+        return []
+    try:
+        from .scenario import load_scenario
+
+        sc = load_scenario(name)
+    except InputError:
+        return []
+    out = []
+    worker_of = {t.id: t.worker for t in sc.tasks}
+    for spec in sc.tasks:
+        if len(spec.after) < 2:
+            continue
+        gid = f"g-{spec.id}"
+        members = sorted({worker_of[d] for d in spec.after})
+        opener = None
+        for m, r in zip(messages, rows):
+            if r["task_id"] in spec.after and r["type"] == "task_request" and opener is None:
+                opener = m["id"]
+            if r["task_id"] in spec.after and r["type"] == "task_result":
+                m["kind"] = "CONTRIBUTION"
+                m["gatherId"] = gid
+        if opener is None:
+            continue
+        last = max(m["at"] for m in messages)
+        out.append({"id": gid, "membership": members, "rule": "ALL", "deadline": _later(last, 3600), "opener": opener})
+    return out
 
 
 def export_trace(store: Store) -> dict:
@@ -114,7 +150,7 @@ def export_trace(store: Store) -> dict:
             for p in sorted(generation)
         ],
         "messages": messages,
-        "gathers": [],
+        "gathers": _gathers(store, messages, rows),
     }
     # The reducer outputs travel with the trace, so 'trace replay' can prove equivalence.
     from .protocol.replay import annotate

@@ -79,3 +79,17 @@ def test_a_changed_recorded_gather_result_is_reported(tmp_path):
     trace["gathers"][0]["result"]["missing"] = ["researcher-2"]
     d = replay(trace).first_divergence
     assert d is not None and d.what.startswith("gather ")
+
+
+def test_the_fan_out_export_gathers_both_researchers_results():
+    trace = exported(scenario="fan-out")
+    (g,) = trace["gathers"]
+    assert g["rule"] == "ALL" and g["membership"] == ["researcher-1", "researcher-2"]
+    report = validate(trace)
+    assert report.valid
+    result = report.gathers[g["id"]]
+    assert result.status == "complete" and result.missing == ()
+    contributions = [m for m in trace["messages"] if m.get("gatherId") == g["id"]]
+    assert {m["sender"] for m in contributions} == {"researcher-1", "researcher-2"}
+    assert all(m["kind"] == "CONTRIBUTION" for m in contributions)
+    assert g["result"] == result.to_json()  # the recorded reduction travels with the trace
