@@ -161,6 +161,11 @@ class Worker:
     generation: int = 1
     jobs: dict[str, _Job] = field(default_factory=dict)
     dead: bool = False
+    fences: list[Envelope] = field(default_factory=list)
+
+    def on_fence(self, env: Envelope) -> None:
+        """The conversation is fenced: acknowledge receipt (an ack is receipt only)."""
+        self.fences.append(env)
 
     def on_delivery(self, env: Envelope, decision: str, spec: TaskSpec | None) -> None:
         if env.type == "task_request" and env.recipient == self.id and decision == "accepted" and spec is not None:
@@ -183,6 +188,10 @@ class Worker:
         if self.dead:
             return
         w, s = self.world, self.world.settings
+        for fence in self.fences:
+            w.send(self.id, fence.sender, "ack", fence.task_id, {"of": fence.message_id},
+                   f"{w.trace}:ack:{fence.message_id}:{self.id}", prefix="A")
+        self.fences = []
         for tid in list(self.jobs):
             job = self.jobs[tid]
             t = w.task(tid)

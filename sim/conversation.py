@@ -11,9 +11,9 @@ gets sequence numbers in delivery order and generation 1.
 
 The trace carries its reducer outputs (``stateDigestAfter`` per accepted message and the final
 ``stateDigest``, see :mod:`sim.protocol.replay`). A task that waits for several others (the
-fan-out's draft) becomes an ALL gather over their results. Not yet exported: a terminal fence
-with acknowledgements; the simulator's runs do not send one yet, so exported traces are open
-conversations.
+fan-out's draft) becomes an ALL gather over their results. The manager's fence (sent when every
+task has settled) becomes the terminal, with the workers as its required acknowledgements; a
+message the transport delivers after it is E_POST_TERMINAL_MESSAGE.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ KIND_OF = {
     "ack": "ACK",
     "cancel": "REQUEST",
     "review_decision": "CRITIQUE",
+    "fence": "FENCE",
 }
 #: Message type -> the audience label it is addressed under.
 AUDIENCE_OF = {
@@ -44,6 +45,7 @@ AUDIENCE_OF = {
     "task_started": "results",
     "task_result": "results",
     "ack": "receipts",
+    "fence": "control",
 }
 LABELS = ["control", "receipts", "results"]
 
@@ -124,7 +126,7 @@ def export_trace(store: Store) -> dict:
             "epoch": 1,
             "scope": f"trace:{trace_id}",
             "audienceLabels": [AUDIENCE_OF[r["type"]]],
-            "recipients": [r["recipient"]],
+            "recipients": list(r["payload"]["to"]) if r["type"] == "fence" else [r["recipient"]],
             "kind": "HANDOFF" if r["type"] == "task_request" and r["evidence_refs"] else KIND_OF[r["type"]],
             "causedBy": caused,
             "at": r["created_at"],
@@ -152,6 +154,13 @@ def export_trace(store: Store) -> dict:
         "messages": messages,
         "gathers": _gathers(store, messages, rows),
     }
+    fences = [(m, r) for m, r in zip(messages, rows) if r["type"] == "fence"]
+    if fences:
+        m, r = fences[0]
+        trace["terminal"] = {
+            "state": r["payload"]["terminal"], "fence": m["id"], "requiredAcks": list(r["payload"]["to"]),
+            "truthEffect": "NONE", "authorityEffect": "NONE",
+        }
     # The reducer outputs travel with the trace, so 'trace replay' can prove equivalence.
     from .protocol.replay import annotate
 

@@ -32,7 +32,7 @@ __all__ = [
     "role_of",
 ]
 
-MESSAGE_TYPES = ("task_request", "task_started", "task_result", "ack", "cancel", "review_decision")
+MESSAGE_TYPES = ("task_request", "task_started", "task_result", "ack", "cancel", "review_decision", "fence")
 ROLES = ("manager", "researcher", "writer", "reviewer")
 RESULT_STATUSES = ("succeeded", "failed", "denied", "waiting_human", "retry")
 REVIEW_DECISIONS = ("ready", "canceled")
@@ -210,6 +210,14 @@ def _check_payload(env_type: str, payload: dict, where: str) -> None:
         _require_str(payload, "decision", where, allowed=REVIEW_DECISIONS)
     elif env_type == "ack":
         _require_str(payload, "of", where, required=False)
+    elif env_type == "fence":
+        # The conversation's terminal fence: who must acknowledge it, and the terminal it closes with.
+        to = payload.get("to")
+        if not isinstance(to, list) or not to or not all(isinstance(p, str) for p in to):
+            raise EnvelopeError(f"{where}: payload.to must be a non-empty list of participants", code="E_FIELD_TYPE")
+        for p in to:
+            role_of(p)
+        _require_str(payload, "terminal", where, allowed=("COMPLETED", "BLOCKED", "TIMED_OUT", "CANCELLED", "DISSENT_RECORDED"))
     # "cancel" takes any payload (a reason, usually).
     if "expected_state_version" in payload:
         _require_int(payload, "expected_state_version", where)

@@ -175,6 +175,9 @@ def decide(
             f"schema_version {env.schema_version!r} is not supported (this runtime speaks {', '.join(SCHEMA_VERSIONS)})",
         )
 
+    if env.type == "fence":
+        return _reject("E_FENCE_SCOPE", "a fence closes the whole conversation: its task_id must be its trace_id")
+
     # 1. The intent: has this (task_id, idempotency_key) been seen, and with which payload?
     if prior:
         for p in prior:

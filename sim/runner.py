@@ -75,6 +75,7 @@ class Run:
         self.orphans: list[tuple[str, int, Worker]] = []  # leases a crashed body asked for on other tasks
         self.unfinished = 0
         self._tasks: dict[str, TaskView | None] = {}
+        self.fence: Envelope | None = None
 
     # ---------------------------------------------------------------- World
 
@@ -217,12 +218,35 @@ class Run:
             w = self.workers.get(env.recipient)
             if w is not None:
                 w.on_delivery(env, out.decision, self.specs.get(env.task_id))
+            if env.type == "fence" and out.decision == "accepted":
+                for wid in env.payload["to"]:
+                    if wid in self.workers:
+                        self.workers[wid].on_fence(env)
             if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
                 self.results[env.task_id] = env
         return n
 
+    def _settled_all(self) -> bool:
+        st = self.scenario.stress
+        if st is not None and self._stress_next < st.tasks:
+            return False
+        return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
+
+    def _send_fence(self) -> None:
+        """Every task has settled: the manager fences the conversation; the workers must ack it."""
+        states = [self.task(s.id) for s in self.specs.values()] if self.scenario.stress is None else []
+        if any(t is None or t.state in (TaskState.NEEDS_REVIEW, TaskState.FAILED, TaskState.DENIED) for t in states):
+            terminal = "BLOCKED"
+        elif any(t.state == TaskState.CANCELED for t in states):
+            terminal = "CANCELLED"
+        else:
+            terminal = "COMPLETED"
+        workers = sorted(self.workers)
+        self.fence = self.send("manager", workers[0], "fence", self.trace, {"to": workers, "terminal": terminal},
+                               f"{self.trace}:fence")
+
     def _quiet(self) -> bool:
-        if len(self.bus) or any(not z.done for z in self.zombies):
+        if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies):
             return False
         st = self.scenario.stress
         if st is not None and self._stress_next < st.tasks:
@@ -252,6 +276,8 @@ class Run:
             self.sent_this_round = 0
             self._expire_leases()
             self.manager.act(self.now)
+            if self.fence is None and self._settled_all():
+                self._send_fence()
             # A crashed worker's old body acts as soon as it notices the recovery: its stale
             # commit races the recovered worker's, which is the case fencing must win.
             for z in self.zombies:

@@ -114,6 +114,24 @@ def deliver(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _conversation_decide(env: Envelope, task, prior, rules, unresolved=frozenset()) -> Verdict:
+    """A message whose task_id is its trace_id speaks about the conversation: only a fence and
+    acknowledgements of it may; they are recorded (deduplicated by key and digest) and never
+    touch task state."""
+    if env.type not in ("fence", "ack"):
+        return Verdict(
+            Decision.REJECTED, f"{env.type} names the trace {env.trace_id} as its task; only a fence or an ack may",
+            code="E_NOT_A_TASK",
+        )
+    for p in prior:
+        if p.payload_digest == env.payload_digest and p.digest_scheme == env.digest_scheme:
+            return Verdict(Decision.DUPLICATE, f"{env.type} {env.idempotency_key} already recorded", duplicate_of=p)
+    if prior:
+        return Verdict(Decision.REJECTED, f"key {env.idempotency_key} was recorded with another payload",
+                       code="E_CONVERSATION_CONFLICT")
+    return Verdict(Decision.ACCEPTED, f"{env.type} recorded for conversation {env.trace_id}", record_intent=True)
+
+
 def _check_verdict(v) -> Verdict:
     if not isinstance(v, Verdict) or not isinstance(v.decision, Decision):
         raise ProtolabError(
@@ -131,6 +149,9 @@ def _deliver_once(
     task = store.get_task(env.task_id)
     prior = store.intents_for(env.task_id, env.idempotency_key)
     rules = store.rulebook(task.machine_version if task else None)
+    if env.task_id == env.trace_id:
+        # About the conversation, not a task (its fence and the acks of it): no intake policy applies.
+        decide = _conversation_decide
     # A message cannot be its own evidence (it is stored by now, so exclude it explicitly).
     unresolved = store.unresolved_refs(env.evidence_refs) | frozenset(r for r in env.evidence_refs if r == env.message_id)
     verdict = _check_verdict(decide(env, task, prior, rules, unresolved))
@@ -337,6 +358,8 @@ def plan_events(
         out.append(EventDraft("budget_charged", tid, mid, {"amount": ATTEMPT_COST, "reason": f"attempt {v.grant_lease}"}))
     if env.type == "ack":
         out.append(EventDraft("ack_recorded", tid, mid, {"of": env.payload.get("of"), "from": env.sender}))
+    if env.type == "fence":
+        out.append(EventDraft("fence_recorded", tid, mid, {"to": env.payload["to"], "terminal": env.payload["terminal"]}))
     if env.type == "review_decision" and v.move is not None:
         out.append(
             EventDraft(

@@ -191,6 +191,7 @@ EVENT_TYPES = {
     "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
     "lease_expired": "tasks.lease_holder is cleared; its lease_version is now stale",
     "fault_injected": "nothing: the transport records what it did to the run",
+    "fence_recorded": "nothing: the conversation's terminal fence (a protocol fact, not task state)",
 }
 
 _TASK_COLS = (
@@ -713,7 +714,8 @@ class Store:
                 "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
                 (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
             )
-        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved", "fault_injected"):
+        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved", "fault_injected",
+                       "fence_recorded"):
             pass
         else:  # pragma: no cover - the runtime only appends known types
             raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")

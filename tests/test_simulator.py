@@ -168,15 +168,19 @@ def test_message_ids_m1_to_m6_follow_the_design_story():
         ("M-6", "task_result", "T-2", "writer", "manager"),
     ]
     ms = [m for m in store.messages() if m["message_id"].startswith("M-")]
-    assert [(m["message_id"], m["type"], m["task_id"], m["sender"], m["recipient"]) for m in ms] == story
+    # M-7 closes the conversation: the manager's fence, addressed to every worker
+    assert [(m["message_id"], m["type"], m["task_id"], m["sender"], m["recipient"]) for m in ms] == story + [
+        ("M-7", "fence", "R-1", "manager", "researcher")]
+    assert ms[-1]["payload"] == {"to": ["researcher", "writer"], "terminal": "COMPLETED"}
+    story_ids = [mid for mid, *_ in story]
     for mid, *_ in story:
         assert [d["decision"] for d in _deliveries_of(store, mid)] == ["accepted"]
     assert _message(store, "M-3")["payload"]["status"] == "succeeded"
     assert _message(store, "M-6")["payload"]["status"] == "succeeded"
     assert _message(store, "M-6")["payload"]["effect"] == {"kind": "publish", "target": "R-1"}
     # the deliveries are in story order too (acks interleave)
-    order = [d["message_id"] for d in store.deliveries() if d["message_id"].startswith("M-")]
-    assert order == [mid for mid, *_ in story]
+    order = [d["message_id"] for d in store.deliveries() if d["message_id"] in story_ids]
+    assert order == story_ids
 
 
 def test_the_default_run_commits_exactly_one_publish_effect():
@@ -192,9 +196,9 @@ def test_the_default_run_commits_exactly_one_publish_effect():
 def test_acks_acknowledge_a_message_each_and_change_no_state():
     store = _run()
     acks = [m for m in store.messages() if m["type"] == "ack"]
-    assert [m["message_id"] for m in acks] == ["A-1", "A-2", "A-3", "A-4"]
-    assert [m["payload"]["of"] for m in acks] == ["M-2", "M-3", "M-5", "M-6"]
-    assert all(m["sender"] == "manager" for m in acks)
+    assert [m["message_id"] for m in acks] == ["A-1", "A-2", "A-3", "A-4", "A-5", "A-6"]
+    assert [m["payload"]["of"] for m in acks] == ["M-2", "M-3", "M-5", "M-6", "M-7", "M-7"]
+    assert [m["sender"] for m in acks] == ["manager"] * 4 + ["researcher", "writer"]  # the workers ack the fence
     # an ack's events are the receipt and its intent: no move, no lease, no budget, no effect
     for e in store.events():
         if (e["message_id"] or "").startswith("A-"):
@@ -676,8 +680,8 @@ def test_run_json_prints_the_summary_and_writes_protolab_db_in_the_cwd(cwd, caps
     assert s["invariants"] == {name: True for name in INVARIANTS}
     assert all(isinstance(v, bool) for v in s["invariants"].values())
     c = s["counts"]
-    assert c["deliveries_by_decision"] == {"accepted": 10}
-    assert c["events_by_type"]["effect_committed"] == 1 and c["events_by_type"]["ack_recorded"] == 4
+    assert c["deliveries_by_decision"] == {"accepted": 13}  # 6 task messages, 4 acks, the fence and its 2 acks
+    assert c["events_by_type"]["effect_committed"] == 1 and c["events_by_type"]["ack_recorded"] == 6 and c["events_by_type"]["fence_recorded"] == 1
     assert sum(c["events_by_type"].values()) == c["events"]
     assert s["state_digest"] == _run().state_digest()
     with Store.open(cwd / "protolab.db") as st:

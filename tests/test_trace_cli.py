@@ -60,7 +60,7 @@ def test_the_diagram_is_written_as_a_mermaid_block(tmp_path, capsys):
 @pytest.mark.parametrize(
     "fault, code",
     [("duplicate", "E_DUPLICATE_MESSAGE"), ("reorder", "E_SEQUENCE_GAP"), ("drop", "E_SEQUENCE_GAP"),
-     ("crash", "E_STALE_GENERATION")],
+     ("crash", "E_STALE_GENERATION"), ("duplicate", "E_POST_TERMINAL_MESSAGE"), ("delay:A-4", "E_POST_TERMINAL_MESSAGE")],
 )
 def test_an_exported_run_shows_transport_faults_as_protocol_errors(tmp_path, monkeypatch, capsys, fault, code):
     monkeypatch.chdir(tmp_path)
@@ -71,13 +71,14 @@ def test_an_exported_run_shows_transport_faults_as_protocol_errors(tmp_path, mon
     assert c == 1 and code in {e["code"] for e in report["errors"]}
 
 
-def test_a_clean_run_exports_as_a_valid_open_conversation(tmp_path, monkeypatch, capsys):
+def test_a_clean_run_exports_as_a_valid_fenced_conversation(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     run(capsys, "run", "fan-out", "--json")
     code, out, _ = run(capsys, "trace", "export", "--db", "protolab.db")
     trace = json.loads(out)
     assert code == 0 and trace["conversationId"] == "R-2"
-    assert [m["seq"] for m in trace["messages"] if m["sender"] == "writer"] == [1, 2]
+    assert [m["seq"] for m in trace["messages"] if m["sender"] == "writer"] == [1, 2, 3]  # started, result, fence ack
+    assert trace["terminal"]["state"] == "COMPLETED" and trace["terminal"]["truthEffect"] == "NONE"
     (tmp_path / "t.json").write_text(json.dumps(trace))
     code, out, _ = run(capsys, "trace", "validate", tmp_path / "t.json")
-    assert code == 0 and "valid" in out
+    assert code == 0 and "COMPLETED" in out and "acknowledged by" in out
