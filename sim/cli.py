@@ -634,6 +634,13 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
 # ---------------------------------------------------------------------------- traces
 
 
+def _write_output(output: Path, text: str) -> None:
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+
+
 def _load_trace(file: Path) -> dict:
     """Read a trace: refuse what is not UTF-8 JSON with one line and exit 2 (plain json for speed:
     a trace can hold a million messages)."""
@@ -694,10 +701,7 @@ def trace_export(
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+    _write_output(output, text)
     typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}")
 
 
@@ -772,11 +776,7 @@ def trace_diagram(
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    body = f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text
-    try:
-        output.write_text(body, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+    _write_output(output, f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text)
     typer.echo(f"wrote {output}")
 
 
@@ -962,7 +962,7 @@ def bench_sim(
         ["tasks", "deliveries", "protolab/s", "floor/s", "ratio", "peak RSS MB"],
         [[f"{r['tasks']:,}", f"{r['deliveries']:,}", f"{r['project_per_s']:,.0f}", f"{r['floor_per_s']:,.0f}",
           f"{r['ratio']:.2f}", r["peak_rss_mb"]] for r in result["sizes"]],
-        caption="floor: bare sqlite3 writing the same rows in the same number of transactions; target ratio >= 0.3",
+        caption="floor: bare sqlite3 replaying the run's own write statements, same transactions; target ratio >= 0.3",
     ))
 
 

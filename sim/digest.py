@@ -9,7 +9,7 @@ scheme. Two schemes are pinned by test vectors (tests/test_digest.py):
     allow_nan=False).encode("utf-8")``:
     * object keys sorted by Unicode code point (Python's ``sorted`` on ``str``);
     * no whitespace at all: ``,`` between items and ``:`` after keys;
-    * non-ASCII characters written as themselves in UTF-8, never ``\\uXXXX``
+    * non-ASCII characters written as themselves in UTF-8, never ``\\u`` escapes
       (only ``"``, ``\\`` and control characters are escaped, as ``json`` does);
     * integers written in full (up to Python's 4300-digit int-to-str limit; beyond it the
       value is refused with E_DIGEST_DOMAIN); floats written with Python's
