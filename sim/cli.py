@@ -9,6 +9,7 @@ that need them so that ``protolab --help`` stays fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -522,6 +523,112 @@ def run(
                      [[r.name, _mark(r.ok), _witness_line(r)] for r in results]))
     con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
     con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+
+
+def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool) -> None:
+    """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print)."""
+    from .faults import parse_fault
+    from .policy import get_policy
+
+    get_policy(policy)
+    for f in fault:
+        parse_fault(f)
+    if headless or not _interactive():
+        if not headless:
+            sys.stderr.write(
+                f"protolab: not a terminal, so no TUI: running {sc.name} through instead "
+                f"(open it later with 'protolab tui --db {db}')\n"
+            )
+        run(scenario=sc.name, seed=seed, fault=fault, policy=policy,
+            db=db, tasks=None, as_json=False)
+        return
+    from .live import LiveRun
+    from .tui.app import ProtolabApp
+
+    live = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db)
+    try:
+        ProtolabApp(live.store, live=live, play=not paused).run()
+    finally:
+        live.close()
+    for unmatched in live.unmatched_faults():
+        sys.stderr.write(f"note: fault selector {unmatched} matched no message in this run\n")
+    print(f"the run is in {db}: protolab check --db {db}  |  protolab tui --db {db}")
+
+
+@app.command()
+def demo(
+    mode: str = typer.Argument("run", help="'run' (the default scenario, live) or 'regression' (workshop: naive beside safe)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The seed (default: the scenario's, 0)."),
+    fault: List[str] = typer.Option([], "--fault", "-f", help="For regression: the faults both runs get (default: late-failure)."),
+    db: Path = DB_OPT,
+    paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+    headless: bool = typer.Option(False, "--headless", help="No TUI: run it through and print the result."),
+):
+    """Open the TUI on the default scenario (seed 0), live, on protolab.db in this folder."""
+    if mode not in ("run", "regression"):
+        raise InputError(f"unknown demo {mode!r}; expected one of: 'run' or 'regression'", code="E_UNKNOWN_VALUE")
+    sc = _load_scenario("publish-report", None)
+    if mode == "run":
+        _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless)
+        return
+    _workshop(sc, seed=seed, fault=list(fault) or ["late-failure"], paused=paused, headless=headless)
+
+
+def _workshop(sc, *, seed, fault, paused: bool, headless: bool) -> None:
+    from .faults import parse_fault
+
+    for f in fault:
+        parse_fault(f)
+    if headless or not _interactive():
+        if not headless:
+            sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two policies instead\n")
+        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False)
+        return
+    from .live import LiveRun
+    from .tui.workshop import WorkshopApp
+
+    naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
+    safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
+    try:
+        WorkshopApp(naive, safe, play=not paused).run()
+    finally:
+        naive.close()
+        safe.close()
+
+
+@app.command()
+def tui(
+    scenario: Optional[str] = typer.Argument(None, help="A scenario to run live (publish-report, fan-out, stress, or a .toml)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The run's seed (default: the scenario's)."),
+    fault: List[str] = FAULT_OPT,
+    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="With a scenario: where the live run is written "
+                                      "(default protolab.db). Without: a finished run to open read-only."),
+    paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+):
+    """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
+    if scenario is None and db is not None:
+        from .store import Store
+
+        store = Store.open(db, readonly=True)
+        try:
+            if not _interactive():
+                raise InputError("the TUI needs a terminal; for a finished run try 'protolab state/events/messages --db "
+                                 f"{db}'", code="E_NOT_A_TERMINAL")
+            from .tui.app import ProtolabApp
+
+            ProtolabApp(store).run()
+        finally:
+            store.close()
+        return
+    sc = _load_scenario(scenario or "publish-report", None)
+    if not _interactive():
+        raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
+    _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False)
 
 
 _WITNESS_KEYS = (

@@ -168,26 +168,11 @@ class Bus:
             if n == "duplicate":
                 extra.append((due + 1, out))
                 self._record(n, out, {"selector": spec.text, "again_at": due + 1})
-            elif n == "conflicting-digest":
-                payload = dict(out.payload)
-                payload["variant"] = "conflicting copy"
-                twin = dataclasses.replace(
-                    out, message_id=self._next_id("M"), payload=payload,
-                    payload_digest=_digest.digest(payload, out.digest_scheme),
-                )
-                extra.append((due, twin))  # right behind the original, before anyone acts on it
-                self._on_copy(out, twin, True)  # the sender equivocates: one sequence number, two payloads
-                self._record(n, out, {"selector": spec.text, "twin": twin.message_id, "key": out.idempotency_key})
-            elif n == "late-failure":
-                payload = {"status": "failed", "lease_version": out.payload.get("lease_version", 1), "error": "late failure"}
-                late = dataclasses.replace(
-                    out, message_id=self._next_id("M"), payload=payload, evidence_refs=(),
-                    idempotency_key=out.idempotency_key + ":late-failure",
-                    payload_digest=_digest.digest(payload, out.digest_scheme),
-                )
-                extra.append((due + 2, late))
-                self._on_copy(out, late, False)
-                self._record(n, out, {"selector": spec.text, "late": late.message_id})
+            elif n in ("conflicting-digest", "late-failure"):
+                offset, copy, same_seq, detail = self._copy(n, out)
+                extra.append((due + offset, copy))
+                self._on_copy(out, copy, same_seq)
+                self._record(n, out, {"selector": spec.text, **detail})
             elif n == "reorder":
                 self._held.append((now, out))
                 schedule = False
@@ -212,6 +197,48 @@ class Bus:
         for _, h in held:
             released.append(h)
             self._push(due, h)
+
+    def _copy(self, name: str, env: Envelope) -> tuple[int, Envelope, bool, dict]:
+        """The envelope a copying fault makes from ``env``: (rounds after due, copy, same sequence?, detail)."""
+        if name == "conflicting-digest":
+            # The sender equivocates: one key and one sequence number, two payloads; right behind
+            # the original, before anyone acts on it.
+            payload = dict(env.payload)
+            payload["variant"] = "conflicting copy"
+            twin = dataclasses.replace(
+                env, message_id=self._next_id("M"), payload=payload,
+                payload_digest=_digest.digest(payload, env.digest_scheme),
+            )
+            return 0, twin, True, {"twin": twin.message_id, "key": env.idempotency_key}
+        if name == "late-failure":
+            payload = {"status": "failed", "lease_version": env.payload.get("lease_version", 1), "error": "late failure"}
+            late = dataclasses.replace(
+                env, message_id=self._next_id("M"), payload=payload, evidence_refs=(),
+                idempotency_key=env.idempotency_key + ":late-failure",
+                payload_digest=_digest.digest(payload, env.digest_scheme),
+            )
+            return 2, late, False, {"late": late.message_id}
+        raise ValueError(name)  # pragma: no cover
+
+    def inject(self, name: str, env: Envelope, now: int) -> Envelope:
+        """Apply one fault by hand to a message already sent (the TUI's keys): the copy it makes
+        arrives next round. ``duplicate`` delivers ``env`` itself again."""
+        if name in _ONLY and env.type not in _ONLY[name]:
+            raise InputError(
+                f"{name} applies to {' or '.join(_ONLY[name])} messages; {env.message_id} is a {env.type}",
+                code="E_FAULT_NOT_APPLICABLE",
+            )
+        if name == "duplicate":
+            self._push(now + 1, env)
+            self._record(name, env, {"selector": "by hand", "again_at": now + 1})
+            return env
+        if name not in ("conflicting-digest", "late-failure"):
+            raise InputError(f"fault {name!r} cannot be injected on a sent message", code="E_UNKNOWN_FAULT")
+        _offset, copy, same_seq, detail = self._copy(name, env)
+        self._push(now + 1, copy)
+        self._on_copy(env, copy, same_seq)
+        self._record(name, env, {"selector": "by hand", **detail})
+        return copy
 
     def release_held(self, now: int) -> None:
         """A message held ``max_hold`` rounds with nothing sent after it goes anyway:

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Iterator
 
 from .agents import DONE, Manager, Worker, Zombie, _Job
 from .envelope import Envelope, build_envelope
@@ -27,11 +28,11 @@ from .faults import Bus, FaultSpec, parse_fault
 from .intake import TaskView
 from .machine import TaskState
 from .policy import Policy, get_policy
-from .runtime import deliver, expire_lease, put_artifact, record_fault
+from .runtime import Outcome, deliver, expire_lease, put_artifact, record_fault
 from .scenario import Scenario, TaskSpec
 from .store import Store
 
-__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path"]
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "fault_specs", "unmatched_faults"]
 
 
 @dataclass
@@ -113,7 +114,7 @@ class Run:
         self.sent_this_round += 1
         self.bus.send(env, self.now)
         for worker_id, after in self.bus.crashed:
-            self._crash(worker_id, after)
+            self._crash(worker_id, after.task_id, after.payload.get("lease_version", 1))
         self.bus.crashed.clear()
         return env
 
@@ -158,16 +159,16 @@ class Run:
 
     # ---------------------------------------------------------------- crash and recovery
 
-    def _crash(self, worker_id: str, after: Envelope) -> None:
+    def _crash(self, worker_id: str, task_id: str, lease: int) -> None:
+        """``worker_id`` dies holding (or asking for) lease ``lease`` on ``task_id``."""
         dead = self.workers[worker_id]
         dead.dead = True
-        lease = after.payload.get("lease_version", 1)
-        self.zombies.append(Zombie(dead, after.task_id, lease))
+        self.zombies.append(Zombie(dead, task_id, lease))
         # A restarted body of the same participant: it gets the dead one's other assignments back
         # (what was asked of it, not its progress), and the leases the dead one asked for are watched.
         fresh = Worker(self, worker_id, self.fake, generation=dead.generation + 1)
         for tid, job in dead.jobs.items():
-            if tid == after.task_id:
+            if tid == task_id:
                 continue
             fresh.jobs[tid] = _Job(job.spec, job.inputs)
             if job.lease:
@@ -208,12 +209,11 @@ class Run:
 
     # ---------------------------------------------------------------- the loop
 
-    def _deliver_due(self) -> int:
-        n = 0
+    def _deliver_due(self) -> Iterator[Outcome]:
+        """Deliver what is due this round, one envelope at a time (a generator: the TUI steps it)."""
         for env in self.bus.due(self.now):
             out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
             self._tasks.pop(env.task_id, None)
-            n += 1
             self.manager.on_delivery(env, out.decision)
             w = self.workers.get(env.recipient)
             if w is not None:
@@ -224,7 +224,7 @@ class Run:
                         self.workers[wid].on_fence(env)
             if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
                 self.results[env.task_id] = env
-        return n
+            yield out
 
     def _settled_all(self) -> bool:
         st = self.scenario.stress
@@ -267,6 +267,15 @@ class Run:
         return False
 
     def run(self) -> None:
+        for _ in self.steps():
+            pass
+
+    def steps(self) -> Iterator[Outcome]:
+        """The run, one delivery at a time: yields each delivery's outcome as it happens.
+
+        Exhausting it is :meth:`run`. After it ends, calling it again carries on from the
+        current round (the TUI does so when a fault injected by hand puts more on the bus).
+        """
         s = self.settings
         quiet_for = 0
         bar_total = self.scenario.stress.tasks if self.scenario.stress else len(self.specs)
@@ -285,7 +294,10 @@ class Run:
             for wid in sorted(self.workers):
                 self.workers[wid].act(self.now)
             self.bus.release_held(self.now)
-            delivered = self._deliver_due()
+            delivered = 0
+            for out in self._deliver_due():
+                delivered += 1
+                yield out
             if self.progress is not None and self.now % 25 == 0:
                 done = (self._stress_next - len(self.specs)) if self.scenario.stress else sum(self._settled(t) for t in self.specs)
                 self.progress.update(job, completed=done)
@@ -323,6 +335,22 @@ def prepare_db_path(db: Path, scenario: str) -> None:
         )
 
 
+def fault_specs(scenario: Scenario, faults=()) -> list[FaultSpec]:
+    """The scenario's own faults, then the ones asked for, then the stress mix."""
+    specs = [parse_fault(f) for f in (*scenario.faults, *faults)]
+    if scenario.stress is not None:
+        # The stress mix: a share of envelopes delivered twice, a share sent again with another payload.
+        for name, rate in (("duplicate", scenario.stress.duplicate_rate), ("conflicting-digest", scenario.stress.conflict_rate)):
+            if rate > 0:
+                specs.append(parse_fault(f"{name}:{rate}"))
+    return specs
+
+
+def unmatched_faults(run: Run) -> list[str]:
+    """Fault selectors that named a message or type this run never sent."""
+    return [s.text for s in run.faults if s.kind in ("message", "type", "default") and run.bus.matched[s.text] == 0]
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -334,12 +362,7 @@ def run_scenario(
 ) -> Store:
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success."""
     pol = get_policy(policy) if isinstance(policy, str) else policy
-    specs = [parse_fault(f) for f in (*scenario.faults, *faults)]
-    if scenario.stress is not None:
-        # The stress mix: a share of envelopes delivered twice, a share sent again with another payload.
-        for name, rate in (("duplicate", scenario.stress.duplicate_rate), ("conflicting-digest", scenario.stress.conflict_rate)):
-            if rate > 0:
-                specs.append(parse_fault(f"{name}:{rate}"))
+    specs = fault_specs(scenario, faults)
     seed = scenario.seed if seed is None else seed
     tmp = None
     if db is not None:
@@ -356,7 +379,7 @@ def run_scenario(
         })
         run = Run(scenario, pol, seed, specs, store, progress)
         run.run()
-        unmatched = [s.text for s in specs if s.kind in ("message", "type", "default") and run.bus.matched[s.text] == 0]
+        unmatched = unmatched_faults(run)
         if unmatched:
             raise InputError(
                 f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}", code="E_FAULT_NO_MATCH"

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -228,6 +229,7 @@ class Store:
         self._next_arrival = 1
         self._time_cache: tuple[int, str] = (-1, "")
         self._start: datetime | None = None
+        self.readonly = False
 
     # ------------------------------------------------------------------ opening
 
@@ -236,6 +238,17 @@ class Store:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
         factory = _CapturingConnection if _WRITE_SINK is not None else sqlite3.Connection
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory)
+        return sqlite_utils.Database(conn)
+
+    @staticmethod
+    def _connect_readonly(path: Path) -> sqlite_utils.Database:
+        # mode=ro: SQLite refuses every write. A run closed cleanly has no -wal file: open it
+        # immutable, so not even the -shm/-wal side files appear beside it. A -wal left by a
+        # writer still running (or one that crashed) must be read through: plain mode=ro.
+        wal = Path(str(path) + "-wal")
+        live = wal.exists() and wal.stat().st_size > 0
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if live else "?mode=ro&immutable=1")
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         return sqlite_utils.Database(conn)
 
     @classmethod
@@ -287,8 +300,13 @@ class Store:
         return cls.create(None, **kw)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Store":
-        """Open an existing protolab database, checking it is one and that its schema is known."""
+    def open(cls, path: str | os.PathLike, *, readonly: bool = False) -> "Store":
+        """Open an existing protolab database, checking it is one and that its schema is known.
+
+        ``readonly`` opens it so that nothing can be written to the file (SQLite's read-only
+        mode): the TUI opens a finished run that way. An older schema is then migrated in a
+        private in-memory copy, never in the file.
+        """
         p = Path(path)
         if not p.exists():
             raise StoreError(f"{p} does not exist; create it with 'protolab init --db {p}'", code="E_DB_MISSING")
@@ -301,8 +319,9 @@ class Store:
         if not head:
             raise StoreError(f"{p} is empty, not a protolab database", code="E_DB_NOT_PROTOLAB")
         try:
-            db = cls._connect(str(p))
+            db = cls._connect_readonly(p) if readonly else cls._connect(str(p))
             store = cls(db, str(p))
+            store.readonly = readonly
             names = set(db.table_names())
             if "meta" not in names:
                 db.conn.close()
@@ -330,6 +349,15 @@ class Store:
             if missing:
                 db.conn.close()
                 raise StoreError(f"{p} lacks tables {', '.join(sorted(missing))}; it is damaged", code="E_DB_CORRUPT")
+            if readonly:
+                if version < SCHEMA_VERSION:
+                    mem = store.copy()
+                    store.close()
+                    mem._migrate(version)
+                    mem.path, mem.readonly = str(p), True
+                    store = mem
+                store._load_meta()
+                return store
             store._pragmas()
             if version < SCHEMA_VERSION:
                 store._migrate(version)
@@ -792,6 +820,116 @@ class Store:
             r["payload"] = json.loads(r["payload"])
             r["evidence_refs"] = json.loads(r["evidence_refs"])
             yield r
+
+    # ------------------------------------------------------------------ browsing (the TUI pages through these)
+
+    def _scope(self, task_id: str | None, trace_id: str | None, col: str = "task_id") -> tuple[str, list]:
+        where, params = [], []
+        if task_id is not None:
+            where.append(f"{col} = ?")
+            params.append(task_id)
+        if trace_id is not None:
+            where.append(f"({col} = ? OR {col} IN (SELECT task_id FROM tasks WHERE trace_id = ?))")
+            params += [trace_id, trace_id]
+        return where, params
+
+    def event_ids(self, *, task_id: str | None = None, trace_id: str | None = None, upto: int | None = None) -> list[int]:
+        """Event sequence numbers in log order, filtered by task or trace, up to event ``upto``."""
+        where, params = self._scope(task_id, trace_id)
+        if upto is not None:
+            where.append("seq <= ?")
+            params.append(upto)
+        sql = "SELECT seq FROM events" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq"
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def events_at(self, seqs: list[int]) -> list[dict]:
+        """The events with these sequence numbers, in the order given (data left as JSON text)."""
+        if not seqs:
+            return []
+        lo, hi = min(seqs), max(seqs)
+        rows = {r["seq"]: r for r in self._rows("SELECT * FROM events WHERE seq BETWEEN ? AND ?", (lo, hi))} \
+            if hi - lo < 4 * len(seqs) + 64 else \
+            {r["seq"]: r for r in self._rows(f"SELECT * FROM events WHERE seq IN ({','.join('?' * len(seqs))})", seqs)}
+        return [rows[s] for s in seqs if s in rows]
+
+    def delivery_ids(
+        self, *, task_id: str | None = None, trace_id: str | None = None, upto_event: int | None = None
+    ) -> list[int]:
+        """Delivery ids in order, filtered by task or trace; with ``upto_event``, only the
+        deliveries whose events (or absence of any) came at or before that event."""
+        where, params = self._scope(task_id, trace_id)
+        if upto_event is not None:
+            last = self.conn.execute(
+                "SELECT COALESCE(MAX(delivery_id), 0) FROM events WHERE seq <= ? AND delivery_id IS NOT NULL", (upto_event,)
+            ).fetchone()[0]
+            where.append("delivery_id <= ?")
+            params.append(last)
+        sql = "SELECT delivery_id FROM deliveries" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY delivery_id"
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    _DELIVERY_SQL = (
+        "SELECT d.*, m.sender, m.recipient, m.trace_id, m.idempotency_key, m.sender_seq, m.sender_generation "
+        "FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
+    )
+
+    def deliveries_at(self, ids: list[int]) -> list[dict]:
+        """These deliveries joined with who sent what to whom, in the order given."""
+        if not ids:
+            return []
+        lo, hi = min(ids), max(ids)
+        if hi - lo < 4 * len(ids) + 64:
+            rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id BETWEEN ? AND ?", (lo, hi))
+        else:
+            rows = self._rows(self._DELIVERY_SQL + f"WHERE d.delivery_id IN ({','.join('?' * len(ids))})", ids)
+        by = {r["delivery_id"]: r for r in rows}
+        return [by[i] for i in ids if i in by]
+
+    def delivery(self, delivery_id: int) -> dict | None:
+        rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id = ?", (delivery_id,))
+        return rows[0] if rows else None
+
+    def message_at(self, msg_seq: int) -> dict | None:
+        """One stored envelope, whole (payload and evidence parsed)."""
+        rows = self._rows("SELECT * FROM messages WHERE msg_seq = ?", (msg_seq,))
+        if not rows:
+            return None
+        r = rows[0]
+        r["payload"] = json.loads(r["payload"])
+        r["evidence_refs"] = json.loads(r["evidence_refs"])
+        return r
+
+    def deliveries_of(self, message_id: str) -> list[dict]:
+        return self._rows("SELECT * FROM deliveries WHERE message_id = ? ORDER BY delivery_id", (message_id,))
+
+    def events_of_delivery(self, delivery_id: int) -> list[dict]:
+        rows = self._rows("SELECT * FROM events WHERE delivery_id = ? ORDER BY seq", (delivery_id,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
+    def event(self, seq: int) -> dict | None:
+        rows = self._rows("SELECT * FROM events WHERE seq = ?", (seq,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows[0] if rows else None
+
+    def last_event(self) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+
+    def intent_of(self, task_id: str, key: str, payload_digest: str, scheme: str) -> dict | None:
+        rows = self._rows(
+            "SELECT * FROM intents WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? AND digest_scheme = ?",
+            (task_id, key, payload_digest, scheme),
+        )
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows[0] if rows else None
+
+    def message_by_id(self, message_id: str) -> dict | None:
+        """The first envelope stored under ``message_id`` (evidence may cite a message)."""
+        rows = self._rows("SELECT msg_seq FROM messages WHERE message_id = ? ORDER BY msg_seq LIMIT 1", (message_id,))
+        return self.message_at(rows[0]["msg_seq"]) if rows else None
 
     def copy(self) -> "Store":
         """An in-memory copy of this database (to try something without touching the file)."""

@@ -1,0 +1,237 @@
+"""Runs driven by hand, and the past of a run: what the TUI works with (no Textual here).
+
+:class:`LiveRun` is the simulator stepped one delivery at a time, with faults injected on
+messages already sent, a worker crashed on demand and a needs_review task reconciled by the
+reviewer. Everything it does goes through the same runtime as ``protolab run``: a live run
+that is only stepped writes the same database as the batch run of that scenario and seed.
+
+:class:`Timeline` answers "what did state look like after event N": it folds the event log
+into an in-memory store (the same reducer ``protolab replay`` uses), forward one event at a
+time, and backward from the nearest checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from .envelope import FIELDS, Envelope
+from .errors import InputError, ProtolabError
+from .policy import get_policy
+from .runner import Run, fault_specs, prepare_db_path, unmatched_faults
+from .runtime import Outcome, record_fault, review
+from .scenario import Scenario
+from .store import EventDraft, Store
+
+__all__ = ["LiveRun", "Timeline", "envelope_of", "INJECTABLE"]
+
+#: What the TUI can do to a message that was sent: the name of the fault and what it means.
+INJECTABLE = {
+    "duplicate": "deliver the same envelope once more",
+    "conflicting-digest": "send the same idempotency key again with another payload",
+    "late-failure": "a failure for the same attempt arrives after its result",
+}
+
+
+def envelope_of(row: dict) -> Envelope:
+    """The envelope a stored message row holds."""
+    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
+
+
+class LiveRun:
+    """A simulator run advanced by the caller, one delivery per :meth:`step`.
+
+    With ``db`` the run is written to that file as it goes (an earlier run of the same
+    scenario there is replaced); without, it lives in memory.
+    """
+
+    def __init__(self, scenario: Scenario, *, policy: str = "safe", seed: int | None = None,
+                 faults=(), db: str | os.PathLike | None = None):
+        pol = get_policy(policy)
+        specs = fault_specs(scenario, faults)
+        seed = scenario.seed if seed is None else seed
+        path = None
+        if db is not None:
+            path = Path(db)
+            prepare_db_path(path, scenario.name)
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+        self.store = Store.create(path, start_time=scenario.start_time)
+        self.store.set_meta({
+            "scenario": scenario.name, "seed": str(seed), "policy": pol.name,
+            "faults": ",".join(s.text for s in specs),
+        })
+        self.scenario = scenario
+        self.policy = pol
+        self.seed = seed
+        self.run = Run(scenario, pol, seed, specs, self.store)
+        self._steps = self.run.steps()
+        self.finished = False
+        self.last: Outcome | None = None
+        self.delivered = 0
+
+    # ---------------------------------------------------------------- stepping
+
+    def step(self) -> Outcome | None:
+        """Deliver the next envelope; None (and ``finished``) once nothing more will happen."""
+        if self.finished:
+            if not len(self.run.bus) and all(z.done for z in self.run.zombies):
+                return None
+            # Something was injected after the run went quiet: carry on from this round.
+            self.finished = False
+            self._steps = self.run.steps()
+        try:
+            out = next(self._steps)
+        except StopIteration:
+            self.finished = True
+            self._seal()
+            return None
+        self.last = out
+        self.delivered += 1
+        return out
+
+    def run_to_end(self) -> int:
+        n = 0
+        while self.step() is not None:
+            n += 1
+        return n
+
+    def _seal(self) -> None:
+        self.store.set_meta({
+            "rounds": str(self.run.now), "unfinished": str(self.run.unfinished), "commits": str(self.store.commits + 1),
+        })
+
+    def unmatched_faults(self) -> list[str]:
+        return unmatched_faults(self.run)
+
+    # ---------------------------------------------------------------- by hand
+
+    def inject(self, fault: str, message_id: str) -> str:
+        """Inject ``fault`` on a message already delivered; returns what was done, in words."""
+        if fault not in INJECTABLE:
+            raise InputError(f"cannot inject {fault!r}; expected one of: {', '.join(INJECTABLE)}", code="E_UNKNOWN_FAULT")
+        row = self.store.message_by_id(message_id)
+        if row is None:
+            raise InputError(f"no message {message_id} has been delivered yet", code="E_UNKNOWN_MESSAGE")
+        env = envelope_of(row)
+        if env.task_id == env.trace_id:
+            raise InputError(f"{message_id} is a {env.type} about the conversation, not a task message", code="E_FAULT_NOT_APPLICABLE")
+        if fault == "duplicate":
+            # The transport knows the send's sequence; a second delivery carries the same one.
+            self.run.sent_meta[env.message_id] = (row.get("sender_seq") or 0, row.get("sender_generation") or 1)
+        copy = self.run.bus.inject(fault, env, self.run.now)
+        if fault == "duplicate":
+            return f"{message_id} will be delivered again next round"
+        return f"{copy.message_id} ({fault} of {message_id}) will arrive next round"
+
+    def crash(self, worker_id: str) -> str:
+        """Crash ``worker_id`` now, mid-task: its lease will expire and a restarted body takes over."""
+        w = self.run.workers.get(worker_id)
+        if w is None:
+            raise InputError(
+                f"no worker {worker_id!r} in this run; workers: {', '.join(sorted(self.run.workers))}", code="E_UNKNOWN_WORKER"
+            )
+        holding = [(tid, job) for tid, job in sorted(w.jobs.items()) if job.lease and job.result is None]
+        if not holding:
+            raise InputError(
+                f"{worker_id} holds no lease right now; step until it starts a task, then crash it", code="E_NOTHING_TO_CRASH"
+            )
+        tid, job = holding[0]
+        record_fault(self.store, "crash", message_id=None, task_id=tid,
+                     detail={"selector": "by hand", "worker": worker_id, "lease_version": job.lease}, tick=self.run.now)
+        self.run.heartbeat[f"{worker_id}#{w.generation}"] = self.run.now
+        self.run._crash(worker_id, tid, job.lease)
+        self.run._tasks.pop(tid, None)
+        return f"{worker_id} crashed holding lease v{job.lease} of {tid}; it will expire after {self.run.settings.lease_ticks} rounds"
+
+    def reconcile(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer") -> Outcome:
+        """The reviewer's decision on a needs_review task, delivered now through intake."""
+        out = review(self.store, task_id, decision, by=by, evidence=evidence)
+        # The review took the next tick; the run's rounds carry on after it.
+        self.run.now = max(self.run.now, self.store.tick)
+        self.run._tasks.pop(task_id, None)
+        return out
+
+    def close(self) -> None:
+        if not self.finished:
+            with _quiet_errors():
+                self._seal()
+        self.store.close()
+
+
+class _quiet_errors:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, e, tb):
+        return etype is not None and issubclass(etype, (ProtolabError, sqlite3.Error))
+
+
+class Timeline:
+    """State as of any event of ``store``'s log, rebuilt by folding the log.
+
+    ``at(seq)`` returns an in-memory :class:`Store` holding exactly what events 1..seq fold
+    into. Moving forward folds only the new events; moving back restarts from the newest
+    checkpoint at or before ``seq`` (one every ``every`` events), so stepping back and forth
+    through a 100,000-event run stays quick.
+    """
+
+    def __init__(self, store: Store, *, every: int = 2000):
+        self.source = store
+        self.every = every
+        self._checkpoints: list[tuple[int, Store]] = []
+        self._cur: Store | None = None
+        self.seq = 0
+
+    def _fold(self, upto: int) -> None:
+        cur = self._cur
+        assert cur is not None
+        while self.seq < upto:
+            # One transaction per stretch between checkpoints; a checkpoint is a copy after commit.
+            stop = min(upto, (self.seq // self.every + 1) * self.every)
+            with cur.transaction():
+                for ev in self._events(self.seq, stop):
+                    cur.advance(to=max(cur.tick, ev["tick"]))
+                    cur.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]),
+                                     delivery_id=ev["delivery_id"])
+            self.seq = stop
+            if stop % self.every == 0 and (not self._checkpoints or self._checkpoints[-1][0] < stop):
+                self._checkpoints.append((stop, cur.copy()))
+
+    def _events(self, after: int, upto: int):
+        batch = 5000
+        lo = after
+        while lo < upto:
+            ids = list(range(lo + 1, min(upto, lo + batch) + 1))
+            for ev in self.source.events_at(ids):
+                ev["data"] = json.loads(ev["data"])
+                yield ev
+            lo = ids[-1]
+
+    def at(self, seq: int) -> Store:
+        """State after event ``seq`` (0: before the first event)."""
+        seq = max(0, min(seq, self.source.last_event()))
+        if self._cur is None or seq < self.seq:
+            if self._cur is not None:
+                self._cur.close()
+            base = None
+            for at, snap in self._checkpoints:
+                if at <= seq:
+                    base = (at, snap)
+            if base is None:
+                self._cur = Store.create(None, start_time=self.source.start_time, empty=True)
+                self.seq = 0
+            else:
+                self._cur = base[1].copy()
+                self.seq = base[0]
+        if seq > self.seq:
+            self._fold(seq)
+        return self._cur
+
+    def close(self) -> None:
+        if self._cur is not None:
+            self._cur.close()
+        for _, snap in self._checkpoints:
+            snap.close()

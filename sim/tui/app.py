@@ -1,0 +1,536 @@
+"""The protolab TUI: a run's State, Events and Messages, side by side and never mixed.
+
+Three ways in (see ``protolab demo`` and ``protolab tui``): a live run stepped by hand (a
+:class:`~sim.live.LiveRun`), a finished run opened read-only, and the workshop screen that
+runs the naive and the safe policy side by side (:mod:`sim.tui.workshop`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ..errors import ProtolabError
+from ..live import LiveRun, Timeline
+from ..store import Store
+from .logview import LogView
+from .rows import DELIVERY_HEADER, EVENT_HEADER, TASK_HEADER, TaskSource, delivery_source, event_source
+
+#: Play speeds, in deliveries per second.
+SPEEDS = (1, 2, 4, 8, 16, 50, 200)
+MIN_SIZE = (60, 16)
+
+SOURCE_OF_TRUTH = (
+    "[b]State[/b]: authoritative tables, written only by folding [b]Events[/b] (the append-only log). "
+    "[b]Messages[/b]: what was said and what intake decided; never state."
+)
+
+
+class Pane(Vertical):
+    """A titled pane holding one LogView and a column header."""
+
+    DEFAULT_CSS = """
+    Pane { border: round $primary 50%; height: 1fr; }
+    Pane:focus-within { border: round $accent; }
+    Pane > .pane--header { height: 1; color: $text-muted; text-style: bold; }
+    """
+
+    def __init__(self, title: str, header: str, view: LogView, *, id: str):
+        super().__init__(id=id)
+        self.border_title = title
+        self._header = header
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self._header, no_wrap=True, overflow="ellipsis"), classes="pane--header")
+        yield self.view
+
+
+class RunScreen(Screen):
+    """The main screen: the source-of-truth strip, the three panes, a status line, the footer."""
+
+    DEFAULT_CSS = """
+    RunScreen { layout: vertical; }
+    #status { height: 1; background: $boost; padding: 0 1; }
+    #truth { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
+    #panes { height: 1fr; }
+    #state-pane { height: 7; }
+    #logs { layout: horizontal; height: 1fr; }
+    #too-small { display: none; height: 1fr; content-align: center middle; text-style: bold; }
+    RunScreen.-small #too-small { display: block; }
+    RunScreen.-small #panes, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
+    RunScreen.-narrow #logs { layout: vertical; }
+    """
+
+    def compose(self) -> ComposeResult:
+        app: ProtolabApp = self.app  # type: ignore[assignment]
+        yield Static(id="status")
+        yield Static(SOURCE_OF_TRUTH, id="truth")
+        with Vertical(id="panes"):
+            yield Pane("State", TASK_HEADER, app.state_view, id="state-pane")
+            with Container(id="logs"):
+                yield Pane("Events", EVENT_HEADER, app.events_view, id="events-pane")
+                yield Pane("Messages", DELIVERY_HEADER, app.messages_view, id="messages-pane")
+        yield Static(id="too-small")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._fit(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, w: int, h: int) -> None:
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        self.set_class(small, "-small")
+        self.set_class(w < 120, "-narrow")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"The terminal is {w}x{h}; protolab needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}.\n"
+                "Make the window bigger (or press q to quit)."
+            )
+
+
+class ProtolabApp(App):
+    """Browse (and, when live, drive) one run."""
+
+    TITLE = "protolab"
+    CSS = """
+    Screen { background: $surface; }
+    """
+
+    BINDINGS = [
+        Binding("space", "step", "Step", tooltip="Deliver the next envelope (one delivery)"),
+        Binding("p", "toggle_play", "Play/pause", tooltip="Deliver continuously at the current speed"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("d", "inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again"),
+        Binding("c", "inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload"),
+        Binding("l", "inject('late-failure')", "Late fail", tooltip="A late failure after the selected result"),
+        Binding("k", "crash", "Crash worker", tooltip="Crash a worker mid-task"),
+        Binding("r", "reconcile", "Reconcile", tooltip="Decide a needs_review task as the reviewer"),
+        Binding("f", "filter", "Filter", tooltip="Show one task or trace only"),
+        Binding("left_square_bracket", "back", "Back", key_display="[", tooltip="Time travel: one event back"),
+        Binding("right_square_bracket", "forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
+        Binding("t", "present", "Now", tooltip="Leave time travel: back to the present"),
+        Binding("v", "conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    #: (action, title, help) for the command palette: the same actions as the keys.
+    COMMANDS_LIST = (
+        ("step", "Step one delivery", "Deliver the next envelope"),
+        ("toggle_play", "Play / pause", "Deliver continuously at the current speed"),
+        ("faster", "Faster", "Raise the play speed"),
+        ("slower", "Slower", "Lower the play speed"),
+        ("inject('duplicate')", "Inject a duplicate delivery", "Deliver the selected message once more"),
+        ("inject('conflicting-digest')", "Inject a conflicting digest", "The selected message's key again, with another payload"),
+        ("inject('late-failure')", "Inject a late failure", "A failure for the selected result's attempt arrives late"),
+        ("crash", "Crash a worker", "A worker dies holding its lease"),
+        ("reconcile", "Reconcile a needs_review task", "Decide ready or canceled as the reviewer, citing evidence"),
+        ("filter", "Filter by task or trace", "Show one task or one trace only"),
+        ("back", "Time travel: one event back", "All three panes as of the previous event"),
+        ("forward", "Time travel: one event forward", "All three panes as of the next event"),
+        ("present", "Back to the present", "Leave time travel"),
+        ("conversation", "Conversation view", "Per-sender messages, fence, acknowledgements, validator errors"),
+        ("help", "Help", "Every key and what the panes mean"),
+    )
+
+    def __init__(self, store: Store, *, live: LiveRun | None = None, play: bool = False, speed: int = 4,
+                 label: str | None = None):
+        super().__init__()
+        self.store = store
+        self.live = live
+        self.label = label or self._label()
+        self.playing = False
+        self.speed_i = SPEEDS.index(speed) if speed in SPEEDS else 2
+        self._autoplay = play and live is not None
+        self._timer = None
+        self.as_of: int | None = None  # time travel: the event the panes show state after
+        self.timeline = Timeline(store)
+        self.filter: tuple[str, str] | None = None  # ("task" | "trace", id)
+        self.state_view = LogView(id="state")
+        self.events_view = LogView(id="events", follow=True)
+        self.messages_view = LogView(id="messages", follow=True)
+        self._tasks: list[dict] = []
+        self.message_line = ""
+
+    # ------------------------------------------------------------------ set-up
+
+    def _label(self) -> str:
+        g = self.store.get_meta
+        scen = g("scenario") or "hand-delivered messages"
+        return f"{scen} · seed {g('seed') or '-'} · {g('policy') or 'safe'}"
+
+    def get_default_screen(self) -> Screen:
+        return RunScreen()
+
+    def on_mount(self) -> None:
+        self.title = "protolab"
+        self.sub_title = self.label
+        self.reload()
+        self.events_view.move_cursor(len(self.events_view.source) - 1)
+        self.messages_view.move_cursor(len(self.messages_view.source) - 1)
+        self.messages_view.focus()
+        if self._autoplay:
+            self.action_toggle_play()
+        self._status()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for action, title, help in self.COMMANDS_LIST:
+            yield SystemCommand(title, help, lambda a=action: self.run_action(a))
+
+    # ------------------------------------------------------------------ what the panes show
+
+    def _scope(self) -> dict:
+        if self.filter is None:
+            return {}
+        kind, value = self.filter
+        return {"task_id": value} if kind == "task" else {"trace_id": value}
+
+    def reload(self) -> None:
+        """Point the three panes at the run as of now (or as of the time-travel event)."""
+        scope = self._scope()
+        store = self.store
+        if self.as_of is None:
+            view_store = store
+            if scope:
+                ev_ids = store.event_ids(**scope)
+                dl_ids = store.delivery_ids(**scope)
+            else:
+                ev_ids = range(1, store.last_event() + 1)
+                dl_ids = store.delivery_ids()
+        else:
+            view_store = self.timeline.at(self.as_of)
+            ev_ids = store.event_ids(upto=self.as_of, **scope)
+            dl_ids = store.delivery_ids(upto_event=self.as_of, **scope)
+        tasks = view_store.tasks()
+        if self.filter is not None:
+            kind, value = self.filter
+            tasks = [t for t in tasks if (t["task_id"] if kind == "task" else t["trace_id"]) == value]
+        self._tasks = tasks
+        self.state_view.set_source(TaskSource(tasks), keep_cursor=True)
+        self._size_state_pane()
+        self._swap(self.events_view, event_source(store, ev_ids))
+        self._swap(self.messages_view, delivery_source(store, dl_ids))
+        if self.as_of is not None:
+            self.events_view.move_cursor(len(ev_ids) - 1)
+        self._status()
+
+    def _size_state_pane(self) -> None:
+        """As tall as its tasks need (at least one row), at most a third of the screen."""
+        try:
+            pane = self.screen.query_one("#state-pane")
+        except Exception:  # noqa: BLE001 (another screen is on top)
+            return
+        cap = max(5, (self.size.height - 4) // 3)
+        pane.styles.height = max(4, min(len(self._tasks) + 3, cap))
+
+    def _swap(self, view: LogView, source) -> None:
+        old = view.source
+        at_end = len(old) == 0 or view.cursor >= len(old) - 1
+        view.set_source(source, keep_cursor=True)
+        if at_end and (self.as_of is None or view is self.messages_view):
+            view.move_cursor(len(source) - 1)
+
+    def _status(self) -> None:
+        parts = [self.label]
+        if self.live is not None:
+            r = self.live.run
+            mode = "finished" if self.live.finished else ("▶ playing" if self.playing else "⏸ paused")
+            parts.append(f"round {r.now} · {self.live.delivered} deliveries · {mode} ×{SPEEDS[self.speed_i]}/s")
+        else:
+            parts.append("read-only")
+        if self.as_of is not None:
+            parts.append(f"[reverse] TIME TRAVEL: after event {self.as_of} of {self.store.last_event()} [/reverse]")
+        if self.filter is not None:
+            parts.append(f"filter {self.filter[0]}={self.filter[1]}")
+        if self.message_line:
+            parts.append(self.message_line)
+        try:
+            self.screen.query_one("#status", Static).update(" │ ".join(parts))
+        except Exception:  # noqa: BLE001 (a modal is on top: the status waits)
+            pass
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        self.message_line = f"[red]{text}[/red]" if error else text
+        if error:
+            self.notify(text, severity="error", timeout=5)
+        self._status()
+
+    # ------------------------------------------------------------------ selection
+
+    def selected_delivery(self) -> dict | None:
+        src = self.messages_view.source
+        i = self.messages_view.cursor
+        if self.focused is self.events_view:
+            seq = self.events_view.source.id_at(self.events_view.cursor)
+            ev = self.store.event(seq) if seq is not None else None
+            if ev and ev["delivery_id"]:
+                return self.store.delivery(ev["delivery_id"])
+            return None
+        if not hasattr(src, "id_at"):
+            return None
+        did = src.id_at(i)
+        return self.store.delivery(did) if did is not None else None
+
+    def selected_task(self) -> dict | None:
+        if self.focused is self.state_view and 0 <= self.state_view.cursor < len(self._tasks):
+            return self._tasks[self.state_view.cursor]
+        d = self.selected_delivery()
+        if d is not None:
+            for t in self._tasks:
+                if t["task_id"] == d["task_id"]:
+                    return t
+        review = [t for t in self._tasks if t["state"] == "needs_review"]
+        return review[0] if review else None
+
+    # ------------------------------------------------------------------ stepping
+
+    def _need_live(self, what: str) -> bool:
+        if self.live is None:
+            self.say(f"read-only: this run is finished, so it cannot {what}; use [ and ] to walk through it")
+            return False
+        if self.as_of is not None:
+            self.as_of = None
+        return True
+
+    def action_step(self) -> None:
+        if self.live is None:
+            # A finished run: step through it one delivery at a time, by time travel.
+            self._travel_delivery()
+            return
+        if self.as_of is not None:
+            self.as_of = None
+        out = self.live.step()
+        if out is None:
+            self._stop_play()
+            self.say("the run is over: nothing more is due (inject a fault to carry on, or press q)")
+        else:
+            self.message_line = f"#{out.delivery_id} {out.message_id} {out.type}: {out.decision}"
+        self.reload()
+
+    def _travel_delivery(self) -> None:
+        cur = self.as_of if self.as_of is not None else 0
+        last = self.store.last_event()
+        if self.as_of is None:
+            cur = 0
+        ev = self.store.event(cur + 1)
+        if ev is None:
+            self.say("at the end of the run")
+            return
+        target = cur + 1
+        did = ev["delivery_id"]
+        while did is not None:
+            nxt = self.store.event(target + 1)
+            if nxt is None or nxt["delivery_id"] != did:
+                break
+            target += 1
+        self.as_of = min(target, last)
+        self.reload()
+
+    def action_toggle_play(self) -> None:
+        if self.live is None:
+            self.say("read-only: a finished run does not play; press space to walk it one delivery at a time")
+            return
+        if self.playing:
+            self._stop_play()
+        else:
+            self.playing = True
+            self._arm()
+        self._status()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(max(0.05, 1 / SPEEDS[self.speed_i]), self._tick)
+
+    def _tick(self) -> None:
+        if not self.playing or self.live is None:
+            return
+        n = max(1, round(SPEEDS[self.speed_i] * max(0.05, 1 / SPEEDS[self.speed_i])))
+        for _ in range(n):
+            out = self.live.step()
+            if out is None:
+                self._stop_play()
+                self.message_line = "the run is over"
+                break
+            self.message_line = f"#{out.delivery_id} {out.message_id} {out.type}: {out.decision}"
+        self.as_of = None
+        self.reload()
+
+    def _stop_play(self) -> None:
+        self.playing = False
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._status()
+
+    def action_faster(self) -> None:
+        self.speed_i = min(self.speed_i + 1, len(SPEEDS) - 1)
+        if self.playing:
+            self._arm()
+        self._status()
+
+    def action_slower(self) -> None:
+        self.speed_i = max(self.speed_i - 1, 0)
+        if self.playing:
+            self._arm()
+        self._status()
+
+    # ------------------------------------------------------------------ by hand
+
+    def action_inject(self, fault: str) -> None:
+        if not self._need_live(f"take a {fault}"):
+            return
+        d = self.selected_delivery()
+        if d is None:
+            self.say("select a message first (Messages pane)", error=True)
+            return
+        try:
+            self.say(self.live.inject(fault, d["message_id"]))
+        except ProtolabError as e:
+            self.say(f"{e.code}: {e}", error=True)
+        self.reload()
+
+    def action_crash(self) -> None:
+        if not self._need_live("crash a worker"):
+            return
+        from .screens import ChooseWorker
+
+        workers = sorted(self.live.run.workers)
+        d = self.selected_delivery()
+        first = d["sender"] if d and d["sender"] in workers else None
+
+        def done(worker: str | None) -> None:
+            if worker is None:
+                return
+            try:
+                self.say(self.live.crash(worker))
+            except ProtolabError as e:
+                self.say(f"{e.code}: {e}", error=True)
+            self.reload()
+
+        self.push_screen(ChooseWorker(workers, first), done)
+
+    def action_reconcile(self) -> None:
+        if not self._need_live("take a reviewer's decision"):
+            return
+        from .screens import Reconcile
+
+        t = self.selected_task()
+        if t is None or t["state"] != "needs_review":
+            waiting = [x["task_id"] for x in self.store.tasks() if x["state"] == "needs_review"]
+            if not waiting:
+                self.say("no task is in needs_review; inject a conflicting digest (c) to make one", error=True)
+                return
+            t = self.store.get_task(waiting[0]) and next(x for x in self.store.tasks() if x["task_id"] == waiting[0])
+        candidates = [i["message_id"] for i in self.store.intents() if i["task_id"] == t["task_id"] and not i["trusted"]]
+
+        def done(choice) -> None:
+            if choice is None:
+                return
+            decision, evidence = choice
+            try:
+                out = self.live.reconcile(t["task_id"], decision, evidence)
+                self.say(f"reviewer: {t['task_id']} → {decision} ({out.decision})")
+            except ProtolabError as e:
+                self.say(f"{e.code}: {e}", error=True)
+            self.reload()
+
+        self.push_screen(Reconcile(t["task_id"], candidates), done)
+
+    def action_filter(self) -> None:
+        from .screens import AskFilter
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            value = value.strip()
+            if not value:
+                self.filter = None
+                self.say("filter cleared")
+            elif any(t["task_id"] == value for t in self.store.tasks()):
+                self.filter = ("task", value)
+                self.say(f"showing task {value} only")
+            elif any(t["trace_id"] == value for t in self.store.tasks()):
+                self.filter = ("trace", value)
+                self.say(f"showing trace {value} only")
+            else:
+                self.say(f"no task or trace {value!r} in this run", error=True)
+                return
+            self.reload()
+
+        current = self.filter[1] if self.filter else ""
+        self.push_screen(AskFilter(current), done)
+
+    # ------------------------------------------------------------------ time travel
+
+    def action_back(self) -> None:
+        last = self.store.last_event()
+        cur = self.as_of if self.as_of is not None else last
+        if cur <= 0:
+            self.say("at the start of the log")
+            return
+        self._stop_play()
+        self.as_of = cur - 1
+        self.reload()
+
+    def action_forward(self) -> None:
+        if self.as_of is None:
+            self.say("already at the present; [ goes back")
+            return
+        last = self.store.last_event()
+        self.as_of = self.as_of + 1
+        if self.as_of >= last:
+            self.as_of = None
+        self.reload()
+
+    def action_present(self) -> None:
+        self.as_of = None
+        self.reload()
+
+    # ------------------------------------------------------------------ other screens
+
+    @on(LogView.Selected)
+    def _open_detail(self, event: LogView.Selected) -> None:
+        from .screens import Detail
+
+        view = event.view
+        src = view.source
+        if view is self.state_view:
+            if 0 <= event.index < len(self._tasks):
+                self.push_screen(Detail.for_task(self._state_store(), self.store, self._tasks[event.index]["task_id"]))
+            return
+        ident = src.id_at(event.index) if hasattr(src, "id_at") else None
+        if ident is None:
+            return
+        if view is self.events_view:
+            self.push_screen(Detail.for_event(self.store, ident))
+        else:
+            self.push_screen(Detail.for_delivery(self.store, ident))
+
+    def _state_store(self) -> Store:
+        return self.timeline.at(self.as_of) if self.as_of is not None else self.store
+
+    def action_conversation(self) -> None:
+        from .screens import Conversation
+
+        self.push_screen(Conversation(self.store))
+
+    def action_help(self) -> None:
+        from .screens import Help
+
+        self.push_screen(Help(self.BINDINGS))
+
+    def on_unmount(self) -> None:
+        self.timeline.close()
