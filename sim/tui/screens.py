@@ -335,22 +335,22 @@ class AskFilter(_Dialog):
 class ChooseWorker(_Dialog):
     def __init__(self, workers: list[str], first: str | None = None):
         super().__init__()
-        self.workers = workers
+        self.names = workers
         self.first = first
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Crash which worker? It dies holding its lease; a restarted body takes over once the lease expires.")
-            yield OptionList(*self.workers, id="workers")
+            yield OptionList(*self.names, id="workers")
 
     def on_mount(self) -> None:
         ol = self.query_one(OptionList)
-        if self.first in self.workers:
-            ol.highlighted = self.workers.index(self.first)
+        if self.first in self.names:
+            ol.highlighted = self.names.index(self.first)
         ol.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.workers[event.option_index])
+        self.dismiss(self.names[event.option_index])
 
 
 class Reconcile(_Dialog):
@@ -363,7 +363,8 @@ class Reconcile(_Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Reconcile {self.task_id} (needs_review) as the reviewer")
+            yield Label(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n"
+                        "↑/↓ and enter choose; tab moves to the evidence; enter there decides; escape cancels.")
             with RadioSet(id="decision"):
                 yield RadioButton("ready: run it again", value=True, id="ready")
                 yield RadioButton("canceled: stop it", id="canceled")
@@ -373,6 +374,9 @@ class Reconcile(_Dialog):
             with Horizontal():
                 yield Button("Decide", variant="primary", id="decide")
                 yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(RadioSet).focus()
 
     def _decision(self) -> str:
         pressed = self.query_one(RadioSet).pressed_button

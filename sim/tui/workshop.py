@@ -1,0 +1,177 @@
+"""Workshop mode: one seed and one set of faults, the naive and the safe policy side by side.
+
+A host steps both runs together and the screen names, on the naive side, the invariant the
+naive policy breaks (with its witness), while the safe side keeps every one.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Static
+
+from ..invariants import check
+from ..live import LiveRun
+from .app import SPEEDS
+from .logview import LogView
+from .rows import DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
+
+
+def _witness(w: dict) -> str:
+    keys = ("problem", "task_id", "message_id", "old_state", "new_state", "times_committed", "carried_lease_version")
+    return ", ".join(f"{k}={w[k]}" for k in keys if w.get(k) is not None)
+
+
+class Side(Vertical):
+    """One policy's run: verdict banner, State, invariants, Messages."""
+
+    DEFAULT_CSS = """
+    Side { width: 1fr; border: round $primary 50%; }
+    Side .banner { height: auto; padding: 0 1; text-style: bold; }
+    Side .banner.-broken { background: $error 40%; }
+    Side .banner.-holds { background: $success 30%; }
+    Side .hdr { height: 1; color: $text-muted; text-style: bold; }
+    Side .tasks { height: 5; }
+    Side .invariants { height: auto; padding: 0 1; }
+    Side LogView.msgs { height: 1fr; }
+    """
+
+    def __init__(self, live: LiveRun, title: str, *, id: str):
+        super().__init__(id=id)
+        self.live = live
+        self.border_title = title
+        self.tasks = LogView(classes="tasks")
+        self.msgs = LogView(classes="msgs", follow=True)
+        self.results = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="banner")
+        yield Static(Text(TASK_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr")
+        yield self.tasks
+        yield Static("", classes="invariants")
+        yield Static(Text(DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr")
+        yield self.msgs
+
+    def refresh_side(self) -> None:
+        store = self.live.store
+        self.tasks.set_source(TaskSource(store.tasks()), keep_cursor=True)
+        self.msgs.set_source(delivery_source(store, store.delivery_ids()))
+        self.msgs.move_cursor(len(self.msgs.source) - 1)
+        self.results = check(store)
+        broken = [r for r in self.results if not r.ok]
+        banner = self.query_one(".banner", Static)
+        banner.set_class(bool(broken), "-broken")
+        banner.set_class(not broken, "-holds")
+        if broken:
+            lines = [f"BROKEN: {r.name}: {_witness(r.witnesses[0])}" for r in broken]
+            banner.update("\n".join(lines))
+        else:
+            status = "finished" if self.live.finished else f"{self.live.delivered} deliveries"
+            banner.update(f"every invariant holds ({status})")
+        inv = Text()
+        for r in self.results:
+            inv.append("  ok   " if r.ok else "  FAIL ", "green" if r.ok else "bold red")
+            inv.append(r.name + "\n", "" if r.ok else "bold red")
+        self.query_one(".invariants", Static).update(inv)
+
+
+class WorkshopApp(App):
+    """Step the naive and the safe run of one scenario together."""
+
+    TITLE = "protolab workshop"
+    CSS = """
+    #status { height: 1; background: $boost; padding: 0 1; }
+    #sides { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("space", "step", "Step both", tooltip="One delivery on each side"),
+        Binding("p", "toggle_play", "Play/pause"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("e", "end", "To the end", tooltip="Run both to the end"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False):
+        super().__init__()
+        self.naive, self.safe = naive, safe
+        self.playing = False
+        self._autoplay = play
+        self.speed_i = 2
+        self._timer = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        with Horizontal(id="sides"):
+            yield Side(self.naive, "naive: last write wins", id="naive")
+            yield Side(self.safe, "safe: the course's rules", id="safe")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{self.safe.scenario.name} · seed {self.safe.seed}"
+        self._refresh()
+        if self._autoplay:
+            self.action_toggle_play()
+
+    def _refresh(self) -> None:
+        faults = self.safe.store.get_meta("faults") or "none"
+        mode = "▶ playing" if self.playing else "⏸ paused"
+        self.query_one("#status", Static).update(
+            f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults on both sides · "
+            f"{mode} ×{SPEEDS[self.speed_i]}/s"
+        )
+        for side in self.query(Side):
+            side.refresh_side()
+
+    def _step(self) -> bool:
+        a = self.naive.step()
+        b = self.safe.step()
+        return a is not None or b is not None
+
+    def action_step(self) -> None:
+        self._step()
+        self._refresh()
+
+    def action_end(self) -> None:
+        while self._step():
+            pass
+        self._stop()
+        self._refresh()
+
+    def action_toggle_play(self) -> None:
+        if self.playing:
+            self._stop()
+        else:
+            self.playing = True
+            self._arm()
+        self._refresh()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(1 / SPEEDS[self.speed_i], self._tick)
+
+    def _tick(self) -> None:
+        if not self._step():
+            self._stop()
+        self._refresh()
+
+    def _stop(self) -> None:
+        self.playing = False
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def action_faster(self) -> None:
+        self.speed_i = min(self.speed_i + 1, len(SPEEDS) - 1)
+        if self.playing:
+            self._arm()
+        self._refresh()
+
+    def action_slower(self) -> None:
+        self.speed_i = max(self.speed_i - 1, 0)
+        if self.playing:
+            self._arm()
+        self._refresh()
