@@ -1092,6 +1092,44 @@ def bench_trace(
                f"peak RSS {r['peak_rss_mb']} MB")
 
 
+@bench_app.command("tui")
+def bench_tui_cmd(
+    events: int = typer.Option(100_000, "--events", help="Build a finished stress run with about this many events."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Measure this finished run instead of building one."),
+    samples: int = typer.Option(300, "--samples", help="Random scroll positions to draw."),
+    datatable: bool = typer.Option(False, "--datatable", help="Also time Textual's DataTable holding every event row."),
+    as_json: bool = JSON_OPT,
+):
+    """Open a large finished run in the TUI (headless) and scroll it; floors: bare sqlite3 reads."""
+    import tempfile
+
+    from .tui.bench import bench_tui, make_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = db
+        if path is None:
+            path = Path(tmp) / "bench-tui.db"
+            with _progress(True) as bar:
+                make_run(path, events, progress=bar)
+        else:
+            from .store import Store
+
+            Store.open(path, readonly=True).close()  # refuses a missing, corrupt or foreign file
+        out = bench_tui(path, samples=samples, datatable=datatable)
+    if as_json:
+        _print_json(out)
+        return
+    rows = [
+        ["open to first frame", f"{out['open_s']:.3f} s", f"{out['floor_open_s'] * 1000:.2f} ms", "under 2 s" if out["open_s"] < 2 else "OVER 2 s"],
+        ["one frame while scrolling (median)", f"{out['frame_ms_median']} ms", f"{out['floor_frame_ms_median']} ms",
+         f"p95 {out['frame_ms_p95']} ms"],
+        ["page down, through the keyboard", f"{out['pagedown_ms']} ms", f"{out['floor_key_ms']} ms", "floor: an unbound key"],
+    ]
+    if "datatable_open_s" in out:
+        rows.append(["DataTable with every row (avoided)", f"{out['datatable_open_s']} s", "", ""])
+    _console().print(_table(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows))
+
+
 @bench_app.command("startup")
 def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
     """Wall time of 'protolab --help' beside a bare 'python -c pass' (budget: 300 ms)."""

@@ -169,6 +169,10 @@ class _quiet_errors:
         return etype is not None and issubclass(etype, (ProtolabError, sqlite3.Error))
 
 
+class _Cancelled(Exception):
+    pass
+
+
 class Timeline:
     """State as of any event of ``store``'s log, rebuilt by folding the log.
 
@@ -184,11 +188,22 @@ class Timeline:
         self._checkpoints: list[tuple[int, Store]] = []
         self._cur: Store | None = None
         self.seq = 0
+        self.cancelled = False  # set from another thread to stop a long fold at the next batch
 
-    def _fold(self, upto: int) -> None:
+    def cost(self, seq: int) -> int:
+        """How many events :meth:`at` would fold to reach ``seq`` (the TUI folds big gaps in the background)."""
+        if self._cur is not None and seq >= self.seq:
+            return seq - self.seq
+        base = max((at for at, _ in self._checkpoints if at <= seq), default=0)
+        return seq - base
+
+    def _fold(self, upto: int, progress=None) -> None:
         cur = self._cur
         assert cur is not None
+        start = self.seq
         while self.seq < upto:
+            if progress is not None:
+                progress(self.seq - start, upto - start)
             # One transaction per stretch between checkpoints; a checkpoint is a copy after commit.
             stop = min(upto, (self.seq // self.every + 1) * self.every)
             with cur.transaction():
@@ -204,14 +219,17 @@ class Timeline:
         batch = 5000
         lo = after
         while lo < upto:
+            if self.cancelled:
+                raise _Cancelled()
             ids = list(range(lo + 1, min(upto, lo + batch) + 1))
             for ev in self.source.events_at(ids):
                 ev["data"] = json.loads(ev["data"])
                 yield ev
             lo = ids[-1]
 
-    def at(self, seq: int) -> Store:
-        """State after event ``seq`` (0: before the first event)."""
+    def at(self, seq: int, progress=None) -> Store:
+        """State after event ``seq`` (0: before the first event); ``progress(done, total)`` is
+        called between stretches of a long fold."""
         seq = max(0, min(seq, self.source.last_event()))
         if self._cur is None or seq < self.seq:
             if self._cur is not None:
@@ -227,10 +245,17 @@ class Timeline:
                 self._cur = base[1].copy()
                 self.seq = base[0]
         if seq > self.seq:
-            self._fold(seq)
+            try:
+                self._fold(seq, progress)
+            except _Cancelled:
+                # The half-folded stretch rolled back; what is rebuilt stays consistent.
+                self._cur.close()
+                self._cur = None
+                self.seq = 0
         return self._cur
 
     def close(self) -> None:
+        self.cancelled = True
         if self._cur is not None:
             self._cur.close()
         for _, snap in self._checkpoints:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -1104,6 +1105,30 @@ def write_rows_bare(path: str, batches) -> None:
             conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ?", updates)
         conn.execute("COMMIT")
     conn.close()
+
+
+def bare_read_first(path: str, rows: int) -> float:
+    """The TUI bench's floor: bare sqlite3 opens the file read-only and reads the first screenful
+    of events and of deliveries. Returns seconds."""
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1", uri=True)
+    conn.execute("SELECT COUNT(*) FROM events").fetchone()
+    conn.execute("SELECT * FROM events ORDER BY seq LIMIT ?", (rows,)).fetchall()
+    conn.execute("SELECT * FROM deliveries ORDER BY delivery_id LIMIT ?", (rows,)).fetchall()
+    conn.close()
+    return time.perf_counter() - t0
+
+
+def bare_read_at(path: str, starts: list[int], rows: int) -> list[float]:
+    """The TUI bench's floor: one screenful of events read at each of ``starts``; seconds each."""
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1", uri=True)
+    out = []
+    for at in starts:
+        t0 = time.perf_counter()
+        conn.execute("SELECT * FROM events WHERE seq BETWEEN ? AND ?", (at, at + rows - 1)).fetchall()
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out
 
 
 def _translate(e: sqlite3.Error) -> StoreError:

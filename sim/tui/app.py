@@ -26,6 +26,8 @@ from .rows import DELIVERY_HEADER, EVENT_HEADER, TASK_HEADER, TaskSource, delive
 #: Play speeds, in deliveries per second.
 SPEEDS = (1, 2, 4, 8, 16, 50, 200)
 MIN_SIZE = (60, 16)
+#: Time travel further than this many events from a rebuilt state folds in a background thread.
+FOLD_IN_BACKGROUND = 5000
 
 SOURCE_OF_TRUTH = (
     "[b]State[/b]: authoritative tables, written only by folding [b]Events[/b] (the append-only log). "
@@ -162,6 +164,7 @@ class ProtolabApp(App):
         self.messages_view = LogView(id="messages", follow=True)
         self._tasks: list[dict] = []
         self.message_line = ""
+        self._folding = False
 
     # ------------------------------------------------------------------ set-up
 
@@ -210,6 +213,12 @@ class ProtolabApp(App):
                 ev_ids = range(1, store.last_event() + 1)
                 dl_ids = store.delivery_ids()
         else:
+            if self._folding:
+                self._status()
+                return
+            if self.timeline.cost(self.as_of) > FOLD_IN_BACKGROUND:
+                self._fold_in_background(self.as_of)
+                return
             view_store = self.timeline.at(self.as_of)
             ev_ids = store.event_ids(upto=self.as_of, **scope)
             dl_ids = store.delivery_ids(upto_event=self.as_of, **scope)
@@ -225,6 +234,34 @@ class ProtolabApp(App):
         if self.as_of is not None:
             self.events_view.move_cursor(len(ev_ids) - 1)
         self._status()
+
+    def _fold_in_background(self, seq: int) -> None:
+        """A long way back in a big run: rebuild state by replay in a thread, showing progress."""
+        self._folding = True
+        self.message_line = f"rebuilding state by replay up to event {seq:,}…"
+        self._status()
+
+        def progress(done: int, total: int) -> None:
+            self.call_from_thread(self._fold_progress, seq, done, total)
+
+        def work() -> None:
+            try:
+                self.timeline.at(seq, progress)
+            finally:
+                self.call_from_thread(self._fold_done)
+
+        self.run_worker(work, thread=True, exclusive=True, group="time-travel")
+
+    def _fold_progress(self, seq: int, done: int, total: int) -> None:
+        self.message_line = f"rebuilding state by replay up to event {seq:,}: {100 * done // max(total, 1)}%"
+        self._status()
+
+    def _fold_done(self) -> None:
+        self._folding = False
+        if self.timeline.cancelled:
+            return
+        self.message_line = ""
+        self.reload()
 
     def _size_state_pane(self) -> None:
         """As tall as its tasks need (at least one row), at most a third of the screen."""
@@ -533,4 +570,8 @@ class ProtolabApp(App):
         self.push_screen(Help(self.BINDINGS))
 
     def on_unmount(self) -> None:
+        self.timeline.cancelled = True
+        for worker in self.workers:
+            if worker.group == "time-travel":
+                worker.cancel()
         self.timeline.close()

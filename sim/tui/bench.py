@@ -1,0 +1,128 @@
+"""``protolab bench tui``: how fast a large finished run opens and scrolls in the TUI.
+
+Project figures: wall time from opening the database read-only to the first full frame of
+the main screen (three panes drawn), and the cost of one frame while scrolling the Events
+pane to random places (cursor moved, every visible line rendered, rows paged from SQLite).
+Floors, measured in the same run: bare sqlite3 opening the file and reading the first
+screenful of events and deliveries (what any viewer must do at least), and reading one
+screenful at a random offset. For contrast, ``--datatable`` also times Textual's DataTable
+loading every event row (the approach the panes avoid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from pathlib import Path
+
+from ..store import bare_read_at, bare_read_first
+
+__all__ = ["bench_tui", "make_run"]
+
+
+def make_run(path: Path, events: int, progress=None) -> int:
+    """A finished stress run with at least ``events`` events at ``path``; returns its event count."""
+    from ..runner import run_scenario
+    from ..scenario import load_scenario
+    from dataclasses import replace
+
+    sc = load_scenario("stress")
+    tasks = max(10, int(events / 14.5) + 1)
+    sc = replace(sc, stress=replace(sc.stress, tasks=tasks))
+    store = run_scenario(sc, db=path, progress=progress)
+    try:
+        return store.last_event()
+    finally:
+        store.close()
+
+
+async def _measure_app(path: Path, size: tuple[int, int], samples: int, rng: random.Random) -> dict:
+    from ..store import Store
+    from .app import ProtolabApp
+
+    t0 = time.perf_counter()
+    store = Store.open(path, readonly=True)
+    app = ProtolabApp(store)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.screen._compositor.render_update(full=True)  # the first whole frame, drawn
+        opened = time.perf_counter() - t0
+        view = app.events_view
+        height = view.scrollable_content_region.height
+        n = len(view.source)
+        frames = []
+        for _ in range(samples):
+            at = rng.randrange(0, n)
+            t1 = time.perf_counter()
+            view.move_cursor(at)
+            view._line_cache.clear() if hasattr(view, "_line_cache") else None
+            for y in range(height):
+                view.render_line(y)
+            frames.append(time.perf_counter() - t1)
+        # and through the keyboard, as a person scrolls: page down 50 times from the top
+        await pilot.press("home")
+        t2 = time.perf_counter()
+        for _ in range(50):
+            await pilot.press("pagedown")
+        await pilot.pause()
+        keys = (time.perf_counter() - t2) / 50
+        # the floor for a key press: the same test driver pressing a key nothing is bound to
+        t3 = time.perf_counter()
+        for _ in range(50):
+            await pilot.press("f12")
+        await pilot.pause()
+        key_floor = (time.perf_counter() - t3) / 50
+    store.close()
+    return {"open_s": opened, "frames": frames, "height": height, "events": n, "pagedown_s": keys, "key_floor_s": key_floor}
+
+
+async def _datatable(path: Path, size: tuple[int, int]) -> float:
+    from textual.app import App
+    from textual.widgets import DataTable
+
+    from ..store import Store
+
+    store = Store.open(path, readonly=True)
+    rows = [(e["seq"], e["tick"], e["type"], e["task_id"], e["message_id"], e["data"]) for e in store.events_at(store.event_ids())]
+    store.close()
+
+    class T(App):
+        def compose(self):
+            yield DataTable()
+
+    t0 = time.perf_counter()
+    app = T()
+    async with app.run_test(size=size) as pilot:
+        table = app.query_one(DataTable)
+        table.add_columns("seq", "tick", "type", "task", "message", "data")
+        table.add_rows([tuple(str(c) for c in r[:5]) + (r[5][:40],) for r in rows])
+        await pilot.pause()
+        app.screen._compositor.render_update(full=True)
+    return time.perf_counter() - t0
+
+
+def bench_tui(path: Path, *, samples: int = 300, size=(200, 50), datatable: bool = False, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    app = asyncio.run(_measure_app(path, size, samples, rng))
+    screen_rows = app["height"]
+    floor_open = min(bare_read_first(str(path), screen_rows) for _ in range(3))
+    starts = [rng.randrange(1, max(2, app["events"] - screen_rows)) for _ in range(samples)]
+    floor_frames = bare_read_at(str(path), starts, screen_rows)
+    frames = sorted(app["frames"])
+    out = {
+        "events": app["events"],
+        "terminal": f"{size[0]}x{size[1]}",
+        "open_s": round(app["open_s"], 3),
+        "floor_open_s": round(floor_open, 4),
+        "frame_ms_median": round(statistics.median(frames) * 1000, 2),
+        "frame_ms_p95": round(frames[int(len(frames) * 0.95) - 1] * 1000, 2),
+        "floor_frame_ms_median": round(statistics.median(floor_frames) * 1000, 3),
+        "pagedown_ms": round(app["pagedown_s"] * 1000, 1),
+        "floor_key_ms": round(app["key_floor_s"] * 1000, 1),
+    }
+    out["frame_ratio"] = round(out["floor_frame_ms_median"] / out["frame_ms_median"], 3) if out["frame_ms_median"] else None
+    if datatable:
+        out["datatable_open_s"] = round(asyncio.run(_datatable(path, size)), 2)
+    return out
