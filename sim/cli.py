@@ -626,6 +626,12 @@ def tui(
             store.close()
         return
     sc = _load_scenario(scenario or "publish-report", None)
+    from .faults import parse_fault
+    from .policy import get_policy
+
+    get_policy(policy)
+    for f in fault:
+        parse_fault(f)
     if not _interactive():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
     _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False)

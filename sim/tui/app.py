@@ -85,6 +85,7 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         self._fit(self.app.size.width, self.app.size.height)
+        self.app.screen_ready()
 
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)
@@ -92,7 +93,7 @@ class RunScreen(Screen):
     def _fit(self, w: int, h: int) -> None:
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
         self.set_class(small, "-small")
-        self.set_class(w < 120, "-narrow")
+        self.set_class(w < 160, "-narrow")
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; protolab needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}.\n"
@@ -179,6 +180,9 @@ class ProtolabApp(App):
     def on_mount(self) -> None:
         self.title = "protolab"
         self.sub_title = self.label
+
+    def screen_ready(self) -> None:
+        """The main screen is composed: fill the panes, focus Messages, start playing if asked."""
         self.reload()
         self.events_view.move_cursor(len(self.events_view.source) - 1)
         self.messages_view.move_cursor(len(self.messages_view.source) - 1)

@@ -1,0 +1,905 @@
+"""The protolab TUI, driven the way a student drives it: one key at a time.
+
+Every test presses the keys of ``ProtolabApp.BINDINGS`` (or the workshop's) through Textual's
+pilot and then checks what the panes show: the rows of the Events and Messages panes, the
+tasks of the State pane, the status line and which screen is on top.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textual")
+
+from rich.console import Console
+from rich.text import Text
+from textual.content import Content
+from textual.widgets import Input, Label, OptionList, Static
+
+from sim.live import LiveRun
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+from sim.store import Store
+from sim.tui.app import ProtolabApp, RunScreen
+from sim.tui.screens import AskFilter, ChooseWorker, Conversation, Detail, Help, Reconcile
+from sim.tui.workshop import Side, WorkshopApp
+
+SCENARIO = "publish-report"
+SIZE = (120, 40)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def text_of(content) -> str:
+    """The plain text a Static shows, whatever it was given (markup, Text, Content, a Group)."""
+    if isinstance(content, str):
+        return Content.from_markup(content).plain
+    if isinstance(content, (Text, Content)):
+        return content.plain
+    console = Console(width=240, record=True, color_system=None, file=open("/dev/null", "w"))
+    console.print(content)
+    return console.export_text()
+
+
+def shown(app, selector: str) -> str:
+    return text_of(app.screen.query_one(selector, Static).content)
+
+
+def status(app) -> str:
+    return shown(app, "#status")
+
+
+def rows(view) -> list[str]:
+    src = view.source
+    return [r.plain for r in src.rows(0, len(src))]
+
+
+def task(app, task_id: str) -> dict:
+    return next(t for t in app._tasks if t["task_id"] == task_id)
+
+
+def state_row(app, task_id: str) -> str:
+    return next(r for r in rows(app.state_view) if r.startswith(task_id + " "))
+
+
+def deliveries(app) -> list[dict]:
+    """The Messages pane's rows, as the deliveries they show."""
+    src = app.messages_view.source
+    return [app.store.delivery(src.id_at(i)) for i in range(len(src))]
+
+
+async def press(pilot, *keys: str, times: int = 1) -> None:
+    for _ in range(times):
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+
+
+async def step_until(pilot, app, predicate, *, limit: int = 40) -> None:
+    for _ in range(limit):
+        if predicate():
+            return
+        await press(pilot, "space")
+    assert predicate(), "stepped the limit without seeing it"
+
+
+def first_event(store: Store, etype: str, task_id: str, **data) -> int:
+    for seq in range(1, store.last_event() + 1):
+        e = store.event(seq)
+        d = e["data"] if isinstance(e["data"], dict) else __import__("json").loads(e["data"])
+        if e["type"] == etype and e["task_id"] == task_id and all(d.get(k) == v for k, v in data.items()):
+            return seq
+    raise AssertionError(f"no {etype} event for {task_id} with {data}")
+
+
+@pytest.fixture
+def live():
+    run = LiveRun(load_scenario(SCENARIO))
+    yield run
+    run.close()
+
+
+@pytest.fixture
+def finished_db(tmp_path):
+    path = tmp_path / "r.db"
+    store = run_scenario(load_scenario(SCENARIO), db=path)
+    store.close()
+    return path
+
+
+# ---------------------------------------------------------------------------- stepping
+
+
+async def test_space_delivers_one_envelope_and_shows_its_decision(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert rows(app.messages_view) == []
+        events_before = len(app.events_view.source)
+
+        await press(pilot, "space")
+        (row,) = rows(app.messages_view)
+        assert "M-1" in row and "task_request" in row and "manager → researcher" in row and "accepted" in row
+        assert len(app.events_view.source) > events_before
+        assert "#1 M-1 task_request: accepted" in status(app)
+        assert "1 deliveries" in status(app)
+        assert task(app, "T-1")["state"] == "ready"
+
+        await press(pilot, "space")
+        assert len(rows(app.messages_view)) == 2
+        assert "M-2" in rows(app.messages_view)[-1] and "task_started" in rows(app.messages_view)[-1]
+        assert task(app, "T-1")["state"] == "running"
+        # The Messages pane follows the newest delivery.
+        assert app.messages_view.cursor == 1
+
+
+async def test_space_after_the_last_delivery_says_the_run_is_over(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await step_until(pilot, app, lambda: live.finished)
+        n = len(app.messages_view.source)
+        assert n == 13
+        assert "the run is over" in status(app)
+        await press(pilot, "space")
+        assert len(app.messages_view.source) == n
+        assert "finished" in status(app)
+        assert [t["state"] for t in app._tasks] == ["succeeded", "succeeded"]
+
+
+async def test_p_plays_then_pauses(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await press(pilot, "p")
+        assert app.playing
+        assert "▶ playing" in status(app)
+        await pilot.pause(0.6)
+        playing_rows = len(app.messages_view.source)
+        assert playing_rows >= 1, "nothing was delivered while playing"
+
+        await press(pilot, "p")
+        assert not app.playing
+        assert "⏸ paused" in status(app)
+        paused_at = len(app.messages_view.source)
+        await pilot.pause(0.4)
+        assert len(app.messages_view.source) == paused_at
+
+
+async def test_plus_and_minus_change_the_speed_in_the_status_line(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "plus")
+        assert "×8/s" in status(app)
+        await press(pilot, "equals_sign")  # the unshifted + key
+        assert "×16/s" in status(app)
+        await press(pilot, "minus", times=3)
+        assert "×2/s" in status(app)
+        await press(pilot, "minus", times=5)
+        assert "×1/s" in status(app)  # the slowest stays the slowest
+        await press(pilot, "plus", times=10)
+        assert "×200/s" in status(app)
+
+
+async def test_faster_while_playing_delivers_more(live):
+    app = ProtolabApp(live.store, live=live, speed=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "plus", times=6)  # 200/s
+        await press(pilot, "p")
+        await pilot.pause(0.5)
+        assert live.finished
+        assert "the run is over" in status(app)
+        assert not app.playing
+
+
+# ---------------------------------------------------------------------------- faults by hand
+
+
+async def test_d_duplicates_the_selected_message(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        assert deliveries(app)[app.messages_view.cursor]["message_id"] == "M-3"
+        await press(pilot, "d")
+        assert "M-3 will be delivered again next round" in status(app)
+        await step_until(pilot, app, lambda: len([d for d in deliveries(app) if d["message_id"] == "M-3"]) == 2)
+        again = [d for d in deliveries(app) if d["message_id"] == "M-3"][-1]
+        assert again["decision"] == "duplicate"
+        row = rows(app.messages_view)[deliveries(app).index(again)]
+        assert "M-3" in row and "duplicate" in row
+        assert task(app, "T-1")["state"] == "succeeded"
+
+
+async def test_c_conflicting_digest_freezes_the_task_for_review(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        await press(pilot, "c")
+        assert "(conflicting-digest of M-3) will arrive next round" in status(app)
+        await step_until(pilot, app, lambda: any(d["decision"] == "conflict" for d in deliveries(app)))
+        conflict = next(d for d in deliveries(app) if d["decision"] == "conflict")
+        assert conflict["task_id"] == "T-1" and conflict["type"] == "task_result"
+        assert "conflict" in rows(app.messages_view)[deliveries(app).index(conflict)]
+        t1 = task(app, "T-1")
+        assert t1["state"] == "needs_review"
+        assert not t1["trusted"]
+        assert "needs_review" in state_row(app, "T-1") and " NO " in state_row(app, "T-1")
+
+
+async def test_l_late_failure_on_a_result_is_late_and_the_task_stays_succeeded(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        await press(pilot, "l")
+        assert "(late-failure of M-3) will arrive next round" in status(app)
+        await step_until(pilot, app, lambda: any(d["decision"] == "late" for d in deliveries(app)))
+        late = next(d for d in deliveries(app) if d["decision"] == "late")
+        assert late["task_id"] == "T-1"
+        assert "late" in rows(app.messages_view)[deliveries(app).index(late)]
+        assert task(app, "T-1")["state"] == "succeeded"
+        assert task(app, "T-1")["late_results"] >= 1
+
+
+async def test_l_on_a_message_that_is_not_a_result_is_refused(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space")  # M-1, a task_request
+        faults_before = live.store.event_ids()
+        await press(pilot, "l")
+        assert "E_FAULT_NOT_APPLICABLE" in status(app)
+        assert live.store.event_ids() == faults_before
+        await step_until(pilot, app, lambda: live.finished)
+        assert not any(d["decision"] == "late" for d in deliveries(app))
+
+
+# ---------------------------------------------------------------------------- crash
+
+
+async def test_k_crashes_the_worker_holding_a_lease_and_the_task_still_succeeds(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=2)  # M-2: the researcher started T-1
+        assert task(app, "T-1")["lease_holder"] == "researcher"
+        await press(pilot, "k")
+        assert isinstance(app.screen, ChooseWorker)
+        ol = app.screen.query_one(OptionList)
+        assert app.screen.names == ["researcher", "writer"]
+        assert ol.highlighted == 0  # the selected message's sender comes first
+        await press(pilot, "enter")
+        assert isinstance(app.screen, RunScreen)
+        assert "researcher crashed holding lease v1 of T-1" in status(app)
+
+        await step_until(pilot, app, lambda: live.finished, limit=30)
+        t1 = task(app, "T-1")
+        assert t1["lease_version"] == 2
+        assert t1["state"] == "succeeded"
+        assert task(app, "T-2")["state"] == "succeeded"
+        assert any(d["decision"] == "rejected" for d in deliveries(app))  # the dead body's stale result
+
+
+async def test_k_on_a_worker_without_a_lease_says_nothing_to_crash(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=2)
+        before = live.store.state_digest()
+        await press(pilot, "k", "down", "enter")  # writer
+        assert isinstance(app.screen, RunScreen)
+        assert "E_NOTHING_TO_CRASH" in status(app)
+        assert live.store.state_digest() == before
+
+
+async def test_k_then_escape_crashes_nobody(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=2)
+        before = live.store.state_digest()
+        await press(pilot, "k", "escape")
+        assert isinstance(app.screen, RunScreen)
+        assert live.store.state_digest() == before
+        assert "crashed" not in status(app)
+
+
+# ---------------------------------------------------------------------------- reconcile
+
+
+async def _needs_review(pilot, app, live) -> None:
+    await press(pilot, "space", times=4)
+    await press(pilot, "c")
+    await step_until(pilot, app, lambda: any(t["state"] == "needs_review" for t in live.store.tasks()))
+
+
+async def test_r_reconciles_a_needs_review_task_as_canceled(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await _needs_review(pilot, app, live)
+        await press(pilot, "r")
+        assert isinstance(app.screen, Reconcile)
+        assert app.screen.task_id == "T-1"
+        evidence = app.screen.query_one("#evidence", Input).value
+        assert "M-3" in evidence  # the untrusted intents are offered as evidence
+        await press(pilot, "down", "enter")  # canceled
+        assert app.screen.query_one("#canceled").value
+        await press(pilot, "tab", "enter")  # to the evidence, and decide
+        assert isinstance(app.screen, RunScreen)
+        assert task(app, "T-1")["state"] == "canceled"
+        assert "canceled" in state_row(app, "T-1")
+        assert "reviewer: T-1 → canceled" in status(app)
+        approvals = [a for a in live.store.approvals() if a["task_id"] == "T-1"]
+        assert [a["decision"] for a in approvals] == ["canceled"]
+        assert "M-3" in approvals[0]["evidence"]
+
+
+async def test_r_reconciles_as_ready_by_default(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await _needs_review(pilot, app, live)
+        await press(pilot, "r", "tab", "enter")
+        assert isinstance(app.screen, RunScreen)
+        assert task(app, "T-1")["state"] == "ready"
+        assert [a["decision"] for a in live.store.approvals()] == ["ready"]
+
+
+async def test_r_without_a_needs_review_task_says_so(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        await press(pilot, "r")
+        assert isinstance(app.screen, RunScreen)
+        assert "no task is in needs_review" in status(app)
+        assert live.store.approvals() == []
+
+
+async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await _needs_review(pilot, app, live)
+        await press(pilot, "r")
+        dialog = app.screen
+        assert isinstance(dialog, Reconcile)
+        dialog.query_one("#evidence", Input).value = ""
+        await press(pilot, "tab", "enter")
+        assert app.screen is dialog
+        assert "cite at least one piece of evidence" in text_of(dialog.query_one("#reconcile-error", Label).content)
+        assert task(app, "T-1")["state"] == "needs_review"
+        assert live.store.approvals() == []
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+        assert task(app, "T-1")["state"] == "needs_review"
+
+
+# ---------------------------------------------------------------------------- filter
+
+
+async def _type_filter(pilot, app, value: str) -> None:
+    await press(pilot, "f")
+    assert isinstance(app.screen, AskFilter)
+    box = app.screen.query_one(Input)
+    await press(pilot, "backspace", times=len(box.value))
+    assert box.value == ""
+    for ch in value:
+        await pilot.press(ch)
+    await press(pilot, "enter")
+
+
+async def test_f_filters_every_pane_to_one_task_and_empty_clears(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await step_until(pilot, app, lambda: live.finished)
+        all_events, all_deliveries = len(app.events_view.source), len(app.messages_view.source)
+
+        await _type_filter(pilot, app, "T-2")
+        assert isinstance(app.screen, RunScreen)
+        assert app.filter == ("task", "T-2")
+        assert "filter task=T-2" in status(app)
+        assert [t["task_id"] for t in app._tasks] == ["T-2"]
+        assert rows(app.state_view)[0].startswith("T-2 ")
+        ev = app.events_view.source
+        assert 0 < len(ev) < all_events
+        assert {app.store.event(ev.id_at(i))["task_id"] for i in range(len(ev))} == {"T-2"}
+        assert all(" T-2 " in r for r in rows(app.events_view))
+        assert 0 < len(app.messages_view.source) < all_deliveries
+        assert {d["task_id"] for d in deliveries(app)} == {"T-2"}
+
+        await _type_filter(pilot, app, "")
+        assert app.filter is None
+        assert "filter cleared" in status(app)
+        assert len(app.events_view.source) == all_events
+        assert len(app.messages_view.source) == all_deliveries
+        assert [t["task_id"] for t in app._tasks] == ["T-1", "T-2"]
+
+
+async def test_f_with_an_unknown_id_is_an_error_and_filters_nothing(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=3)
+        n = len(app.events_view.source)
+        await _type_filter(pilot, app, "T-9")
+        assert isinstance(app.screen, RunScreen)
+        assert app.filter is None
+        assert "no task or trace 'T-9' in this run" in status(app)
+        assert len(app.events_view.source) == n
+
+
+async def test_f_by_trace_id(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=3)
+        await _type_filter(pilot, app, "R-1")
+        assert app.filter == ("trace", "R-1")
+        assert "filter trace=R-1" in status(app)
+        assert [t["task_id"] for t in app._tasks] == ["T-1"]
+
+
+# ---------------------------------------------------------------------------- time travel
+
+
+async def test_brackets_and_t_travel_through_time(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await step_until(pilot, app, lambda: live.finished)
+        last = live.store.last_event()
+        assert len(app.events_view.source) == last
+
+        await press(pilot, "left_square_bracket")
+        assert app.as_of == last - 1
+        ev = app.events_view.source
+        assert len(ev) == last - 1 and ev.id_at(len(ev) - 1) == last - 1
+        assert app.events_view.cursor == len(ev) - 1
+        assert f"TIME TRAVEL: after event {last - 1} of {last}" in status(app)
+
+        # ] at the newest event leaves time travel.
+        await press(pilot, "right_square_bracket")
+        assert app.as_of is None
+        assert "TIME TRAVEL" not in status(app)
+        assert len(app.events_view.source) == last
+
+        # Back to just before T-1 succeeded: the State pane shows it running.
+        done = first_event(live.store, "transition_applied", "T-1", to="succeeded")
+        await press(pilot, "left_square_bracket", times=last - (done - 1))
+        assert app.as_of == done - 1
+        assert app.events_view.source.id_at(len(app.events_view.source) - 1) == done - 1
+        assert task(app, "T-1")["state"] == "running"
+        assert "running" in state_row(app, "T-1")
+        assert [t["task_id"] for t in app._tasks] == ["T-1"]  # T-2 did not exist yet
+        assert len(app.messages_view.source) < 13
+
+        await press(pilot, "right_square_bracket")
+        assert app.as_of == done
+        assert task(app, "T-1")["state"] == "succeeded"
+
+        await press(pilot, "t")
+        assert app.as_of is None
+        assert len(app.events_view.source) == last
+        assert len(app.messages_view.source) == 13
+        assert "TIME TRAVEL" not in status(app)
+
+
+async def test_time_travel_state_equals_the_live_state_at_that_event(live):
+    """Rebuilt state after event N is the state the run had when it had written N events."""
+    oracle = LiveRun(load_scenario(SCENARIO))
+    try:
+        snapshots = {}
+        while oracle.step() is not None:
+            snapshots[oracle.store.last_event()] = oracle.store.tasks()
+    finally:
+        oracle.close()
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await step_until(pilot, app, lambda: live.finished)
+        last = live.store.last_event()
+        seen = 0
+        for seq in range(last - 1, 0, -1):
+            await press(pilot, "left_square_bracket")
+            assert app.as_of == seq
+            if seq in snapshots:
+                assert app._tasks == snapshots[seq], f"state as of event {seq}"
+                seen += 1
+        assert seen >= 10
+        await press(pilot, "left_square_bracket")
+        assert app.as_of == 0 and app._tasks == [] and len(app.events_view.source) == 0
+        await press(pilot, "left_square_bracket")
+        assert app.as_of == 0 and "at the start of the log" in status(app)
+
+
+async def test_right_bracket_at_the_present_says_so(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=2)
+        await press(pilot, "right_square_bracket")
+        assert app.as_of is None
+        assert "already at the present" in status(app)
+
+
+async def test_space_during_time_travel_returns_to_the_present_and_steps(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=3)
+        await press(pilot, "left_square_bracket", times=3)
+        assert app.as_of is not None
+        await press(pilot, "space")
+        assert app.as_of is None
+        assert len(app.messages_view.source) == 4
+        assert len(app.events_view.source) == live.store.last_event()
+
+
+async def test_left_bracket_stops_play(live):
+    app = ProtolabApp(live.store, live=live, speed=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=2)
+        await press(pilot, "p")
+        assert app.playing
+        await press(pilot, "left_square_bracket")
+        assert not app.playing and app.as_of is not None
+        assert "⏸ paused" in status(app)
+
+
+# ---------------------------------------------------------------------------- other screens
+
+
+async def test_v_shows_the_conversation_per_sender_with_the_fence(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await step_until(pilot, app, lambda: live.finished)
+        await press(pilot, "v")
+        assert isinstance(app.screen, Conversation)
+        body = shown(app, "#conv-body")
+        for sender in ("manager (generation 1)", "researcher (generation 1)", "writer (generation 1)"):
+            assert sender in body
+        assert "FENCE" in body and "terminal fence" in body
+        assert "valid" in body.split("\n")[0] and "COMPLETED" in body
+        assert "13 messages" in shown(app, "#conv-title")
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_question_mark_lists_every_binding(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, Help)
+        text = text_of(app.screen.query_one(Static).content)
+        for b in ProtolabApp.BINDINGS:
+            assert b.description in text, b.description
+            assert (b.key_display or b.key.split(",")[0]) in text
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_enter_on_a_message_row_opens_its_detail(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        app.messages_view.focus()  # see test_messages_pane_has_focus_at_start
+        await pilot.pause()
+        assert deliveries(app)[app.messages_view.cursor]["message_id"] == "M-3"
+        await press(pilot, "enter")
+        assert isinstance(app.screen, Detail)
+        title, body = shown(app, "#detail-title"), shown(app, "#detail-body")
+        assert title.startswith("M-3 · task_result · researcher → manager · task T-1")
+        assert '"message_id": "M-3"' in body
+        assert "recomputed: matches" in body
+        assert "Events this delivery caused" in body
+        caused = body.split("Events this delivery caused")[1]
+        for e in live.store.events_of_delivery(4):
+            assert e["type"] in caused
+        assert "running → succeeded" in caused
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_enter_on_a_state_row_opens_the_task_detail(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        app.state_view.focus()
+        await pilot.pause()
+        await press(pilot, "enter")
+        assert isinstance(app.screen, Detail)
+        assert shown(app, "#detail-title") == "task T-1"
+        body = shown(app, "#detail-body")
+        assert body.startswith("T-1: succeeded")
+        assert "Transitions (compare-and-swap on state_version)" in body
+        assert "running → succeeded" in body
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_enter_on_an_event_row_opens_the_event_detail(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "space", times=4)
+        app.events_view.focus()
+        await pilot.pause()
+        seq = app.events_view.source.id_at(app.events_view.cursor)
+        assert seq == live.store.last_event()
+        await press(pilot, "enter")
+        assert isinstance(app.screen, Detail)
+        assert shown(app, "#detail-title").startswith(f"event {seq} ·")
+        assert "Caused by" in shown(app, "#detail-body")
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_q_quits(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "q")
+        assert app._exit
+    assert app.return_code == 0
+
+
+# ---------------------------------------------------------------------------- start-up
+
+
+@pytest.mark.xfail(reason="BUG: ProtolabApp.on_mount runs before RunScreen is composed, so _status() "
+                          "finds no #status and the status line stays blank until the first key", strict=True)
+async def test_status_line_is_filled_at_start(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "publish-report · seed 0 · safe" in status(app)
+        assert "0 deliveries" in status(app)
+
+
+@pytest.mark.xfail(reason="BUG: messages_view.focus() in ProtolabApp.on_mount happens before the screen "
+                          "is composed; the screen then focuses the State pane instead", strict=True)
+async def test_messages_pane_has_focus_at_start(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.focused is app.messages_view
+
+
+async def test_a_too_small_terminal_says_how_big_it_must_be(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=(50, 12)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-small")
+        msg = shown(app, "#too-small")
+        assert "The terminal is 50x12" in msg and "needs at least 60x16" in msg
+        assert app.screen.query_one("#too-small").display
+        assert not app.screen.query_one("#panes").display
+
+
+async def test_a_big_enough_terminal_hides_the_size_message(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not app.screen.has_class("-small")
+        assert not app.screen.query_one("#too-small").display
+
+
+# ---------------------------------------------------------------------------- command palette
+
+
+def _commands(app) -> dict:
+    return {c.title: c for c in app.get_system_commands(app.screen)}
+
+
+async def test_every_palette_command_is_offered(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        cmds = _commands(app)
+        for _action, title, _help in ProtolabApp.COMMANDS_LIST:
+            assert title in cmds
+            assert callable(cmds[title].callback)
+        # Every binding's action (but quit, which Textual offers itself) is in the palette.
+        actions = {a for a, _t, _h in ProtolabApp.COMMANDS_LIST}
+        assert {b.action for b in ProtolabApp.BINDINGS} - {"quit"} <= actions
+
+
+async def test_palette_commands_do_what_their_keys_do(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        cmds = _commands(app)
+        await cmds["Step one delivery"].callback()
+        await pilot.pause()
+        assert len(app.messages_view.source) == 1 and "M-1" in rows(app.messages_view)[0]
+        await cmds["Faster"].callback()
+        assert "×8/s" in status(app)
+        await cmds["Slower"].callback()
+        await cmds["Slower"].callback()
+        assert "×2/s" in status(app)
+        await cmds["Time travel: one event back"].callback()
+        assert app.as_of == live.store.last_event() - 1
+        await cmds["Back to the present"].callback()
+        assert app.as_of is None
+        await press(pilot, "space", times=3)
+        await cmds["Inject a duplicate delivery"].callback()
+        await pilot.pause()
+        assert "M-3 will be delivered again next round" in status(app)
+        await cmds["Help"].callback()
+        await pilot.pause()
+        assert isinstance(app.screen, Help)
+        await press(pilot, "escape")
+        await cmds["Conversation view"].callback()
+        await pilot.pause()
+        assert isinstance(app.screen, Conversation)
+        await press(pilot, "escape")
+        await cmds["Crash a worker"].callback()
+        await pilot.pause()
+        assert isinstance(app.screen, ChooseWorker)
+        await press(pilot, "escape")
+        await cmds["Filter by task or trace"].callback()
+        await pilot.pause()
+        assert isinstance(app.screen, AskFilter)
+        await press(pilot, "escape")
+        assert isinstance(app.screen, RunScreen)
+
+
+async def test_the_palette_runs_a_step_by_its_title(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "ctrl+p")
+        for ch in "Step one delivery":
+            await pilot.press(ch)
+        await pilot.pause(0.3)
+        await press(pilot, "enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, RunScreen)
+        assert len(app.messages_view.source) == 1
+        assert "#1 M-1 task_request: accepted" in status(app)
+
+
+# ---------------------------------------------------------------------------- read-only
+
+
+async def test_read_only_space_walks_the_finished_run_one_delivery_at_a_time(finished_db):
+    ro = Store.open(finished_db, readonly=True)
+    try:
+        total_deliveries = len(ro.delivery_ids())
+        last = ro.last_event()
+        app = ProtolabApp(ro)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert app.as_of is None
+            assert len(app.messages_view.source) == total_deliveries
+            seen = []
+            for _ in range(total_deliveries + 10):
+                await press(pilot, "space")
+                seen.append((app.as_of, len(app.messages_view.source)))
+                if app.as_of == last:
+                    break
+            as_ofs = [a for a, _ in seen]
+            counts = [n for _, n in seen]
+            assert as_ofs == sorted(set(as_ofs)), "as_of goes forward on every press"
+            assert as_ofs[-1] == last
+            assert counts[-1] == total_deliveries
+            assert all(b - a <= 1 for a, b in zip(counts, counts[1:])), "one delivery per press"
+            assert len(seen) <= total_deliveries + 2
+            ev = app.events_view.source
+            assert ev.id_at(len(ev) - 1) == last
+            assert "read-only" in status(app)
+            await press(pilot, "space")
+            assert app.as_of == last and "at the end of the run" in status(app)
+            await press(pilot, "t")
+            assert app.as_of is None
+    finally:
+        ro.close()
+
+
+async def test_read_only_refuses_to_change_the_run(finished_db):
+    before_bytes = finished_db.read_bytes()
+    ro = Store.open(finished_db, readonly=True)
+    try:
+        digest = ro.state_digest()
+        app = ProtolabApp(ro)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            app.messages_view.focus()
+            await pilot.pause()
+            for key in ("p", "d", "c", "l", "k", "r"):
+                await press(pilot, key)
+                assert isinstance(app.screen, RunScreen), key
+                assert "read-only" in status(app), key
+                assert not app.playing
+            assert "cannot take a reviewer's decision" in status(app)
+            await pilot.pause(0.3)
+            assert ro.state_digest() == digest
+            # Browsing still works: [ goes back in time.
+            await press(pilot, "left_square_bracket")
+            assert app.as_of == ro.last_event() - 1
+    finally:
+        ro.close()
+    assert finished_db.read_bytes() == before_bytes
+
+
+# ---------------------------------------------------------------------------- workshop
+
+
+def _workshop():
+    sc = load_scenario(SCENARIO)
+    return (LiveRun(sc, policy="naive", faults=["late-failure"]), LiveRun(sc, policy="safe", faults=["late-failure"]))
+
+
+def _banner(app, side: str) -> str:
+    return text_of(app.query_one(f"#{side}", Side).query_one(".banner", Static).content)
+
+
+async def test_workshop_space_steps_both_sides():
+    naive, safe = _workshop()
+    try:
+        app = WorkshopApp(naive, safe)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            assert "every invariant holds (0 deliveries)" in _banner(app, "naive")
+            await press(pilot, "space")
+            assert naive.delivered == safe.delivered == 1
+            for side in ("naive", "safe"):
+                assert len(rows(app.query_one(f"#{side}", Side).msgs)) == 1
+                assert "every invariant holds (1 deliveries)" in _banner(app, side)
+            await press(pilot, "space", times=2)
+            assert naive.delivered == safe.delivered == 3
+    finally:
+        naive.close()
+        safe.close()
+
+
+async def test_workshop_e_runs_to_the_end_and_names_the_broken_invariant():
+    naive, safe = _workshop()
+    try:
+        app = WorkshopApp(naive, safe)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await press(pilot, "e")
+            assert naive.finished and safe.finished
+            naive_banner = _banner(app, "naive")
+            assert "BROKEN: NO_STATE_REGRESSION" in naive_banner
+            assert app.query_one("#naive .banner").has_class("-broken")
+            assert _banner(app, "safe") == "every invariant holds (finished)"
+            assert app.query_one("#safe .banner").has_class("-holds")
+            safe_inv = text_of(app.query_one("#safe .invariants", Static).content)
+            assert "FAIL" not in safe_inv and "NO_STATE_REGRESSION" in safe_inv
+            naive_inv = text_of(app.query_one("#naive .invariants", Static).content)
+            assert "FAIL NO_STATE_REGRESSION" in naive_inv
+    finally:
+        naive.close()
+        safe.close()
+
+
+async def test_workshop_p_plays_and_plus_minus_change_speed():
+    naive, safe = _workshop()
+    try:
+        app = WorkshopApp(naive, safe)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            st = lambda: text_of(app.query_one("#status", Static).content)  # noqa: E731
+            assert "⏸ paused ×4/s" in st()
+            assert "faults: late-failure" in st()
+            await press(pilot, "plus")
+            assert "×8/s" in st()
+            await press(pilot, "minus", times=2)
+            assert "×2/s" in st()
+            await press(pilot, "equals_sign", times=3)
+            assert "×16/s" in st()
+            await press(pilot, "p")
+            assert app.playing and "▶ playing" in st()
+            await pilot.pause(0.6)
+            assert naive.delivered >= 1 and safe.delivered >= 1
+            await press(pilot, "p")
+            assert not app.playing and "⏸ paused" in st()
+            n = naive.delivered
+            await pilot.pause(0.3)
+            assert naive.delivered == n
+            await press(pilot, "q")
+            assert app._exit
+    finally:
+        naive.close()
+        safe.close()
+
+
+# ---------------------------------------------------------------------------- found while testing
+
+
+@pytest.mark.xfail(reason="BUG: a conflicting digest injected by hand (c) carries sender seq 0, because "
+                          "Run.sent_meta of the original was popped at its delivery; the conversation view "
+                          "then shows E_SCHEMA 'seq is 0', which the scheduled fault never does", strict=True)
+async def test_hand_injected_conflict_keeps_the_senders_sequence(live):
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await _needs_review(pilot, app, live)
+        await press(pilot, "v")
+        body = shown(app, "#conv-body")
+        assert "E_SCHEMA" not in body
+        assert "seq   0" not in body
