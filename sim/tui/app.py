@@ -58,6 +58,25 @@ class Pane(Vertical):
 class RunScreen(Screen):
     """The main screen: the source-of-truth strip, the three panes, a status line, the footer."""
 
+    BINDINGS = [
+        Binding("space", "app.step", "Step", tooltip="Deliver the next envelope (one delivery)"),
+        Binding("p", "app.toggle_play", "Play/pause", tooltip="Deliver continuously at the current speed"),
+        Binding("plus,equals_sign", "app.faster", "Faster", key_display="+"),
+        Binding("minus", "app.slower", "Slower", key_display="-"),
+        Binding("d", "app.inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again"),
+        Binding("c", "app.inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload"),
+        Binding("l", "app.inject('late-failure')", "Late fail", tooltip="A late failure after the selected result"),
+        Binding("k", "app.crash", "Crash worker", tooltip="Crash a worker mid-task"),
+        Binding("r", "app.reconcile", "Reconcile", tooltip="Decide a needs_review task as the reviewer"),
+        Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only"),
+        Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back"),
+        Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
+        Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present"),
+        Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
     DEFAULT_CSS = """
     RunScreen { layout: vertical; }
     #status { height: 1; background: $boost; padding: 0 1; }
@@ -109,24 +128,7 @@ class ProtolabApp(App):
     Screen { background: $surface; }
     """
 
-    BINDINGS = [
-        Binding("space", "step", "Step", tooltip="Deliver the next envelope (one delivery)"),
-        Binding("p", "toggle_play", "Play/pause", tooltip="Deliver continuously at the current speed"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
-        Binding("minus", "slower", "Slower", key_display="-"),
-        Binding("d", "inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again"),
-        Binding("c", "inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload"),
-        Binding("l", "inject('late-failure')", "Late fail", tooltip="A late failure after the selected result"),
-        Binding("k", "crash", "Crash worker", tooltip="Crash a worker mid-task"),
-        Binding("r", "reconcile", "Reconcile", tooltip="Decide a needs_review task as the reviewer"),
-        Binding("f", "filter", "Filter", tooltip="Show one task or trace only"),
-        Binding("left_square_bracket", "back", "Back", key_display="[", tooltip="Time travel: one event back"),
-        Binding("right_square_bracket", "forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
-        Binding("t", "present", "Now", tooltip="Leave time travel: back to the present"),
-        Binding("v", "conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "quit", "Quit"),
-    ]
+    BINDINGS = [Binding("q", "quit", "Quit")]
 
     #: (action, title, help) for the command palette: the same actions as the keys.
     COMMANDS_LIST = (
@@ -571,7 +573,7 @@ class ProtolabApp(App):
     def action_help(self) -> None:
         from .screens import Help
 
-        self.push_screen(Help(self.BINDINGS))
+        self.push_screen(Help(RunScreen.BINDINGS))
 
     def on_unmount(self) -> None:
         self.timeline.cancelled = True
