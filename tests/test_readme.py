@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ptyrun import Terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +24,7 @@ def readme_commands() -> list[str]:
 
 def test_the_readme_opens_with_a_demo_command_and_a_test_command():
     demo, tests = readme_commands()[:2]
-    assert "pip install" in demo and "protolab run" in demo
+    assert "pip install" in demo and "protolab demo" in demo
     assert "pip install" in tests and "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text()
     assert "README.md" in ci and "blocks[1]" in ci  # CI runs the README's test command itself
@@ -50,7 +51,18 @@ def test_the_readme_commands_work_as_written_on_a_fresh_copy(tmp_path):
     repo = _fresh_copy(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     env["PROTOLAB_README_INNER"] = "1"
-    r = subprocess.run(["bash", "-c", demo], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    # As a person types it, at a terminal: it installs, then the TUI plays the run; q quits.
+    t = Terminal(["bash", "-c", demo], cwd=repo, size=(120, 36), env=env)
+    t.wait_for("State", "Events", "Messages", timeout=900)
+    t.wait_for("finished", timeout=120)
+    t.press("q")
+    assert t.finish() == 0, t.text[-3000:]
+    assert "Traceback" not in t.text and "the run is in protolab.db" in t.text
+    assert (repo / "protolab.db").exists()
+    (repo / "protolab.db").unlink()
+    # Without a terminal (a CI log, a pipe) the same command runs the demo through and prints it.
+    r = subprocess.run(["bash", "-c", demo], cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+                       stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "publish:R-1:T-2" in r.stdout and "Traceback" not in r.stderr
     assert "state digest sha256:" in r.stdout and "BROKEN" not in r.stdout

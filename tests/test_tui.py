@@ -3,9 +3,15 @@
 Every test presses the keys of ``ProtolabApp.BINDINGS`` (or the workshop's) through Textual's
 pilot and then checks what the panes show: the rows of the Events and Messages panes, the
 tasks of the State pane, the status line and which screen is on top.
+
+Each key press costs ~0.1 s of Textual's idle-waiting, so where stepping is only the set-up
+(not what a test is about) the live run is advanced before the app opens (``advance``): the
+app then opens on a run that is already under way, as ``protolab demo`` does after a restart.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -26,6 +32,7 @@ from sim.tui.workshop import Side, WorkshopApp
 
 SCENARIO = "publish-report"
 SIZE = (120, 40)
+DELIVERIES = 13  # publish-report, seed 0, no faults: 13 deliveries, 36 events
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -37,8 +44,9 @@ def text_of(content) -> str:
         return Content.from_markup(content).plain
     if isinstance(content, (Text, Content)):
         return content.plain
-    console = Console(width=240, record=True, color_system=None, file=open("/dev/null", "w"))
-    console.print(content)
+    console = Console(width=240, record=True, color_system=None)
+    with console.capture():
+        console.print(content)
     return console.export_text()
 
 
@@ -69,28 +77,43 @@ def deliveries(app) -> list[dict]:
     return [app.store.delivery(src.id_at(i)) for i in range(len(src))]
 
 
+def selected(app) -> dict:
+    return deliveries(app)[app.messages_view.cursor]
+
+
 async def press(pilot, *keys: str, times: int = 1) -> None:
     for _ in range(times):
         for key in keys:
             await pilot.press(key)
-            await pilot.pause()
+    await pilot.pause()
 
 
-async def step_until(pilot, app, predicate, *, limit: int = 40) -> None:
-    for _ in range(limit):
+async def step_until(pilot, predicate, *, limit: int = 40) -> int:
+    """Press space until ``predicate()``; returns how many presses it took."""
+    for n in range(limit + 1):
         if predicate():
-            return
+            return n
         await press(pilot, "space")
-    assert predicate(), "stepped the limit without seeing it"
+    raise AssertionError("stepped the limit without seeing it")
 
 
 def first_event(store: Store, etype: str, task_id: str, **data) -> int:
     for seq in range(1, store.last_event() + 1):
         e = store.event(seq)
-        d = e["data"] if isinstance(e["data"], dict) else __import__("json").loads(e["data"])
+        d = e["data"] if isinstance(e["data"], dict) else json.loads(e["data"])
         if e["type"] == etype and e["task_id"] == task_id and all(d.get(k) == v for k, v in data.items()):
             return seq
     raise AssertionError(f"no {etype} event for {task_id} with {data}")
+
+
+def advance(run: LiveRun, n: int | None = None) -> LiveRun:
+    """Deliver ``n`` envelopes (all of them with None) before the app opens: set-up, not the test."""
+    if n is None:
+        run.run_to_end()
+    else:
+        for _ in range(n):
+            assert run.step() is not None
+    return run
 
 
 @pytest.fixture
@@ -108,7 +131,7 @@ def finished_db(tmp_path):
     return path
 
 
-# ---------------------------------------------------------------------------- stepping
+# ---------------------------------------------------------------------------- space, p, + and -
 
 
 async def test_space_delivers_one_envelope_and_shows_its_decision(live):
@@ -121,29 +144,34 @@ async def test_space_delivers_one_envelope_and_shows_its_decision(live):
         await press(pilot, "space")
         (row,) = rows(app.messages_view)
         assert "M-1" in row and "task_request" in row and "manager → researcher" in row and "accepted" in row
-        assert len(app.events_view.source) > events_before
+        assert len(app.events_view.source) == live.store.last_event() > events_before
         assert "#1 M-1 task_request: accepted" in status(app)
-        assert "1 deliveries" in status(app)
+        assert "1 deliveries" in status(app) and "⏸ paused" in status(app)
         assert task(app, "T-1")["state"] == "ready"
 
         await press(pilot, "space")
         assert len(rows(app.messages_view)) == 2
         assert "M-2" in rows(app.messages_view)[-1] and "task_started" in rows(app.messages_view)[-1]
+        assert "#2 M-2 task_started: accepted" in status(app)
         assert task(app, "T-1")["state"] == "running"
+        assert "running" in state_row(app, "T-1") and "researcher v1" in state_row(app, "T-1")
         # The Messages pane follows the newest delivery.
         assert app.messages_view.cursor == 1
 
 
 async def test_space_after_the_last_delivery_says_the_run_is_over(live):
+    advance(live, DELIVERIES - 1)
     app = ProtolabApp(live.store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await step_until(pilot, app, lambda: live.finished)
-        n = len(app.messages_view.source)
-        assert n == 13
-        assert "the run is over" in status(app)
+        assert len(app.messages_view.source) == DELIVERIES - 1
         await press(pilot, "space")
-        assert len(app.messages_view.source) == n
-        assert "finished" in status(app)
+        assert "#13 A-6 ack: accepted" in status(app)
+        await press(pilot, "space")
+        assert live.finished
+        assert len(app.messages_view.source) == DELIVERIES
+        assert "the run is over" in status(app) and "finished" in status(app)
+        await press(pilot, "space")
+        assert len(app.messages_view.source) == DELIVERIES
         assert [t["state"] for t in app._tasks] == ["succeeded", "succeeded"]
 
 
@@ -153,17 +181,17 @@ async def test_p_plays_then_pauses(live):
         await pilot.pause()
         await press(pilot, "p")
         assert app.playing
-        assert "▶ playing" in status(app)
+        assert "▶ playing ×4/s" in status(app)
         await pilot.pause(0.6)
-        playing_rows = len(app.messages_view.source)
-        assert playing_rows >= 1, "nothing was delivered while playing"
+        assert len(app.messages_view.source) >= 1, "nothing was delivered while playing"
+        assert len(app.messages_view.source) == live.delivered
 
         await press(pilot, "p")
         assert not app.playing
         assert "⏸ paused" in status(app)
         paused_at = len(app.messages_view.source)
         await pilot.pause(0.4)
-        assert len(app.messages_view.source) == paused_at
+        assert len(app.messages_view.source) == paused_at == live.delivered
 
 
 async def test_plus_and_minus_change_the_speed_in_the_status_line(live):
@@ -175,51 +203,50 @@ async def test_plus_and_minus_change_the_speed_in_the_status_line(live):
         assert "×16/s" in status(app)
         await press(pilot, "minus", times=3)
         assert "×2/s" in status(app)
-        await press(pilot, "minus", times=5)
+        await press(pilot, "minus", times=2)
         assert "×1/s" in status(app)  # the slowest stays the slowest
-        await press(pilot, "plus", times=10)
-        assert "×200/s" in status(app)
+        await press(pilot, "plus", times=7)
+        assert "×200/s" in status(app)  # and the fastest the fastest
 
 
-async def test_faster_while_playing_delivers_more(live):
-    app = ProtolabApp(live.store, live=live, speed=1)
+async def test_playing_at_full_speed_runs_to_the_end_and_stops(live):
+    app = ProtolabApp(live.store, live=live, speed=200)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "plus", times=6)  # 200/s
         await press(pilot, "p")
         await pilot.pause(0.5)
         assert live.finished
-        assert "the run is over" in status(app)
         assert not app.playing
+        assert "the run is over" in status(app) and "finished" in status(app)
+        assert len(app.messages_view.source) == DELIVERIES
 
 
-# ---------------------------------------------------------------------------- faults by hand
+# ---------------------------------------------------------------------------- d, c, l
 
 
 async def test_d_duplicates_the_selected_message(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
-        assert deliveries(app)[app.messages_view.cursor]["message_id"] == "M-3"
+        await pilot.pause()
+        assert selected(app)["message_id"] == "M-3"
         await press(pilot, "d")
         assert "M-3 will be delivered again next round" in status(app)
-        await step_until(pilot, app, lambda: len([d for d in deliveries(app) if d["message_id"] == "M-3"]) == 2)
-        again = [d for d in deliveries(app) if d["message_id"] == "M-3"][-1]
-        assert again["decision"] == "duplicate"
-        row = rows(app.messages_view)[deliveries(app).index(again)]
-        assert "M-3" in row and "duplicate" in row
+        await step_until(pilot, lambda: [d["message_id"] for d in deliveries(app)].count("M-3") == 2, limit=3)
+        i = max(i for i, d in enumerate(deliveries(app)) if d["message_id"] == "M-3")
+        assert deliveries(app)[i]["decision"] == "duplicate"
+        assert "M-3" in rows(app.messages_view)[i] and "duplicate" in rows(app.messages_view)[i]
         assert task(app, "T-1")["state"] == "succeeded"
 
 
 async def test_c_conflicting_digest_freezes_the_task_for_review(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
         await press(pilot, "c")
         assert "(conflicting-digest of M-3) will arrive next round" in status(app)
-        await step_until(pilot, app, lambda: any(d["decision"] == "conflict" for d in deliveries(app)))
-        conflict = next(d for d in deliveries(app) if d["decision"] == "conflict")
+        await step_until(pilot, lambda: any(d["decision"] == "conflict" for d in deliveries(app)), limit=3)
+        i = next(i for i, d in enumerate(deliveries(app)) if d["decision"] == "conflict")
+        conflict = deliveries(app)[i]
         assert conflict["task_id"] == "T-1" and conflict["type"] == "task_result"
-        assert "conflict" in rows(app.messages_view)[deliveries(app).index(conflict)]
+        assert "conflict" in rows(app.messages_view)[i]
         t1 = task(app, "T-1")
         assert t1["state"] == "needs_review"
         assert not t1["trusted"]
@@ -227,71 +254,73 @@ async def test_c_conflicting_digest_freezes_the_task_for_review(live):
 
 
 async def test_l_late_failure_on_a_result_is_late_and_the_task_stays_succeeded(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
         await press(pilot, "l")
         assert "(late-failure of M-3) will arrive next round" in status(app)
-        await step_until(pilot, app, lambda: any(d["decision"] == "late" for d in deliveries(app)))
-        late = next(d for d in deliveries(app) if d["decision"] == "late")
-        assert late["task_id"] == "T-1"
-        assert "late" in rows(app.messages_view)[deliveries(app).index(late)]
+        await step_until(pilot, lambda: any(d["decision"] == "late" for d in deliveries(app)), limit=4)
+        i = next(i for i, d in enumerate(deliveries(app)) if d["decision"] == "late")
+        assert deliveries(app)[i]["task_id"] == "T-1"
+        assert "late" in rows(app.messages_view)[i]
+        assert live.store.get_meta("policy") == "safe"
         assert task(app, "T-1")["state"] == "succeeded"
-        assert task(app, "T-1")["late_results"] >= 1
+        assert task(app, "T-1")["late_results"] == 1
 
 
 async def test_l_on_a_message_that_is_not_a_result_is_refused(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 1).store, live=live)  # M-1, a task_request
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space")  # M-1, a task_request
-        faults_before = live.store.event_ids()
+        await pilot.pause()
+        assert selected(app)["message_id"] == "M-1"
+        events_before = live.store.event_ids()
         await press(pilot, "l")
         assert "E_FAULT_NOT_APPLICABLE" in status(app)
-        assert live.store.event_ids() == faults_before
-        await step_until(pilot, app, lambda: live.finished)
-        assert not any(d["decision"] == "late" for d in deliveries(app))
+        assert "late-failure applies to task_result messages; M-1 is a task_request" in status(app)
+        assert live.store.event_ids() == events_before  # no fault recorded
+    live.run_to_end()
+    assert all(live.store.delivery(i)["decision"] != "late" for i in live.store.delivery_ids())
 
 
-# ---------------------------------------------------------------------------- crash
+# ---------------------------------------------------------------------------- k
 
 
 async def test_k_crashes_the_worker_holding_a_lease_and_the_task_still_succeeds(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 2).store, live=live)  # M-2: the researcher started T-1
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=2)  # M-2: the researcher started T-1
+        await pilot.pause()
         assert task(app, "T-1")["lease_holder"] == "researcher"
         await press(pilot, "k")
         assert isinstance(app.screen, ChooseWorker)
-        ol = app.screen.query_one(OptionList)
         assert app.screen.names == ["researcher", "writer"]
-        assert ol.highlighted == 0  # the selected message's sender comes first
+        assert app.screen.query_one(OptionList).highlighted == 0  # the selected message's sender
         await press(pilot, "enter")
         assert isinstance(app.screen, RunScreen)
         assert "researcher crashed holding lease v1 of T-1" in status(app)
+        assert first_event(live.store, "fault_injected", "T-1", fault="crash")
 
-        await step_until(pilot, app, lambda: live.finished, limit=30)
+        presses = await step_until(pilot, lambda: live.finished, limit=30)
+        assert presses > DELIVERIES - 2
         t1 = task(app, "T-1")
         assert t1["lease_version"] == 2
         assert t1["state"] == "succeeded"
+        assert "succeeded" in state_row(app, "T-1") and "v2" in state_row(app, "T-1")
         assert task(app, "T-2")["state"] == "succeeded"
         assert any(d["decision"] == "rejected" for d in deliveries(app))  # the dead body's stale result
 
 
 async def test_k_on_a_worker_without_a_lease_says_nothing_to_crash(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 2).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=2)
         before = live.store.state_digest()
-        await press(pilot, "k", "down", "enter")  # writer
+        await press(pilot, "k", "down", "enter")  # the writer, idle
         assert isinstance(app.screen, RunScreen)
         assert "E_NOTHING_TO_CRASH" in status(app)
         assert live.store.state_digest() == before
 
 
 async def test_k_then_escape_crashes_nobody(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 2).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=2)
         before = live.store.state_digest()
         await press(pilot, "k", "escape")
         assert isinstance(app.screen, RunScreen)
@@ -299,27 +328,26 @@ async def test_k_then_escape_crashes_nobody(live):
         assert "crashed" not in status(app)
 
 
-# ---------------------------------------------------------------------------- reconcile
+# ---------------------------------------------------------------------------- r
 
 
 async def _needs_review(pilot, app, live) -> None:
-    await press(pilot, "space", times=4)
+    """With ``live`` advanced 4 deliveries (M-3, T-1's result, selected): c, then step to the conflict."""
     await press(pilot, "c")
-    await step_until(pilot, app, lambda: any(t["state"] == "needs_review" for t in live.store.tasks()))
+    await step_until(pilot, lambda: any(t["state"] == "needs_review" for t in live.store.tasks()), limit=3)
 
 
 async def test_r_reconciles_a_needs_review_task_as_canceled(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
         await press(pilot, "r")
         assert isinstance(app.screen, Reconcile)
         assert app.screen.task_id == "T-1"
-        evidence = app.screen.query_one("#evidence", Input).value
-        assert "M-3" in evidence  # the untrusted intents are offered as evidence
+        assert "M-3" in app.screen.query_one("#evidence", Input).value  # the untrusted intents, offered
         await press(pilot, "down", "enter")  # canceled
         assert app.screen.query_one("#canceled").value
-        await press(pilot, "tab", "enter")  # to the evidence, and decide
+        await press(pilot, "tab", "enter")  # to the evidence; enter decides
         assert isinstance(app.screen, RunScreen)
         assert task(app, "T-1")["state"] == "canceled"
         assert "canceled" in state_row(app, "T-1")
@@ -330,19 +358,19 @@ async def test_r_reconciles_a_needs_review_task_as_canceled(live):
 
 
 async def test_r_reconciles_as_ready_by_default(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
         await press(pilot, "r", "tab", "enter")
         assert isinstance(app.screen, RunScreen)
         assert task(app, "T-1")["state"] == "ready"
+        assert "reviewer: T-1 → ready" in status(app)
         assert [a["decision"] for a in live.store.approvals()] == ["ready"]
 
 
 async def test_r_without_a_needs_review_task_says_so(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
         await press(pilot, "r")
         assert isinstance(app.screen, RunScreen)
         assert "no task is in needs_review" in status(app)
@@ -350,14 +378,18 @@ async def test_r_without_a_needs_review_task_says_so(live):
 
 
 async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
-        await press(pilot, "r")
+        await press(pilot, "r", "tab")
         dialog = app.screen
         assert isinstance(dialog, Reconcile)
-        dialog.query_one("#evidence", Input).value = ""
-        await press(pilot, "tab", "enter")
+        box = dialog.query_one("#evidence", Input)
+        assert app.focused is box
+        await press(pilot, "end")
+        await press(pilot, "backspace", times=len(box.value))
+        assert box.value == ""
+        await press(pilot, "enter")
         assert app.screen is dialog
         assert "cite at least one piece of evidence" in text_of(dialog.query_one("#reconcile-error", Label).content)
         assert task(app, "T-1")["state"] == "needs_review"
@@ -365,53 +397,56 @@ async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
         await press(pilot, "escape")
         assert isinstance(app.screen, RunScreen)
         assert task(app, "T-1")["state"] == "needs_review"
+        assert live.store.approvals() == []
 
 
-# ---------------------------------------------------------------------------- filter
+# ---------------------------------------------------------------------------- f
 
 
 async def _type_filter(pilot, app, value: str) -> None:
     await press(pilot, "f")
     assert isinstance(app.screen, AskFilter)
     box = app.screen.query_one(Input)
+    assert app.focused is box
     await press(pilot, "backspace", times=len(box.value))
     assert box.value == ""
     for ch in value:
         await pilot.press(ch)
+    assert box.value == value
     await press(pilot, "enter")
 
 
 async def test_f_filters_every_pane_to_one_task_and_empty_clears(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await step_until(pilot, app, lambda: live.finished)
         all_events, all_deliveries = len(app.events_view.source), len(app.messages_view.source)
 
         await _type_filter(pilot, app, "T-2")
         assert isinstance(app.screen, RunScreen)
         assert app.filter == ("task", "T-2")
-        assert "filter task=T-2" in status(app)
+        assert "showing task T-2 only" in status(app) and "filter task=T-2" in status(app)
         assert [t["task_id"] for t in app._tasks] == ["T-2"]
-        assert rows(app.state_view)[0].startswith("T-2 ")
+        assert rows(app.state_view)[0].startswith("T-2 ") and len(rows(app.state_view)) == 1
         ev = app.events_view.source
         assert 0 < len(ev) < all_events
         assert {app.store.event(ev.id_at(i))["task_id"] for i in range(len(ev))} == {"T-2"}
         assert all(" T-2 " in r for r in rows(app.events_view))
         assert 0 < len(app.messages_view.source) < all_deliveries
         assert {d["task_id"] for d in deliveries(app)} == {"T-2"}
+        assert all(" T-2 " in r for r in rows(app.messages_view))
 
         await _type_filter(pilot, app, "")
         assert app.filter is None
-        assert "filter cleared" in status(app)
+        assert "filter cleared" in status(app) and "filter task" not in status(app)
         assert len(app.events_view.source) == all_events
         assert len(app.messages_view.source) == all_deliveries
         assert [t["task_id"] for t in app._tasks] == ["T-1", "T-2"]
 
 
 async def test_f_with_an_unknown_id_is_an_error_and_filters_nothing(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 3).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=3)
+        await pilot.pause()
         n = len(app.events_view.source)
         await _type_filter(pilot, app, "T-9")
         assert isinstance(app.screen, RunScreen)
@@ -421,22 +456,20 @@ async def test_f_with_an_unknown_id_is_an_error_and_filters_nothing(live):
 
 
 async def test_f_by_trace_id(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 3).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=3)
         await _type_filter(pilot, app, "R-1")
         assert app.filter == ("trace", "R-1")
         assert "filter trace=R-1" in status(app)
         assert [t["task_id"] for t in app._tasks] == ["T-1"]
 
 
-# ---------------------------------------------------------------------------- time travel
+# ---------------------------------------------------------------------------- [ ] t
 
 
 async def test_brackets_and_t_travel_through_time(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 5).store, live=live)  # T-1 succeeded, its result acknowledged
     async with app.run_test(size=SIZE) as pilot:
-        await step_until(pilot, app, lambda: live.finished)
         last = live.store.last_event()
         assert len(app.events_view.source) == last
 
@@ -460,72 +493,71 @@ async def test_brackets_and_t_travel_through_time(live):
         assert app.events_view.source.id_at(len(app.events_view.source) - 1) == done - 1
         assert task(app, "T-1")["state"] == "running"
         assert "running" in state_row(app, "T-1")
-        assert [t["task_id"] for t in app._tasks] == ["T-1"]  # T-2 did not exist yet
-        assert len(app.messages_view.source) < 13
+        assert len(app.messages_view.source) < 5
+        assert f"TIME TRAVEL: after event {done - 1} of {last}" in status(app)
 
         await press(pilot, "right_square_bracket")
         assert app.as_of == done
         assert task(app, "T-1")["state"] == "succeeded"
+        assert "succeeded" in state_row(app, "T-1")
 
         await press(pilot, "t")
         assert app.as_of is None
         assert len(app.events_view.source) == last
-        assert len(app.messages_view.source) == 13
+        assert len(app.messages_view.source) == 5
         assert "TIME TRAVEL" not in status(app)
 
 
 async def test_time_travel_state_equals_the_live_state_at_that_event(live):
-    """Rebuilt state after event N is the state the run had when it had written N events."""
+    """The State pane after event N shows what the run's own state was once it had written N events."""
     oracle = LiveRun(load_scenario(SCENARIO))
+    snapshots = {}
     try:
-        snapshots = {}
-        while oracle.step() is not None:
+        for _ in range(6):
+            oracle.step()
             snapshots[oracle.store.last_event()] = oracle.store.tasks()
     finally:
         oracle.close()
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 6).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await step_until(pilot, app, lambda: live.finished)
         last = live.store.last_event()
-        seen = 0
+        assert last == max(snapshots)
         for seq in range(last - 1, 0, -1):
             await press(pilot, "left_square_bracket")
             assert app.as_of == seq
+            assert len(app.events_view.source) == seq
             if seq in snapshots:
                 assert app._tasks == snapshots[seq], f"state as of event {seq}"
-                seen += 1
-        assert seen >= 10
         await press(pilot, "left_square_bracket")
         assert app.as_of == 0 and app._tasks == [] and len(app.events_view.source) == 0
+        assert rows(app.messages_view) == []
         await press(pilot, "left_square_bracket")
         assert app.as_of == 0 and "at the start of the log" in status(app)
 
 
 async def test_right_bracket_at_the_present_says_so(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 2).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=2)
         await press(pilot, "right_square_bracket")
         assert app.as_of is None
         assert "already at the present" in status(app)
 
 
 async def test_space_during_time_travel_returns_to_the_present_and_steps(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 3).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=3)
         await press(pilot, "left_square_bracket", times=3)
         assert app.as_of is not None
         await press(pilot, "space")
         assert app.as_of is None
         assert len(app.messages_view.source) == 4
         assert len(app.events_view.source) == live.store.last_event()
+        assert "TIME TRAVEL" not in status(app)
 
 
 async def test_left_bracket_stops_play(live):
-    app = ProtolabApp(live.store, live=live, speed=1)
+    app = ProtolabApp(advance(live, 2).store, live=live, speed=1)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=2)
         await press(pilot, "p")
         assert app.playing
         await press(pilot, "left_square_bracket")
@@ -533,25 +565,38 @@ async def test_left_bracket_stops_play(live):
         assert "⏸ paused" in status(app)
 
 
-# ---------------------------------------------------------------------------- other screens
+# ---------------------------------------------------------------------------- v, ?, enter, q
 
 
 async def test_v_shows_the_conversation_per_sender_with_the_fence(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await step_until(pilot, app, lambda: live.finished)
         await press(pilot, "v")
         assert isinstance(app.screen, Conversation)
         body = shown(app, "#conv-body")
         for sender in ("manager (generation 1)", "researcher (generation 1)", "writer (generation 1)"):
             assert sender in body
-        assert "FENCE" in body and "terminal fence" in body
-        assert "valid" in body.split("\n")[0] and "COMPLETED" in body
+        assert "M-7     FENCE" in body and "terminal fence: nothing may follow" in body
+        assert "acknowledges M-7 (the fence)" in body
+        assert body.startswith("valid") and "COMPLETED" in body
         assert "13 messages" in shown(app, "#conv-title")
         await press(pilot, "escape")
         assert isinstance(app.screen, RunScreen)
 
 
+@pytest.mark.xfail(reason="BUG: Conversation.render_conversation titles the screen with trace['traceId'] or "
+                          "trace['id'], but a conversation-trace-v2 names it 'conversationId': the title reads "
+                          "'conversation  · 13 messages' with no id", strict=True)
+async def test_v_title_names_the_conversation(live):
+    app = ProtolabApp(advance(live).store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        await press(pilot, "v")
+        assert shown(app, "#conv-title").startswith("conversation R-1 · 13 messages")
+
+
+@pytest.mark.xfail(reason="BUG: Help.__init__ stores the bindings in self._bindings, which overwrites "
+                          "Textual's own DOMNode._bindings (a BindingsMap); pressing ? crashes the app with "
+                          "AttributeError: 'list' object has no attribute 'key_to_bindings'", strict=True)
 async def test_question_mark_lists_every_binding(live):
     app = ProtolabApp(live.store, live=live)
     async with app.run_test(size=SIZE) as pilot:
@@ -566,31 +611,32 @@ async def test_question_mark_lists_every_binding(live):
 
 
 async def test_enter_on_a_message_row_opens_its_detail(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
+        await pilot.pause()
         app.messages_view.focus()  # see test_messages_pane_has_focus_at_start
         await pilot.pause()
-        assert deliveries(app)[app.messages_view.cursor]["message_id"] == "M-3"
+        assert selected(app)["message_id"] == "M-3"
         await press(pilot, "enter")
         assert isinstance(app.screen, Detail)
         title, body = shown(app, "#detail-title"), shown(app, "#detail-body")
         assert title.startswith("M-3 · task_result · researcher → manager · task T-1")
         assert '"message_id": "M-3"' in body
         assert "recomputed: matches" in body
-        assert "Events this delivery caused" in body
         caused = body.split("Events this delivery caused")[1]
-        for e in live.store.events_of_delivery(4):
-            assert e["type"] in caused
+        events = live.store.events_of_delivery(4)
+        assert events
+        for e in events:
+            assert f"{e['seq']:>6}" in caused and e["type"] in caused
         assert "running → succeeded" in caused
         await press(pilot, "escape")
         assert isinstance(app.screen, RunScreen)
 
 
 async def test_enter_on_a_state_row_opens_the_task_detail(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
+        await pilot.pause()
         app.state_view.focus()
         await pilot.pause()
         await press(pilot, "enter")
@@ -605,9 +651,9 @@ async def test_enter_on_a_state_row_opens_the_task_detail(live):
 
 
 async def test_enter_on_an_event_row_opens_the_event_detail(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await press(pilot, "space", times=4)
+        await pilot.pause()
         app.events_view.focus()
         await pilot.pause()
         seq = app.events_view.source.id_at(app.events_view.cursor)
@@ -615,8 +661,8 @@ async def test_enter_on_an_event_row_opens_the_event_detail(live):
         await press(pilot, "enter")
         assert isinstance(app.screen, Detail)
         assert shown(app, "#detail-title").startswith(f"event {seq} ·")
-        assert "Caused by" in shown(app, "#detail-body")
-        await press(pilot, "escape")
+        assert "delivery #4 of M-3 (task_result): accepted" in shown(app, "#detail-body")
+        await press(pilot, "enter")  # enter closes a detail too
         assert isinstance(app.screen, RunScreen)
 
 
@@ -628,7 +674,7 @@ async def test_q_quits(live):
     assert app.return_code == 0
 
 
-# ---------------------------------------------------------------------------- start-up
+# ---------------------------------------------------------------------------- start-up and size
 
 
 @pytest.mark.xfail(reason="BUG: ProtolabApp.on_mount runs before RunScreen is composed, so _status() "
@@ -641,10 +687,11 @@ async def test_status_line_is_filled_at_start(live):
         assert "0 deliveries" in status(app)
 
 
-@pytest.mark.xfail(reason="BUG: messages_view.focus() in ProtolabApp.on_mount happens before the screen "
-                          "is composed; the screen then focuses the State pane instead", strict=True)
+@pytest.mark.xfail(reason="BUG: messages_view.focus() in ProtolabApp.on_mount runs before the screen is "
+                          "composed; the screen then focuses its first pane, State, so enter opens a task, "
+                          "not the newest message", strict=True)
 async def test_messages_pane_has_focus_at_start(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.focused is app.messages_view
@@ -667,6 +714,7 @@ async def test_a_big_enough_terminal_hides_the_size_message(live):
         await pilot.pause()
         assert not app.screen.has_class("-small")
         assert not app.screen.query_one("#too-small").display
+        assert app.screen.query_one("#panes").display
 
 
 # ---------------------------------------------------------------------------- command palette
@@ -681,10 +729,11 @@ async def test_every_palette_command_is_offered(live):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         cmds = _commands(app)
-        for _action, title, _help in ProtolabApp.COMMANDS_LIST:
+        for _action, title, help_text in ProtolabApp.COMMANDS_LIST:
             assert title in cmds
+            assert cmds[title].help == help_text
             assert callable(cmds[title].callback)
-        # Every binding's action (but quit, which Textual offers itself) is in the palette.
+        # Every key's action but quit (which Textual's own commands offer) is in the palette.
         actions = {a for a, _t, _h in ProtolabApp.COMMANDS_LIST}
         assert {b.action for b in ProtolabApp.BINDINGS} - {"quit"} <= actions
 
@@ -694,39 +743,46 @@ async def test_palette_commands_do_what_their_keys_do(live):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         cmds = _commands(app)
-        await cmds["Step one delivery"].callback()
-        await pilot.pause()
-        assert len(app.messages_view.source) == 1 and "M-1" in rows(app.messages_view)[0]
-        await cmds["Faster"].callback()
+
+        async def run(title: str) -> None:
+            await cmds[title].callback()  # run_action: a coroutine, as the palette awaits it
+            await pilot.pause()
+
+        await run("Step one delivery")
+        assert rows(app.messages_view) and "M-1" in rows(app.messages_view)[0] and len(rows(app.messages_view)) == 1
+        await run("Faster")
         assert "×8/s" in status(app)
-        await cmds["Slower"].callback()
-        await cmds["Slower"].callback()
+        await run("Slower")
+        await run("Slower")
         assert "×2/s" in status(app)
-        await cmds["Time travel: one event back"].callback()
+        await run("Play / pause")
+        assert app.playing and "▶ playing" in status(app)
+        await run("Play / pause")
+        assert not app.playing
+        await run("Time travel: one event back")
         assert app.as_of == live.store.last_event() - 1
-        await cmds["Back to the present"].callback()
+        await run("Time travel: one event forward")
         assert app.as_of is None
-        await press(pilot, "space", times=3)
-        await cmds["Inject a duplicate delivery"].callback()
-        await pilot.pause()
+        await run("Time travel: one event back")
+        await run("Back to the present")
+        assert app.as_of is None
+        advance(live, 4 - live.delivered)
+        await run("Step one delivery")  # A-2
+        app.messages_view.move_cursor(3)  # M-3
+        await run("Inject a duplicate delivery")
         assert "M-3 will be delivered again next round" in status(app)
-        await cmds["Help"].callback()
-        await pilot.pause()
-        assert isinstance(app.screen, Help)
-        await press(pilot, "escape")
-        await cmds["Conversation view"].callback()
-        await pilot.pause()
-        assert isinstance(app.screen, Conversation)
-        await press(pilot, "escape")
-        await cmds["Crash a worker"].callback()
-        await pilot.pause()
-        assert isinstance(app.screen, ChooseWorker)
-        await press(pilot, "escape")
-        await cmds["Filter by task or trace"].callback()
-        await pilot.pause()
-        assert isinstance(app.screen, AskFilter)
-        await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        await run("Inject a late failure")
+        assert "(late-failure of M-3) will arrive next round" in status(app)
+        await run("Inject a conflicting digest")
+        assert "(conflicting-digest of M-3) will arrive next round" in status(app)
+        await run("Reconcile a needs_review task")
+        assert "no task is in needs_review" in status(app)
+        for title, screen in (("Conversation view", Conversation), ("Crash a worker", ChooseWorker),
+                              ("Filter by task or trace", AskFilter)):
+            await run(title)
+            assert isinstance(app.screen, screen), title
+            await press(pilot, "escape")
+            assert isinstance(app.screen, RunScreen)
 
 
 async def test_the_palette_runs_a_step_by_its_title(live):
@@ -749,33 +805,35 @@ async def test_the_palette_runs_a_step_by_its_title(live):
 async def test_read_only_space_walks_the_finished_run_one_delivery_at_a_time(finished_db):
     ro = Store.open(finished_db, readonly=True)
     try:
-        total_deliveries = len(ro.delivery_ids())
+        total = len(ro.delivery_ids())
         last = ro.last_event()
+        runtime_events = sum(1 for s in range(1, last + 1) if ro.event(s)["delivery_id"] is None)
         app = ProtolabApp(ro)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             assert app.as_of is None
-            assert len(app.messages_view.source) == total_deliveries
+            assert len(app.messages_view.source) == total == DELIVERIES
             seen = []
-            for _ in range(total_deliveries + 10):
+            for _ in range(total + runtime_events):
                 await press(pilot, "space")
+                ev = app.events_view.source
+                assert ev.id_at(len(ev) - 1) == app.as_of  # the Events pane ends at the travel point
+                nxt = ro.event(app.as_of + 1)
+                here = ro.event(app.as_of)
+                # ... and a delivery's events are shown all together, never half of them.
+                assert nxt is None or here["delivery_id"] is None or nxt["delivery_id"] != here["delivery_id"]
                 seen.append((app.as_of, len(app.messages_view.source)))
-                if app.as_of == last:
-                    break
+                assert "read-only" in status(app) and "TIME TRAVEL" in status(app)
             as_ofs = [a for a, _ in seen]
             counts = [n for _, n in seen]
             assert as_ofs == sorted(set(as_ofs)), "as_of goes forward on every press"
             assert as_ofs[-1] == last
-            assert counts[-1] == total_deliveries
-            assert all(b - a <= 1 for a, b in zip(counts, counts[1:])), "one delivery per press"
-            assert len(seen) <= total_deliveries + 2
-            ev = app.events_view.source
-            assert ev.id_at(len(ev) - 1) == last
-            assert "read-only" in status(app)
+            assert counts[-1] == total
+            assert all(b - a in (0, 1) for a, b in zip(counts, counts[1:])), "at most one delivery per press"
             await press(pilot, "space")
             assert app.as_of == last and "at the end of the run" in status(app)
             await press(pilot, "t")
-            assert app.as_of is None
+            assert app.as_of is None and len(app.events_view.source) == last
     finally:
         ro.close()
 
@@ -785,22 +843,25 @@ async def test_read_only_refuses_to_change_the_run(finished_db):
     ro = Store.open(finished_db, readonly=True)
     try:
         digest = ro.state_digest()
+        last = ro.last_event()
         app = ProtolabApp(ro)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
-            app.messages_view.focus()
-            await pilot.pause()
-            for key in ("p", "d", "c", "l", "k", "r"):
+            for key, words in (("p", "does not play"), ("d", "cannot take a duplicate"),
+                               ("c", "cannot take a conflicting-digest"), ("l", "cannot take a late-failure"),
+                               ("k", "cannot crash a worker"), ("r", "cannot take a reviewer's decision")):
                 await press(pilot, key)
                 assert isinstance(app.screen, RunScreen), key
-                assert "read-only" in status(app), key
+                assert "read-only" in status(app) and words in status(app), key
                 assert not app.playing
-            assert "cannot take a reviewer's decision" in status(app)
             await pilot.pause(0.3)
-            assert ro.state_digest() == digest
-            # Browsing still works: [ goes back in time.
+            assert ro.state_digest() == digest and ro.last_event() == last
+            # Browsing still works: [ goes back in time, f filters.
             await press(pilot, "left_square_bracket")
-            assert app.as_of == ro.last_event() - 1
+            assert app.as_of == last - 1
+            await press(pilot, "t")
+            await _type_filter(pilot, app, "T-1")
+            assert app.filter == ("task", "T-1")
     finally:
         ro.close()
     assert finished_db.read_bytes() == before_bytes
@@ -811,11 +872,15 @@ async def test_read_only_refuses_to_change_the_run(finished_db):
 
 def _workshop():
     sc = load_scenario(SCENARIO)
-    return (LiveRun(sc, policy="naive", faults=["late-failure"]), LiveRun(sc, policy="safe", faults=["late-failure"]))
+    return LiveRun(sc, policy="naive", faults=["late-failure"]), LiveRun(sc, policy="safe", faults=["late-failure"])
 
 
 def _banner(app, side: str) -> str:
     return text_of(app.query_one(f"#{side}", Side).query_one(".banner", Static).content)
+
+
+def _wstatus(app) -> str:
+    return text_of(app.query_one("#status", Static).content)
 
 
 async def test_workshop_space_steps_both_sides():
@@ -824,14 +889,16 @@ async def test_workshop_space_steps_both_sides():
         app = WorkshopApp(naive, safe)
         async with app.run_test(size=(160, 40)) as pilot:
             await pilot.pause()
-            assert "every invariant holds (0 deliveries)" in _banner(app, "naive")
+            assert _banner(app, "naive") == _banner(app, "safe") == "every invariant holds (0 deliveries)"
             await press(pilot, "space")
             assert naive.delivered == safe.delivered == 1
             for side in ("naive", "safe"):
-                assert len(rows(app.query_one(f"#{side}", Side).msgs)) == 1
-                assert "every invariant holds (1 deliveries)" in _banner(app, side)
+                (row,) = rows(app.query_one(f"#{side}", Side).msgs)
+                assert "M-1" in row and "accepted" in row
+                assert _banner(app, side) == "every invariant holds (1 deliveries)"
             await press(pilot, "space", times=2)
             assert naive.delivered == safe.delivered == 3
+            assert len(rows(app.query_one("#naive", Side).msgs)) == len(rows(app.query_one("#safe", Side).msgs)) == 3
     finally:
         naive.close()
         safe.close()
@@ -844,41 +911,43 @@ async def test_workshop_e_runs_to_the_end_and_names_the_broken_invariant():
         async with app.run_test(size=(160, 40)) as pilot:
             await press(pilot, "e")
             assert naive.finished and safe.finished
-            naive_banner = _banner(app, "naive")
-            assert "BROKEN: NO_STATE_REGRESSION" in naive_banner
+            assert _banner(app, "naive").startswith("BROKEN: NO_STATE_REGRESSION: ")
+            assert "task_id=T-1" in _banner(app, "naive")
             assert app.query_one("#naive .banner").has_class("-broken")
             assert _banner(app, "safe") == "every invariant holds (finished)"
             assert app.query_one("#safe .banner").has_class("-holds")
             safe_inv = text_of(app.query_one("#safe .invariants", Static).content)
-            assert "FAIL" not in safe_inv and "NO_STATE_REGRESSION" in safe_inv
+            assert "FAIL" not in safe_inv and "ok   NO_STATE_REGRESSION" in safe_inv
             naive_inv = text_of(app.query_one("#naive .invariants", Static).content)
             assert "FAIL NO_STATE_REGRESSION" in naive_inv
+            # The safe side took the late failure as late; the naive side let it move the task.
+            safe_rows = rows(app.query_one("#safe", Side).msgs)
+            assert any(" late" in r for r in safe_rows)
     finally:
         naive.close()
         safe.close()
 
 
-async def test_workshop_p_plays_and_plus_minus_change_speed():
+async def test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits():
     naive, safe = _workshop()
     try:
         app = WorkshopApp(naive, safe)
         async with app.run_test(size=(160, 40)) as pilot:
             await pilot.pause()
-            st = lambda: text_of(app.query_one("#status", Static).content)  # noqa: E731
-            assert "⏸ paused ×4/s" in st()
-            assert "faults: late-failure" in st()
+            assert "⏸ paused ×4/s" in _wstatus(app)
+            assert "faults: late-failure" in _wstatus(app)
             await press(pilot, "plus")
-            assert "×8/s" in st()
+            assert "×8/s" in _wstatus(app)
             await press(pilot, "minus", times=2)
-            assert "×2/s" in st()
+            assert "×2/s" in _wstatus(app)
             await press(pilot, "equals_sign", times=3)
-            assert "×16/s" in st()
+            assert "×16/s" in _wstatus(app)
             await press(pilot, "p")
-            assert app.playing and "▶ playing" in st()
+            assert app.playing and "▶ playing" in _wstatus(app)
             await pilot.pause(0.6)
             assert naive.delivered >= 1 and safe.delivered >= 1
             await press(pilot, "p")
-            assert not app.playing and "⏸ paused" in st()
+            assert not app.playing and "⏸ paused" in _wstatus(app)
             n = naive.delivered
             await pilot.pause(0.3)
             assert naive.delivered == n
@@ -894,9 +963,9 @@ async def test_workshop_p_plays_and_plus_minus_change_speed():
 
 @pytest.mark.xfail(reason="BUG: a conflicting digest injected by hand (c) carries sender seq 0, because "
                           "Run.sent_meta of the original was popped at its delivery; the conversation view "
-                          "then shows E_SCHEMA 'seq is 0', which the scheduled fault never does", strict=True)
+                          "then flags E_SCHEMA 'seq is 0', which the scheduled fault never does", strict=True)
 async def test_hand_injected_conflict_keeps_the_senders_sequence(live):
-    app = ProtolabApp(live.store, live=live)
+    app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
         await press(pilot, "v")

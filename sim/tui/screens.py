@@ -258,7 +258,17 @@ class Conversation(Screen):
             parts.append(_section("Whole-conversation findings"))
             for f in rest:
                 parts.append(Text(f"  ⚠ {f.code}: {f.message}", "bold red"))
-        title = f"conversation {trace.get('traceId', trace.get('id', ''))} · {len(trace['messages'])} messages · per sender"
+        if report.gathers:
+            parts.append(_section("Gathers"))
+            for gid, g in sorted(report.gathers.items()):
+                parts.append(Text(f"  {gid}: {g.rule} → {g.status}" + (f", missing {', '.join(g.missing)}" if g.missing else "")))
+        term = trace.get("terminal") or {}
+        if term:
+            parts.append(_section("Terminal"))
+            parts.append(Text(f"  {term.get('state')} fenced by {term.get('fence')}; acks required from "
+                              f"{', '.join(term.get('requiredAcks', [])) or 'nobody'}"))
+        title = (f"conversation {trace.get('conversationId', '')} · protocol {trace.get('protocol', '')} · "
+                 f"{len(trace['messages'])} messages · per sender (escape: back)")
         return title, Group(*parts)
 
 
