@@ -118,10 +118,12 @@ class LiveRun:
         env = envelope_of(row)
         if env.task_id == env.trace_id:
             raise InputError(f"{message_id} is a {env.type} about the conversation, not a task message", code="E_FAULT_NOT_APPLICABLE")
-        if fault == "duplicate":
-            # The transport knows the send's sequence; a second delivery carries the same one.
-            self.run.sent_meta[env.message_id] = (row.get("sender_seq") or 0, row.get("sender_generation") or 1)
+        # The transport knows the send's sequence (forgotten at its first delivery): a second
+        # delivery carries the same one, and a copy is numbered from it as the scheduled faults do.
+        self.run.sent_meta[env.message_id] = (row.get("sender_seq") or 0, row.get("sender_generation") or 1)
         copy = self.run.bus.inject(fault, env, self.run.now)
+        if fault != "duplicate":
+            self.run.sent_meta.pop(env.message_id, None)
         if fault == "duplicate":
             return f"{message_id} will be delivered again next round"
         return f"{copy.message_id} ({fault} of {message_id}) will arrive next round"

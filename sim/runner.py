@@ -254,7 +254,12 @@ class Run:
         return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
 
     def _blocked(self, spec: TaskSpec) -> bool:
-        """A task whose inputs can no longer all succeed waits forever: not the run's business."""
+        """A task whose inputs can no longer all succeed waits forever: not the run's business.
+
+        A task already handed out (created, or its request in flight) is in play whatever became
+        of its inputs since: the conversation is not fenced while its work is still under way."""
+        if self.task(spec.id) is not None or spec.id in self.manager.sent:
+            return False
         for dep in spec.after:
             t = self.task(dep)
             if t is not None and t.state in DONE and t.state != TaskState.SUCCEEDED:

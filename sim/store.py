@@ -914,6 +914,16 @@ class Store:
             r["data"] = json.loads(r["data"])
         return rows[0] if rows else None
 
+    def next_delivery_span(self, after: int) -> tuple[int, int] | None:
+        """The first delivery with events after event ``after``: (delivery_id, its last event)."""
+        row = self.conn.execute(
+            "SELECT delivery_id FROM events WHERE seq > ? AND delivery_id IS NOT NULL ORDER BY seq LIMIT 1", (after,)
+        ).fetchone()
+        if row is None:
+            return None
+        end = self.conn.execute("SELECT MAX(seq) FROM events WHERE delivery_id = ?", (row[0],)).fetchone()[0]
+        return row[0], end
+
     def last_event(self) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
 

@@ -363,22 +363,17 @@ class ProtolabApp(App):
         self.reload()
 
     def _travel_delivery(self) -> None:
+        """A finished run, walked from its start: each press shows state after the next delivery."""
         cur = self.as_of if self.as_of is not None else 0
-        last = self.store.last_event()
-        if self.as_of is None:
-            cur = 0
-        ev = self.store.event(cur + 1)
-        if ev is None:
-            self.say("at the end of the run")
+        span = self.store.next_delivery_span(cur)
+        if span is None:
+            self.say("at the end of the run (t: back to the present, [ and ]: one event at a time)")
             return
-        target = cur + 1
-        did = ev["delivery_id"]
-        while did is not None:
-            nxt = self.store.event(target + 1)
-            if nxt is None or nxt["delivery_id"] != did:
-                break
-            target += 1
-        self.as_of = min(target, last)
+        delivery_id, end = span
+        self.as_of = end
+        d = self.store.delivery(delivery_id)
+        self.message_line = (f"walking the run: after delivery #{delivery_id} {d['message_id']} {d['type']}: {d['decision']}"
+                             if d else "")
         self.reload()
 
     def action_toggle_play(self) -> None:
@@ -453,6 +448,9 @@ class ProtolabApp(App):
         workers = sorted(self.live.run.workers)
         d = self.selected_delivery()
         first = d["sender"] if d and d["sender"] in workers else None
+        if first is None:  # the worker that holds a lease now, if any: that is the one a crash hurts
+            first = next((w for w in workers if any(j.lease and j.result is None
+                                                    for j in self.live.run.workers[w].jobs.values())), None)
 
         def done(worker: str | None) -> None:
             if worker is None:

@@ -281,12 +281,12 @@ class Help(Screen):
 
     def __init__(self, bindings):
         super().__init__()
-        self._bindings = bindings
+        self.keys = bindings
 
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("protolab: keys\n\n", "bold")
-        for b in self._bindings:
+        for b in self.keys:
             key = b.key_display or b.key.split(",")[0]
             t.append(f"  {key:<8}", "bold cyan")
             t.append(f"{b.description}")
