@@ -84,7 +84,7 @@ def test_workshop_mode_opens_naive_beside_safe(tmp_path):
     t = Terminal(PROTOLAB + ["demo", "regression", "--paused"], cwd=tmp_path, size=(160, 40))
     t.wait_for("naive", "safe")
     t.press("e")
-    t.wait_for("BROKEN: NO_STATE_REGRESSION", "every invariant holds")
+    t.wait_for("BROKEN NO_STATE_REGRESSION", "every invariant holds")
     t.press("q")
     assert t.finish() == 0
 

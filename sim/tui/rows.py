@@ -131,6 +131,19 @@ def delivery_row(r: dict) -> Text:
     return out
 
 
+COMPACT_DELIVERY_HEADER = " dlv msg   type         task decision  code"
+
+
+def compact_delivery_row(r: dict) -> Text:
+    """A delivery in 40 columns (the workshop's narrow sides): what arrived and what intake decided."""
+    out = Text()
+    out.append(f"{r['delivery_id']:>4} " + _cell(r["message_id"], 5) + " " + _cell(r["type"], 12) + " " + _cell(r["task_id"], 4) + " ")
+    out.append(_cell(r["decision"], 9), DECISION_STYLE.get(r["decision"], ""))
+    if r["code"]:
+        out.append(" " + r["code"], "red")
+    return out
+
+
 class StoreSource:
     """Rows of one kind, by id, paged out of the store on demand."""
 
@@ -154,8 +167,8 @@ def event_source(store: Store, ids: Sequence[int]) -> StoreSource:
     return StoreSource(store, ids, store.events_at, event_row)
 
 
-def delivery_source(store: Store, ids: Sequence[int]) -> StoreSource:
-    return StoreSource(store, ids, store.deliveries_at, delivery_row)
+def delivery_source(store: Store, ids: Sequence[int], *, compact: bool = False) -> StoreSource:
+    return StoreSource(store, ids, store.deliveries_at, compact_delivery_row if compact else delivery_row)
 
 
 class TaskSource:

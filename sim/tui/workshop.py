@@ -16,12 +16,25 @@ from ..invariants import check
 from ..live import LiveRun
 from .app import SPEEDS
 from .logview import LogView
-from .rows import DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
+from .rows import COMPACT_DELIVERY_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
 
 
 def _witness(w: dict) -> str:
-    keys = ("problem", "task_id", "message_id", "old_state", "new_state", "times_committed", "carried_lease_version")
-    return ", ".join(f"{k}={w[k]}" for k in keys if w.get(k) is not None)
+    """The first witness in a few words: which task, what happened, which message did it."""
+    parts = []
+    if w.get("task_id"):
+        parts.append(str(w["task_id"]))
+    if w.get("old_state") and w.get("new_state"):
+        parts.append(f"{w['old_state']} → {w['new_state']}")
+    if w.get("times_committed"):
+        parts.append(f"committed {w['times_committed']} times")
+    if w.get("carried_lease_version") is not None:
+        parts.append(f"stale lease v{w['carried_lease_version']}")
+    if w.get("problem") and not (w.get("old_state") and w.get("new_state")):
+        parts.append(str(w["problem"]))
+    if w.get("message_id"):
+        parts.append(f"by {w['message_id']}")
+    return " ".join(parts) or ", ".join(f"{k}={v}" for k, v in list(w.items())[:3])
 
 
 class Side(Vertical):
@@ -51,13 +64,18 @@ class Side(Vertical):
         yield Static(Text(TASK_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr")
         yield self.tasks
         yield Static("", classes="invariants")
-        yield Static(Text(DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr")
+        yield Static(Text(DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr hdr-msgs")
         yield self.msgs
 
     def refresh_side(self) -> None:
         store = self.live.store
-        self.tasks.set_source(TaskSource(store.tasks()), keep_cursor=True)
-        self.msgs.set_source(delivery_source(store, store.delivery_ids()))
+        tasks = store.tasks()
+        self.tasks.set_source(TaskSource(tasks), keep_cursor=True)
+        self.tasks.styles.height = max(2, min(len(tasks), 8))
+        compact = self.app.size.width < 160
+        self.msgs.set_source(delivery_source(store, store.delivery_ids(), compact=compact))
+        self.query_one(".hdr-msgs", Static).update(
+            Text(COMPACT_DELIVERY_HEADER if compact else DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"))
         self.msgs.move_cursor(len(self.msgs.source) - 1)
         self.results = check(store)
         broken = [r for r in self.results if not r.ok]
@@ -65,15 +83,23 @@ class Side(Vertical):
         banner.set_class(bool(broken), "-broken")
         banner.set_class(not broken, "-holds")
         if broken:
-            lines = [f"BROKEN: {r.name}: {_witness(r.witnesses[0])}" for r in broken]
+            lines = [f"BROKEN {r.name}: {_witness(r.witnesses[0])}" for r in broken]
             banner.update("\n".join(lines))
         else:
             status = "finished" if self.live.finished else f"{self.live.delivered} deliveries"
             banner.update(f"every invariant holds ({status})")
         inv = Text()
-        for r in self.results:
-            inv.append("  ok   " if r.ok else "  FAIL ", "green" if r.ok else "bold red")
-            inv.append(r.name + "\n", "" if r.ok else "bold red")
+        if self.app.size.height < 40:  # short terminal: the invariants in one line
+            bad = [r.name for r in self.results if not r.ok]
+            if bad:
+                inv.append("FAIL " + ", ".join(bad), "bold red")
+                inv.append(f" · the other {len(self.results) - len(bad)} hold", "green")
+            else:
+                inv.append(f"all {len(self.results)} invariants hold", "green")
+        else:
+            for r in self.results:
+                inv.append("  ok   " if r.ok else "  FAIL ", "green" if r.ok else "bold red")
+                inv.append(r.name + "\n", "" if r.ok else "bold red")
         self.query_one(".invariants", Static).update(inv)
 
 
