@@ -481,6 +481,23 @@ async def test_f_with_an_unknown_id_is_an_error_and_a_trace_id_filters_by_trace(
 # ---------------------------------------------------------------------------- [ ] t
 
 
+async def test_g_travels_to_the_event_selected_in_the_events_pane(live):
+    app = ProtolabApp(advance(live).store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        app.events_view.focus()
+        await press(pilot, "home")
+        await press(pilot, "down", times=4)  # event 5: T-1 ready -> running
+        await press(pilot, "g")
+        assert app.as_of == 5 and "TIME TRAVEL" in status(app)
+        assert [(t["task_id"], t["state"]) for t in app._tasks] == [("T-1", "running")]
+        assert len(app.events_view.source) == 5
+        await press(pilot, "up", "g")
+        assert app.as_of == 4
+        assert [(t["task_id"], t["state"]) for t in app._tasks] == [("T-1", "ready")]
+        await press(pilot, "t")
+        assert app.as_of is None
+
+
 async def test_brackets_and_t_travel_through_time(live):
     app = ProtolabApp(advance(live, 5).store, live=live)  # T-1 succeeded, its result acknowledged
     async with app.run_test(size=SIZE) as pilot:
@@ -718,7 +735,7 @@ async def test_every_palette_command_is_offered(live):
         # Every key's action but quit (which Textual's own commands offer) is in the palette.
         actions = {a for a, _t, _h in ProtolabApp.COMMANDS_LIST}
         keyed = {b.action.removeprefix("app.") for b in KEYS}
-        assert len(keyed) == 16
+        assert len(keyed) == 17
         assert keyed - {"quit"} == actions
 
 

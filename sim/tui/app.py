@@ -71,6 +71,7 @@ class RunScreen(Screen):
         Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only"),
         Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back"),
         Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
+        Binding("g", "app.goto", "Go to event", tooltip="Time travel to the event selected in the Events pane"),
         Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present"),
         Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
@@ -144,6 +145,7 @@ class ProtolabApp(App):
         ("filter", "Filter by task or trace", "Show one task or one trace only"),
         ("back", "Time travel: one event back", "All three panes as of the previous event"),
         ("forward", "Time travel: one event forward", "All three panes as of the next event"),
+        ("goto", "Time travel to the selected event", "All three panes as of the event selected in Events"),
         ("present", "Back to the present", "Leave time travel"),
         ("conversation", "Conversation view", "Per-sender messages, fence, acknowledgements, validator errors"),
         ("help", "Help", "Every key and what the panes mean"),
@@ -535,6 +537,16 @@ class ProtolabApp(App):
         if self.as_of >= last:
             self.as_of = None
         self.reload()
+
+    def action_goto(self) -> None:
+        seq = self.events_view.source.id_at(self.events_view.cursor) if len(self.events_view.source) else None
+        if seq is None:
+            self.say("select an event in the Events pane first", error=True)
+            return
+        self._stop_play()
+        self.as_of = None if seq >= self.store.last_event() else seq
+        self.reload()
+        self.events_view.focus()
 
     def action_present(self) -> None:
         self.as_of = None

@@ -79,11 +79,19 @@ def event_summary(etype: str, d: dict) -> str:
     if etype == "transition_applied":
         return f"{d.get('from')} → {d.get('to')} (v{d.get('from_version')}→v{d.get('from_version', 0) + 1}) by {d.get('executor')}"
     if etype == "transition_rejected":
-        return f"refused {d.get('from', '?')} → {d.get('to', '?')}: {d.get('reason', '')}"
+        return f"{d.get('code') or 'refused'}: {d.get('reason', '')}"
+    if etype == "late_recorded":
+        return f"{d.get('type')} ({d.get('status') or '-'}) after the task was {d.get('state')}: state unchanged"
+    if etype == "duplicate_recorded":
+        return f"same key and digest as {d.get('first_message_id')}: nothing re-executed"
+    if etype == "conflict_recorded":
+        first, second = d.get("first") or {}, d.get("second") or {}
+        return f"key {d.get('key')}: {first.get('message_id')} and {second.get('message_id')} differ; frozen"
     if etype == "lease_granted":
         return f"lease v{d.get('lease_version')} to {d.get('holder')}"
     if etype == "fault_injected":
-        return f"{d.get('fault')} ({d.get('selector', '')})"
+        made = d.get("twin") or d.get("late")
+        return f"{d.get('fault')} ({d.get('selector', '')})" + (f" → {made}" if made else "")
     if etype in ("effect_committed", "effect_suppressed"):
         return str(d.get("effect_key", ""))
     if etype == "artifact_stored":
@@ -92,7 +100,7 @@ def event_summary(etype: str, d: dict) -> str:
         return f"-{d.get('amount', d.get('delta', 1))} ({d.get('reason', '')})"
     if etype == "task_created":
         return f"{d.get('goal', '')} (budget {d.get('budget')})"
-    if etype in ("intent_recorded", "duplicate_recorded", "conflict_recorded", "late_recorded"):
+    if etype == "intent_recorded":
         return f"{d.get('key', '')} {str(d.get('digest', ''))[:15]}"
     if etype == "ack_recorded":
         return f"receipt of {d.get('of')} from {d.get('from')}"
