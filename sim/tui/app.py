@@ -21,10 +21,9 @@ from ..errors import ProtolabError
 from ..live import LiveRun, Timeline
 from ..store import Store
 from .logview import LogView
+from .player import SPEEDS, Player
 from .rows import DELIVERY_HEADER, EVENT_HEADER, TASK_HEADER, TaskSource, delivery_source, event_source
 
-#: Play speeds, in deliveries per second.
-SPEEDS = (1, 2, 4, 8, 16, 50, 200)
 MIN_SIZE = (60, 16)
 #: Time travel further than this many events from a rebuilt state folds in a background thread.
 FOLD_IN_BACKGROUND = 5000
@@ -121,7 +120,7 @@ class RunScreen(Screen):
             )
 
 
-class ProtolabApp(App):
+class ProtolabApp(Player, App):
     """Browse (and, when live, drive) one run."""
 
     TITLE = "protolab"
@@ -157,10 +156,8 @@ class ProtolabApp(App):
         self.store = store
         self.live = live
         self.label = label or self._label()
-        self.playing = False
         self.speed_i = SPEEDS.index(speed) if speed in SPEEDS else 2
         self._autoplay = play and live is not None
-        self._timer = None
         self.as_of: int | None = None  # time travel: the event the panes show state after
         self.timeline = Timeline(store)
         self.filter: tuple[str, str] | None = None  # ("task" | "trace", id)
@@ -382,50 +379,24 @@ class ProtolabApp(App):
         if self.live is None:
             self.say("read-only: a finished run does not play; press space to walk it one delivery at a time")
             return
-        if self.playing:
-            self._stop_play()
-        else:
-            self.playing = True
-            self._arm()
-        self._status()
+        super().action_toggle_play()
 
-    def _arm(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-        self._timer = self.set_interval(max(0.05, 1 / SPEEDS[self.speed_i]), self._tick)
-
-    def _tick(self) -> None:
-        if not self.playing or self.live is None:
-            return
-        n = max(1, round(SPEEDS[self.speed_i] * max(0.05, 1 / SPEEDS[self.speed_i])))
-        for _ in range(n):
-            out = self.live.step()
-            if out is None:
-                self._stop_play()
-                self.message_line = "the run is over"
-                break
-            self.message_line = f"#{out.delivery_id} {out.message_id} {out.type}: {out.decision}"
+    def play_one(self) -> bool:
+        if self.live is None:
+            return False
         self.as_of = None
-        self.reload()
+        out = self.live.step()
+        if out is None:
+            self.message_line = "the run is over"
+            return False
+        self.message_line = f"#{out.delivery_id} {out.message_id} {out.type}: {out.decision}"
+        return True
 
-    def _stop_play(self) -> None:
-        self.playing = False
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        self._status()
-
-    def action_faster(self) -> None:
-        self.speed_i = min(self.speed_i + 1, len(SPEEDS) - 1)
-        if self.playing:
-            self._arm()
-        self._status()
-
-    def action_slower(self) -> None:
-        self.speed_i = max(self.speed_i - 1, 0)
-        if self.playing:
-            self._arm()
-        self._status()
+    def show_play(self) -> None:
+        if self.as_of is None and self.live is not None:
+            self.reload()
+        else:
+            self._status()
 
     # ------------------------------------------------------------------ by hand
 

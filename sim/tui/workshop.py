@@ -14,7 +14,7 @@ from textual.widgets import Footer, Static
 
 from ..invariants import check
 from ..live import LiveRun
-from .app import SPEEDS
+from .player import SPEEDS, Player
 from .logview import LogView
 from .rows import COMPACT_DELIVERY_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
 
@@ -103,7 +103,7 @@ class Side(Vertical):
         self.query_one(".invariants", Static).update(inv)
 
 
-class WorkshopApp(App):
+class WorkshopApp(Player, App):
     """Step the naive and the safe run of one scenario together."""
 
     TITLE = "protolab workshop"
@@ -123,10 +123,7 @@ class WorkshopApp(App):
     def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False):
         super().__init__()
         self.naive, self.safe = naive, safe
-        self.playing = False
         self._autoplay = play
-        self.speed_i = 2
-        self._timer = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
@@ -163,41 +160,11 @@ class WorkshopApp(App):
     def action_end(self) -> None:
         while self._step():
             pass
-        self._stop()
+        self._stop_play()
         self._refresh()
 
-    def action_toggle_play(self) -> None:
-        if self.playing:
-            self._stop()
-        else:
-            self.playing = True
-            self._arm()
-        self._refresh()
+    def play_one(self) -> bool:
+        return self._step()
 
-    def _arm(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-        self._timer = self.set_interval(1 / SPEEDS[self.speed_i], self._tick)
-
-    def _tick(self) -> None:
-        if not self._step():
-            self._stop()
-        self._refresh()
-
-    def _stop(self) -> None:
-        self.playing = False
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-
-    def action_faster(self) -> None:
-        self.speed_i = min(self.speed_i + 1, len(SPEEDS) - 1)
-        if self.playing:
-            self._arm()
-        self._refresh()
-
-    def action_slower(self) -> None:
-        self.speed_i = max(self.speed_i - 1, 0)
-        if self.playing:
-            self._arm()
+    def show_play(self) -> None:
         self._refresh()
