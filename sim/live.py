@@ -3,7 +3,7 @@
 :class:`LiveRun` is the simulator stepped one delivery at a time, with faults injected on
 messages already sent, a worker crashed on demand and a needs_review task reconciled by the
 reviewer. Everything it does goes through the same runtime as ``protolab run``: a live run
-that is only stepped writes the same database as the batch run of that scenario and seed.
+that is only stepped reaches the same state digest as the batch run of that scenario and seed.
 
 :class:`Timeline` answers "what did state look like after event N": it folds the event log
 into an in-memory store (the same reducer ``protolab replay`` uses), forward one event at a
@@ -20,7 +20,7 @@ from pathlib import Path
 from .envelope import FIELDS, Envelope
 from .errors import InputError, ProtolabError
 from .policy import get_policy
-from .runner import Run, fault_specs, prepare_db_path, unmatched_faults
+from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
 from .runtime import Outcome, record_fault, review
 from .scenario import Scenario
 from .store import EventDraft, Store
@@ -51,22 +51,15 @@ class LiveRun:
                  faults=(), db: str | os.PathLike | None = None):
         pol = get_policy(policy)
         specs = fault_specs(scenario, faults)
-        seed = scenario.seed if seed is None else seed
         path = None
         if db is not None:
             path = Path(db)
             prepare_db_path(path, scenario.name)
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(path) + suffix).unlink(missing_ok=True)
-        self.store = Store.create(path, start_time=scenario.start_time)
-        self.store.set_meta({
-            "scenario": scenario.name, "seed": str(seed), "policy": pol.name,
-            "faults": ",".join(s.text for s in specs),
-        })
+        self.run = new_run(scenario, pol, seed, specs, path)
+        self.store = self.run.store
         self.scenario = scenario
         self.policy = pol
-        self.seed = seed
-        self.run = Run(scenario, pol, seed, specs, self.store)
+        self.seed = self.run.seed
         self._steps = self.run.steps()
         self.finished = False
         self.last: Outcome | None = None

@@ -32,7 +32,7 @@ from .runtime import Outcome, deliver, expire_lease, put_artifact, record_fault
 from .scenario import Scenario, TaskSpec
 from .store import Store
 
-__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "fault_specs", "unmatched_faults"]
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "fault_specs", "unmatched_faults", "new_run"]
 
 
 @dataclass
@@ -356,6 +356,25 @@ def unmatched_faults(run: Run) -> list[str]:
     return [s.text for s in run.faults if s.kind in ("message", "type", "default") and run.bus.matched[s.text] == 0]
 
 
+def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[FaultSpec], path: Path | None,
+            progress=None) -> Run:
+    """A run not yet started, on a new store at ``path`` (``None``: in memory), its meta recorded."""
+    seed = scenario.seed if seed is None else seed
+    for suffix in ("", "-wal", "-shm"):
+        if path is not None:
+            Path(str(path) + suffix).unlink(missing_ok=True)
+    store = Store.create(path, start_time=scenario.start_time)
+    try:
+        store.set_meta({
+            "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
+            "faults": ",".join(s.text for s in specs),
+        })
+        return Run(scenario, policy, seed, specs, store, progress)
+    except BaseException:
+        store.close()
+        raise
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -368,21 +387,14 @@ def run_scenario(
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success."""
     pol = get_policy(policy) if isinstance(policy, str) else policy
     specs = fault_specs(scenario, faults)
-    seed = scenario.seed if seed is None else seed
     tmp = None
     if db is not None:
         db = Path(db)
         prepare_db_path(db, scenario.name)
         tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(tmp) + suffix).unlink(missing_ok=True)
-    store = Store.create(tmp, start_time=scenario.start_time)
+    run = new_run(scenario, pol, seed, specs, tmp, progress)
+    store = run.store
     try:
-        store.set_meta({
-            "scenario": scenario.name, "seed": str(seed), "policy": pol.name,
-            "faults": ",".join(s.text for s in specs),
-        })
-        run = Run(scenario, pol, seed, specs, store, progress)
         run.run()
         unmatched = unmatched_faults(run)
         if unmatched:
