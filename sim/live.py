@@ -62,6 +62,7 @@ class LiveRun:
         self.seed = self.run.seed
         self._steps = self.run.steps()
         self.finished = False
+        self._resume = False
         self.last: Outcome | None = None
         self.delivered = 0
 
@@ -70,10 +71,11 @@ class LiveRun:
     def step(self) -> Outcome | None:
         """Deliver the next envelope; None (and ``finished``) once nothing more will happen."""
         if self.finished:
-            if not len(self.run.bus) and all(z.done for z in self.run.zombies):
+            if not self._resume and not len(self.run.bus) and all(z.done for z in self.run.zombies):
                 return None
-            # Something was injected after the run went quiet: carry on from this round.
-            self.finished = False
+            # Something was injected, or a reviewer released a task, after the run went quiet:
+            # carry on from this round (the agents act on what changed).
+            self.finished = self._resume = False
             self._steps = self.run.steps()
         try:
             out = next(self._steps)
@@ -147,7 +149,21 @@ class LiveRun:
         # The review took the next tick; the run's rounds carry on after it.
         self.run.now = max(self.run.now, self.store.tick)
         self.run._tasks.pop(task_id, None)
+        self._resume = True
+        if out.decision == "accepted" and decision == "ready":
+            self._hand_back(task_id)
         return out
+
+    def _hand_back(self, task_id: str) -> None:
+        """A released task goes back to its assignee, who starts a new attempt (a fresh lease)."""
+        from .agents import _Job
+
+        task = self.store.get_task(task_id)
+        spec = self.run.specs.get(task_id)
+        worker = self.run.workers.get(task.assignee) if task is not None and task.assignee else None
+        if spec is None or worker is None:
+            return
+        worker.jobs[task_id] = _Job(spec, tuple(self.run.manager._inputs(spec) or ()))
 
     def close(self) -> None:
         if not self.finished:

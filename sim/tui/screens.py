@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Input, Label, OptionList, RadioButton, RadioSet, Static
+from textual.widgets import Button, Footer, Input, OptionList, RadioButton, RadioSet, Static
 
 from .. import digest as _digest
 from ..errors import ProtolabError
@@ -335,7 +335,7 @@ class AskFilter(_Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Filter by task id (T-1) or trace id (R-1); empty shows everything.")
+            yield Static("Filter by task id (T-1) or trace id (R-1); empty shows everything.")
             yield Input(value=self.current, placeholder="T-1 or R-1", id="filter-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -350,7 +350,7 @@ class ChooseWorker(_Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Crash which worker? It dies holding its lease; a restarted body takes over once the lease expires.")
+            yield Static("Crash which worker? It dies holding its lease; a restarted body takes over once the lease expires.")
             yield OptionList(*self.names, id="workers")
 
     def on_mount(self) -> None:
@@ -373,14 +373,14 @@ class Reconcile(_Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n"
+            yield Static(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n"
                         "↑/↓ and enter choose; tab moves to the evidence; enter there decides; escape cancels.")
             with RadioSet(id="decision"):
                 yield RadioButton("ready: run it again", value=True, id="ready")
                 yield RadioButton("canceled: stop it", id="canceled")
-            yield Label("Evidence (message ids or artifact refs, comma-separated):")
+            yield Static("Evidence (message ids or artifact refs, comma-separated):")
             yield Input(value=", ".join(self.evidence), id="evidence")
-            yield Label("", id="reconcile-error", classes="error")
+            yield Static("", id="reconcile-error", classes="error")
             with Horizontal():
                 yield Button("Decide", variant="primary", id="decide")
                 yield Button("Cancel", id="cancel")
@@ -395,7 +395,7 @@ class Reconcile(_Dialog):
     def _submit(self) -> None:
         refs = [r.strip() for r in self.query_one("#evidence", Input).value.split(",") if r.strip()]
         if not refs:
-            self.query_one("#reconcile-error", Label).update("cite at least one piece of evidence")
+            self.query_one("#reconcile-error", Static).update("cite at least one piece of evidence")
             return
         self.dismiss((self._decision(), refs))
 
