@@ -409,7 +409,7 @@ async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
         assert box.value == ""
         await press(pilot, "enter")
         assert app.screen is dialog
-        assert "cite at least one piece of evidence" in text_of(dialog.query_one("#reconcile-error", Label).content)
+        assert "cite at least one piece of evidence" in text_of(dialog.query_one("#reconcile-error", Static).content)
         assert task(app, "T-1")["state"] == "needs_review"
         assert live.store.approvals() == []
         await press(pilot, "escape")
