@@ -24,8 +24,9 @@ app = typer.Typer(
     name="protolab",
     help=(
         "protolab: a lab kit for agent message protocols and shared state.\n\n"
-        "Start with 'protolab run' (a simulated run, then 'check' and 'replay'), 'protolab compare "
-        "--fault late-failure' (safe beside naive), or 'protolab tour' (hand-delivery, step by step). "
+        "Start with 'protolab demo' (the terminal UI: a run, stepped, with faults injected live), "
+        "'protolab demo regression' (naive beside safe), 'protolab run' (a simulated run, then 'check' "
+        "and 'replay') or 'protolab tour' (hand-delivery, step by step). "
         "Messages, events and state are kept apart: look at each with 'messages', 'events' and 'state'."
     ),
     add_completion=False,

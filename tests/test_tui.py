@@ -20,7 +20,7 @@ pytest.importorskip("textual")
 from rich.console import Console
 from rich.text import Text
 from textual.content import Content
-from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 
 from sim.live import LiveRun
 from sim.runner import run_scenario
