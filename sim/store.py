@@ -924,6 +924,9 @@ class Store:
         end = self.conn.execute("SELECT MAX(seq) FROM events WHERE delivery_id = ?", (row[0],)).fetchone()[0]
         return row[0], end
 
+    def last_delivery(self) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(delivery_id), 0) FROM deliveries").fetchone()[0]
+
     def last_event(self) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
 
@@ -967,6 +970,13 @@ class Store:
 
     def intents(self) -> list[dict]:
         rows = self._rows("SELECT * FROM intents ORDER BY arrival")
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows
+
+    def intents_of_task(self, task_id: str) -> list[dict]:
+        rows = self._rows("SELECT * FROM intents WHERE task_id = ? ORDER BY arrival", (task_id,))
         for r in rows:
             r["payload"] = json.loads(r["payload"])
             r["result"] = json.loads(r["result"])

@@ -215,8 +215,9 @@ class ProtolabApp(Player, App):
                 ev_ids = store.event_ids(**scope)
                 dl_ids = store.delivery_ids(**scope)
             else:
+                # Unfiltered, ids run 1..N: a range costs nothing, however long the run.
                 ev_ids = range(1, store.last_event() + 1)
-                dl_ids = store.delivery_ids()
+                dl_ids = range(1, store.last_delivery() + 1)
         else:
             if self._folding:
                 self._status()
@@ -448,7 +449,7 @@ class ProtolabApp(Player, App):
                 self.say("no task is in needs_review; inject a conflicting digest (c) to make one", error=True)
                 return
             t = self.store.get_task(waiting[0]) and next(x for x in self.store.tasks() if x["task_id"] == waiting[0])
-        candidates = [i["message_id"] for i in self.store.intents() if i["task_id"] == t["task_id"] and not i["trusted"]]
+        candidates = [i["message_id"] for i in self.store.intents_of_task(t["task_id"]) if not i["trusted"]]
 
         def done(choice) -> None:
             if choice is None:

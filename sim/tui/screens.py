@@ -94,10 +94,9 @@ class Detail(Screen):
                      "green" if intent["trusted"] else "bold red")
             t.append(f"\nrecorded result {json.dumps(intent['result'], sort_keys=True)}")
             parts.append(t)
-        others = [i for i in store.intents() if i["task_id"] == msg["task_id"]
-                  and i["idempotency_key"] == msg["idempotency_key"] and i["payload_digest"] != msg["payload_digest"]]
+        others = [i for i in store.intents_for(msg["task_id"], msg["idempotency_key"]) if i.payload_digest != msg["payload_digest"]]
         for o in others:
-            parts.append(Text(f"the same key with another payload: {o['message_id']} {o['payload_digest'][:23]}…", "bold magenta"))
+            parts.append(Text(f"the same key with another payload: {o.message_id} {o.payload_digest[:23]}…", "bold magenta"))
 
         parts.append(_section("Evidence"))
         if not msg["evidence_refs"]:
@@ -170,12 +169,11 @@ class Detail(Screen):
             parts.append(Text(f"v{tr['state_version'] - 1}→v{tr['state_version']}  {tr['old_state']} → {tr['new_state']}  "
                               f"by {tr['executor']} ({tr['role']})  {tr['reason']}"))
         parts.append(_section("Intents (idempotency key + payload digest)"))
-        for i in state.intents():
-            if i["task_id"] == task_id:
-                t2 = Text(f"{i['idempotency_key']}  {i['payload_digest'][:19]}…  {i['message_id']}  {i['decision']}  seen {i['seen']}  ")
-                t2.append("trusted" if i["trusted"] else "untrusted", "green" if i["trusted"] else "bold red")
-                parts.append(t2)
-        approvals = [a for a in state.approvals() if a["task_id"] == task_id]
+        for i in state.intents_of_task(task_id):
+            t2 = Text(f"{i['idempotency_key']}  {i['payload_digest'][:19]}…  {i['message_id']}  {i['decision']}  seen {i['seen']}  ")
+            t2.append("trusted" if i["trusted"] else "untrusted", "green" if i["trusted"] else "bold red")
+            parts.append(t2)
+        approvals = [a for a in state.approvals() if a["task_id"] == task_id]  # a handful per run
         if approvals:
             parts.append(_section("Reviewer decisions"))
             for a in approvals:
