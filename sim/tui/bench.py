@@ -78,6 +78,23 @@ async def _measure_app(path: Path, size: tuple[int, int], samples: int, rng: ran
     return {"open_s": opened, "frames": frames, "height": height, "events": n, "pagedown_s": keys, "key_floor_s": key_floor}
 
 
+async def _empty_app(size: tuple[int, int]) -> float:
+    """The floor for opening: a Textual app with one line of text, to its first whole frame."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    class Empty(App):
+        def compose(self):
+            yield Static("protolab")
+
+    t0 = time.perf_counter()
+    app = Empty()
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.screen._compositor.render_update(full=True)
+        return time.perf_counter() - t0
+
+
 async def _datatable(path: Path, size: tuple[int, int]) -> float:
     from textual.app import App
     from textual.widgets import DataTable
@@ -111,8 +128,10 @@ def bench_tui(path: Path, *, samples: int = 300, size=(200, 50), datatable: bool
     starts = [rng.randrange(1, max(2, app["events"] - screen_rows)) for _ in range(samples)]
     floor_frames = bare_read_at(str(path), starts, screen_rows)
     frames = sorted(app["frames"])
+    empty = min(asyncio.run(_empty_app(size)) for _ in range(3))
     out = {
         "events": app["events"],
+        "floor_empty_app_s": round(empty, 3),
         "terminal": f"{size[0]}x{size[1]}",
         "open_s": round(app["open_s"], 3),
         "floor_open_s": round(floor_open, 4),
