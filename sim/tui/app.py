@@ -59,18 +59,18 @@ class RunScreen(Screen):
 
     BINDINGS = [
         Binding("space", "app.step", "Step", tooltip="Deliver the next envelope (one delivery)"),
-        Binding("p", "app.toggle_play", "Play/pause", tooltip="Deliver continuously at the current speed"),
+        Binding("p", "app.toggle_play", "Play", tooltip="Deliver continuously at the current speed"),
         Binding("plus,equals_sign", "app.faster", "Faster", key_display="+"),
         Binding("minus", "app.slower", "Slower", key_display="-"),
         Binding("d", "app.inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again"),
         Binding("c", "app.inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload"),
-        Binding("l", "app.inject('late-failure')", "Late fail", tooltip="A late failure after the selected result"),
-        Binding("k", "app.crash", "Crash worker", tooltip="Crash a worker mid-task"),
+        Binding("l", "app.inject('late-failure')", "Late", tooltip="A late failure after the selected result"),
+        Binding("k", "app.crash", "Crash", tooltip="Crash a worker mid-task"),
         Binding("r", "app.reconcile", "Reconcile", tooltip="Decide a needs_review task as the reviewer"),
         Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only"),
         Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back"),
         Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
-        Binding("g", "app.goto", "Go to event", tooltip="Time travel to the event selected in the Events pane"),
+        Binding("g", "app.goto", "Go to", tooltip="Time travel to the event selected in the Events pane"),
         Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present"),
         Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
@@ -100,7 +100,7 @@ class RunScreen(Screen):
                 yield Pane("Events", EVENT_HEADER, app.events_view, id="events-pane")
                 yield Pane("Messages", DELIVERY_HEADER, app.messages_view, id="messages-pane")
         yield Static(id="too-small")
-        yield Footer()
+        yield Footer(compact=self.app.size.width < 160)
 
     def on_mount(self) -> None:
         self._fit(self.app.size.width, self.app.size.height)
