@@ -881,12 +881,17 @@ def trace_mutate(
 def trace_diagram(
     file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the Mermaid source here (a .md file gets a mermaid fence)."),
+    as_text: bool = typer.Option(False, "--text", help="Draw it in plain text for the terminal instead of Mermaid."),
+    width: int = typer.Option(100, "--width", help="With --text: the width to draw in."),
 ):
     """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked."""
-    from .protocol import mermaid, validate
+    from .protocol import mermaid, text_sequence, validate
 
     trace = _load_trace(_resolve(file))
-    text = mermaid(trace, validate(trace))
+    if as_text:
+        text = "\n".join(line for line, _kind in text_sequence(trace, validate(trace), width=width)) + "\n"
+    else:
+        text = mermaid(trace, validate(trace))
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .diagram import mermaid
+from .diagram import mermaid, text_sequence
 from .mutate import MUTATIONS, Mutation, run_mutations, synthetic_trace
 from .trace import (
     CODES,
@@ -42,6 +42,7 @@ __all__ = [
     "evaluate_gather",
     "load_schema",
     "mermaid",
+    "text_sequence",
     "run_mutations",
     "synthetic_trace",
     "validate",

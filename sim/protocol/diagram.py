@@ -14,7 +14,7 @@ import re
 
 from .trace import Report
 
-__all__ = ["mermaid"]
+__all__ = ["mermaid", "text_sequence"]
 
 SOLID = frozenset({"REQUEST", "HANDOFF", "FENCE", "GATHER_RESULT"})
 _UNSAFE = re.compile(r"[;#<>{}\n\r]")
@@ -170,3 +170,76 @@ def mermaid(trace: dict, report: Report | None = None) -> str:
     if fence_pos is not None and last_ack is None:
         lines.append(f"  Note over {over(everyone)}: acknowledgement is receipt only (none accepted yet)")
     return "\n".join(lines) + "\n"
+
+
+def text_sequence(trace: dict, report: Report | None = None, *, width: int = 80) -> list[tuple[str, str]]:
+    """The trace as a sequence diagram in plain text, for a terminal: one lane per participant,
+    one arrow per message (to every recipient), each line paired with a kind for styling:
+    ``head``, ``label``, ``arrow``, ``fence``, ``rejected`` or ``lane``.
+    """
+    if not isinstance(trace, dict):
+        trace = {}
+    refs: list[str] = []
+    for p in _list(trace.get("participants")):
+        if isinstance(p, dict) and isinstance(p.get("ref"), str) and p["ref"] not in refs:
+            refs.append(p["ref"])
+    msgs = [m for m in _list(trace.get("messages")) if isinstance(m, dict)]
+    for m in msgs:
+        for r in [m.get("sender"), *_list(m.get("recipients"))]:
+            if isinstance(r, str) and r not in refs:
+                refs.append(r)
+    if not refs:
+        return []
+    lane = max(12, min(30, (width - 2) // len(refs)))
+    x = {r: 1 + i * lane + lane // 2 for i, r in enumerate(refs)}
+    total = 2 + lane * len(refs)
+    rejected: dict[int, str] = {}
+    if report is not None:
+        for f in report.errors:
+            m = _PTR.match(f.pointer or "")
+            if m:
+                rejected.setdefault(int(m.group(1)), f.code)
+    accepted = set(report.accepted_positions) if report is not None else None
+
+    def blank() -> list[str]:
+        row = [" "] * total
+        for r in refs:
+            row[x[r]] = "│"
+        return row
+
+    head = [" "] * total
+    for r in refs:
+        name = r[: lane - 2]
+        start = max(0, x[r] - len(name) // 2)
+        head[start:start + len(name)] = list(name)
+    out: list[tuple[str, str]] = [("".join(head).rstrip(), "head"), ("".join(blank()).rstrip(), "lane")]
+    for i, m in enumerate(msgs):
+        sender = m.get("sender") if isinstance(m.get("sender"), str) else refs[0]
+        targets = [r for r in _list(m.get("recipients")) if isinstance(r, str) and r != sender] or [sender]
+        kind = str(m.get("kind", ""))
+        lo = min(x[sender], *(x[t] for t in targets))
+        hi = max(x[sender], *(x[t] for t in targets))
+        bad = i in rejected or (accepted is not None and i not in accepted)
+        label = f"{m.get('id', '?')} {kind}" + (f" ✗ {rejected[i]}" if i in rejected else "")
+        row = blank()
+        start = lo + 1 if hi > lo else x[sender] + 1
+        text = label[: max(4, total - start)]
+        row[start:start + len(text)] = list(text)
+        out.append(("".join(row).rstrip(), "rejected" if bad else "label"))
+        row = blank()
+        dashed = kind not in SOLID
+        for c in range(lo + 1, hi):
+            if row[c] == "│":
+                row[c] = "┼"
+            else:
+                row[c] = "╌" if dashed else "─"
+        for t in targets:
+            if t == sender:
+                row[x[t] + 1] = "↺"
+            elif x[t] > x[sender]:
+                row[x[t] - 1] = "▶"
+            else:
+                row[x[t] + 1] = "◀"
+        style = "rejected" if bad else ("fence" if kind == "FENCE" else "arrow")
+        out.append(("".join(row).rstrip(), style))
+    return out

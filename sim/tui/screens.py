@@ -203,15 +203,16 @@ class Conversation(Screen):
         self.store = store
 
     def compose(self) -> ComposeResult:
-        title, body = self.render_conversation(self.store)
+        title, body = self.render_conversation(self.store, width=self.app.size.width - 4)
         yield Static(title, id="conv-title")
         with VerticalScroll():
             yield Static(body, id="conv-body")
         yield Footer()
 
     @staticmethod
-    def render_conversation(store: Store):
+    def render_conversation(store: Store, width: int = 100):
         from ..conversation import export_trace
+        from ..protocol.diagram import text_sequence
         from ..protocol.trace import validate
 
         try:
@@ -232,8 +233,13 @@ class Conversation(Screen):
         verdict.append("valid" if report.valid else "INVALID", "bold green" if report.valid else "bold red")
         verdict.append(f"  terminal {report.terminal or '-'}: {report.reason}")
         parts.append(verdict)
+        parts.append(_section("Sequence diagram (solid: requests and the fence; dashed: responses and acks)"))
+        styles = {"head": "bold", "label": "", "arrow": "cyan", "fence": "bold cyan", "rejected": "bold red", "lane": "dim"}
+        for line, kind in text_sequence(trace, report, width=width):
+            parts.append(Text(line, styles[kind], no_wrap=True, overflow="crop"))
+        parts.append(_section("Per sender, in sequence"))
         for sender, msgs in sorted(senders.items()):
-            parts.append(_section(sender))
+            parts.append(Text("\n" + sender, style="bold"))
             for m in sorted(msgs, key=lambda m: m["seq"]):
                 t = Text()
                 mark = "✓" if m["id"] in accepted else "✗"
