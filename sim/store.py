@@ -355,6 +355,7 @@ class Store:
                     mem = store.copy()
                     store.close()
                     mem._migrate(version)
+                    mem.conn.execute("PRAGMA query_only = ON")  # read-only like the file it came from
                     mem.path, mem.readonly = str(p), True
                     store = mem
                 store._load_meta()

@@ -190,3 +190,36 @@ def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
     assert s.state_digest() == digest
     deliver(s, samples.m2())
     s.close()
+
+
+def test_read_only_open_never_writes_the_file_even_to_migrate_it(tmp_path):
+    import hashlib
+
+    p = tmp_path / "old.db"
+    s = Store.create(p)
+    deliver(s, samples.m1())
+    digest = s.state_digest()
+    s.close()
+    c = sqlite3.connect(p)
+    c.execute("ALTER TABLE messages DROP COLUMN sender_seq")
+    c.execute("ALTER TABLE messages DROP COLUMN sender_generation")
+    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    c.commit()
+    c.close()
+    before = hashlib.sha256(p.read_bytes()).hexdigest()
+    listing = sorted(x.name for x in tmp_path.iterdir())
+    ro = Store.open(p, readonly=True)
+    assert ro.readonly and ro.state_digest() == digest
+    assert ro.messages()[0]["sender_seq"] is None  # migrated, in memory
+    with pytest.raises(StoreError):
+        deliver(ro, samples.m2())  # the migrated copy is read-only too
+    ro.close()
+    assert hashlib.sha256(p.read_bytes()).hexdigest() == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == listing
+    # a current-schema file opened read-only refuses writes outright
+    q = tmp_path / "new.db"
+    Store.create(q).close()
+    ro = Store.open(q, readonly=True)
+    with pytest.raises(StoreError):
+        deliver(ro, samples.m1())
+    ro.close()
