@@ -481,14 +481,10 @@ def run(
     as_json: bool = JSON_OPT,
 ):
     """Run a scenario's scripted agents over a fresh database; print what happened."""
-    from .faults import parse_fault
-    from .policy import get_policy
     from .runner import run_scenario, summarize
 
     sc = _load_scenario(scenario, tasks)
-    get_policy(policy)
-    for f in fault:
-        parse_fault(f)
+    _check_run_args(policy, fault)
     with _progress(sc.stress is not None) as bar:
         store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None)
     try:
@@ -530,14 +526,19 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
-def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool) -> None:
-    """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print)."""
+def _check_run_args(policy: str, faults) -> None:
+    """Refuse an unknown policy or a malformed fault before anything is opened or written."""
     from .faults import parse_fault
     from .policy import get_policy
 
     get_policy(policy)
-    for f in fault:
+    for f in faults:
         parse_fault(f)
+
+
+def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool) -> None:
+    """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print).
+    The caller has checked policy and faults."""
     if headless or not _interactive():
         if not headless:
             sys.stderr.write(
@@ -573,6 +574,7 @@ def demo(
     if mode not in ("run", "regression"):
         raise InputError(f"unknown demo {mode!r}; expected one of: 'run' or 'regression'", code="E_UNKNOWN_VALUE")
     sc = _load_scenario("publish-report", None)
+    _check_run_args("safe", fault)
     if mode == "run":
         _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless)
         return
@@ -580,10 +582,6 @@ def demo(
 
 
 def _workshop(sc, *, seed, fault, paused: bool, headless: bool) -> None:
-    from .faults import parse_fault
-
-    for f in fault:
-        parse_fault(f)
     if headless or not _interactive():
         if not headless:
             sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two policies instead\n")
@@ -627,12 +625,7 @@ def tui(
             store.close()
         return
     sc = _load_scenario(scenario or "publish-report", None)
-    from .faults import parse_fault
-    from .policy import get_policy
-
-    get_policy(policy)
-    for f in fault:
-        parse_fault(f)
+    _check_run_args(policy, fault)
     if not _interactive():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
     _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False)
@@ -664,13 +657,11 @@ def compare(
     as_json: bool = JSON_OPT,
 ):
     """The same seed and faults under the safe and the naive policy, side by side."""
-    from .faults import parse_fault
     from .invariants import check
     from .runner import run_scenario, summarize
 
     sc = _load_scenario(scenario, None)
-    for f in fault:
-        parse_fault(f)
+    _check_run_args("safe", fault)
     out = {}
     for pol in ("safe", "naive"):
         store = run_scenario(sc, policy=pol, seed=seed, faults=fault)

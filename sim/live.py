@@ -12,6 +12,7 @@ time, and backward from the nearest checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -21,7 +22,7 @@ from .envelope import FIELDS, Envelope
 from .errors import InputError, ProtolabError
 from .policy import get_policy
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
-from .runtime import Outcome, record_fault, review
+from .runtime import Outcome, review
 from .scenario import Scenario
 from .store import EventDraft, Store
 
@@ -81,7 +82,7 @@ class LiveRun:
             out = next(self._steps)
         except StopIteration:
             self.finished = True
-            self._seal()
+            self.run.seal()
             return None
         self.last = out
         self.delivered += 1
@@ -92,11 +93,6 @@ class LiveRun:
         while self.step() is not None:
             n += 1
         return n
-
-    def _seal(self) -> None:
-        self.store.set_meta({
-            "rounds": str(self.run.now), "unfinished": str(self.run.unfinished), "commits": str(self.store.commits + 1),
-        })
 
     def unmatched_faults(self) -> list[str]:
         return unmatched_faults(self.run)
@@ -125,59 +121,21 @@ class LiveRun:
 
     def crash(self, worker_id: str) -> str:
         """Crash ``worker_id`` now, mid-task: its lease will expire and a restarted body takes over."""
-        w = self.run.workers.get(worker_id)
-        if w is None:
-            raise InputError(
-                f"no worker {worker_id!r} in this run; workers: {', '.join(sorted(self.run.workers))}", code="E_UNKNOWN_WORKER"
-            )
-        holding = [(tid, job) for tid, job in sorted(w.jobs.items()) if job.lease and job.result is None]
-        if not holding:
-            raise InputError(
-                f"{worker_id} holds no lease right now; step until it starts a task, then crash it", code="E_NOTHING_TO_CRASH"
-            )
-        tid, job = holding[0]
-        record_fault(self.store, "crash", message_id=None, task_id=tid,
-                     detail={"selector": "by hand", "worker": worker_id, "lease_version": job.lease}, tick=self.run.now)
-        self.run.heartbeat[f"{worker_id}#{w.generation}"] = self.run.now
-        self.run._crash(worker_id, tid, job.lease)
-        self.run._tasks.pop(tid, None)
-        return f"{worker_id} crashed holding lease v{job.lease} of {tid}; it will expire after {self.run.settings.lease_ticks} rounds"
+        tid, lease = self.run.crash_now(worker_id)
+        return f"{worker_id} crashed holding lease v{lease} of {tid}; it will expire after {self.run.settings.lease_ticks} rounds"
 
     def reconcile(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer") -> Outcome:
         """The reviewer's decision on a needs_review task, delivered now through intake."""
         out = review(self.store, task_id, decision, by=by, evidence=evidence)
-        # The review took the next tick; the run's rounds carry on after it.
-        self.run.now = max(self.run.now, self.store.tick)
-        self.run._tasks.pop(task_id, None)
+        self.run.reviewed(task_id, released=out.decision == "accepted" and decision == "ready")
         self._resume = True
-        if out.decision == "accepted" and decision == "ready":
-            self._hand_back(task_id)
         return out
-
-    def _hand_back(self, task_id: str) -> None:
-        """A released task goes back to its assignee, who starts a new attempt (a fresh lease)."""
-        from .agents import _Job
-
-        task = self.store.get_task(task_id)
-        spec = self.run.specs.get(task_id)
-        worker = self.run.workers.get(task.assignee) if task is not None and task.assignee else None
-        if spec is None or worker is None:
-            return
-        worker.jobs[task_id] = _Job(spec, tuple(self.run.manager._inputs(spec) or ()))
 
     def close(self) -> None:
         if not self.finished:
-            with _quiet_errors():
-                self._seal()
+            with contextlib.suppress(ProtolabError, sqlite3.Error):
+                self.run.seal()
         self.store.close()
-
-
-class _quiet_errors:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, etype, e, tb):
-        return etype is not None and issubclass(etype, (ProtolabError, sqlite3.Error))
 
 
 class _Cancelled(Exception):

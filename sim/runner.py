@@ -176,6 +176,41 @@ class Run:
         self.workers[worker_id] = fresh
         self.heartbeat[worker_id + f"#{dead.generation}"] = self.now
 
+    def crash_now(self, worker_id: str) -> tuple[str, int]:
+        """Crash ``worker_id`` by hand, mid-task: returns the task and lease it dies holding."""
+        w = self.workers.get(worker_id)
+        if w is None:
+            raise InputError(
+                f"no worker {worker_id!r} in this run; workers: {', '.join(sorted(self.workers))}", code="E_UNKNOWN_WORKER"
+            )
+        holding = [(tid, job) for tid, job in sorted(w.jobs.items()) if job.lease and job.result is None]
+        if not holding:
+            raise InputError(
+                f"{worker_id} holds no lease right now; step until it starts a task, then crash it", code="E_NOTHING_TO_CRASH"
+            )
+        tid, job = holding[0]
+        record_fault(self.store, "crash", message_id=None, task_id=tid,
+                     detail={"selector": "by hand", "worker": worker_id, "lease_version": job.lease}, tick=self.now)
+        self._crash(worker_id, tid, job.lease)
+        self._tasks.pop(tid, None)
+        return tid, job.lease
+
+    def reviewed(self, task_id: str, released: bool) -> None:
+        """A reviewer decided ``task_id`` outside the rounds (it took the store's next tick). A task
+        released to ready goes back to its assignee, who starts a new attempt with a fresh lease."""
+        self.now = max(self.now, self.store.tick)
+        self._tasks.pop(task_id, None)
+        task = self.task(task_id)
+        spec = self.specs.get(task_id)
+        worker = self.workers.get(task.assignee) if task is not None and task.assignee else None
+        if released and spec is not None and worker is not None:
+            worker.jobs[task_id] = _Job(spec, tuple(self.manager._inputs(spec) or ()))
+
+    def seal(self) -> None:
+        """Record in meta how the run ended."""
+        self.store.set_meta({"rounds": str(self.now), "unfinished": str(self.unfinished),
+                             "commits": str(self.store.commits + 1)})
+
     def _expire_leases(self) -> None:
         # Live workers heartbeat every round; a crashed holder's lease runs out after lease_ticks.
         for z in list(self.zombies):
@@ -401,7 +436,7 @@ def run_scenario(
             raise InputError(
                 f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}", code="E_FAULT_NO_MATCH"
             )
-        store.set_meta({"rounds": str(run.now), "unfinished": str(run.unfinished), "commits": str(store.commits + 1)})
+        run.seal()
     except BaseException:
         store.close()
         if tmp is not None:

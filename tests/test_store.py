@@ -172,8 +172,8 @@ def test_created_at_is_derived_from_time_zero_plus_ticks(tmp_path):
     s.close()
 
 
-def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
-    p = tmp_path / "old.db"
+def _schema_1_database(p) -> str:
+    """A database as schema version 1 wrote it (one delivery); returns its state digest."""
     s = Store.create(p)
     deliver(s, samples.m1())
     digest = s.state_digest()
@@ -184,6 +184,12 @@ def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
     c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     c.commit()
     c.close()
+    return digest
+
+
+def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
+    p = tmp_path / "old.db"
+    digest = _schema_1_database(p)
     s = Store.open(p)
     assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert s.messages()[0]["sender_seq"] is None  # the column is back; old rows simply lack a value
@@ -193,19 +199,8 @@ def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
 
 
 def test_read_only_open_never_writes_the_file_even_to_migrate_it(tmp_path):
-    import hashlib
-
     p = tmp_path / "old.db"
-    s = Store.create(p)
-    deliver(s, samples.m1())
-    digest = s.state_digest()
-    s.close()
-    c = sqlite3.connect(p)
-    c.execute("ALTER TABLE messages DROP COLUMN sender_seq")
-    c.execute("ALTER TABLE messages DROP COLUMN sender_generation")
-    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    c.commit()
-    c.close()
+    digest = _schema_1_database(p)
     before = hashlib.sha256(p.read_bytes()).hexdigest()
     listing = sorted(x.name for x in tmp_path.iterdir())
     ro = Store.open(p, readonly=True)

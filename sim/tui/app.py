@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -273,7 +274,7 @@ class ProtolabApp(Player, App):
         """As tall as its tasks need (at least one row), at most a third of the screen."""
         try:
             pane = self.screen.query_one("#state-pane")
-        except Exception:  # noqa: BLE001 (another screen is on top)
+        except NoMatches:  # another screen is on top
             return
         cap = max(5, (self.size.height - 4) // 3)
         pane.styles.height = max(4, min(len(self._tasks) + 3, cap))
@@ -301,7 +302,7 @@ class ProtolabApp(Player, App):
             parts.append(self.message_line)
         try:
             self.screen.query_one("#status", Static).update(" │ ".join(parts))
-        except Exception:  # noqa: BLE001 (a modal is on top: the status waits)
+        except NoMatches:  # a modal is on top: the status waits
             pass
 
     def say(self, text: str, *, error: bool = False) -> None:
@@ -444,11 +445,10 @@ class ProtolabApp(Player, App):
 
         t = self.selected_task()
         if t is None or t["state"] != "needs_review":
-            waiting = [x["task_id"] for x in self.store.tasks() if x["state"] == "needs_review"]
-            if not waiting:
+            t = next((x for x in self.store.tasks() if x["state"] == "needs_review"), None)
+            if t is None:
                 self.say("no task is in needs_review; inject a conflicting digest (c) to make one", error=True)
                 return
-            t = self.store.get_task(waiting[0]) and next(x for x in self.store.tasks() if x["task_id"] == waiting[0])
         candidates = [i["message_id"] for i in self.store.intents_of_task(t["task_id"]) if not i["trusted"]]
 
         def done(choice) -> None:

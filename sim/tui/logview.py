@@ -111,29 +111,23 @@ class LogView(ScrollView, can_focus=True):
     cursor: reactive[int] = reactive(-1, repaint=False, init=False)
     """Index of the cursor row, or -1 when the source is empty."""
 
-    class Highlighted(Message):
+    class _RowMessage(Message):
+        """A message about one row of a view."""
+
+        def __init__(self, view: LogView, index: int) -> None:
+            super().__init__()
+            self.view = view
+            self.index = index
+
+        @property
+        def control(self) -> LogView:
+            return self.view
+
+    class Highlighted(_RowMessage):
         """Posted whenever the cursor changes."""
 
-        def __init__(self, view: LogView, index: int) -> None:
-            super().__init__()
-            self.view = view
-            self.index = index
-
-        @property
-        def control(self) -> LogView:
-            return self.view
-
-    class Selected(Message):
+    class Selected(_RowMessage):
         """Posted when a row is chosen (enter, or a mouse click)."""
-
-        def __init__(self, view: LogView, index: int) -> None:
-            super().__init__()
-            self.view = view
-            self.index = index
-
-        @property
-        def control(self) -> LogView:
-            return self.view
 
     def __init__(
         self,

@@ -7,18 +7,12 @@ SPEEDS = (1, 2, 4, 8, 16, 50, 200)
 
 
 class Player:
-    """Mixin for an App that delivers on a timer. Subclasses say what one delivery is
-    (:meth:`play_one`, False when nothing more will happen) and how to show it (:meth:`show_play`)."""
+    """Mixin for an App that delivers on a timer. The App defines ``play_one() -> bool`` (one
+    delivery; False when nothing more will happen) and ``show_play()`` (redraw after a change)."""
 
     playing = False
     speed_i = 2
     _timer = None
-
-    def play_one(self) -> bool:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def show_play(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
 
     @property
     def speed(self) -> int:
