@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Callable, Protocol
 
+from .design import Intent
 from .envelope import Envelope
 from .intake import TaskView
 from .machine import TERMINAL, TaskState
@@ -33,10 +34,14 @@ class World(Protocol):
     trace: str
 
     def task(self, task_id: str) -> TaskView | None: ...
-    def result_of(self, task_id: str) -> Envelope | None: ...
+    def result_of(self, task_id: str) -> Intent | None: ...
+    def sent_intent(self, env: Envelope) -> Intent: ...
     def put_artifact(self, content, kind: str, task_id: str) -> str: ...
-    def send(self, sender: str, recipient: str, type: str, task_id: str, payload: dict, key: str,
-             refs=(), prefix: str = "M", generation: int | None = None) -> Envelope: ...
+    def say(self, type: str, sender: str, recipient: str, task_id: str, body: dict, *, attempt: int = 1,
+            retry: int = 0, answers: str | None = None, refs=(), content: dict | None = None,
+            context: dict | None = None, prefix: str = "M", generation: int | None = None) -> Envelope:
+        """Send an intent; the run's envelope design turns it into an envelope (returned)."""
+        ...
 
 
 def facts_table(fake, task_id: str, goal: str) -> dict:
@@ -96,15 +101,24 @@ class Manager:
             if t is None or t.state != TaskState.SUCCEEDED:
                 return None
             res = self.world.result_of(dep)
-            if res is not None and res.payload.get("artifact"):
-                refs.append(res.payload["artifact"])
+            if res is not None and res.body.get("artifact"):
+                refs.append(res.body["artifact"])
         return refs
+
+    def _context(self, spec: TaskSpec) -> dict:
+        """What the manager knows beyond the assignment: the products its inputs rest on and the
+        notes their workers sent. The assignee needs a reference to the products, not this."""
+        ctx = {}
+        for dep in spec.after:
+            res = self.world.result_of(dep)
+            if res is not None:
+                ctx[dep] = {"content": res.content, "summary": res.body.get("summary"), "notes": res.context.get("notes")}
+        return {"inputs": ctx} if ctx else {}
 
     def act(self, now: int) -> None:
         w, s = self.world, self.world.settings
         for env in self.acks:
-            w.send(self.id, env.sender, "ack", env.task_id, {"of": env.message_id},
-                   f"{w.trace}:{env.task_id}:ack:{env.message_id}", prefix="A")
+            w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
         self.acks = []
         for spec in self.tasks():
             t = w.task(spec.id)
@@ -116,13 +130,13 @@ class Manager:
                 payload = {"goal": spec.goal if not inputs else f"{spec.goal}: {', '.join(inputs)}", "budget": spec.budget}
                 if spec.publish:
                     payload["publish"] = spec.publish
-                key = f"{w.trace}:{spec.id}:request" + (f":retry-{req.tries}" if req else "")
-                w.send(self.id, spec.worker, "task_request", spec.id, payload, key, refs=inputs)
+                w.say("task_request", self.id, spec.worker, spec.id, payload, attempt=1, retry=req.tries if req else 0,
+                      refs=inputs, context=self._context(spec))
                 self.sent[spec.id] = _Req(now, (req.tries + 1) if req else 1)
             elif t.state in (TaskState.READY, TaskState.RETRY_WAIT) and t.budget_left <= 0:
                 if req is None or req.version != t.state_version:
-                    w.send(self.id, spec.worker, "cancel", spec.id, {"reason": "budget exhausted"},
-                           f"{w.trace}:{spec.id}:cancel")
+                    w.say("cancel", self.id, spec.worker, spec.id, {"reason": "budget exhausted"},
+                          attempt=t.lease_version)
                     self.sent[spec.id] = _Req(now, 1, t.state_version)
             elif t.state == TaskState.RETRY_WAIT:
                 # The runtime expired a lease: assign a new attempt (a restarted worker takes it).
@@ -130,12 +144,12 @@ class Manager:
                     continue
                 attempt = t.lease_version + 1
                 tries = req.tries + 1 if req is not None and req.version == t.state_version else 1
-                key = f"{w.trace}:{spec.id}:attempt-{attempt}:request" + (f":retry-{tries - 1}" if tries > 1 else "")
                 inputs = self._inputs(spec) or []
                 payload = {"goal": spec.goal, "budget": spec.budget, "attempt": attempt}
                 if spec.publish:
                     payload["publish"] = spec.publish
-                w.send(self.id, spec.worker, "task_request", spec.id, payload, key, refs=inputs)
+                w.say("task_request", self.id, spec.worker, spec.id, payload, attempt=attempt, retry=tries - 1,
+                      refs=inputs, context=self._context(spec))
                 self.sent[spec.id] = _Req(now, tries, t.state_version)
 
 
@@ -147,6 +161,7 @@ class _Job:
     started_at: int = -1
     start_tries: int = 0
     result: Envelope | None = None
+    result_intent: Intent | None = None
     result_at: int = -1
     result_tries: int = 0
 
@@ -167,11 +182,13 @@ class Worker:
         """The conversation is fenced: acknowledge receipt (an ack is receipt only)."""
         self.fences.append(env)
 
-    def on_delivery(self, env: Envelope, decision: str, spec: TaskSpec | None) -> None:
+    def on_delivery(self, env: Envelope, decision: str, spec: TaskSpec | None, intent: Intent | None = None) -> None:
         if env.type == "task_request" and env.recipient == self.id and decision == "accepted" and spec is not None:
-            self.jobs[env.task_id] = _Job(spec, tuple(env.evidence_refs))
+            # The inputs the manager meant (whatever the envelope design chose to write down).
+            self.jobs[env.task_id] = _Job(spec, tuple(intent.refs if intent is not None else env.evidence_refs))
 
-    def produce(self, job: _Job, now: int) -> dict:
+    def produce(self, job: _Job, now: int) -> tuple[dict, dict]:
+        """Make the work product, store it as an artifact; return (the result's body, the product)."""
         spec = job.spec
         if spec.kind == "draft":
             content = draft_doc(self.fake, spec.id, list(job.inputs))
@@ -182,15 +199,19 @@ class Worker:
                    "summary": f"{len(content.get('rows', [])) or 1} item(s) in {ref[:15]}"}
         if spec.publish:
             payload["effect"] = {"kind": "publish", "target": spec.publish}
-        return payload
+        return payload, content
+
+    def notes(self, task_id: str) -> str:
+        """The worker's working notes: private to it and the manager, nobody else's business."""
+        return f"{self.id} working notes for {task_id}: sources checked by hand; questions to {self.id}@staff.internal"
 
     def act(self, now: int) -> None:
         if self.dead:
             return
         w, s = self.world, self.world.settings
         for fence in self.fences:
-            w.send(self.id, fence.sender, "ack", fence.task_id, {"of": fence.message_id},
-                   f"{w.trace}:ack:{fence.message_id}:{self.id}", prefix="A")
+            w.say("ack", self.id, fence.sender, fence.task_id, {"of": fence.message_id}, answers=fence.message_id,
+                  prefix="A")
         self.fences = []
         for tid in list(self.jobs):
             job = self.jobs[tid]
@@ -206,18 +227,19 @@ class Worker:
                         job.lease, job.start_tries = wanted, 0
                     # (re)start; a result from a start that never took effect is void
                     job.result, job.result_at, job.result_tries = None, -1, 0
-                    key = f"{w.trace}:{tid}:attempt-{wanted}:started" + (f":retry-{job.start_tries}" if job.start_tries else "")
-                    w.send(self.id, "manager", "task_started", tid, {"lease_version": wanted}, key)
+                    w.say("task_started", self.id, "manager", tid, {"lease_version": wanted}, attempt=wanted,
+                          retry=job.start_tries)
                     job.started_at, job.start_tries = now, job.start_tries + 1
                     if self.dead:  # the transport crashed us right after sending
                         return
                     continue
             if job.lease and job.result is None and job.started_at >= 0 and now - job.started_at >= s.work_ticks:
                 # Optimistic: the worker believes it holds the lease it asked for and answers.
-                payload = self.produce(job, now)
-                key = f"{w.trace}:{tid}:attempt-{job.lease}"
+                payload, content = self.produce(job, now)
                 refs = [payload["artifact"], *job.inputs]
-                job.result = w.send(self.id, "manager", "task_result", tid, payload, key, refs=refs)
+                job.result = w.say("task_result", self.id, "manager", tid, payload, attempt=job.lease, refs=refs,
+                                   content=content, context={"notes": self.notes(tid)})
+                job.result_intent = w.sent_intent(job.result)
                 job.result_at, job.result_tries = now, 1
             elif (
                 job.result is not None
@@ -225,9 +247,10 @@ class Worker:
                 and t.lease_version == job.lease
                 and now - job.result_at >= s.retry_ticks
             ):
-                key = f"{w.trace}:{tid}:attempt-{job.lease}:retry-{job.result_tries}"
-                job.result = w.send(self.id, "manager", "task_result", tid, dict(job.result.payload), key,
-                                    refs=list(job.result.evidence_refs))
+                i = job.result_intent
+                job.result = w.say("task_result", self.id, "manager", tid, dict(i.body), attempt=job.lease,
+                                   retry=job.result_tries, refs=i.refs, content=i.content, context=dict(i.context))
+                job.result_intent = w.sent_intent(job.result)
                 job.result_at, job.result_tries = now, job.result_tries + 1
 
 
@@ -257,9 +280,9 @@ class Zombie:
             return
         job = self.worker.jobs.get(self.task_id) or _Job(TaskSpec(self.task_id, "", self.worker.id))
         job.lease = self.lease
-        payload = self.worker.produce(job, now)
+        payload, content = self.worker.produce(job, now)
         payload["lease_version"] = self.lease
-        w.send(self.worker.id, "manager", "task_result", self.task_id, payload,
-               f"{w.trace}:{self.task_id}:attempt-{self.lease}", refs=[payload["artifact"], *job.inputs],
-               generation=self.worker.generation)  # the old body: its generation is stale
+        w.say("task_result", self.worker.id, "manager", self.task_id, payload, attempt=self.lease,
+              refs=[payload["artifact"], *job.inputs], content=content, context={"notes": self.worker.notes(self.task_id)},
+              generation=self.worker.generation)  # the old body: its generation is stale
         self.done = True

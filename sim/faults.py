@@ -15,6 +15,10 @@ recorded as a ``fault_injected`` event, so the log says what was done to the run
 ``crash``               the worker dies right after sending it; its lease expires, a restarted worker
                         recovers with a higher lease_version, and the dead one's late commit arrives
 ``stale-schema``        send it with an unsupported schema_version
+``resend``              the sender gives up waiting and sends the same intent again: a new message
+                        id and time, the key and payload its envelope design gives that intent
+``transient``           the worker's attempt fails transiently: it reports ``retry`` instead of its
+                        result; the manager assigns a new attempt, which succeeds with another payload
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from .errors import InputError, friendly_list
 
 __all__ = ["FAULTS", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET"]
 
-FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema")
+FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema",
+          "resend", "transient")
+
+#: How many rounds after the original a resent copy arrives (the sender's wait before it gives up).
+RESEND_AFTER = 2
 
 #: With no selector, each fault picks the first message it makes sense for.
 DEFAULT_TARGET = {
@@ -43,11 +51,14 @@ DEFAULT_TARGET = {
     "drop": "first task_result",
     "crash": "first task_started",
     "stale-schema": "first task_request",
+    "resend": "publishing task_result (else the first task_result)",
+    "transient": "first successful task_result",
 }
 
 _ONLY = {
     "late-failure": ("task_result",),
     "crash": ("task_started",),
+    "transient": ("task_result",),
 }
 _MSG_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
 
@@ -93,13 +104,13 @@ def _default_match(spec: FaultSpec, env: Envelope) -> bool:
     n = spec.name
     if n in ("conflicting-digest", "delay", "drop"):
         return env.type == "task_result"
-    if n == "late-failure":
+    if n in ("late-failure", "transient"):
         return env.type == "task_result" and env.payload.get("status") == "succeeded"
     if n in ("reorder", "crash"):
         return env.type == "task_started"
     if n == "stale-schema":
         return env.type == "task_request"
-    if n == "duplicate":
+    if n in ("duplicate", "resend"):
         return env.type == "task_result" and "effect" in env.payload
     return False
 
@@ -112,13 +123,14 @@ class Bus:
     """
 
     def __init__(self, specs: list[FaultSpec], rng: random.Random, *, delay_ticks: int, next_id, record, max_hold: int = 5,
-                 on_copy=None):
+                 on_copy=None, rebuild=None):
         self.specs = specs
         self.rng = rng
         self.delay_ticks = delay_ticks
         self._next_id = next_id  # callable(prefix) -> a fresh message id
         self._record = record  # callable(fault, env, detail)
         self._on_copy = on_copy or (lambda orig, new, same_seq: None)  # a fault made a new envelope from orig
+        self._rebuild = rebuild  # callable(env, how, due) -> the envelope the sender's design makes again
         self._heap: list[tuple[int, int, Envelope]] = []
         self._seq = 0
         self._held: list[tuple[int, Envelope]] = []
@@ -153,8 +165,9 @@ class Bus:
             return True
         return False
 
-    def send(self, env: Envelope, now: int) -> None:
-        """Queue ``env`` for delivery next round, bent by whichever faults apply."""
+    def send(self, env: Envelope, now: int) -> Envelope:
+        """Queue ``env`` for delivery next round, bent by whichever faults apply; return the
+        envelope as it was sent (a ``transient`` fault turns a result into ``retry``)."""
         due = now + 1
         faults = [s for s in self.specs if self._applies(s, env)]
         held, released = self._held, []
@@ -189,6 +202,19 @@ class Bus:
             elif n == "stale-schema":
                 out = dataclasses.replace(out, schema_version="0")
                 self._record(n, out, {"selector": spec.text, "schema_version": "0"})
+            elif n == "transient":
+                if out.payload.get("status") != "succeeded" or self._rebuild is None:
+                    continue
+                out = self._rebuild(out, "transient", due)
+                self._record(n, out, {"selector": spec.text, "status": "retry"})
+            elif n == "resend":
+                if self._rebuild is None:
+                    continue
+                again = self._rebuild(out, "resend", due + RESEND_AFTER)
+                extra.append((due + RESEND_AFTER, again))
+                self._on_copy(out, again, False)
+                self._record(n, out, {"selector": spec.text, "resend": again.message_id, "again_at": due + RESEND_AFTER,
+                                      "key": out.idempotency_key, "resend_key": again.idempotency_key})
         if schedule:
             self._push(due, out)
         for d, e in extra:
@@ -197,6 +223,7 @@ class Bus:
         for _, h in held:
             released.append(h)
             self._push(due, h)
+        return out
 
     def _copy(self, name: str, env: Envelope) -> tuple[int, Envelope, bool, dict]:
         """The envelope a copying fault makes from ``env``: (rounds after due, copy, same sequence?, detail)."""

@@ -51,11 +51,18 @@ INVARIANTS: tuple[str, ...] = (
     "EVIDENCE_RESOLVES",
     "ACK_IS_NOT_COMPLETION",
     "TRANSITIONS_ALLOWED",
+    "RESEND_DEDUPLICATED",
 )
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
 
 DESCRIPTIONS: dict[str, str] = {
+    "RESEND_DEDUPLICATED": (
+        "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
+        "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
+        "delivered before it with any decision but rejected. A key derived from the message id or the clock "
+        "makes a resend a new intent (late, rejected or accepted again) and breaks this."
+    ),
     "NO_STATE_REGRESSION": (
         "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
         "needs_review: a finished task is never moved anywhere else, only frozen for review."
@@ -444,7 +451,40 @@ def _transitions_allowed(run: _Run) -> list[dict]:
     return out
 
 
+def _resend_deduplicated(run: _Run) -> list[dict]:
+    first: dict[str, dict] = {}  # message_id -> its first delivery
+    for dv in run.deliveries:
+        first.setdefault(dv["message_id"], dv)
+    keys = {m["message_id"]: m["idempotency_key"] for m in run.messages}
+    out = []
+    for e in run.events:
+        if e["type"] != "fault_injected" or e["data"].get("fault") != "resend":
+            continue
+        orig_id, copy_id = e["message_id"], e["data"].get("resend")
+        orig, copy = first.get(orig_id), first.get(copy_id)
+        if orig is None or copy is None or orig["delivery_id"] > copy["delivery_id"] or orig["decision"] == "rejected":
+            continue  # the original never reached intake first, or was refused: nothing to repeat
+        if copy["decision"] == "duplicate":
+            continue
+        out.append(
+            {
+                "problem": f"a resend of one intent was recorded {copy['decision']}, not duplicate",
+                "task_id": e["task_id"],
+                "message_id": copy_id,
+                "original_message_id": orig_id,
+                "original_decision": orig["decision"],
+                "original_key": keys.get(orig_id),
+                "resend_key": keys.get(copy_id),
+                "resend_decision": copy["decision"],
+                "resend_code": copy.get("code"),
+                "delivery_id": copy["delivery_id"],
+            }
+        )
+    return out
+
+
 _CHECKS = {
+    "RESEND_DEDUPLICATED": _resend_deduplicated,
     "NO_STATE_REGRESSION": _no_state_regression,
     "EFFECT_AT_MOST_ONCE": _effect_at_most_once,
     "CONFLICT_FROZEN": _conflict_frozen,

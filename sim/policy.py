@@ -22,10 +22,18 @@ __all__ = ["Policy", "SAFE", "NAIVE", "POLICIES", "naive_decide", "get_policy"]
 
 @dataclass(frozen=True)
 class Policy:
+    """An intake function and a rule for keying side effects.
+
+    ``effect_rule(result, delivery_id) -> str | None``, when set, names the unique key a
+    successful result's side effect commits under (``None``: commit nothing); otherwise effects
+    are keyed by kind, target and task (``idempotent_effects``) or, naively, by delivery.
+    """
+
     name: str
     decide: Callable[..., Verdict]
     idempotent_effects: bool
     description: str
+    effect_rule: Callable[[Envelope, int], "str | None"] | None = None
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
 from .agents import DONE, Manager, Worker, Zombie, _Job
-from .envelope import Envelope, build_envelope
+from .design import REFERENCE, EnvelopeDesign, Intent, build_from
+from .envelope import Envelope
 from .errors import InputError, StoreError
 from .faults import Bus, FaultSpec, parse_fault
 from .intake import TaskView
@@ -45,6 +46,7 @@ class Run:
     faults: list[FaultSpec]
     store: Store
     progress: object = None
+    design: EnvelopeDesign = REFERENCE
     now: int = 0
     ids: Counter = field(default_factory=Counter)
     results: dict[str, Envelope] = field(default_factory=dict)
@@ -61,7 +63,9 @@ class Run:
         self.fake.seed_instance(self.seed)
         self._t0 = datetime.fromisoformat(self.scenario.start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
         self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
-                       record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy)
+                       record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
+                       rebuild=self._rebuild)
+        self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
         # What the transport knows of each send: (per-sender sequence, sender generation),
         # kept until the message is first delivered and stored with it.
         self._seq: Counter = Counter()
@@ -89,8 +93,13 @@ class Run:
             view = self._tasks[task_id] = self.store.get_task(task_id)
             return view
 
-    def result_of(self, task_id: str) -> Envelope | None:
-        return self.results.get(task_id)
+    def result_of(self, task_id: str) -> Intent | None:
+        env = self.results.get(task_id)
+        return self.intents.get(env.message_id) if env is not None else None
+
+    def sent_intent(self, env: Envelope) -> Intent:
+        """The intent ``env`` was made from (what its sender meant, whatever the design wrote)."""
+        return self.intents[env.message_id]
 
     def put_artifact(self, content, kind: str, task_id: str) -> str:
         return put_artifact(self.store, content, kind=kind, task_id=task_id, tick=self.now)
@@ -100,29 +109,53 @@ class Run:
         return f"{prefix}-{self.ids[prefix]}"
 
     def time(self) -> str:
-        return (self._t0 + timedelta(seconds=self.now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.time_at(self.now)
 
-    def send(self, sender, recipient, type, task_id, payload, key, refs=(), prefix="M", generation=None) -> Envelope:
-        env = build_envelope(
-            message_id=self.next_id(prefix), trace_id=self.trace, task_id=task_id, sender=sender, recipient=recipient,
-            type=type, payload=payload, idempotency_key=key, created_at=self.time(), evidence_refs=refs,
+    def time_at(self, tick: int) -> str:
+        return (self._t0 + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def say(self, type, sender, recipient, task_id, body, *, attempt=1, retry=0, answers=None, refs=(), content=None,
+            context=None, prefix="M", generation=None) -> Envelope:
+        intent = Intent(
+            type=type, sender=sender, recipient=recipient, trace_id=self.trace, task_id=task_id, attempt=attempt,
+            retry=retry, answers=answers, body=body, refs=tuple(refs), content=content, context=context or {},
+            message_id=self.next_id(prefix), created_at=self.time(),
         )
+        env = build_from(self.design, intent)
+        self.intents[env.message_id] = intent
         if generation is None:
             w = self.workers.get(sender)
             generation = w.generation if w is not None else 1
         self._stamp(env, generation)
         self.sent_this_round += 1
-        self.bus.send(env, self.now)
+        env = self.bus.send(env, self.now)
         for worker_id, after in self.bus.crashed:
-            self._crash(worker_id, after.task_id, after.payload.get("lease_version", 1))
+            self._crash(worker_id, after.task_id, self.intents[after.message_id].attempt)
         self.bus.crashed.clear()
         return env
+
+    def _rebuild(self, env: Envelope, how: str, due: int) -> Envelope:
+        """The envelope a fault makes by asking the sender's design again (the transport's side of
+        ``resend`` and ``transient``). ``resend``: the same intent, a new message id and the time it
+        is sent again. ``transient``: the attempt reports ``retry`` instead of its result."""
+        intent = self.intents[env.message_id]
+        if how == "resend":
+            new = replace(intent, message_id=self.next_id(env.message_id.split("-")[0]), created_at=self.time_at(due - 1))
+        else:
+            body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt),
+                    "error": "transient: the source did not answer; try again"}
+            new = replace(intent, body=body, refs=(), content=None, context={})
+        out = build_from(self.design, new, schema_version=env.schema_version)
+        self.intents[out.message_id] = new
+        return out
 
     def _stamp(self, env: Envelope, generation: int) -> None:
         self._seq[(env.sender, generation)] += 1
         self.sent_meta[env.message_id] = (self._seq[(env.sender, generation)], generation)
 
     def _on_copy(self, orig: Envelope, new: Envelope, same_seq: bool) -> None:
+        if new.message_id not in self.intents and orig.message_id in self.intents:
+            self.intents[new.message_id] = self.intents[orig.message_id]
         seq, gen = self.sent_meta.get(orig.message_id, (0, 1))
         if same_seq:
             self.sent_meta[new.message_id] = (seq, gen)
@@ -251,10 +284,11 @@ class Run:
             self._tasks.pop(env.task_id, None)
             self.manager.on_delivery(env, out.decision)
             w = self.workers.get(env.recipient)
+            intent = self.intents.get(env.message_id)
             if w is not None:
-                w.on_delivery(env, out.decision, self.specs.get(env.task_id))
+                w.on_delivery(env, out.decision, self.specs.get(env.task_id), intent)
             if env.type == "fence" and out.decision == "accepted":
-                for wid in env.payload["to"]:
+                for wid in (intent.body if intent is not None else env.payload)["to"]:
                     if wid in self.workers:
                         self.workers[wid].on_fence(env)
             if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
@@ -277,8 +311,7 @@ class Run:
         else:
             terminal = "COMPLETED"
         workers = sorted(self.workers)
-        self.fence = self.send("manager", workers[0], "fence", self.trace, {"to": workers, "terminal": terminal},
-                               f"{self.trace}:fence")
+        self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal})
 
     def _quiet(self) -> bool:
         if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies):
@@ -392,19 +425,25 @@ def unmatched_faults(run: Run) -> list[str]:
 
 
 def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[FaultSpec], path: Path | None,
-            progress=None) -> Run:
-    """A run not yet started, on a new store at ``path`` (``None``: in memory), its meta recorded."""
+            progress=None, *, design: EnvelopeDesign | None = None, rulebook=None, plugged: dict | None = None) -> Run:
+    """A run not yet started, on a new store at ``path`` (``None``: in memory), its meta recorded.
+
+    ``design`` replaces the reference envelope design, ``rulebook`` the default machine;
+    ``plugged`` (from :meth:`sim.plugins.Plugins.meta`) records which files were plugged in."""
     seed = scenario.seed if seed is None else seed
     for suffix in ("", "-wal", "-shm"):
         if path is not None:
             Path(str(path) + suffix).unlink(missing_ok=True)
-    store = Store.create(path, start_time=scenario.start_time)
+    store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook)
     try:
-        store.set_meta({
+        meta = {
             "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
             "faults": ",".join(s.text for s in specs),
-        })
-        return Run(scenario, policy, seed, specs, store, progress)
+        }
+        # Only a run that plugs something in says so: a reference run's file stays byte for byte as it was.
+        meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
+        store.set_meta(meta)
+        return Run(scenario, policy, seed, specs, store, progress, design=design or REFERENCE)
     except BaseException:
         store.close()
         raise
@@ -418,16 +457,25 @@ def run_scenario(
     faults: list[str] | tuple[str, ...] = (),
     db: str | os.PathLike | None = None,
     progress=None,
+    plugins=None,
 ) -> Store:
-    """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success."""
-    pol = get_policy(policy) if isinstance(policy, str) else policy
+    """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success.
+
+    ``plugins`` (a :class:`sim.plugins.Plugins`) names files that replace the reference envelope
+    design, intake, effect rule or machine; each is loaded (and refused) before anything is written."""
+    design, rulebook, plugged = None, None, None
+    if plugins is not None and plugins.any():
+        design, pol, rulebook = plugins.load(policy)
+        plugged = plugins.meta()
+    else:
+        pol = get_policy(policy) if isinstance(policy, str) else policy
     specs = fault_specs(scenario, faults)
     tmp = None
     if db is not None:
         db = Path(db)
         prepare_db_path(db, scenario.name)
         tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
-    run = new_run(scenario, pol, seed, specs, tmp, progress)
+    run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged)
     store = run.store
     try:
         run.run()

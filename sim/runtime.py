@@ -107,7 +107,7 @@ def deliver(
     for attempt in range(attempts):
         try:
             with store.transaction():
-                return _deliver_once(store, env, decide, policy.idempotent_effects, tick, sent)
+                return _deliver_once(store, env, decide, policy, tick, sent)
         except StaleWrite:
             if attempt == attempts - 1:
                 raise
@@ -142,7 +142,7 @@ def _check_verdict(v) -> Verdict:
 
 
 def _deliver_once(
-    store: Store, env: Envelope, decide: IntakeFn, idempotent_effects: bool, at: int | None, sent: tuple[int, int] | None
+    store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None
 ) -> Outcome:
     tick = store.advance(to=at)
     msg_seq, _new = store.record_message(env, _envelope_digest(env), sent)
@@ -165,7 +165,8 @@ def _deliver_once(
         )
 
     delivery_id = store.next_delivery_id()
-    events, state, version = plan_events(store, env, task, rules, verdict, idempotent_effects, delivery_id)
+    events, state, version = plan_events(store, env, task, rules, verdict, policy.idempotent_effects, delivery_id,
+                                         effect_rule=policy.effect_rule)
     if unresolved and verdict.decision != Decision.REJECTED:
         events.append(
             EventDraft("evidence_unresolved", env.task_id, env.message_id, {"refs": sorted(unresolved)})
@@ -215,7 +216,7 @@ def _artifact_event(content, kind: str, task_id: str | None, message_id: str | N
 
 def plan_events(
     store: Store, env: Envelope, task: TaskView | None, rules: RuleBook, v: Verdict,
-    idempotent_effects: bool = True, delivery_id: int = 0,
+    idempotent_effects: bool = True, delivery_id: int = 0, effect_rule=None,
 ) -> tuple[list[EventDraft], str | None, int | None]:
     """Turn a verdict into the events that record it; also return the task's state and version after them."""
     tid, mid = env.task_id, env.message_id
@@ -373,8 +374,11 @@ def plan_events(
     if key is not None and env.payload.get("status") == "succeeded":
         # Only an accepted success reaches here. Idempotent effects are keyed by what they do;
         # a naive runtime keys them by delivery, so a redelivered result does it again.
-        if not idempotent_effects:
+        if effect_rule is not None:
+            key = _ruled_key(effect_rule, env, delivery_id)
+        elif not idempotent_effects:
             key = f"{key}#d{delivery_id}"
+    if key is not None and env.payload.get("status") == "succeeded":
         eff = env.payload["effect"]
         if store.effect_exists(key):
             out.append(EventDraft("effect_suppressed", tid, mid, {"effect_key": key}))
@@ -389,6 +393,21 @@ def plan_events(
             )
     out.append(_intent_event(env, store, d.value, state, version))
     return out, state, version
+
+
+def _ruled_key(rule, env: Envelope, delivery_id: int) -> str | None:
+    """A pluggable effect-commit rule's key for ``env``'s side effect (``None``: nothing commits)."""
+    try:
+        key = rule(env, delivery_id)
+    except ProtolabError:
+        raise
+    except Exception as e:
+        raise ProtolabError(f"the effect rule raised {type(e).__name__} on {env.message_id}: {e}",
+                            code="E_EFFECT_RULE") from e
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ProtolabError(f"the effect rule returned {key!r} for {env.message_id}; expected a non-empty string or None",
+                            code="E_EFFECT_RULE")
+    return key
 
 
 def put_artifact(

@@ -1,0 +1,172 @@
+"""Pluggable parts loaded from files: an envelope design, an intake ``decide``, an effect-commit
+rule, a machine table. ``protolab run/tui/compare/demo`` load them in-process (a student watching
+their own code); the course's judge loads them the same way, but inside a sandboxed child process
+(``sim.course.sandbox``), so student code never runs in the grader's process.
+
+Every failure to load is a :class:`~sim.errors.InputError` with a one-line message: a file that
+does not exist, does not import (with the exception it raised), or lacks what it must define.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from . import digest as _digest
+from .errors import InputError, ProtolabError
+from .policy import Policy, get_policy
+
+__all__ = ["load_module", "load_design", "load_intake", "load_effect_rule", "load_machine", "ModuleDesign",
+           "Plugins", "file_tag"]
+
+_counter = 0
+
+
+def file_tag(path: str | Path) -> str:
+    """``name sha256:12hex``: which file, and which bytes of it, a run used (kept in meta)."""
+    p = Path(path)
+    return f"{p.name} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
+
+
+def load_module(path: str | Path, what: str):
+    """Import the Python file at ``path`` as a fresh module (never cached under its own name)."""
+    global _counter
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{what} file {p} does not exist", code="E_PLUGIN_MISSING")
+    if p.suffix != ".py":
+        raise InputError(f"{what} file {p} is not a .py file", code="E_PLUGIN_IMPORT")
+    _counter += 1
+    name = f"_protolab_plugin_{_counter}_{p.stem}"
+    spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a loader
+        raise InputError(f"{what} file {p} cannot be imported", code="E_PLUGIN_IMPORT")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses in the file need their module registered
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        sys.modules.pop(name, None)
+        raise InputError(f"{what} file {p} does not import: SyntaxError at line {e.lineno}: {e.msg}",
+                         code="E_PLUGIN_IMPORT") from None
+    except BaseException as e:  # anything the file does at import time (SystemExit included)
+        sys.modules.pop(name, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        msg = " ".join(str(e).split())[:200]
+        raise InputError(f"{what} file {p} does not import: {type(e).__name__}: {msg}", code="E_PLUGIN_IMPORT") from None
+    return module
+
+
+def _need(module, path, what: str, names: tuple[str, ...], callable_=True):
+    missing = [n for n in names if not hasattr(module, n) or (callable_ and not callable(getattr(module, n)))]
+    if missing:
+        kind = "function" if callable_ else "name"
+        raise InputError(f"{what} file {path} lacks the {kind} {missing[0]!r} (it must define: {', '.join(names)})",
+                         code="E_PLUGIN_INCOMPLETE")
+
+
+@dataclass(frozen=True)
+class ModuleDesign:
+    """An envelope design read from a file's three functions and DIGEST_SCHEME."""
+
+    name: str
+    digest_scheme: str
+    key_fn: Callable
+    payload_fn: Callable
+    refs_fn: Callable
+
+    def idempotency_key(self, intent):
+        return self.key_fn(intent)
+
+    def payload(self, intent):
+        return self.payload_fn(intent)
+
+    def evidence_refs(self, intent):
+        return self.refs_fn(intent)
+
+
+def load_design(path: str | Path) -> ModuleDesign:
+    m = load_module(path, "design")
+    _need(m, path, "design", ("idempotency_key", "payload", "evidence_refs"))
+    _need(m, path, "design", ("DIGEST_SCHEME",), callable_=False)
+    scheme = m.DIGEST_SCHEME
+    if scheme not in _digest.SCHEMES:
+        raise InputError(f"design file {path}: DIGEST_SCHEME is {scheme!r}; expected one of: "
+                         f"{', '.join(_digest.SCHEMES)}", code="E_PLUGIN_INCOMPLETE")
+    return ModuleDesign(Path(path).name, scheme, m.idempotency_key, m.payload, m.evidence_refs)
+
+
+def load_intake(path: str | Path) -> Callable:
+    m = load_module(path, "intake")
+    _need(m, path, "intake", ("decide",))
+    return m.decide
+
+
+def load_effect_rule(path: str | Path) -> Callable:
+    m = load_module(path, "effect rule")
+    _need(m, path, "effect rule", ("effect_key",))
+    return m.effect_key
+
+
+def load_machine(path: str | Path):
+    from .machine import load_rulebook
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"machine file {p} does not exist", code="E_PLUGIN_MISSING")
+    return load_rulebook(p)
+
+
+@dataclass
+class Plugins:
+    """What a run plugs in instead of the reference parts (each ``None``: the reference)."""
+
+    design: str | Path | None = None
+    intake: str | Path | None = None
+    effects: str | Path | None = None
+    machine: str | Path | None = None
+
+    def any(self) -> bool:
+        return any(v is not None for v in (self.design, self.intake, self.effects, self.machine))
+
+    def load(self, policy: str | Policy = "safe"):
+        """(design or None, policy, rulebook or None), every file loaded and checked."""
+        pol = get_policy(policy) if isinstance(policy, str) else policy
+        design = load_design(self.design) if self.design is not None else None
+        if self.intake is not None:
+            pol = replace(pol, name=pol.name, decide=_guarded(load_intake(self.intake)))
+        if self.effects is not None:
+            pol = replace(pol, effect_rule=load_effect_rule(self.effects))
+        rulebook = load_machine(self.machine) if self.machine is not None else None
+        return design, pol, rulebook
+
+    def meta(self) -> dict:
+        """What meta records about the plugged-in files (nothing for the reference parts)."""
+        out = {}
+        for k in ("design", "intake", "effects", "machine"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = file_tag(v)
+        return out
+
+
+def _guarded(decide: Callable) -> Callable:
+    """A student's ``decide`` that raises is an error with a line, not a traceback."""
+
+    def run(env, task, prior, rules, unresolved=frozenset()):
+        try:
+            return decide(env, task, prior, rules, unresolved)
+        except ProtolabError:
+            raise
+        except Exception as e:
+            msg = " ".join(str(e).split())[:200]
+            raise ProtolabError(f"the intake decide raised {type(e).__name__} on {env.message_id}: {msg}",
+                                code="E_INTAKE_RAISED") from e
+
+    run.__name__ = getattr(decide, "__name__", "decide")
+    return run
