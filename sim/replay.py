@@ -33,9 +33,15 @@ def _envelope(row: dict) -> Envelope:
     return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
 
 
-def redeliver(store: Store, *, policy: str | None = None) -> dict:
-    """Deliver the whole message log again, on a copy; report what it did to effects."""
-    pol = get_policy(policy or store.get_meta("policy") or "safe")
+def redeliver(store: Store, *, policy=None) -> dict:
+    """Deliver the whole message log again, on a copy; report what it did to effects.
+
+    ``policy`` is a name or a :class:`~sim.policy.Policy` (one with a student's intake or effect
+    rule, say); by default the run's own policy, by name."""
+    if policy is not None and not isinstance(policy, str):
+        pol = policy
+    else:
+        pol = get_policy(policy or store.get_meta("policy") or "safe")
     copy = store.copy()
     try:
         before = {e["effect_key"] for e in copy.effects()}

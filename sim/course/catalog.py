@@ -1,0 +1,154 @@
+"""The exercises shipped with the kit: ``exercises/NN-slug/exercise.toml`` and, for instructors,
+``solutions/NN-slug/`` (reference solution, hidden tests, planted wrong answers).
+
+An ``exercise.toml``::
+
+    number = 1
+    slug = "envelope-design"
+    title = "Envelope design"
+    minutes = 45
+    files = ["design.py"]          # what the student edits (copied by 'exercise start')
+    summary = "one line"
+
+    [[test]]
+    name = "resend-is-duplicate"   # unique within the exercise
+    title = "A resend of one intent is recorded as a duplicate"
+    points = 10
+    timeout = 30                   # seconds, wall clock, for this test's sandbox
+    judge = "design.fault_matrix"  # sim.course.judges.design:fault_matrix
+    args = { faults = [["resend"]] }
+    hint = "what to look at when it fails"
+
+Hidden tests live in ``solutions/NN-slug/hidden.toml`` in the same ``[[test]]`` form; every test
+there is hidden. Nothing under ``solutions/`` is ever copied to a student.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError, friendly_list
+from ..resources import shipped
+
+__all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "load_tests"]
+
+_SLUG = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
+
+
+@dataclass(frozen=True)
+class Test:
+    name: str
+    title: str
+    points: int
+    timeout: float
+    judge: str
+    args: dict = field(default_factory=dict, compare=False, hash=False)
+    hint: str = ""
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class Exercise:
+    number: int
+    slug: str
+    title: str
+    minutes: int
+    files: tuple[str, ...]
+    summary: str
+    folder: Path
+    tests: tuple[Test, ...]
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.number:02d}-{self.slug}"
+
+    @property
+    def public_points(self) -> int:
+        return sum(t.points for t in self.tests if not t.hidden)
+
+    def hidden_tests(self) -> tuple[Test, ...]:
+        """The hidden tests, when this install has the solutions (an instructor's checkout)."""
+        sol = solutions_dir(self)
+        if sol is None or not (sol / "hidden.toml").is_file():
+            return ()
+        return load_tests(sol / "hidden.toml", hidden=True)
+
+    def hidden_points(self) -> int | None:
+        """Points in hidden tests (``None``: unknown here, this install has no solutions)."""
+        declared = _read_toml(self.folder / "exercise.toml").get("hidden_points")
+        hidden = self.hidden_tests()
+        if hidden:
+            return sum(t.points for t in hidden)
+        return declared
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InputError(f"{path} cannot be read: {e}", code="E_EXERCISE_FILE") from e
+
+
+def load_tests(path: Path, *, hidden: bool = False) -> tuple[Test, ...]:
+    data = _read_toml(path)
+    out = []
+    for i, t in enumerate(data.get("test", [])):
+        try:
+            out.append(Test(
+                name=t["name"], title=t.get("title", t["name"]), points=int(t["points"]),
+                timeout=float(t.get("timeout", 30)), judge=t["judge"], args=dict(t.get("args", {})),
+                hint=t.get("hint", ""), hidden=hidden,
+            ))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{path}: test {i + 1} is malformed ({e})", code="E_EXERCISE_FILE") from e
+    names = [t.name for t in out]
+    if len(set(names)) != len(names):
+        raise InputError(f"{path}: two tests share a name", code="E_EXERCISE_FILE")
+    return tuple(out)
+
+
+def _load(folder: Path) -> Exercise:
+    data = _read_toml(folder / "exercise.toml")
+    m = _SLUG.match(folder.name)
+    return Exercise(
+        number=int(data.get("number", m.group(1) if m else 0)),
+        slug=data.get("slug", m.group(2) if m else folder.name),
+        title=data.get("title", folder.name),
+        minutes=int(data.get("minutes", 30)),
+        files=tuple(data.get("files", ())),
+        summary=data.get("summary", ""),
+        folder=folder,
+        tests=load_tests(folder / "exercise.toml"),
+    )
+
+
+def exercises() -> list[Exercise]:
+    """Every shipped exercise, in number order."""
+    root = shipped("exercises")
+    if not root.is_dir():
+        return []
+    found = [_load(p) for p in sorted(root.iterdir()) if p.is_dir() and (p / "exercise.toml").is_file()]
+    return sorted(found, key=lambda e: e.number)
+
+
+def get_exercise(which: str | int) -> Exercise:
+    """An exercise by number (``1``, ``01``) or slug (``envelope-design``)."""
+    all_ = exercises()
+    text = str(which).strip()
+    for ex in all_:
+        if text.isdigit() and int(text) == ex.number or text in (ex.slug, ex.dirname):
+            return ex
+    raise InputError(
+        f"no exercise {text!r}; expected one of: {friendly_list(str(e.number) for e in all_)} "
+        "(protolab exercise list shows them)",
+        code="E_UNKNOWN_EXERCISE",
+    )
+
+
+def solutions_dir(ex: Exercise) -> Path | None:
+    """``solutions/NN-slug`` when this install has it (a checkout does; the student kit does not)."""
+    p = shipped("solutions", ex.dirname)
+    return p if p.is_dir() else None

@@ -1,0 +1,121 @@
+"""Judge a submission: every test of an exercise, each in its own sandbox, in parallel.
+
+``protolab exercise check`` runs the public tests; the grader (and the kit's own tests of the
+reference solutions) adds the hidden ones. A :class:`Report` always says how many points the
+tests that ran cover and whether hidden tests exist, so nobody reads "all public tests passed"
+as a grade.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .catalog import Exercise, Test
+from .sandbox import run_test
+
+__all__ = ["TestResult", "Report", "evaluate"]
+
+
+@dataclass(frozen=True)
+class TestResult:
+    name: str
+    title: str
+    hidden: bool
+    points: float
+    max_points: int
+    passed: bool
+    message: str
+    hint: str = ""
+    reproduce: str | None = None
+    witness: object = None
+    output: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    exercise: Exercise
+    submission: Path
+    results: list[TestResult] = field(default_factory=list)
+    hidden_ran: bool = False
+    hidden_points: int | None = None  # points in hidden tests (None: unknown in this install)
+
+    @property
+    def score(self) -> float:
+        return round(sum(r.points for r in self.results), 2)
+
+    @property
+    def max_score(self) -> int:
+        return sum(r.max_points for r in self.results)
+
+    @property
+    def all_passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def first_failure(self) -> TestResult | None:
+        return next((r for r in self.results if not r.passed), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "exercise": self.exercise.number,
+            "slug": self.exercise.slug,
+            "submission": str(self.submission),
+            "score": self.score,
+            "max_score": self.max_score,
+            "public_only": not self.hidden_ran,
+            "hidden_points": self.hidden_points,
+            "all_passed": self.all_passed,
+            "tests": [r.to_dict() for r in self.results],
+        }
+
+
+def _one(test: Test, submission: Path, isolate: bool, shown_dir: str) -> TestResult:
+    v = run_test(test.judge, submission, test.args, timeout=test.timeout, isolate=isolate)
+    score = float(v.get("score", 0.0))
+    repro = v.get("reproduce")
+    if repro:
+        repro = repro.replace("{dir}", shown_dir)
+    ok = score >= 0.999
+    return TestResult(
+        name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
+        max_points=test.points, passed=ok, message=v.get("message", ""), hint="" if ok else test.hint,
+        reproduce=None if ok else repro, witness=None if ok else v.get("witness"),
+        output=v.get("output", "") or "", seconds=float(v.get("seconds", 0.0)),
+    )
+
+
+def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, jobs: int = 2,
+             progress=None, only: list[str] | None = None) -> Report:
+    """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones too).
+
+    ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
+    sub = Path(submission)
+    tests = list(ex.tests)
+    hidden_tests = ex.hidden_tests()
+    if hidden:
+        tests += list(hidden_tests)
+    if only:
+        tests = [t for t in tests if t.name in only]
+    report = Report(ex, sub, hidden_ran=hidden and bool(hidden_tests), hidden_points=ex.hidden_points())
+    shown = str(submission)
+    done = 0
+    results: dict[str, TestResult] = {}
+    if not isolate:
+        jobs = 1  # in-process judging swaps sys.stdout: one test at a time
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(_one, t, sub, isolate, shown): t for t in tests}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            t = futures[fut]
+            results[t.name] = fut.result()
+            done += 1
+            if progress is not None:
+                progress(done, len(tests), t.name)
+    report.results = [results[t.name] for t in tests]
+    return report
