@@ -41,6 +41,9 @@ app.add_typer(machine_app, name="machine")
 app.add_typer(artifact_app, name="artifact")
 trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+exercise_app = typer.Typer(help="Graded exercises: list, start (copy the starter), check (public tests), hint.",
+                           no_args_is_help=True)
+app.add_typer(exercise_app, name="exercise")
 app.add_typer(trace_app, name="trace")
 
 DB_OPT = typer.Option("protolab.db", "--db", help="The protolab database file.")
@@ -441,6 +444,23 @@ FAULT_OPT = typer.Option(
 )
 
 
+DESIGN_OPT = typer.Option(None, "--design", help="An envelope design (.py: idempotency_key, payload, evidence_refs, "
+                          "DIGEST_SCHEME) every agent send goes through, instead of the reference design.")
+INTAKE_OPT = typer.Option(None, "--intake", help="An intake policy (.py defining decide(env, task, prior, rules, unresolved)).")
+EFFECTS_OPT = typer.Option(None, "--effects", help="An effect-commit rule (.py defining effect_key(result, delivery_id)).")
+MACHINE_OPT = typer.Option(None, "--machine", help="A transition table (.toml) for the run's tasks instead of task-v1.")
+
+
+def _plugins(design=None, intake=None, effects=None, machine=None):
+    """The files a run plugs in, checked (they load, they define what they must) before anything is written."""
+    from .plugins import Plugins
+
+    p = Plugins(design=design, intake=intake, effects=effects, machine=machine)
+    if p.any():
+        p.load("safe")
+    return p
+
+
 def _load_scenario(scenario: str, tasks: Optional[int]):
     from dataclasses import replace
 
@@ -479,14 +499,20 @@ def run(
     db: Path = DB_OPT,
     tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
     as_json: bool = JSON_OPT,
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
 ):
     """Run a scenario's scripted agents over a fresh database; print what happened."""
     from .runner import run_scenario, summarize
 
     sc = _load_scenario(scenario, tasks)
     _check_run_args(policy, fault)
+    plugins = _plugins(design, intake, effects, machine)
     with _progress(sc.stress is not None) as bar:
-        store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None)
+        store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
+                             plugins=plugins)
     try:
         summary = summarize(store)
         results = __import__("sim.invariants", fromlist=["check"]).check(store) if not as_json else None
@@ -498,6 +524,8 @@ def run(
     con = _console()
     con.print(f"[bold]{summary['scenario']}[/] seed {summary['seed']}, policy {summary['policy']}, "
               f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
+    for k, v in summary.get("plugins", {}).items():
+        con.print(f"  {k}: {v}")
     from collections import Counter
 
     injected = summary["faults_injected"]
@@ -536,7 +564,7 @@ def _check_run_args(policy: str, faults) -> None:
         parse_fault(f)
 
 
-def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool) -> None:
+def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plugins=None) -> None:
     """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print).
     The caller has checked policy and faults."""
     if headless or not _interactive():
@@ -545,13 +573,15 @@ def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool) -> N
                 f"protolab: not a terminal, so no TUI: running {sc.name} through instead "
                 f"(open it later with 'protolab tui --db {db}')\n"
             )
-        run(scenario=sc.name, seed=seed, fault=fault, policy=policy,
-            db=db, tasks=None, as_json=False)
+        p = plugins
+        run(scenario=sc.name, seed=seed, fault=fault, policy=policy, db=db, tasks=None, as_json=False,
+            design=p.design if p else None, intake=p.intake if p else None, effects=p.effects if p else None,
+            machine=p.machine if p else None)
         return
     from .live import LiveRun
     from .tui.app import ProtolabApp
 
-    live = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db)
+    live = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db, plugins=plugins)
     try:
         ProtolabApp(live.store, live=live, play=not paused).run()
     finally:
@@ -569,31 +599,68 @@ def demo(
     db: Path = DB_OPT,
     paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
     headless: bool = typer.Option(False, "--headless", help="No TUI: run it through and print the result."),
+    design: List[Path] = typer.Option([], "--design", help="An envelope design (.py). With 'run': watch it live. "
+                                      "With 'regression': one design beside the reference design, or two side by side."),
 ):
     """Open the TUI on the default scenario (seed 0), live, on protolab.db in this folder."""
     if mode not in ("run", "regression"):
         raise InputError(f"unknown demo {mode!r}; expected one of: 'run' or 'regression'", code="E_UNKNOWN_VALUE")
     sc = _load_scenario("publish-report", None)
     _check_run_args("safe", fault)
+    designs = _designs(design)
     if mode == "run":
-        _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless)
+        if len(designs) > 1:
+            raise InputError("'demo run' takes one --design; 'demo regression' shows two side by side", code="E_USAGE")
+        _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless,
+                  plugins=_plugins(design=designs[0]) if designs else None)
         return
-    _workshop(sc, seed=seed, fault=list(fault) or ["late-failure"], paused=paused, headless=headless)
+    _workshop(sc, seed=seed, fault=list(fault) or (["resend"] if designs else ["late-failure"]), paused=paused,
+              headless=headless, designs=designs)
 
 
-def _workshop(sc, *, seed, fault, paused: bool, headless: bool) -> None:
+def _designs(design: list[Path]) -> list[Path]:
+    if len(design) > 2:
+        raise InputError("at most two --design files: one beside the reference, or two side by side", code="E_USAGE")
+    for d in design:
+        _plugins(design=d)  # load and check each before anything runs
+    return list(design)
+
+
+def _sides(designs: list[Path], policy: str = "safe") -> list[tuple[str, str, object]]:
+    """(label, policy, plugins) of the two sides a comparison shows."""
+    from .plugins import Plugins
+
+    if not designs:
+        return [("safe", "safe", None), ("naive", "naive", None)]
+    if len(designs) == 1:
+        return [("reference design", policy, None), (designs[0].name, policy, Plugins(design=designs[0]))]
+    a, b = designs
+    la, lb = (a.name, b.name) if a.name != b.name else (str(a), str(b))
+    return [(la, policy, Plugins(design=a)), (lb, policy, Plugins(design=b))]
+
+
+def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> None:
     if headless or not _interactive():
         if not headless:
-            sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two policies instead\n")
-        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False)
+            sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two sides instead\n")
+        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False, design=list(designs))
         return
     from .live import LiveRun
     from .tui.workshop import WorkshopApp
 
-    naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
-    safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
+    sides = _sides(list(designs))
+    if designs:
+        # The side that may break goes on the left, where the workshop names the broken invariant.
+        left, right = sides if len(designs) == 2 else (sides[1], sides[0])
+        naive = LiveRun(sc, policy=left[1], seed=seed, faults=fault, plugins=left[2])
+        safe = LiveRun(sc, policy=right[1], seed=seed, faults=fault, plugins=right[2])
+        labels = (f"design {left[0]}", f"design {right[0]}")
+    else:
+        naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
+        safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
+        labels = ("naive: last write wins", "safe: the course's rules")
     try:
-        WorkshopApp(naive, safe, play=not paused).run()
+        WorkshopApp(naive, safe, play=not paused, labels=labels).run()
     finally:
         naive.close()
         safe.close()
@@ -608,6 +675,10 @@ def tui(
     db: Optional[Path] = typer.Option(None, "--db", help="With a scenario: where the live run is written "
                                       "(default protolab.db). Without: a finished run to open read-only."),
     paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
 ):
     """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
     if scenario is None and db is not None:
@@ -626,9 +697,11 @@ def tui(
         return
     sc = _load_scenario(scenario or "publish-report", None)
     _check_run_args(policy, fault)
+    plugins = _plugins(design, intake, effects, machine)
     if not _interactive():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
-    _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False)
+    _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False,
+              plugins=plugins)
 
 
 _WITNESS_KEYS = (
@@ -655,34 +728,38 @@ def compare(
     seed: Optional[int] = typer.Option(None, "--seed", help="The seed both runs use."),
     fault: List[str] = FAULT_OPT,
     as_json: bool = JSON_OPT,
+    design: List[Path] = typer.Option([], "--design", help="An envelope design (.py) beside the reference design; "
+                                      "twice: two designs side by side (both under the safe runtime)."),
 ):
-    """The same seed and faults under the safe and the naive policy, side by side."""
+    """The same seed and faults under the safe and the naive policy (or two envelope designs), side by side."""
     from .invariants import check
     from .runner import run_scenario, summarize
 
     sc = _load_scenario(scenario, None)
     _check_run_args("safe", fault)
+    sides = _sides(_designs(list(design)))
     out = {}
-    for pol in ("safe", "naive"):
-        store = run_scenario(sc, policy=pol, seed=seed, faults=fault)
+    for label, pol, plugins in sides:
+        store = run_scenario(sc, policy=pol, seed=seed, faults=fault, plugins=plugins)
         try:
-            out[pol] = (summarize(store), check(store))
+            out[label] = (summarize(store), check(store))
         finally:
             store.close()
     if as_json:
-        _print_json({pol: summary for pol, (summary, _) in out.items()})
+        _print_json({label: summary for label, (summary, _) in out.items()})
         return
-    safe, naive = out["safe"][0], out["naive"][0]
+    (la, _pa, _xa), (lb, _pb, _xb) = sides
+    safe, naive = out[la][0], out[lb][0]
     rows = []
     for t in sorted(set(safe["tasks"]) | set(naive["tasks"])):
         a, b = safe["tasks"].get(t, "-"), naive["tasks"].get(t, "-")
         rows.append([f"task {t}", _styled(a, _STATE_STYLE), _styled(b, _STATE_STYLE), "" if a == b else "<- differs"])
     rows.append(["effects committed", len(safe["effects"]), len(naive["effects"]),
                  "" if len(safe["effects"]) == len(naive["effects"]) else "<- differs"])
-    for (rs, rn) in zip(out["safe"][1], out["naive"][1]):
+    for (rs, rn) in zip(out[la][1], out[lb][1]):
         rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
     faults = ", ".join(safe["faults"]) or "none"
-    _console().print(_table(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", "safe", "naive", "naive's witness"], rows))
+    _console().print(_table(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", la, lb, f"{lb}'s witness"], rows))
 
 
 @app.command()
@@ -1165,6 +1242,167 @@ def _click_errors(name: str) -> tuple[type, ...]:
     except ImportError:
         pass
     return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+
+# ---------------------------------------------------------------------------- exercises
+
+
+@exercise_app.command("list")
+def exercise_list(as_json: bool = JSON_OPT):
+    """Every exercise: number, title, minutes, points in public and hidden tests."""
+    from .course.catalog import exercises
+
+    rows = []
+    for ex in exercises():
+        hidden = ex.hidden_points()
+        rows.append({"number": ex.number, "slug": ex.slug, "title": ex.title, "minutes": ex.minutes,
+                     "files": list(ex.files), "public_points": ex.public_points, "hidden_points": hidden,
+                     "folder": ex.dirname, "summary": ex.summary})
+    if as_json:
+        _print_json(rows)
+        return
+    _console().print(_table("Exercises", ["#", "exercise", "minutes", "you edit", "points (public + hidden)"],
+                            [[r["number"], r["title"], r["minutes"], ", ".join(r["files"]),
+                              f"{r['public_points']} + {r['hidden_points'] if r['hidden_points'] is not None else '?'}"]
+                             for r in rows],
+                            caption="protolab exercise start N copies the starter files to ./NN-slug; "
+                                    "protolab exercise check N runs the public tests"))
+
+
+def _exercise_dir(ex, folder: Optional[Path]) -> Path:
+    d = folder if folder is not None else Path(ex.dirname)
+    if not d.is_dir():
+        raise InputError(f"{d} is not a folder; start the exercise with 'protolab exercise start {ex.number}'"
+                         + (f" or name the folder holding {', '.join(ex.files)}" if folder is not None else ""),
+                         code="E_DIR_MISSING")
+    missing = [f for f in ex.files if not (d / f).is_file()]
+    if missing:
+        raise InputError(f"{d} has no {missing[0]}; exercise {ex.number} is judged on {', '.join(ex.files)}",
+                         code="E_FILE_MISSING")
+    return d
+
+
+@exercise_app.command("start")
+def exercise_start(
+    which: str = typer.Argument(..., help="The exercise: its number (1) or slug (envelope-design)."),
+    folder: Optional[Path] = typer.Argument(None, help="Where to put it (default ./NN-slug); must not exist."),
+):
+    """Copy an exercise's README, starter files and public tests to a new folder."""
+    import shutil
+
+    from .course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    dest = folder if folder is not None else Path(ex.dirname)
+    if dest.exists():
+        raise InputError(f"{dest} already exists; nothing was copied (pick another folder or remove it)", code="E_DIR_EXISTS")
+    if not dest.parent.exists():
+        raise InputError(f"folder {dest.parent} does not exist", code="E_DIR_MISSING")
+    tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    try:
+        shutil.copytree(ex.folder, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    typer.echo(f"exercise {ex.number}: {ex.title} -> {dest}/")
+    typer.echo(f"  read {dest}/README.md, edit {', '.join(ex.files)}, then:")
+    typer.echo(f"  protolab exercise check {ex.number}{'' if folder is None else ' ' + str(dest)}"
+               "            (--watch re-checks on every save)")
+
+
+def _render_report(report, con) -> None:
+    ex = report.exercise
+    con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({report.submission})")
+    for r in report.results:
+        mark = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
+        tag = " [dim](hidden)[/]" if r.hidden else ""
+        con.print(f"  {mark} {r.points:g}/{r.max_points}  {r.name}{tag}: {r.title}", highlight=False)
+        if not r.passed:
+            con.print(f"       what broke: {r.message}", highlight=False, markup=False)
+            if r.reproduce:
+                con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False)
+            if r.hint:
+                con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
+    con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
+    if not report.hidden_ran:
+        hp = report.hidden_points
+        hidden = f"{hp} more points are in hidden tests" if hp else "hidden tests may exist"
+        verdict = "all public tests pass" if report.all_passed else "some public tests fail"
+        con.print(f"[bold]{verdict}[/]: these public tests cover {report.max_score} points; {hidden}, which the "
+                  "instructor runs. This is not your grade.", highlight=False)
+
+
+def _check_once(ex, d: Path, as_json: bool, hidden: bool = False) -> int:
+    from .course.evaluate import evaluate
+
+    con = _console()
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"exercise {ex.number}", total=len(ex.tests))
+        report = evaluate(ex, d, hidden=hidden, progress=lambda done, total, name: bar.update(job, completed=done))
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _render_report(report, con)
+    return 0 if report.all_passed else 1
+
+
+@exercise_app.command("check")
+def exercise_check(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    folder: Optional[Path] = typer.Argument(None, help="The folder holding your files (default ./NN-slug)."),
+    watch: bool = typer.Option(False, "--watch", help="Check again whenever a file in the folder changes (ctrl+c stops)."),
+    as_json: bool = JSON_OPT,
+):
+    """Run the public tests: points per test, what broke, the command that reproduces it, a hint.
+    Exit 0 when every public test passes, 1 when one fails."""
+    from .course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    d = _exercise_dir(ex, folder)
+    if not watch:
+        raise typer.Exit(_check_once(ex, d, as_json))
+    import time
+
+    def stamp():
+        return sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in d.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
+
+    seen = None
+    try:
+        while True:
+            now = stamp()
+            if now != seen:
+                seen = now
+                if not as_json:
+                    _console().rule(f"checking {d} ({time.strftime('%H:%M:%S')})")
+                _check_once(ex, d, as_json)
+                if not as_json:
+                    typer.echo("watching for changes (ctrl+c stops)")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        raise typer.Exit(0)
+
+
+@exercise_app.command("hint")
+def exercise_hint(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    folder: Optional[Path] = typer.Argument(None, help="The folder holding your files (default ./NN-slug)."),
+):
+    """The hint for the first failing public test (the tests run first)."""
+    from .course.catalog import get_exercise
+    from .course.evaluate import evaluate
+
+    ex = get_exercise(which)
+    d = _exercise_dir(ex, folder)
+    report = evaluate(ex, d)
+    first = report.first_failure()
+    if first is None:
+        typer.echo(f"every public test of exercise {ex.number} passes; hidden tests remain, which the instructor runs")
+        return
+    typer.echo(f"{first.name}: {first.title}")
+    typer.echo(f"  what broke: {first.message}")
+    typer.echo(f"  hint: {first.hint or '(this test has no hint)'}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,14 +49,19 @@ class LiveRun:
     """
 
     def __init__(self, scenario: Scenario, *, policy: str = "safe", seed: int | None = None,
-                 faults=(), db: str | os.PathLike | None = None):
-        pol = get_policy(policy)
+                 faults=(), db: str | os.PathLike | None = None, plugins=None):
+        design, rulebook, plugged = None, None, None
+        if plugins is not None and plugins.any():
+            design, pol, rulebook = plugins.load(policy)  # a student's files, refused before anything is written
+            plugged = plugins.meta()
+        else:
+            pol = get_policy(policy)
         specs = fault_specs(scenario, faults)
         path = None
         if db is not None:
             path = Path(db)
             prepare_db_path(path, scenario.name)
-        self.run = new_run(scenario, pol, seed, specs, path)
+        self.run = new_run(scenario, pol, seed, specs, path, design=design, rulebook=rulebook, plugged=plugged)
         self.store = self.run.store
         self.scenario = scenario
         self.policy = pol

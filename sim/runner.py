@@ -531,5 +531,7 @@ def summarize(store: Store) -> dict:
             for e in events if e["type"] == "fault_injected"
         ],
         "invariants": {r.name: r.ok for r in results},
+        "plugins": {k[len("plugin_"):]: store.get_meta(k) for k in ("plugin_design", "plugin_intake", "plugin_effects",
+                                                                  "plugin_machine") if store.get_meta(k)},
         "unfinished": int(store.get_meta("unfinished") or 0),
     }

@@ -120,16 +120,18 @@ class WorkshopApp(Player, App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False):
+    def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False,
+                 labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules")):
         super().__init__()
         self.naive, self.safe = naive, safe
+        self.labels = labels
         self._autoplay = play
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
         with Horizontal(id="sides"):
-            yield Side(self.naive, "naive: last write wins", id="naive")
-            yield Side(self.safe, "safe: the course's rules", id="safe")
+            yield Side(self.naive, self.labels[0], id="naive")
+            yield Side(self.safe, self.labels[1], id="safe")
         yield Footer()
 
     def on_mount(self) -> None:
