@@ -1,7 +1,7 @@
 """The named invariants, checked over real runs of the runtime.
 
 Every scenario drives ``sim.runtime.deliver`` with hand-built envelopes (mostly the default
-story's, from ``sim.samples``). Under the safe policy all seven invariants hold; under the
+story's, from ``sim.samples``). Under the safe policy all eight invariants hold; under the
 naive one each fault breaks exactly the invariant(s) it is about, and the witnesses name the
 messages that did it.
 """
@@ -128,13 +128,13 @@ FAULTS = list(_faults())
 # ---------------------------------------------------------------------------- the default story
 
 
-def test_check_returns_the_seven_names_in_invariants_order():
+def test_check_returns_the_eight_names_in_invariants_order():
     s = _run(samples.happy_path(), SAFE)
     results = check(s)
     assert [r.name for r in results] == list(INVARIANTS)
     assert INVARIANTS == (
         "NO_STATE_REGRESSION", "EFFECT_AT_MOST_ONCE", "CONFLICT_FROZEN", "NO_LOST_UPDATE",
-        "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED",
+        "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED",
     )
     assert all(isinstance(r, InvariantResult) and r.description.strip() for r in results)
 
