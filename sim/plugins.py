@@ -57,6 +57,10 @@ def load_module(path: str | Path, what: str):
         sys.modules.pop(name, None)
         if isinstance(e, KeyboardInterrupt):
             raise
+        if isinstance(e, SystemExit):
+            raise InputError(f"{what} file {p} calls sys.exit({e.code!r}) when imported", code="E_PLUGIN_IMPORT") from None
+        if isinstance(e, MemoryError):
+            raise InputError(f"{what} file {p} ran out of memory while being imported", code="E_PLUGIN_IMPORT") from None
         msg = " ".join(str(e).split())[:200]
         raise InputError(f"{what} file {p} does not import: {type(e).__name__}: {msg}", code="E_PLUGIN_IMPORT") from None
     return module

@@ -83,7 +83,7 @@ def _one(test: Test, submission: Path, isolate: bool, shown_dir: str) -> TestRes
     ok = score >= 0.999
     return TestResult(
         name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
-        max_points=test.points, passed=ok, message=v.get("message", ""), hint="" if ok else test.hint,
+        max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir), hint="" if ok else test.hint,
         reproduce=None if ok else repro, witness=None if ok else v.get("witness"),
         output=v.get("output", "") or "", seconds=float(v.get("seconds", 0.0)),
     )

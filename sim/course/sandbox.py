@@ -61,7 +61,16 @@ class _Capped(io.TextIOBase):
 def _where_in(sub: Path, tb) -> str:
     """``design.py line 12`` for the innermost frame in the student's files, if any."""
     where = ""
-    for fs in traceback.extract_tb(tb):
+    frames = []
+    exc = tb  # an exception, or a traceback
+    if isinstance(exc, BaseException):
+        seen = 0
+        while exc is not None and seen < 5:  # the design's own frames hide behind a DesignError's cause
+            frames = traceback.extract_tb(exc.__traceback__) + frames
+            exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    else:
+        frames = traceback.extract_tb(tb)
+    for fs in frames:
         try:
             p = Path(fs.filename).resolve()
         except (OSError, ValueError):
@@ -92,21 +101,24 @@ def judge_here(judge: str, submission: Path, args: dict) -> Judged:
         result = fn(sub, dict(args))
         if not isinstance(result, Judged):  # pragma: no cover - a judge bug, not the student's
             return failed(f"internal: judge {judge} returned {type(result).__name__}")
-        return result
+        if out.total > out.limit:
+            return failed(f"your code printed more than {LIMITS['output_kb']} KB while judged ({out.total:,} "
+                          "characters); a design computes, it does not print")
+        return _private_paths(result, sub)
     except ProtolabError as e:
-        where = _where_in(sub, e.__traceback__)
-        return failed(_one_line(f"{e.code}: {e.message}" + (f" ({where})" if where else "")))
+        where = _where_in(sub, e)
+        return _private_paths(failed(_one_line(f"{e.code}: {e.message}" + (f" ({where})" if where else ""))), sub)
     except SystemExit as e:
-        where = _where_in(sub, e.__traceback__)
+        where = _where_in(sub, e)
         return failed(f"your code called sys.exit({e.code!r})" + (f" at {where}" if where else "") +
                       "; a design is a module of functions, it must not end the process")
     except MemoryError:
         return failed(f"your code ran out of memory (the limit is {LIMITS['memory_mb']} MB)")
     except RecursionError as e:
-        where = _where_in(sub, e.__traceback__)
+        where = _where_in(sub, e)
         return failed("your code recursed without end" + (f" ({where})" if where else ""))
     except Exception as e:
-        where = _where_in(sub, e.__traceback__)
+        where = _where_in(sub, e)
         return failed(_one_line(f"your code raised {type(e).__name__}: {e}" + (f" at {where}" if where else "")))
     finally:
         sys.stdout, sys.stderr, sys.stdin = saved
@@ -115,6 +127,13 @@ def judge_here(judge: str, submission: Path, args: dict) -> Judged:
             pass  # the flood is reported below by the caller through judge_output()
         judge_here.last_output = out.text()
         judge_here.flooded = out.total > out.limit
+
+
+def _private_paths(v: Judged, sub: Path) -> Judged:
+    """Name the student's folder as ``{dir}``, never the sandbox's private copy."""
+    from dataclasses import replace
+
+    return replace(v, message=v.message.replace(str(sub), "{dir}"))
 
 
 def child_main(argv: list[str]) -> None:
@@ -237,7 +256,7 @@ def run_test(judge: str, submission: Path, args: dict, *, timeout: float, isolat
 
 
 def _flood_note(v: dict) -> dict:
-    if v.get("flooded"):
+    if v.get("flooded") and "printed more than" not in v.get("message", ""):
         v["message"] = v.get("message", "") + f" (your code printed more than {LIMITS['output_kb']} KB; the rest was dropped)"
     return v
 

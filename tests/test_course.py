@@ -1,0 +1,161 @@
+"""The student's loop through the CLI (exercise list, start, check, hint, --watch) and the
+sandbox that student code is judged in: hostile code ends its test with a reason, never the
+grader."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+from sim.course.catalog import exercises, get_exercise
+from sim.course.sandbox import run_test
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "01-envelope-design"
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out if "--json" in args else " ".join(out.out.split()), out.err
+
+
+def test_exercise_list_json_names_every_exercise_with_its_points(capsys):
+    code, out, _ = _cli(capsys, "exercise", "list", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["number"] for r in rows] == sorted(r["number"] for r in rows)
+    first = rows[0]
+    assert first["slug"] == "envelope-design" and first["files"] == ["design.py"]
+    assert first["public_points"] == 70 and first["hidden_points"] == 30
+
+
+def test_exercise_start_copies_the_starter_and_refuses_to_overwrite(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _cli(capsys, "exercise", "start", "1")
+    assert code == 0 and "01-envelope-design" in out
+    d = tmp_path / "01-envelope-design"
+    assert {"README.md", "design.py", "exercise.toml"} <= {p.name for p in d.iterdir()}
+    (d / "design.py").write_text("# my work\n")
+    code, _, err = _cli(capsys, "exercise", "start", "1")
+    assert code == 2 and err.startswith("error: E_DIR_EXISTS: ") and err.count("\n") == 1
+    assert (d / "design.py").read_text() == "# my work\n"
+
+
+def test_no_solution_or_hidden_test_reaches_the_students_copy(tmp_path, capsys):
+    for ex in exercises():
+        code, _, _ = _cli(capsys, "exercise", "start", str(ex.number), str(tmp_path / ex.dirname))
+        assert code == 0
+        copied = {p.name for p in (tmp_path / ex.dirname).rglob("*")}
+        assert "hidden.toml" not in copied and "wrong" not in copied and "expect.toml" not in copied
+
+
+@pytest.mark.parametrize("args, code", [
+    (["exercise", "start", "99"], "E_UNKNOWN_EXERCISE"),
+    (["exercise", "check", "nope"], "E_UNKNOWN_EXERCISE"),
+    (["exercise", "check", "1", "/nonexistent/folder"], "E_DIR_MISSING"),
+    (["exercise", "start", "1", "/nonexistent/folder/x"], "E_DIR_MISSING"),
+])
+def test_bad_exercise_input_is_one_error_line_exit_2(capsys, args, code):
+    rc, _, err = _cli(capsys, *args)
+    assert rc == 2 and err.startswith(f"error: {code}: ") and err.count("\n") == 1
+
+
+def test_check_on_the_starter_fails_says_what_broke_and_never_calls_public_tests_a_grade(tmp_path, capsys):
+    _cli(capsys, "exercise", "start", "1", str(tmp_path / "ex"))
+    code, out, _ = _cli(capsys, "exercise", "check", "1", str(tmp_path / "ex"))
+    assert code == 1
+    assert "FAIL" in out and "RESEND_DEDUPLICATED" in out and "reproduce:" in out and "hint:" in out
+    assert "30 more points are in hidden tests" in out and "not your grade" in out
+    assert "all tests passed" not in out.lower()
+
+
+def test_check_on_the_model_answer_passes_and_still_names_the_hidden_tests(tmp_path, capsys):
+    d = tmp_path / "ex"
+    d.mkdir()
+    shutil.copy(SOLUTION / "design.py", d / "design.py")
+    code, out, _ = _cli(capsys, "exercise", "check", "1", str(d), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["all_passed"] and report["score"] == report["max_score"] == 70
+    assert report["public_only"] is True and report["hidden_points"] == 30
+
+
+def test_hint_gives_the_hint_of_the_first_failing_test(tmp_path, capsys):
+    _cli(capsys, "exercise", "start", "1", str(tmp_path / "ex"))
+    code, out, _ = _cli(capsys, "exercise", "hint", "1", str(tmp_path / "ex"))
+    ex = get_exercise(1)
+    first_failing = "evidence-by-reference"  # the starter passes clean-run
+    assert code == 0 and out.startswith(first_failing)
+    assert next(t.hint for t in ex.tests if t.name == first_failing) in out
+
+
+# ---------------------------------------------------------------------------- hostile student code
+
+
+def _sub(tmp_path: Path, source: str) -> Path:
+    d = tmp_path / "sub"
+    d.mkdir()
+    (d / "design.py").write_text(source)
+    return d
+
+
+GOOD_TAIL = ("DIGEST_SCHEME = 'json-sorted-v1'\n"
+             "def payload(i): return dict(i.body)\n"
+             "def evidence_refs(i): return list(i.refs)\n")
+
+
+@pytest.mark.parametrize("source, says", [
+    ("while True:\n    pass\n", "did not finish within"),
+    ("import sys\nsys.exit(3)\n", "sys.exit"),
+    ("raise RuntimeError('no')\n", "does not import: RuntimeError: no"),
+    (GOOD_TAIL + "def idempotency_key(i):\n    return {}['missing']\n", "design.py line"),
+    (GOOD_TAIL + "def idempotency_key(i):\n    return 42\n", "not a string"),
+    (GOOD_TAIL + "def idempotency_key(i):\n    print('x' * 10_000_000)\n    return i.task_id + ':' + i.message_id\n", "printed more than"),
+    ("import os\nos._exit(9)\n", "exit status 9"),
+    ("x = bytearray(4 * 1024 ** 3)\n", "memory"),
+])
+def test_hostile_student_code_scores_zero_with_a_reason_and_no_traceback(tmp_path, source, says):
+    v = run_test("design.loads", _sub(tmp_path, source), {}, timeout=4)
+    assert v["score"] == 0.0, v
+    assert says in v["message"], v["message"]
+    assert "Traceback" not in v["message"] and "\n" not in v["message"]
+
+
+def test_the_sandbox_judges_a_private_copy_and_leaves_the_students_folder_alone(tmp_path):
+    d = _sub(tmp_path, "open('written-by-student.txt', 'w').write('x')\n" + GOOD_TAIL +
+             "def idempotency_key(i):\n    return f'{i.trace_id}:{i.task_id}:{i.step}:{i.attempt}:{i.retry}:{i.answers}:{i.sender}'\n")
+    v = run_test("design.loads", d, {}, timeout=20)
+    assert v["score"] == 1.0, v
+    assert sorted(p.name for p in d.iterdir()) == ["design.py"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT"), reason="needs signals")
+def test_check_watch_checks_again_when_a_file_changes(tmp_path):
+    d = tmp_path / "ex"
+    subprocess.run([sys.executable, "-m", "sim", "exercise", "start", "1", str(d)], check=True, capture_output=True,
+                   cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "sim", "exercise", "check", "1", str(d), "--watch"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        out = ""
+        while "watching for changes" not in out and time.time() < deadline:
+            out += proc.stdout.readline()
+        shutil.copy(SOLUTION / "design.py", d / "design.py")
+        while out.count("watching for changes") < 2 and time.time() < deadline:
+            out += proc.stdout.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+    assert out.count("watching for changes") == 2
+    assert "some public tests fail" in out and "all public tests pass" in out

@@ -1,0 +1,77 @@
+"""Judging the judges of every exercise: each model answer gets full marks (public and hidden
+tests), each starter scores less, and each planted wrong answer fails the tests its expect.toml
+names, each failure carrying its hint. New exercises are picked up from the catalog."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sim.course.catalog import exercises, solutions_dir
+from sim.course.evaluate import evaluate
+
+EXERCISES = exercises()
+
+
+def _copy_files(ex, folder: Path, tmp_path: Path) -> Path:
+    """The files a student edits, from ``folder``, in a folder of their own."""
+    import shutil
+
+    d = tmp_path / folder.name
+    shutil.copytree(ex.folder, d, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ex.files:
+        if (folder / name).exists():
+            shutil.copy(folder / name, d / name)
+    return d
+
+
+def _wrong_answers():
+    for ex in EXERCISES:
+        sol = solutions_dir(ex)
+        if sol is None or not (sol / "wrong").is_dir():
+            continue
+        for w in sorted(p for p in (sol / "wrong").iterdir() if p.is_dir()):
+            yield pytest.param(ex, w, id=f"{ex.dirname}/{w.name}")
+
+
+def test_every_exercise_has_a_solution_hidden_tests_and_at_least_two_wrong_answers():
+    assert EXERCISES, "no exercises shipped"
+    for ex in EXERCISES:
+        sol = solutions_dir(ex)
+        assert sol is not None, ex.dirname
+        assert ex.hidden_tests(), f"{ex.dirname} has no hidden tests"
+        assert len([p for p in (sol / "wrong").iterdir() if p.is_dir()]) >= 2, ex.dirname
+        assert ex.hidden_points() == sum(t.points for t in ex.hidden_tests())
+        assert (ex.folder / "README.md").is_file()
+        for t in (*ex.tests, *ex.hidden_tests()):
+            assert t.hint.strip(), f"{ex.dirname}:{t.name} has no hint"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_the_model_answer_gets_full_marks_on_public_and_hidden_tests(ex, tmp_path):
+    d = _copy_files(ex, solutions_dir(ex), tmp_path)
+    report = evaluate(ex, d, hidden=True, isolate=False)
+    failing = [(r.name, r.message) for r in report.results if not r.passed]
+    assert not failing and report.score == report.max_score, failing
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_the_starter_runs_and_scores_less_than_full_marks(ex, tmp_path):
+    report = evaluate(ex, _copy_files(ex, ex.folder, tmp_path), hidden=True, isolate=False)
+    assert report.score < report.max_score
+    assert any(r.points > 0 or r.passed for r in report.results) or report.score == 0
+    for r in report.results:
+        if not r.passed:
+            assert r.message and r.hint, r.name
+
+
+@pytest.mark.parametrize("ex, wrong", list(_wrong_answers()))
+def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, wrong, tmp_path):
+    expect = tomllib.loads((wrong / "expect.toml").read_text())
+    report = evaluate(ex, _copy_files(ex, wrong, tmp_path), hidden=True, isolate=False)
+    by_name = {r.name: r for r in report.results}
+    assert report.score < report.max_score
+    for name in expect["fails"]:
+        assert name in by_name, f"expect.toml names unknown test {name}"
+        assert not by_name[name].passed, (name, by_name[name].message)
+        assert by_name[name].hint and by_name[name].message
