@@ -84,6 +84,13 @@ def test_the_readme_commands_work_as_written_on_a_fresh_copy(tmp_path):
         assert r3.returncode == 0, (c, r3.stderr)
         outs.append(r3.stdout)
     assert [d["decision"] for d in json.loads(outs[1])] == ["accepted", "accepted", "accepted", "late"]
+    # an installed kit has its exercises (not their solutions): start one and check it, as a student does
+    pl = str(repo / ".venv/bin/protolab")
+    r4 = subprocess.run([pl, "exercise", "start", "1"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert r4.returncode == 0, r4.stderr
+    r5 = subprocess.run([pl, "exercise", "check", "1"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert r5.returncode == 1 and "Traceback" not in r5.stderr, r5.stderr
+    assert "not your grade" in " ".join(r5.stdout.split()) and "FAIL" in r5.stdout
     assert "task-v2" in outs[2]
     r = subprocess.run(["bash", "-c", tests], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
