@@ -654,7 +654,7 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
         left, right = sides if len(designs) == 2 else (sides[1], sides[0])
         naive = LiveRun(sc, policy=left[1], seed=seed, faults=fault, plugins=left[2])
         safe = LiveRun(sc, policy=right[1], seed=seed, faults=fault, plugins=right[2])
-        labels = (f"design {left[0]}", f"design {right[0]}")
+        labels = tuple(label if plugged is None else f"design {label}" for label, _p, plugged in (left, right))
     else:
         naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
         safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
@@ -681,7 +681,8 @@ def tui(
     machine: Optional[Path] = MACHINE_OPT,
 ):
     """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
-    if scenario is None and db is not None:
+    live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine)) or policy != "safe"
+    if scenario is None and db is not None and not live_flags:
         from .store import Store
 
         store = Store.open(db, readonly=True)

@@ -174,7 +174,9 @@ class ProtolabApp(Player, App):
     def _label(self) -> str:
         g = self.store.get_meta
         scen = g("scenario") or "hand-delivered messages"
-        return f"{scen} · seed {g('seed') or '-'} · {g('policy') or 'safe'}"
+        plugged = [f"{k} {(g('plugin_' + k) or '').split(' ')[0]}" for k in ("design", "intake", "effects", "machine")
+                   if g("plugin_" + k)]
+        return f"{scen} · seed {g('seed') or '-'} · {g('policy') or 'safe'}" + "".join(f" · {p}" for p in plugged)
 
     def get_default_screen(self) -> Screen:
         return RunScreen()
