@@ -259,6 +259,15 @@ class Bus:
             self._push(now + 1, env)
             self._record(name, env, {"selector": "by hand", "again_at": now + 1})
             return env
+        if name == "resend":
+            if self._rebuild is None:
+                raise InputError("this transport cannot resend: it has no sender to ask", code="E_FAULT_NOT_APPLICABLE")
+            again = self._rebuild(env, "resend", now + 1)
+            self._push(now + 1, again)
+            self._on_copy(env, again, False)
+            self._record(name, env, {"selector": "by hand", "resend": again.message_id, "again_at": now + 1,
+                                     "key": env.idempotency_key, "resend_key": again.idempotency_key})
+            return again
         if name not in ("conflicting-digest", "late-failure"):
             raise InputError(f"fault {name!r} cannot be injected on a sent message", code="E_UNKNOWN_FAULT")
         _offset, copy, same_seq, detail = self._copy(name, env)

@@ -33,6 +33,7 @@ INJECTABLE = {
     "duplicate": "deliver the same envelope once more",
     "conflicting-digest": "send the same idempotency key again with another payload",
     "late-failure": "a failure for the same attempt arrives after its result",
+    "resend": "the sender sends the same intent again under a new message id",
 }
 
 

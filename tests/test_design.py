@@ -202,3 +202,21 @@ def test_the_reference_design_as_a_file_gives_the_same_state_digest_as_the_built
         b = run_scenario(load_scenario("fan-out"), faults=faults, plugins=Plugins(design=f))
         assert a.state_digest() == b.state_digest(), faults
     assert load_design(f).digest_scheme == "json-sorted-v1"
+
+
+def test_a_resend_injected_by_hand_in_a_live_run_is_a_duplicate_of_the_original():
+    from sim.live import LiveRun
+
+    live = LiveRun(load_scenario("publish-report"))
+    try:
+        live.run_to_end()
+        said = live.inject("resend", "M-3")
+        assert "M-3" in said
+        live.run_to_end()
+        (fault,) = [e for e in live.store.events() if e["type"] == "fault_injected"]
+        copy = fault["data"]["resend"]
+        (dv,) = [d for d in live.store.deliveries() if d["message_id"] == copy]
+        assert dv["decision"] == "duplicate" and fault["data"]["selector"] == "by hand"
+        assert _broken(live.store) == set()
+    finally:
+        live.close()

@@ -735,7 +735,7 @@ async def test_every_palette_command_is_offered(live):
         # Every key's action but quit (which Textual's own commands offer) is in the palette.
         actions = {a for a, _t, _h in ProtolabApp.COMMANDS_LIST}
         keyed = {b.action.removeprefix("app.") for b in KEYS}
-        assert len(keyed) == 17
+        assert len(keyed) == 18
         assert keyed - {"quit"} == actions
 
 
