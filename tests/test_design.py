@@ -220,3 +220,28 @@ def test_a_resend_injected_by_hand_in_a_live_run_is_a_duplicate_of_the_original(
         assert _broken(live.store) == set()
     finally:
         live.close()
+
+
+def test_run_plugs_a_machine_and_an_effect_rule_from_the_command_line(tmp_path, capsys):
+    eff = tmp_path / "effects.py"
+    eff.write_text("def effect_key(result, delivery_id):\n    return f\"{result.payload['effect']['target']}:{result.task_id}\"\n")
+    code = None
+    try:
+        main(["run", "--machine", str(ROOT / "data" / "machines" / "task-v2.toml"), "--effects", str(eff),
+              "--policy", "naive", "--fault", "duplicate", "--db", str(tmp_path / "r.db"), "--json"])
+    except SystemExit as e:
+        code = e.code
+    assert code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["effects"] == ["R-1:T-2"] and out["invariants"]["EFFECT_AT_MOST_ONCE"] is True
+    assert set(out["plugins"]) == {"machine", "effects"}
+
+
+def test_an_effect_rule_that_returns_a_number_stops_the_run_with_one_line(tmp_path, capsys):
+    eff = tmp_path / "effects.py"
+    eff.write_text("def effect_key(result, delivery_id):\n    return 7\n")
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--effects", str(eff), "--db", str(tmp_path / "r.db")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: E_EFFECT_RULE: ") and not (tmp_path / "r.db").exists()
