@@ -141,7 +141,10 @@ class Plugins:
     def load(self, policy: str | Policy = "safe"):
         """(design or None, policy, rulebook or None), every file loaded and checked."""
         pol = get_policy(policy) if isinstance(policy, str) else policy
-        design = load_design(self.design) if self.design is not None else None
+        if self.design is None or hasattr(self.design, "idempotency_key"):
+            design = self.design  # None, or a design object already made (a judge's RemoteDesign)
+        else:
+            design = load_design(self.design)
         if self.intake is not None:
             pol = replace(pol, name=pol.name, decide=_guarded(load_intake(self.intake)))
         if self.effects is not None:
@@ -155,7 +158,7 @@ class Plugins:
         for k in ("design", "intake", "effects", "machine"):
             v = getattr(self, k)
             if v is not None:
-                out[k] = file_tag(v)
+                out[k] = f"{v.name} (remote)" if hasattr(v, "idempotency_key") else file_tag(v)
         return out
 
 

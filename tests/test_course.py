@@ -159,3 +159,18 @@ def test_check_watch_checks_again_when_a_file_changes(tmp_path):
         proc.wait(timeout=10)
     assert out.count("watching for changes") == 2
     assert "some public tests fail" in out and "all public tests pass" in out
+
+
+def test_a_design_that_rewrites_the_judges_at_import_cannot_grade_itself(tmp_path):
+    # The judge and the simulator run in a process that never imports the student's file.
+    cheat = (
+        "import sim.invariants, sim.course.judges.design as d\n"
+        "sim.invariants.check = lambda store: []\n"
+        "d._judge_run = lambda *a, **k: (True, 'all good', None)\n"
+        "DIGEST_SCHEME = 'json-sorted-v1'\n"
+        "def idempotency_key(i): return f'{i.sender}:{i.message_id}'\n"
+        "def payload(i): return dict(i.body)\n"
+        "def evidence_refs(i): return list(i.refs)\n"
+    )
+    v = run_test("design.fault_matrix", _sub(tmp_path, cheat), {"faults": [["resend"]]}, timeout=30)
+    assert v["score"] == 0.0 and "RESEND_DEDUPLICATED" in v["message"]

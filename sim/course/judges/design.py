@@ -20,10 +20,27 @@ def _repro(scenario: str, faults: list[str], seed: int = 0) -> str:
     return _REPRO.format(scenario=sc, faults="".join(f" --fault {f}" for f in faults), seed=seed)
 
 
-def _load(sub: Path):
-    from ...plugins import load_design
+_HOSTS: dict[Path, object] = {}
+_PRINT_LIMIT = 256 * 1024
 
-    return load_design(sub / _FILE)
+
+def _load(sub: Path):
+    """The student's design, running in its own host process (see :mod:`sim.course.remote`): this
+    judge and the simulator never import the student's file, so it cannot rewrite them."""
+    from ..remote import RemoteDesign
+
+    path = (sub / _FILE).resolve()
+    if path not in _HOSTS:
+        _HOSTS[path] = RemoteDesign(path)
+    return _HOSTS[path]
+
+
+def _flooded(sub: Path) -> Judged | None:
+    host = _HOSTS.get((sub / _FILE).resolve())
+    if host is not None and host.module.printed > _PRINT_LIMIT:
+        return failed(f"your code printed more than {_PRINT_LIMIT // 1024} KB while judged "
+                      f"({host.module.printed:,} characters); a design computes, it does not print")
+    return None
 
 
 def _run(sub: Path, scenario: str = "publish-report", faults=(), seed: int = 0):
@@ -33,7 +50,7 @@ def _run(sub: Path, scenario: str = "publish-report", faults=(), seed: int = 0):
 
     # strict_faults=False: a design that stalls the story leaves a fault nothing to act on; the
     # judge reports how the run ended rather than refusing the fault.
-    return run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), plugins=Plugins(design=sub / _FILE),
+    return run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), plugins=Plugins(design=_load(sub)),
                         strict_faults=False)
 
 
@@ -90,6 +107,24 @@ def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0) -> tu
         store.close()
 
 
+def _judged(fn):
+    """A judge of this module: it ends the student's host process and fails a flood of output."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(sub: Path, args: dict) -> Judged:
+        try:
+            verdict = fn(sub, args)
+            return _flooded(sub) or verdict
+        finally:
+            host = _HOSTS.pop((sub / _FILE).resolve(), None)
+            if host is not None:
+                host.close()
+
+    return run
+
+
+@_judged
 def loads(sub: Path, args: dict) -> Judged:
     """The design file loads and makes valid envelopes for a whole clean run."""
     _load(sub)
@@ -99,6 +134,7 @@ def loads(sub: Path, args: dict) -> Judged:
     return passed(msg)
 
 
+@_judged
 def fault_matrix(sub: Path, args: dict) -> Judged:
     """Each entry of ``args["faults"]`` (a list of fault lists) on each scenario in ``args["scenarios"]``:
     every invariant holds, the run finishes as the reference does, the report is published once."""
@@ -137,6 +173,7 @@ def _rows_text(artifact: dict) -> list[str]:
     return [row[0] for row in content.get("rows", [])]
 
 
+@_judged
 def evidence_by_reference(sub: Path, args: dict) -> Judged:
     """The fact table lives in the artifact store; the researcher's result cites it by digest and
     does not carry it."""
@@ -166,6 +203,7 @@ def evidence_by_reference(sub: Path, args: dict) -> Judged:
         store.close()
 
 
+@_judged
 def minimal_payloads(sub: Path, args: dict) -> Judged:
     """Each recipient gets what it needs: the writer's request cites the fact table by reference and
     carries neither its rows nor any worker's private notes; no worker is sent another's notes."""
@@ -196,6 +234,7 @@ def minimal_payloads(sub: Path, args: dict) -> Judged:
         store.close()
 
 
+@_judged
 def keys_name_intents(sub: Path, args: dict) -> Judged:
     """The key names the logical intent: the same intent resent (new message id, later time) keeps
     its key; another attempt, step, task, sender or answered message gets another key."""
