@@ -174,3 +174,26 @@ def test_a_design_that_rewrites_the_judges_at_import_cannot_grade_itself(tmp_pat
     )
     v = run_test("design.fault_matrix", _sub(tmp_path, cheat), {"faults": [["resend"]]}, timeout=30)
     assert v["score"] == 0.0 and "RESEND_DEDUPLICATED" in v["message"]
+
+
+def test_a_decide_hosted_in_its_own_process_drives_the_runtime_exactly_as_in_process(tmp_path):
+    from dataclasses import replace as _replace
+
+    from sim.course.remote import remote_callable
+    from sim.policy import SAFE
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+
+    f = tmp_path / "decide.py"
+    f.write_text("from sim.intake import decide as _d\n"
+                 "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                 "    assert rules.allows is not None and isinstance(prior, (list, tuple))\n"
+                 "    return _d(env, task, prior, rules, unresolved)\n")
+    fn, host = remote_callable(f, "decide", "intake")
+    try:
+        for faults in (["conflicting-digest"], ["crash", "resend"]):
+            remote = run_scenario(load_scenario("publish-report"), faults=faults, policy=_replace(SAFE, decide=fn))
+            local = run_scenario(load_scenario("publish-report"), faults=faults)
+            assert remote.state_digest() == local.state_digest()
+    finally:
+        host.close()

@@ -16,14 +16,97 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import digest as _digest
 from ..design import DesignError, Intent
 from ..errors import InputError
 
-__all__ = ["RemoteModule", "RemoteDesign", "host_main"]
+__all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode"]
+
+
+class RemoteError(DesignError):
+    """The student's function raised; ``kind`` is the exception's class name (``ValueError``)."""
+
+    def __init__(self, message: str, *, code: str = "E_DESIGN_RAISED", kind: str = ""):
+        super().__init__(message, code=code)
+        self.kind = kind
+
+
+# ---------------------------------------------------------------------------- a codec for the engine's records
+#
+# Arguments and results cross the pipe as JSON. The engine's frozen dataclasses (Envelope,
+# TaskView, IntentRecord, RuleBook, Verdict, Move, Intent) and enums (TaskState, Decision) are
+# tagged so that each side rebuilds real objects: a student's decide gets a RuleBook it can call
+# .allows() on, and the runtime gets back a Verdict with a Decision in it.
+
+
+def _registry() -> dict:
+    from ..design import Intent as _Intent
+    from ..envelope import Envelope
+    from ..intake import Decision, IntentRecord, Move, TaskView, Verdict
+    from ..machine import Rule, RuleBook, TaskState
+
+    classes = {c.__name__: c for c in (Envelope, TaskView, IntentRecord, Move, Verdict, Rule, RuleBook, _Intent)}
+    enums = {e.__name__: e for e in (TaskState, Decision)}
+    return {"classes": classes, "enums": enums}
+
+
+_REG: dict | None = None
+
+
+def _reg() -> dict:
+    global _REG
+    if _REG is None:
+        _REG = _registry()
+    return _REG
+
+
+def encode(v):
+    """A JSON-ready form of ``v`` keeping the engine's record types."""
+    import dataclasses
+    import enum
+
+    if isinstance(v, enum.Enum):
+        return {"__enum__": type(v).__name__, "value": v.value}
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        name = type(v).__name__
+        if name in _reg()["classes"]:
+            return {"__type__": name, **{f.name: encode(getattr(v, f.name)) for f in dataclasses.fields(v)}}
+    if isinstance(v, dict):
+        return {str(k): encode(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [encode(x) for x in v]
+    if isinstance(v, (frozenset, set)):
+        return {"__set__": sorted(encode(x) for x in v)}
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    raise TypeError(f"a {type(v).__name__} cannot cross the pipe")
+
+
+def decode(v):
+    """The objects :func:`encode` describes."""
+    import dataclasses
+
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if "__enum__" in v:
+        return _reg()["enums"][v["__enum__"]](v["value"])
+    if "__set__" in v:
+        return frozenset(decode(x) for x in v["__set__"])
+    if "__type__" in v:
+        cls = _reg()["classes"][v["__type__"]]
+        kw = {}
+        for f in dataclasses.fields(cls):
+            if f.name in v:
+                x = decode(v[f.name])
+                if isinstance(x, list) and f.name in ("evidence_refs", "refs", "roles", "rules"):
+                    x = tuple(x)
+                kw[f.name] = x
+        return cls(**kw)
+    return {k: decode(x) for k, x in v.items()}
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.remote import host_main; host_main(sys.argv[2])"
@@ -58,12 +141,17 @@ class RemoteModule:
         return reply
 
     def call(self, fn: str, *args):
-        self.proc.stdin.write(json.dumps({"fn": fn, "args": args}, default=_jsonable) + "\n")
-        self.proc.stdin.flush()
+        """Call the student's ``fn``; engine records go both ways (see :func:`encode`)."""
+        try:
+            self.proc.stdin.write(json.dumps({"fn": fn, "args": encode(list(args))}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            code = self.proc.wait()
+            raise RemoteError(f"the process running {self.path.name} ended (exit status {code})") from None
         reply = self._read()
         if "error" in reply:
-            raise DesignError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"))
-        return reply["value"]
+            raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""))
+        return decode(reply["value"])
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -76,12 +164,6 @@ class RemoteModule:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-
-def _jsonable(v):
-    if isinstance(v, (tuple, frozenset, set)):
-        return list(v)
-    raise TypeError(type(v).__name__)
 
 
 class RemoteDesign:
@@ -104,7 +186,7 @@ class RemoteDesign:
         self.name = Path(path).name
 
     def _call(self, fn: str, intent: Intent):
-        return self.module.call(fn, asdict(intent))
+        return self.module.call(fn, intent)
 
     def idempotency_key(self, intent: Intent):
         return self._call("idempotency_key", intent)
@@ -158,7 +240,7 @@ def host_main(path: str) -> None:
     from ..plugins import load_module
 
     try:
-        module = load_module(path, "design")
+        module = load_module(path, Path(path).stem)
     except Exception as e:  # InputError: one line already
         send({"error": getattr(e, "message", str(e)), "code": getattr(e, "code", "E_PLUGIN_IMPORT")})
         return
@@ -173,11 +255,10 @@ def host_main(path: str) -> None:
     for line in sys.stdin:
         req = json.loads(line)
         fn = getattr(module, req["fn"], None)
-        args = req["args"]
-        if req["fn"] in ("idempotency_key", "payload", "evidence_refs") and args and isinstance(args[0], dict):
-            a = dict(args[0])
-            a["refs"] = tuple(a.get("refs") or ())
-            args = [Intent(**a)]
+        if not callable(fn):
+            send({"error": f"{Path(path).name} has no function {req['fn']!r}", "code": "E_PLUGIN_INCOMPLETE"})
+            continue
+        args = decode(req["args"])
         try:
             value = fn(*args)
         except SystemExit as e:
@@ -188,9 +269,25 @@ def host_main(path: str) -> None:
             continue
         except Exception as e:
             msg = " ".join(str(e).split())[:200]
-            send({"error": f"{req['fn']} raised {type(e).__name__}: {msg}{where(e)}", "code": "E_DESIGN_RAISED"})
+            send({"error": f"{req['fn']} raised {type(e).__name__}: {msg}{where(e)}", "code": "E_DESIGN_RAISED",
+                  "kind": type(e).__name__})
             continue
         try:
-            send({"value": value})
-        except (TypeError, ValueError):
+            send({"value": encode(value)})
+        except (TypeError, ValueError, RecursionError):
             send({"error": f"{req['fn']} returned a {type(value).__name__}, which is not JSON", "code": "E_DESIGN_OUTPUT"})
+
+
+def remote_callable(path: str | Path, fn: str, what: str):
+    """``(function, host)``: the student's ``fn`` from the file at ``path``, running in its own
+    host process; calling the function calls it there. Close the host when done."""
+    host = RemoteModule(path, what)
+    if host.names.get(fn) != "function":
+        host.close()
+        raise InputError(f"{what} file {path} lacks the function {fn!r}", code="E_PLUGIN_INCOMPLETE")
+
+    def call(*args):
+        return host.call(fn, *args)
+
+    call.__name__ = fn
+    return call, host
