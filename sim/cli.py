@@ -1270,8 +1270,20 @@ def exercise_list(as_json: bool = JSON_OPT):
                                     "protolab exercise check N runs the public tests"))
 
 
+def _is_exercise_folder(d: Path, ex) -> bool:
+    """True when ``d`` is a copy of exercise ``ex`` made by ``exercise start``."""
+    import tomllib
+
+    try:
+        return tomllib.loads((d / "exercise.toml").read_text(encoding="utf-8")).get("number") == ex.number
+    except (OSError, ValueError):
+        return False
+
+
 def _exercise_dir(ex, folder: Optional[Path]) -> Path:
     d = folder if folder is not None else Path(ex.dirname)
+    if folder is None and not d.is_dir() and _is_exercise_folder(Path("."), ex):
+        d = Path(".")  # run from inside the exercise's own folder
     if not d.is_dir():
         raise InputError(f"{d} is not a folder; start the exercise with 'protolab exercise start {ex.number}'"
                          + (f" or name the folder holding {', '.join(ex.files)}" if folder is not None else ""),

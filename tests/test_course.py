@@ -52,6 +52,17 @@ def test_exercise_start_copies_the_starter_and_refuses_to_overwrite(tmp_path, ca
     assert (d / "design.py").read_text() == "# my work\n"
 
 
+def test_check_from_inside_the_exercise_folder_needs_no_folder_argument(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _cli(capsys, "exercise", "start", "3")[0] == 0
+    monkeypatch.chdir(tmp_path / "03-deduplicating-consumer")
+    code, out, err = _cli(capsys, "exercise", "check", "3")
+    assert code == 1 and not err and "contract-keys" in out and "This is not your grade" in out
+    # inside exercise 3's folder, exercise 1 is still looked for where it was started
+    code, _, err = _cli(capsys, "exercise", "check", "1")
+    assert code == 2 and err.startswith("error: E_DIR_MISSING: ")
+
+
 def test_no_solution_or_hidden_test_reaches_the_students_copy(tmp_path, capsys):
     for ex in exercises():
         code, _, _ = _cli(capsys, "exercise", "start", str(ex.number), str(tmp_path / ex.dirname))

@@ -144,6 +144,14 @@ def _result(status: str, lease: int = 1, *, sender: str = "researcher", key: str
 SUCCEEDED = _result("succeeded", summary="3 sources", effect={"kind": "publish", "target": "R-1"})
 SUCCEEDED_JCS = _result("succeeded", summary="3 sources", effect={"kind": "publish", "target": "R-1"},
                         scheme="jcs-v2", mid="M-102b")
+# A payload whose two schemes write different bytes: json-sorted-v1 writes 1.0 as "1.0", jcs-v2 as "1",
+# so the same payload has two different digest strings and only a scheme-aware comparison sees one intent.
+SCORED = _result("succeeded", summary="3 sources", score=1.0, effect={"kind": "publish", "target": "R-1"})
+SCORED_JCS = _result("succeeded", summary="3 sources", score=1.0, effect={"kind": "publish", "target": "R-1"},
+                     scheme="jcs-v2", mid="M-102b")
+# Equal under jcs-v2 (1 and 1.0 are one number) but not under json-sorted-v1: a different payload.
+SCORED_INT_JCS = _result("succeeded", summary="3 sources", score=1, effect={"kind": "publish", "target": "R-1"},
+                         scheme="jcs-v2", mid="M-102c")
 ACK = _env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key=K_ACK, mid="M-103")
 
 # Task views along that run (state_version counts applied moves).
@@ -318,6 +326,22 @@ CASES: tuple[Case, ...] = (
         name="the same payload digested under json-sorted-v1 after jcs-v2 is still a duplicate",
         rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
         envelope=SUCCEEDED, task=DONE, prior=(_intent(SUCCEEDED_JCS, 3, "succeeded", 3),), decision=DUP,
+    ),
+    Case(
+        name="a payload whose schemes write different digest strings is still one intent (jcs-v2 after json-sorted-v1)",
+        rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
+        envelope=SCORED_JCS, task=DONE, prior=(_intent(SCORED, 3, "succeeded", 3),), decision=DUP,
+    ),
+    Case(
+        name="a payload whose schemes write different digest strings is still one intent (json-sorted-v1 after jcs-v2)",
+        rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
+        envelope=SCORED, task=DONE, prior=(_intent(SCORED_JCS, 3, "succeeded", 3),), decision=DUP,
+    ),
+    Case(
+        name="1 and 1.0 are one number under jcs-v2 but two under json-sorted-v1: the same key with them is a conflict",
+        rule=_CONFLICT_RULE + "; payloads are one intent only if each scheme agrees",
+        envelope=SCORED_INT_JCS, task=DONE, prior=(_intent(SCORED, 3, "succeeded", 3),), decision=CON,
+        to_state=S.NEEDS_REVIEW,
     ),
     Case(
         name="a redelivered task_started while the task is running is a duplicate: no second lease, no move",
