@@ -53,7 +53,7 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=False, emoji=False)
 
 
 def _print_json(value) -> None:

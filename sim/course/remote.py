@@ -26,11 +26,14 @@ __all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode",
 
 
 class RemoteError(DesignError):
-    """The student's function raised; ``kind`` is the exception's class name (``ValueError``)."""
+    """The student's function raised; ``kind`` is the exception's class name (``ValueError``) and
+    ``kinds`` the names of all its classes, most specific first (so ``"ValueError" in kinds`` holds
+    for a ``UnicodeEncodeError`` too)."""
 
-    def __init__(self, message: str, *, code: str = "E_DESIGN_RAISED", kind: str = ""):
+    def __init__(self, message: str, *, code: str = "E_DESIGN_RAISED", kind: str = "", kinds: tuple = ()):
         super().__init__(message, code=code)
         self.kind = kind
+        self.kinds = tuple(kinds) or ((kind,) if kind else ())
 
 
 # ---------------------------------------------------------------------------- a codec for the engine's records
@@ -150,7 +153,8 @@ class RemoteModule:
             raise RemoteError(f"the process running {self.path.name} ended (exit status {code})") from None
         reply = self._read()
         if "error" in reply:
-            raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""))
+            raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""),
+                              kinds=reply.get("kinds", ()))
         return decode(reply["value"])
 
     def close(self) -> None:
@@ -270,7 +274,7 @@ def host_main(path: str) -> None:
         except Exception as e:
             msg = " ".join(str(e).split())[:200]
             send({"error": f"{req['fn']} raised {type(e).__name__}: {msg}{where(e)}", "code": "E_DESIGN_RAISED",
-                  "kind": type(e).__name__})
+                  "kind": type(e).__name__, "kinds": [c.__name__ for c in type(e).__mro__]})
             continue
         try:
             send({"value": encode(value)})

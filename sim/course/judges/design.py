@@ -43,15 +43,15 @@ def _flooded(sub: Path) -> Judged | None:
     return None
 
 
-def _run(sub: Path, scenario: str = "publish-report", faults=(), seed: int = 0):
+def _run(sub: Path, scenario: str = "publish-report", faults=(), seed: int = 0, design=None):
     from ...plugins import Plugins
     from ...runner import run_scenario
     from ...scenario import load_scenario
 
     # strict_faults=False: a design that stalls the story leaves a fault nothing to act on; the
     # judge reports how the run ended rather than refusing the fault.
-    return run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), plugins=Plugins(design=_load(sub)),
-                        strict_faults=False)
+    return run_scenario(load_scenario(scenario), seed=seed, faults=list(faults),
+                        plugins=Plugins(design=design if design is not None else _load(sub)), strict_faults=False)
 
 
 def _witness_text(w: dict) -> str:
@@ -74,11 +74,12 @@ def _expected(scenario: str, faults: list[str], seed: int) -> tuple[dict[str, st
         store.close()
 
 
-def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0) -> tuple[bool, str, dict | None]:
-    """(ok, what happened, witness) for one run of the student's design."""
+def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0, design=None) -> tuple[bool, str, dict | None]:
+    """(ok, what happened, witness) for one run of the student's design (or of ``design``, built
+    from the student's parts by another exercise's judge)."""
     from ...invariants import check
 
-    store = _run(sub, scenario, faults, seed)
+    store = _run(sub, scenario, faults, seed, design)
     try:
         label = f"{scenario}" + (f" with {' + '.join(faults)}" if faults else " (no faults)")
         broken = [r for r in check(store) if not r.ok]
