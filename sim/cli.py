@@ -1418,6 +1418,222 @@ def exercise_hint(
     typer.echo(f"  hint: {first.hint or '(this test has no hint)'}")
 
 
+# ------------------------------------------------------------------------------------------ labs
+
+lab_app = typer.Typer(help="Guided labs played in the TUI, checked live from your own run: list, start, check, "
+                           "status, submit, verify. 'protolab lab' alone opens the lab menu.",
+                      invoke_without_command=True)
+app.add_typer(lab_app, name="lab")
+PROGRESS_OPT = typer.Option(Path("protolab-progress.db"), "--progress",
+                            help="Your lab progress file (checkpoints met, answers, time spent).")
+
+
+def _lab_rows(progress_path: Path) -> list[dict]:
+    from .labs.catalog import labs
+
+    progress = _open_progress(progress_path, must_exist=False)
+    try:
+        rows = []
+        for lab in labs():
+            met = progress.met(lab.number) if progress else {}
+            answers = progress.answers(lab.number) if progress else {}
+            session = progress.session(lab.number) if progress else None
+            rows.append({"number": lab.number, "slug": lab.slug, "title": lab.title, "minutes": lab.minutes,
+                         "needs": list(lab.needs), "checkpoints": len(lab.checkpoints),
+                         "done": sum(1 for c in lab.checkpoints if c.id in met),
+                         "questions": len(lab.questions),
+                         "answered": sum(1 for q in lab.questions if answers.get(q.id, {}).get("correct")),
+                         "seconds": round(session["seconds"]) if session else 0})
+        return rows
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _open_progress(path: Path, *, must_exist: bool, readonly: bool = True):
+    """The progress file; None when it does not exist and need not."""
+    from .store import ProgressStore
+
+    if not Path(path).exists() and not must_exist:
+        return None
+    return ProgressStore.open(path, create=not readonly, readonly=readonly)
+
+
+@lab_app.callback()
+def lab_menu(ctx: typer.Context, progress: Path = PROGRESS_OPT):
+    """The lab menu in the TUI (with no command): number, title, minutes, checkpoints, progress."""
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = _lab_rows(progress)
+    if not _interactive():
+        raise InputError("the lab menu needs a terminal; 'protolab lab list' prints it", code="E_NOT_A_TERMINAL")
+    from .tui.guide import LabMenu
+
+    chosen = LabMenu(rows).run()
+    if chosen is not None:
+        lab_start(str(chosen), db=None, progress=progress, fresh=False)
+
+
+@lab_app.command("list")
+def lab_list(as_json: bool = JSON_OPT, progress: Path = PROGRESS_OPT):
+    """Every lab: number, title, minutes, what it needs first, checkpoints done of total."""
+    rows = _lab_rows(progress)
+    if as_json:
+        keep = ("number", "slug", "title", "minutes", "needs", "checkpoints", "done")
+        typer.echo(json.dumps([{k: r[k] for k in keep} for r in rows], indent=2))
+        return
+    from rich.table import Table
+
+    from .tui.guide import progress_bar
+
+    t = Table(box=None, header_style="bold")
+    for col in ("#", "lab", "min", "needs", "checkpoints", ""):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(str(r["number"]), r["title"], str(r["minutes"]), ", ".join(map(str, r["needs"])) or "-",
+                  f"{r['done']}/{r['checkpoints']}", progress_bar(r["done"], r["checkpoints"]))
+    _console().print(t)
+    typer.echo("protolab lab start N opens lab N in the TUI")
+
+
+@lab_app.command("status")
+def lab_status(as_json: bool = JSON_OPT, progress: Path = PROGRESS_OPT):
+    """Your progress over all labs: checkpoints met, questions answered, time spent."""
+    rows = _lab_rows(progress)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    from .tui.guide import progress_bar
+
+    t = Table(box=None, header_style="bold")
+    for col in ("#", "lab", "checkpoints", "", "questions", "time"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(str(r["number"]), r["title"], f"{r['done']}/{r['checkpoints']}", progress_bar(r["done"], r["checkpoints"]),
+                  f"{r['answered']}/{r['questions']}", f"{r['seconds'] // 60} min" if r["seconds"] else "-")
+    _console().print(t)
+    done = sum(r["done"] == r["checkpoints"] and r["answered"] == r["questions"] for r in rows)
+    typer.echo(f"{done} of {len(rows)} labs complete" + ("" if Path(progress).exists() else f" (no progress yet in {progress})"))
+
+
+@lab_app.command("start")
+def lab_start(
+    which: str = typer.Argument(..., help="The lab: its number (3) or slug (duplicate-delivery)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Where your run is written (default labNN.db here)."),
+    progress: Path = PROGRESS_OPT,
+    fresh: bool = typer.Option(False, "--fresh", help="Forget this lab's progress and start over."),
+):
+    """Open a lab in the TUI: the run, paused, with the Guide panel beside State, Events and Messages."""
+    from .labs.catalog import get_lab
+
+    lab = get_lab(which)
+    db = db or Path(lab.default_db)
+    if not _interactive():
+        raise InputError(f"a lab is played in the TUI, which needs a terminal; 'protolab lab check {lab.number}' "
+                         "checks a run from the shell", code="E_NOT_A_TERMINAL")
+    from .labs.session import LabSession
+    from .live import LiveRun
+    from .store import ProgressStore
+    from .tui.app import ProtolabApp
+
+    sc = _load_scenario(lab.scenario, None)
+    prog = ProgressStore.open(progress)
+    try:
+        if fresh:
+            prog.reset(lab.number)
+        live = LiveRun(sc, policy=lab.policy, seed=lab.seed, faults=list(lab.faults), db=db)
+        try:
+            prog.start_session(lab.number, str(db))
+            session = LabSession(lab, live.store, prog)
+            ProtolabApp(live.store, live=live, play=False, lab=session).run()
+        finally:
+            live.close()
+        met = len(prog.met(lab.number))
+        print(f"lab {lab.number}: {met}/{len(lab.checkpoints)} checkpoints met; your run is in {db} "
+              f"(protolab lab check {lab.number} --db {db})")
+    finally:
+        prog.close()
+
+
+@lab_app.command("check")
+def lab_check(
+    which: str = typer.Argument(..., help="The lab: its number or slug."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Your run (default labNN.db here)."),
+    progress: Path = PROGRESS_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """The lab's checkpoints against your run: exit 0 when all are met, 1 when some are not (each with its hint)."""
+    from .labs.catalog import get_lab
+    from .labs.session import LabSession
+    from .store import ProgressStore, Store
+
+    lab = get_lab(which)
+    db = db or Path(lab.default_db)
+    if not db.exists():
+        raise InputError(f"{db} does not exist; play the lab first with 'protolab lab start {lab.number}'",
+                         code="E_DB_MISSING")
+    store = Store.open(db, readonly=True)
+    prog = _open_progress(progress, must_exist=False) or ProgressStore.open(None)
+    try:
+        session = LabSession(lab, store, prog, record=False)
+        summary = session.summary()
+    finally:
+        prog.close()
+        store.close()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(f"lab {lab.number}: {lab.title}  ({summary['done']}/{summary['total']} checkpoints, run {db})")
+        for c in summary["checkpoints"]:
+            typer.echo(f"  {'✓' if c['met'] else '✗'} {c['title']}")
+            if not c["met"]:
+                typer.echo(f"      hint: {c['hint']}")
+        answered = sum(q["answered"] for q in summary["questions"])
+        typer.echo(f"questions answered: {answered}/{len(summary['questions'])} (press a in the TUI)")
+    if not summary["all_met"]:
+        raise typer.Exit(1)
+
+
+@lab_app.command("submit")
+def lab_submit(
+    which: str = typer.Argument(..., help="The lab: its number or slug."),
+    out: Path = typer.Option(..., "-o", "--output", help="The submission file to write (.protolab)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Your run (default labNN.db here)."),
+    progress: Path = PROGRESS_OPT,
+):
+    """One file for your instructor: the run, your answers and the checkpoint results."""
+    from .labs.catalog import get_lab
+    from .labs.submit import write_submission
+
+    lab = get_lab(which)
+    db = db or Path(lab.default_db)
+    summary = write_submission(lab, db, progress, out)
+    typer.echo(f"wrote {out}: lab {lab.number}, {summary['done']}/{summary['total']} checkpoints, "
+               f"{sum(q['answered'] for q in summary['questions'])}/{len(summary['questions'])} questions")
+
+
+@lab_app.command("verify")
+def lab_verify(
+    submission: Path = typer.Argument(..., help="A lab submission (.protolab) to verify."),
+    as_json: bool = JSON_OPT,
+):
+    """(Instructors) re-deliver the submitted run through the reference runtime and re-check it:
+    exit 0 when the run is genuine and every checkpoint is met, 1 otherwise."""
+    from .labs.submit import verify_submission
+
+    result = verify_submission(submission)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(f"lab {result['lab']}: {result['title']}")
+        typer.echo(f"  run: {'genuine (re-delivery gives the same state digest)' if result['genuine'] else 'NOT genuine: ' + result['difference']}")
+        typer.echo(f"  checkpoints: {result['done']}/{result['total']}  questions: {result['answered']}/{result['questions']}")
+    if not (result["genuine"] and result["done"] == result["total"]):
+        raise typer.Exit(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app, turning every error into one line and exit 2."""
     try:

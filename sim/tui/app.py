@@ -75,6 +75,8 @@ class RunScreen(Screen):
         Binding("g", "app.goto", "Go to", tooltip="Time travel to the event selected in the Events pane"),
         Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present"),
         Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
+        Binding("h", "app.lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint"),
+        Binding("a", "app.lab_answer", "Answer", tooltip="Lab: answer the next question"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -83,12 +85,15 @@ class RunScreen(Screen):
     RunScreen { layout: vertical; }
     #status { height: 1; background: $boost; padding: 0 1; }
     #truth { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
-    #panes { height: 1fr; }
+    #main { layout: horizontal; height: 1fr; }
+    #panes { height: 1fr; width: 1fr; }
+    RunScreen.-guide-below #main { layout: vertical; }
+    RunScreen.-guide-below #guide { width: 1fr; height: 9; }
     #state-pane { height: 7; }
     #logs { layout: horizontal; height: 1fr; }
     #too-small { display: none; height: 1fr; content-align: center middle; text-style: bold; }
     RunScreen.-small #too-small { display: block; }
-    RunScreen.-small #panes, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
+    RunScreen.-small #main, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
     RunScreen.-narrow #logs { layout: vertical; }
     """
 
@@ -96,11 +101,14 @@ class RunScreen(Screen):
         app: ProtolabApp = self.app  # type: ignore[assignment]
         yield Static(id="status")
         yield Static(SOURCE_OF_TRUTH, id="truth")
-        with Vertical(id="panes"):
-            yield Pane("State", TASK_HEADER, app.state_view, id="state-pane")
-            with Container(id="logs"):
-                yield Pane("Events", EVENT_HEADER, app.events_view, id="events-pane")
-                yield Pane("Messages", DELIVERY_HEADER, app.messages_view, id="messages-pane")
+        with Container(id="main"):
+            with Vertical(id="panes"):
+                yield Pane("State", TASK_HEADER, app.state_view, id="state-pane")
+                with Container(id="logs"):
+                    yield Pane("Events", EVENT_HEADER, app.events_view, id="events-pane")
+                    yield Pane("Messages", DELIVERY_HEADER, app.messages_view, id="messages-pane")
+            if app.guide is not None:
+                yield app.guide
         yield Static(id="too-small")
         yield Footer(compact=self.app.size.width < 160)
 
@@ -115,6 +123,9 @@ class RunScreen(Screen):
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
         self.set_class(small, "-small")
         self.set_class(w < 160, "-narrow")
+        self.set_class(w < 120, "-guide-below")
+        if w < 120:
+            self.set_class(True, "-narrow")
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; protolab needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}.\n"
@@ -145,6 +156,8 @@ class ProtolabApp(Player, App):
         ("crash", "Crash a worker", "A worker dies holding its lease"),
         ("reconcile", "Reconcile a needs_review task", "Decide ready or canceled as the reviewer, citing evidence"),
         ("filter", "Filter by task or trace", "Show one task or one trace only"),
+        ("lab_hint", "Lab: hint", "The hint for the next unmet checkpoint, from what your run shows"),
+        ("lab_answer", "Lab: answer a question", "The next unanswered question of the lab"),
         ("back", "Time travel: one event back", "All three panes as of the previous event"),
         ("forward", "Time travel: one event forward", "All three panes as of the next event"),
         ("goto", "Time travel to the selected event", "All three panes as of the event selected in Events"),
@@ -154,8 +167,15 @@ class ProtolabApp(Player, App):
     )
 
     def __init__(self, store: Store, *, live: LiveRun | None = None, play: bool = False, speed: int = 4,
-                 label: str | None = None):
+                 label: str | None = None, lab=None):
         super().__init__()
+        self.lab = lab  # a LabSession: the Guide panel, checkpoints checked after every action
+        self.guide = None
+        self._visited: int | None = None
+        if lab is not None:
+            from .guide import Guide
+
+            self.guide = Guide(lab)
         self.store = store
         self.live = live
         self.label = label or self._label()
@@ -200,6 +220,8 @@ class ProtolabApp(Player, App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for action, title, help in self.COMMANDS_LIST:
+            if action.startswith("lab_") and self.lab is None:
+                continue
             yield SystemCommand(title, help, lambda a=action: self.run_action(a))
 
     # ------------------------------------------------------------------ what the panes show
@@ -245,6 +267,51 @@ class ProtolabApp(Player, App):
         if self.as_of is not None:
             self.events_view.move_cursor(len(ev_ids) - 1)
         self._status()
+        self._lab_after()
+
+    # ------------------------------------------------------------------ labs
+
+    def _lab_after(self) -> None:
+        """After every action: record a time-travel visit, re-check the lab, tick the Guide."""
+        if self.lab is None:
+            return
+        newly = []
+        if self.as_of is not None and self.as_of != self._visited:
+            self._visited = self.as_of
+            newly += self.lab.action("visit", {"seq": self.as_of})
+        newly += self.lab.refresh()
+        if newly:
+            self.guide.hint_text = ""
+            titles = ", ".join(self.lab.lab.checkpoint(c).title for c in newly)
+            self.notify(f"✓ {titles}", title="checkpoint met", timeout=4)
+        self.guide.show()
+
+    def lab_action(self, kind: str, data: dict) -> None:
+        if self.lab is not None:
+            if self.lab.action(kind, data):
+                self.guide.hint_text = ""
+            self.guide.show()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in ("lab_hint", "lab_answer") and self.lab is None:
+            return False  # no lab: the keys are not shown
+        return True
+
+    def action_lab_hint(self) -> None:
+        self.lab.refresh(force=True)
+        self.guide.hint_text = self.lab.hint()
+        self.guide.show()
+        self.guide.scroll_end(animate=False)
+
+    def action_lab_answer(self) -> None:
+        from .guide import AskQuestion
+
+        def done(result) -> None:
+            if result is not None:
+                self.notify(result[1], title="right", timeout=6)
+            self.guide.show()
+
+        self.push_screen(AskQuestion(self.lab), done)
 
     def _fold_in_background(self, seq: int) -> None:
         """A long way back in a big run: rebuild state by replay in a thread, showing progress."""
@@ -464,6 +531,7 @@ class ProtolabApp(Player, App):
                 self.say(f"reviewer: {t['task_id']} → {decision} ({out.decision})")
             except ProtolabError as e:
                 self.say(f"{e.code}: {e}", error=True)
+                self.lab_action("reconcile-refused", {"task_id": t["task_id"], "code": e.code, "reason": str(e)})
             self.reload()
 
         self.push_screen(Reconcile(t["task_id"], candidates), done)
@@ -546,6 +614,9 @@ class ProtolabApp(Player, App):
         if view is self.events_view:
             self.push_screen(Detail.for_event(self.store, ident))
         else:
+            d = self.store.delivery(ident)
+            if d is not None:
+                self.lab_action("open-detail", {"message_id": d["message_id"], "type": d["type"]})
             self.push_screen(Detail.for_delivery(self.store, ident))
 
     def _state_store(self) -> Store:
@@ -554,6 +625,7 @@ class ProtolabApp(Player, App):
     def action_conversation(self) -> None:
         from .screens import Conversation
 
+        self.lab_action("open-conversation", {})
         self.push_screen(Conversation(self.store))
 
     def action_help(self) -> None:
@@ -562,6 +634,8 @@ class ProtolabApp(Player, App):
         self.push_screen(Help(RunScreen.BINDINGS))
 
     def on_unmount(self) -> None:
+        if self.lab is not None:
+            self.lab.close()
         self.timeline.cancelled = True
         for worker in self.workers:
             if worker.group == "time-travel":

@@ -1,0 +1,177 @@
+"""The lab catalog: ``labs/NN-slug/lab.toml`` read into :class:`Lab`.
+
+A lab is data: the run it starts (scenario, seed, policy, starting faults, mode), its steps in
+order, the checkpoints each step holds (a named check from :mod:`sim.labs.checks` with its
+arguments and hints keyed by what the check saw) and its questions (a choice or an exact value,
+with feedback per wrong choice). Adding a lab means adding a folder; nothing here names a lab.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..resources import shipped
+
+__all__ = ["Lab", "Step", "Checkpoint", "Question", "labs", "get_lab", "load_lab", "MODES"]
+
+MODES = ("live", "workshop")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    title: str
+    check: str
+    args: dict
+    hint: str  # the hint when nothing more specific applies
+    hints: dict  # what the check saw (its code) -> a hint written for that case; {fields} come from what it saw
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    text: str
+    checkpoints: tuple[Checkpoint, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    kind: str  # "choice" or "value"
+    choices: tuple[str, ...] = ()
+    answer: str | None = None  # the right choice or value, when it does not depend on the run
+    answer_from: str | None = None  # "CHECKPOINT.FIELD": the value a checkpoint saw in the learner's run
+    feedback: dict = field(default_factory=dict)  # wrong answer -> what to think about
+    explain: str = ""  # shown once answered right
+
+
+@dataclass(frozen=True)
+class Lab:
+    number: int
+    slug: str
+    title: str
+    minutes: int
+    summary: str
+    folder: Path
+    scenario: str
+    seed: int
+    policy: str
+    faults: tuple[str, ...]
+    mode: str
+    needs: tuple[int, ...]
+    steps: tuple[Step, ...]
+    questions: tuple[Question, ...]
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.number:02d}-{self.slug}"
+
+    @property
+    def checkpoints(self) -> tuple[Checkpoint, ...]:
+        return tuple(c for s in self.steps for c in s.checkpoints)
+
+    def checkpoint(self, cid: str) -> Checkpoint:
+        for c in self.checkpoints:
+            if c.id == cid:
+                return c
+        raise KeyError(cid)
+
+    @property
+    def default_db(self) -> str:
+        return f"lab{self.number:02d}.db"
+
+
+def _req(d: dict, key: str, kind, where: str):
+    if key not in d:
+        raise InputError(f"{where}: missing {key!r}", code="E_LAB_FILE")
+    v = d[key]
+    if not isinstance(v, kind):
+        raise InputError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}", code="E_LAB_FILE")
+    return v
+
+
+def load_lab(folder: Path) -> Lab:
+    """Read and check one lab folder."""
+    path = folder / "lab.toml"
+    where = str(path)
+    try:
+        d = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", code="E_LAB_FILE") from e
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path} is not valid TOML: {e}", code="E_LAB_FILE") from e
+    from .checks import CHECKS
+
+    cps: dict[str, Checkpoint] = {}
+    for i, c in enumerate(d.get("checkpoint", [])):
+        w = f"{where} checkpoint {i + 1}"
+        cid = _req(c, "id", str, w)
+        check = _req(c, "check", str, w)
+        if check not in CHECKS:
+            raise InputError(f"{w}: unknown check {check!r}", code="E_LAB_FILE")
+        if cid in cps:
+            raise InputError(f"{w}: checkpoint id {cid!r} used twice", code="E_LAB_FILE")
+        cps[cid] = Checkpoint(cid, _req(c, "title", str, w), check, dict(c.get("args", {})), _req(c, "hint", str, w),
+                              dict(c.get("hints", {})))
+    steps = []
+    used = set()
+    for i, s in enumerate(d.get("step", [])):
+        w = f"{where} step {i + 1}"
+        ids = _req(s, "checkpoints", list, w)
+        unknown = [x for x in ids if x not in cps]
+        if unknown:
+            raise InputError(f"{w}: no checkpoint {unknown[0]!r}", code="E_LAB_FILE")
+        used.update(ids)
+        steps.append(Step(_req(s, "title", str, w), _req(s, "text", str, w).strip(), tuple(cps[x] for x in ids)))
+    if set(cps) - used:
+        raise InputError(f"{where}: checkpoint {sorted(set(cps) - used)[0]!r} belongs to no step", code="E_LAB_FILE")
+    questions = []
+    for i, q in enumerate(d.get("question", [])):
+        w = f"{where} question {i + 1}"
+        kind = _req(q, "kind", str, w)
+        if kind not in ("choice", "value"):
+            raise InputError(f"{w}: kind must be 'choice' or 'value'", code="E_LAB_FILE")
+        choices = tuple(q.get("choices", ()))
+        answer, answer_from = q.get("answer"), q.get("answer_from")
+        if (answer is None) == (answer_from is None):
+            raise InputError(f"{w}: give exactly one of 'answer' and 'answer_from'", code="E_LAB_FILE")
+        if kind == "choice" and answer not in choices:
+            raise InputError(f"{w}: the answer {answer!r} is not one of its choices", code="E_LAB_FILE")
+        if answer_from is not None and answer_from.split(".")[0] not in cps:
+            raise InputError(f"{w}: answer_from names no checkpoint of this lab", code="E_LAB_FILE")
+        questions.append(Question(_req(q, "id", str, w), _req(q, "text", str, w).strip(), kind, choices, answer,
+                                  answer_from, dict(q.get("feedback", {})), q.get("explain", "")))
+    mode = d.get("mode", "live")
+    if mode not in MODES:
+        raise InputError(f"{where}: mode must be one of {', '.join(MODES)}", code="E_LAB_FILE")
+    return Lab(
+        number=_req(d, "number", int, where), slug=_req(d, "slug", str, where), title=_req(d, "title", str, where),
+        minutes=_req(d, "minutes", int, where), summary=d.get("summary", ""), folder=folder,
+        scenario=d.get("scenario", "publish-report"), seed=int(d.get("seed", 0)), policy=d.get("policy", "safe"),
+        faults=tuple(d.get("faults", ())), mode=mode, needs=tuple(d.get("needs", ())),
+        steps=tuple(steps), questions=tuple(questions),
+    )
+
+
+def labs() -> list[Lab]:
+    """Every shipped lab, by number."""
+    root = shipped("labs")
+    if not root.is_dir():
+        return []
+    found = [load_lab(p) for p in sorted(root.iterdir()) if (p / "lab.toml").is_file()]
+    return sorted(found, key=lambda lab: lab.number)
+
+
+def get_lab(which: str | int) -> Lab:
+    """A lab by number (``3``, ``03``) or slug (``duplicate-delivery``)."""
+    all_labs = labs()
+    text = str(which).strip()
+    for lab in all_labs:
+        if (text.isdigit() and int(text) == lab.number) or text in (lab.slug, lab.dirname):
+            return lab
+    known = ", ".join(str(lab.number) for lab in all_labs) or "none"
+    raise InputError(f"no lab {text!r}; the labs are {known} (protolab lab list)", code="E_UNKNOWN_LAB")

@@ -1,0 +1,374 @@
+"""Named checks: what a lab's checkpoints ask of the learner's run.
+
+A check is called as ``check(ctx, **args)`` and returns a :class:`Seen`: whether the checkpoint is
+met, a short code saying what it saw (``met``, or a case such as ``wrong-message``) and the facts
+it saw (message ids, types, states) so that the lab's hint for that case can name them:
+"the duplicate you injected was of {message_id}, a {type}". Checks read the run through
+:class:`Facts`, an index that is brought up to date incrementally (only events and deliveries
+newer than the last look are read), so a check after each step does not rescan a long log.
+
+Register a new check with ``@check("name")``; a lab names it in ``lab.toml``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..store import ProgressStore, Store
+
+__all__ = ["Seen", "Facts", "Ctx", "CHECKS", "check"]
+
+
+@dataclass(frozen=True)
+class Seen:
+    ok: bool
+    code: str  # "met" when ok; otherwise the case the hint is keyed by
+    saw: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.saw.items() if isinstance(v, (str, int)) and v != ""]
+        return ", ".join(parts)
+
+
+def _met(**saw) -> Seen:
+    return Seen(True, "met", saw)
+
+
+def _unmet(case: str, /, **saw) -> Seen:
+    return Seen(False, case, saw)
+
+
+class Facts:
+    """What the learner's run holds, indexed, read incrementally from the store."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.last_event = 0
+        self.last_delivery = 0
+        self.events_by_type: dict[str, list[dict]] = defaultdict(list)
+        self.deliveries: list[dict] = []
+        self.by_type_decision: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        self.deliveries_of: dict[str, list[dict]] = defaultdict(list)
+        self.first_by_code: dict[str, dict] = {}
+        self.version = 0  # bumped whenever something new was read
+
+    _KEEP = frozenset({"fault_injected", "effect_committed", "effect_suppressed", "transition_applied", "lease_expired",
+                       "review_decided", "reconciliation_required", "intent_conflict", "task_created", "ack_recorded"})
+
+    def update(self) -> bool:
+        """Read what is new; True if anything was."""
+        new = False
+        last = self.store.last_event()
+        while self.last_event < last:
+            batch = self.store.events(after=self.last_event, limit=5000)
+            if not batch:
+                break
+            for e in batch:
+                if e["type"] in self._KEEP:
+                    self.events_by_type[e["type"]].append(e)
+            self.last_event = batch[-1]["seq"]
+            new = True
+        top = self.store.last_delivery()
+        while self.last_delivery < top:
+            ids = list(range(self.last_delivery + 1, min(top, self.last_delivery + 5000) + 1))
+            for d in self.store.deliveries_at(ids):
+                self.deliveries.append(d)
+                self.by_type_decision[(d["type"], d["decision"])].append(d)
+                self.deliveries_of[d["message_id"]].append(d)
+                if d["code"] and d["code"] not in self.first_by_code:
+                    self.first_by_code[d["code"]] = d
+            self.last_delivery = ids[-1]
+            new = True
+        if new:
+            self.version += 1
+        return new
+
+    def events(self, etype: str) -> list[dict]:
+        return self.events_by_type.get(etype, [])
+
+    def message(self, message_id: str) -> dict | None:
+        return self.store.message_by_id(message_id)
+
+
+@dataclass
+class Ctx:
+    """What a check may look at: the run, the learner's recorded actions, the lab."""
+
+    store: Store
+    facts: Facts
+    progress: ProgressStore
+    lab_number: int
+    _cache: dict = field(default_factory=dict)
+
+    def actions(self, kind: str) -> list[dict]:
+        return self.progress.actions(self.lab_number, kind)
+
+    def cached(self, key: str, make: Callable):
+        """A value computed once per state of the run (invariants, the naive replay)."""
+        k = (key, self.facts.version)
+        if k not in self._cache:
+            self._cache = {kk: v for kk, v in self._cache.items() if kk[1] == self.facts.version}
+            self._cache[k] = make()
+        return self._cache[k]
+
+    def invariants(self):
+        from ..invariants import check as check_invariants
+
+        return self.cached("invariants", lambda: check_invariants(self.store))
+
+    def naive_invariants(self):
+        """The learner's own deliveries, in their order, handed to the naive policy instead: what
+        the same run would have done to state without the safe rules."""
+        def make():
+            from ..invariants import check as check_invariants
+
+            naive = redeliver_under(self.store, "naive")
+            try:
+                return check_invariants(naive)
+            finally:
+                naive.close()
+
+        return self.cached("naive", make)
+
+
+def redeliver_under(store: Store, policy: str) -> Store:
+    """A fresh in-memory store holding ``store``'s deliveries (and its runtime's own events:
+    lease expiries, stored artifacts, injected faults), replayed under ``policy``."""
+    from .verify import rebuild_by_redelivery
+
+    fresh, _ = rebuild_by_redelivery(store, policy=policy, stop_at_first_difference=False)
+    return fresh
+
+
+CHECKS: dict[str, Callable[..., Seen]] = {}
+
+
+def check(name: str):
+    def register(fn):
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+# ------------------------------------------------------------------------------------- the checks
+
+
+@check("delivery")
+def _delivery(ctx: Ctx, *, type: str, decision: str, task: str | None = None, code: str | None = None,
+              count: int = 1) -> Seen:
+    """At least ``count`` deliveries of ``type`` decided ``decision`` (on ``task``, with ``code``)."""
+    f = ctx.facts
+    rows = [d for d in f.by_type_decision.get((type, decision), [])
+            if (task is None or d["task_id"] == task) and (code is None or d["code"] == code)]
+    if len(rows) >= count:
+        d = rows[0]
+        return _met(message_id=d["message_id"], task_id=d["task_id"], decision=d["decision"], code=d["code"] or "",
+                    reason=d["reason"], count=len(rows))
+    others = [d for d in f.deliveries if d["type"] == type and (task is None or d["task_id"] == task)]
+    if others:
+        d = others[-1]
+        return _unmet("other-decision", message_id=d["message_id"], task_id=d["task_id"], decision=d["decision"],
+                      code=d["code"] or "", reason=d["reason"], count=len(rows))
+    return _unmet("none", count=len(rows))
+
+
+@check("task_state")
+def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
+    """Task ``task`` is in ``state`` now (or, with ``ever``, reached it at some point)."""
+    t = ctx.store.get_task(task)
+    if t is None:
+        return _unmet("missing", task_id=task)
+    if t.state.value == state:
+        return _met(task_id=task, state=state)
+    if ever:
+        for e in ctx.facts.events("transition_applied"):
+            if e["task_id"] == task and e["data"].get("to") == state:
+                return _met(task_id=task, state=state, now=t.state.value)
+    return _unmet("other", task_id=task, state=t.state.value, wanted=state)
+
+
+@check("all_terminal")
+def _all_terminal(ctx: Ctx) -> Seen:
+    """Every task of the run is in a terminal state (the story ran to its end)."""
+    tasks = ctx.store.tasks()
+    open_ = [t for t in tasks if t["state"] not in ("succeeded", "failed", "denied", "canceled")]
+    if tasks and not open_:
+        return _met(tasks=len(tasks))
+    if not tasks:
+        return _unmet("empty")
+    t = open_[0]
+    return _unmet("open", task_id=t["task_id"], state=t["state"], open=len(open_))
+
+
+def _publishing_results(ctx: Ctx) -> list[dict]:
+    return [e for e in ctx.facts.events("effect_committed")]
+
+
+@check("injected")
+def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | None = None) -> Seen:
+    """A ``fault`` was injected by hand on a message of ``on_type`` (``on = "publishing"``: on the
+    result that committed the publication)."""
+    faults = [e for e in ctx.facts.events("fault_injected") if e["data"].get("fault") == fault]
+    if not faults:
+        return _unmet("none", fault=fault)
+    target = ""
+    if on == "publishing":
+        pubs = _publishing_results(ctx)
+        target = pubs[0]["message_id"] if pubs else ""
+    for e in faults:
+        mid = e["message_id"] or ""
+        msg = ctx.facts.message(mid) if mid else None
+        mtype = msg["type"] if msg else ""
+        if on_type is not None and mtype != on_type:
+            continue
+        if on == "publishing" and mid != target:
+            continue
+        return _met(message_id=mid, type=mtype, task_id=e["task_id"] or "", target=target, fault=fault)
+    e = faults[-1]
+    msg = ctx.facts.message(e["message_id"]) if e["message_id"] else None
+    return _unmet("wrong-message", message_id=e["message_id"] or "", type=msg["type"] if msg else "",
+                  task_id=e["task_id"] or "", target=target or "(not yet sent: step until the report is published)",
+                  fault=fault)
+
+
+@check("crashed")
+def _crashed(ctx: Ctx, *, by_hand: bool = True) -> Seen:
+    """A worker was crashed (by hand, with k) while holding a lease."""
+    for e in ctx.facts.events("fault_injected"):
+        if e["data"].get("fault") == "crash" and (not by_hand or e["data"].get("selector") == "by hand"):
+            return _met(worker=e["data"].get("worker", ""), task_id=e["task_id"] or "",
+                        lease_version=e["data"].get("lease_version", ""))
+    return _unmet("none")
+
+
+@check("effect_once")
+def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
+    """The publishing result was delivered more than once, and its effect committed exactly once."""
+    pubs = [e for e in _publishing_results(ctx) if e["data"].get("kind") == kind]
+    if not pubs:
+        return _unmet("none", kind=kind)
+    keys = defaultdict(int)
+    for e in pubs:
+        keys[e["data"]["effect_key"]] += 1
+    mid = pubs[0]["message_id"]
+    deliveries = ctx.facts.deliveries_of.get(mid, [])
+    resent = [d for d in ctx.facts.deliveries if d["type"] == "task_result" and d["task_id"] == pubs[0]["task_id"]
+              and d["message_id"] != mid and d["decision"] == "duplicate"]
+    times = len(deliveries) + len(resent)
+    if max(keys.values()) > 1 or len(keys) > 1:
+        return _unmet("twice", message_id=mid, effects=len(pubs))
+    if times < 2:
+        return _unmet("not-repeated", message_id=mid, deliveries=times)
+    return _met(message_id=mid, deliveries=times, effect_key=pubs[0]["data"]["effect_key"],
+                suppressed=len(ctx.facts.events("effect_suppressed")))
+
+
+@check("invariants_hold")
+def _invariants_hold(ctx: Ctx, *, after: str | None = None) -> Seen:
+    """Every invariant holds on the run (``after``: only once an event of that type exists)."""
+    if after is not None and not ctx.facts.events(after) and not any(d["type"] == after for d in ctx.facts.deliveries):
+        return _unmet("not-yet", after=after)
+    broken = [r for r in ctx.invariants() if not r.ok]
+    if broken:
+        w = broken[0].witnesses[0] if broken[0].witnesses else {}
+        return _unmet("broken", name=broken[0].name, task_id=w.get("task_id", ""), message_id=w.get("message_id", ""))
+    return _met(checked=len(ctx.invariants()))
+
+
+@check("naive_breaks")
+def _naive_breaks(ctx: Ctx, *, invariant: str) -> Seen:
+    """The learner's own deliveries, handed to the naive policy, break ``invariant``, while the
+    safe run keeps it."""
+    safe = {r.name: r for r in ctx.invariants()}
+    if invariant in safe and not safe[invariant].ok:
+        return _unmet("safe-broken", name=invariant)
+    naive = {r.name: r for r in ctx.naive_invariants()}
+    r = naive.get(invariant)
+    if r is None:
+        return _unmet("unknown", name=invariant)
+    if r.ok:
+        others = [x.name for x in naive.values() if not x.ok]
+        return _unmet("holds", name=invariant, others=", ".join(others))
+    w = r.witnesses[0] if r.witnesses else {}
+    return _met(name=invariant, task_id=w.get("task_id", ""), message_id=w.get("message_id", ""),
+                old_state=w.get("old_state", ""), new_state=w.get("new_state", ""))
+
+
+@check("reviewed")
+def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None) -> Seen:
+    """A reviewer's decision on a frozen task was accepted, citing retained evidence."""
+    rows = [d for d in ctx.facts.deliveries if d["type"] == "review_decision" and (task is None or d["task_id"] == task)]
+    for d in rows:
+        if d["decision"] == "accepted" and (decision is None or d["state_after"] == decision):
+            msg = ctx.facts.message(d["message_id"])
+            return _met(message_id=d["message_id"], task_id=d["task_id"], state=d["state_after"] or "",
+                        evidence=", ".join(msg["evidence_refs"]) if msg else "")
+    refused = [a["data"] for a in ctx.actions("reconcile-refused")]
+    if refused:
+        a = refused[-1]
+        return _unmet("refused", code=a.get("code", ""), reason=a.get("reason", ""), task_id=a.get("task_id", ""))
+    if rows:
+        d = rows[-1]
+        return _unmet("other-decision", decision=d["decision"], state=d["state_after"] or "", task_id=d["task_id"])
+    frozen = [t["task_id"] for t in ctx.store.tasks() if t["state"] == "needs_review"]
+    if frozen:
+        return _unmet("waiting", task_id=frozen[0])
+    return _unmet("none")
+
+
+@check("visited")
+def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | None = None) -> Seen:
+    """The learner travelled in time (``[``, ``]``, ``g``) to an event before the first event of
+    type ``before`` (whose data ``field`` is ``value``, if given)."""
+    firsts = [e for e in ctx.facts.events(before) if field is None or str(e["data"].get(field)) == value]
+    if not firsts:
+        return _unmet("no-event", before=before)
+    first = firsts[0]["seq"]
+    visits = [a["data"].get("seq", 0) for a in ctx.actions("visit")]
+    if not visits:
+        return _unmet("none", seq=first)
+    early = [v for v in visits if v < first]
+    if early:
+        return _met(seq=early[-1], before_seq=first)
+    return _unmet("too-late", seq=min(visits), before_seq=first)
+
+
+@check("opened")
+def _opened(ctx: Ctx, *, what: str, type: str | None = None) -> Seen:
+    """The learner opened a view (``what``: detail, conversation) on a message of ``type``."""
+    rows = [a["data"] for a in ctx.actions(f"open-{what}")]
+    for a in rows:
+        if type is None or a.get("type") == type:
+            return _met(message_id=a.get("message_id", ""), type=a.get("type", ""))
+    if rows:
+        return _unmet("other", message_id=rows[-1].get("message_id", ""), type=rows[-1].get("type", ""), wanted=type or "")
+    return _unmet("none", wanted=type or "")
+
+
+@check("trace")
+def _trace(ctx: Ctx, *, valid: bool = True, code: str | None = None) -> Seen:
+    """The run, exported as a conversation trace, validates (or, with ``code``, shows that error)."""
+    def make():
+        from ..conversation import export_trace
+        from ..errors import ProtolabError
+        from ..protocol.trace import validate
+
+        try:
+            return validate(export_trace(ctx.store))
+        except ProtolabError:
+            return None
+
+    report = ctx.cached("trace", make)
+    if report is None:
+        return _unmet("empty")
+    if code is not None:
+        if code in report.codes:
+            f = next(x for x in report.errors if x.code == code)
+            return _met(code=code, message_id=getattr(f, "message_id", "") or "", terminal=report.terminal or "")
+        return _unmet("absent", code=code, codes=", ".join(report.codes) or "none", terminal=report.terminal or "")
+    if report.valid == valid:
+        return _met(terminal=report.terminal or "", codes=", ".join(report.codes))
+    return _unmet("invalid" if valid else "valid", terminal=report.terminal or "", codes=", ".join(report.codes))

@@ -1,0 +1,106 @@
+"""A lab submission: one file (a zip) holding the learner's run, their progress (answers, recorded
+actions, time) and the checkpoint results, and its verification on the instructor's side: the run
+is re-delivered through the reference runtime (:mod:`sim.labs.verify`) and every checkpoint and
+answer is checked again from the run itself, so neither a hand-edited database nor an edited
+manifest passes.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..errors import InputError
+from ..store import ProgressStore, Store
+from .catalog import get_lab
+from .session import LabSession
+from .verify import verify_run
+
+__all__ = ["write_submission", "verify_submission", "FORMAT"]
+
+FORMAT = "protolab-lab-submission/1"
+
+
+def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
+    """Pack ``db`` and the lab's progress into ``out``; returns the checkpoint summary."""
+    if not Path(db).exists():
+        raise InputError(f"{db} does not exist; play the lab first with 'protolab lab start {lab.number}'",
+                         code="E_DB_MISSING")
+    if Path(out).exists():
+        raise InputError(f"{out} already exists; choose another -o or remove it", code="E_FILE_EXISTS")
+    if not Path(out).resolve().parent.is_dir():
+        raise InputError(f"folder {Path(out).parent} does not exist", code="E_FILE_MISSING")
+    store = Store.open(db, readonly=True)
+    progress = ProgressStore.open(progress_path, readonly=True) if Path(progress_path).exists() else ProgressStore.open(None)
+    try:
+        summary = LabSession(lab, store, progress, record=False).summary()
+        manifest = {"format": FORMAT, "lab": lab.number, "slug": lab.slug, "title": lab.title,
+                    "summary": summary, "progress": progress.dump(lab.number)}
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "run.db"
+            store.save_copy(copy)
+            partial = Path(str(out) + ".partial")
+            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as z:
+                z.writestr("manifest.json", json.dumps(manifest, indent=2, sort_keys=True))
+                z.write(copy, "run.db")
+            partial.replace(out)
+    finally:
+        progress.close()
+        store.close()
+    return summary
+
+
+def _read(path: Path) -> tuple[dict, bytes]:
+    if not Path(path).is_file():
+        raise InputError(f"{path} does not exist", code="E_FILE_MISSING")
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            if not {"manifest.json", "run.db"} <= names:
+                raise InputError(f"{path} is not a lab submission (it lacks manifest.json or run.db)",
+                                 code="E_NOT_A_SUBMISSION")
+            manifest = json.loads(z.read("manifest.json"))
+            run = z.read("run.db")
+    except zipfile.BadZipFile as e:
+        raise InputError(f"{path} is not a lab submission (not a zip file)", code="E_NOT_A_SUBMISSION") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: manifest.json is not valid JSON", code="E_NOT_A_SUBMISSION") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"{path} is not a lab submission of format {FORMAT}", code="E_NOT_A_SUBMISSION")
+    return manifest, run
+
+
+def verify_submission(path: Path) -> dict:
+    """Re-deliver the submitted run, then re-check the lab from it: ``genuine`` (the run is what
+    protolab's runtime makes of its own messages), ``difference`` (the first point where it is not),
+    checkpoints and answers as the run supports them."""
+    manifest, run = _read(path)
+    lab = get_lab(str(manifest.get("lab", "")))
+    progress = ProgressStore.open(None)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "run.db"
+        db.write_bytes(run)
+        store = Store.open(db, readonly=True)
+        try:
+            verdict = verify_run(store)
+            # The learner's recorded actions (time-travel visits, views opened) come from the
+            # manifest; checkpoints and answers are worked out again from the run.
+            prog = manifest.get("progress") or {}
+            for a in prog.get("actions", []):
+                progress.record_action(lab.number, str(a.get("kind", "")), a.get("data") or {})
+            session = LabSession(lab, store, progress, record=False)
+            summary = session.summary()
+            answered = 0
+            for q in lab.questions:
+                given = ((prog.get("answers") or {}).get(q.id) or {}).get("answer")
+                if given is not None and session.expected(q) is not None and \
+                        str(given).casefold() == session.expected(q).casefold():
+                    answered += 1
+        finally:
+            store.close()
+            progress.close()
+    return {"lab": lab.number, "title": lab.title, "genuine": verdict["ok"], "difference": verdict["difference"],
+            "done": summary["done"], "total": summary["total"], "answered": answered, "questions": len(lab.questions),
+            "checkpoints": summary["checkpoints"]}

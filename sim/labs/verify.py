@@ -1,0 +1,106 @@
+"""Verifying a run by doing it again: every recorded envelope re-delivered, in its order, through
+the reference runtime into a fresh store, with the runtime's own actions (lease expiries, stored
+artifacts, injected faults) re-applied where they happened. A run made by protolab comes out
+with the same decisions, the same events and the same state digest; a database edited by hand
+(a transition row changed, an event deleted, a decision rewritten) does not, and the first point
+where they part is named.
+"""
+
+from __future__ import annotations
+
+from ..envelope import FIELDS, Envelope
+from ..policy import get_policy
+from ..runtime import deliver
+from ..store import EventDraft, Store
+
+__all__ = ["rebuild_by_redelivery", "verify_run"]
+
+_COMPARED = ("type", "task_id", "message_id", "data")
+
+
+def _envelope(row: dict) -> Envelope:
+    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
+
+
+def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
+                          stop_at_first_difference: bool = True) -> tuple[Store, str | None]:
+    """``(fresh store, first difference or None)``. ``policy`` defaults to the run's own.
+
+    With ``stop_at_first_difference`` off (a replay under another policy, whose events are meant
+    to differ), a runtime action that no longer applies to the replayed state is skipped."""
+    from ..errors import ProtolabError
+
+    pol = get_policy(policy or store.get_meta("policy") or "safe")
+    fresh = Store.create(None, start_time=store.start_time, empty=True)
+    rows = store.iter_deliveries_with_messages()
+    pending = next(rows, None)
+    check = stop_at_first_difference
+    recorded = {d["delivery_id"]: d for d in store.deliveries()} if check else {}
+    difference: str | None = None
+    regenerated: list[dict] = []  # events the re-delivery produced, not yet matched against the log
+
+    def deliver_next() -> None:
+        nonlocal pending, difference
+        row = pending
+        pending = next(rows, None)
+        sent = (row["sender_seq"], row["sender_generation"]) if row.get("sender_seq") is not None else None
+        out = deliver(fresh, _envelope(row), policy=pol, tick=row["delivery_tick"], sent=sent)
+        regenerated.extend(fresh.events_of_delivery(fresh.last_delivery()))
+        if check and difference is None:
+            was = recorded.get(row["delivery_id"])
+            if was is not None and (was["decision"], was["state_after"]) != (out.decision, out.state):
+                difference = (f"delivery {row['delivery_id']} ({row['message_id']}, {row['type']}): recorded "
+                              f"{was['decision']} -> {was['state_after']}, re-delivered {out.decision} -> {out.state}")
+
+    def catch_up(*, upto_id: int | None = None, before_tick: int | None = None) -> None:
+        while pending is not None and ((upto_id is not None and pending["delivery_id"] <= upto_id)
+                                       or (before_tick is not None and pending["delivery_tick"] < before_tick)):
+            deliver_next()
+
+    for ev in store.iter_events():
+        if ev["delivery_id"] is None:
+            # The runtime's own action at this point of the run (a lease expiry, a stored
+            # artifact, an injected fault): apply it as it was.
+            catch_up(before_tick=ev["tick"])
+            try:
+                with fresh.transaction():
+                    fresh.advance(to=ev["tick"])
+                    fresh.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]))
+            except ProtolabError:
+                if check:
+                    raise
+            continue
+        catch_up(upto_id=ev["delivery_id"])
+        got = regenerated.pop(0) if regenerated else None
+        if check and difference is None and (got is None or any(got[k] != ev[k] for k in _COMPARED)):
+            difference = (f"event {ev['seq']} ({ev['type']} of {ev['task_id'] or ev['message_id']}): recorded "
+                          f"{_brief(ev)}, re-delivery gives {_brief(got) if got else 'nothing'}")
+    while pending is not None:
+        deliver_next()
+    if check and difference is None and regenerated:
+        ev = regenerated[0]
+        difference = f"re-delivery gives an event the log does not hold: {_brief(ev)} of {ev['task_id'] or ev['message_id']}"
+    return fresh, difference
+
+
+def _brief(ev: dict) -> str:
+    data = ev.get("data") or {}
+    keys = ("from", "to", "fault", "effect_key", "decision")
+    shown = ", ".join(f"{k}={data[k]}" for k in keys if k in data)
+    return f"{ev['type']}" + (f" ({shown})" if shown else "")
+
+
+def verify_run(store: Store) -> dict:
+    """Re-deliver the run and compare: ``{"ok", "difference", "recorded_digest", "redelivered_digest"}``."""
+    plugged = [k for k in ("plugin_design", "plugin_intake", "plugin_effects", "plugin_machine") if store.get_meta(k)]
+    if plugged:
+        return {"ok": False, "difference": "the run used a student's plugged-in file; only reference runs are verified",
+                "recorded_digest": store.state_digest(), "redelivered_digest": None}
+    fresh, difference = rebuild_by_redelivery(store)
+    try:
+        ours, theirs = store.state_digest(), fresh.state_digest()
+    finally:
+        fresh.close()
+    if difference is None and ours != theirs:
+        difference = "the state tables differ from what the event log and the messages give (state edited by hand)"
+    return {"ok": difference is None, "difference": difference, "recorded_digest": ours, "redelivered_digest": theirs}

@@ -1,0 +1,173 @@
+"""Labs in the TUI: the Guide panel beside State, Events and Messages, the question dialog,
+and the lab menu (``protolab lab``).
+
+The Guide shows the lab's steps in order with their checkpoints; it is refreshed after every
+delivery, injection, reconcile and time-travel move (the app calls :meth:`Guide.show` from
+``reload``), so a checkpoint ticks the moment the run meets it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, OptionList, Static
+
+from ..labs.session import LabSession
+
+__all__ = ["Guide", "AskQuestion", "LabMenu", "progress_bar"]
+
+
+def progress_bar(done: int, total: int, width: int = 10) -> str:
+    filled = 0 if total == 0 else round(width * done / total)
+    return "▰" * filled + "▱" * (width - filled)
+
+
+class Guide(VerticalScroll):
+    """The lab's steps, the checkpoints of each, and the hint when asked for."""
+
+    DEFAULT_CSS = """
+    Guide { width: 44; border: round $success 60%; padding: 0 1; }
+    Guide > Static { width: 1fr; }
+    """
+
+    def __init__(self, session: LabSession):
+        super().__init__(id="guide")
+        self.session = session
+        self.border_title = f"Guide · lab {session.lab.number}"
+        self.hint_text = ""
+        self.body = Static(id="guide-body")
+
+    def compose(self) -> ComposeResult:
+        yield self.body
+
+    def show(self) -> None:
+        s = self.session
+        lab = s.lab
+        met = {st.id for st in s.states if st.met}
+        cur = s.current_step()
+        t = Text()
+        t.append(f"{lab.title}\n", style="bold")
+        t.append(f"{progress_bar(s.done, s.total)} {s.done}/{s.total} checkpoints\n\n")
+        for i, step in enumerate(lab.steps):
+            done = all(c.id in met for c in step.checkpoints)
+            mark = "✓" if done else ("▶" if i == cur else "·")
+            t.append(f"{mark} {i + 1}. {step.title}\n", style="bold green" if done else ("bold" if i == cur else "dim"))
+            if i == cur:
+                t.append(f"{step.text}\n", style="")
+            if i <= cur:
+                for c in step.checkpoints:
+                    ok = c.id in met
+                    t.append(f"   {'✓' if ok else '○'} {c.title}\n", style="green" if ok else "")
+        answers = s.progress.answers(lab.number)
+        if lab.questions:
+            right = sum(1 for q in lab.questions if answers.get(q.id, {}).get("correct"))
+            t.append(f"\nQuestions {right}/{len(lab.questions)} (a: answer)\n", style="bold")
+        if self.hint_text:
+            t.append(f"\nHint: {self.hint_text}\n", style="italic yellow")
+        elif s.done == s.total and all(answers.get(q.id, {}).get("correct") for q in lab.questions):
+            t.append("\nLab complete. protolab lab submit "
+                     f"{lab.number} -o lab{lab.number}.protolab packs it for your instructor.\n", style="bold green")
+        else:
+            t.append("\nh: a hint for the next checkpoint\n", style="dim")
+        self.body.update(t)
+
+
+class AskQuestion(ModalScreen):
+    """One of the lab's questions: a choice or an exact value, with feedback on a wrong answer."""
+
+    DEFAULT_CSS = """
+    AskQuestion { align: center middle; }
+    AskQuestion > Vertical { width: 76; max-width: 95%; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
+    AskQuestion .feedback { color: $warning; height: auto; }
+    AskQuestion .right { color: $success; }
+    """
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, session: LabSession):
+        super().__init__()
+        self.session = session
+        self.questions = [q for q in session.lab.questions if not session.answered(q)]
+        self.q = self.questions[0] if self.questions else None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            if self.q is None:
+                yield Static("Every question of this lab is answered. (escape closes)")
+                return
+            n = len(self.session.lab.questions) - len(self.questions) + 1
+            yield Static(Text(f"Question {n} of {len(self.session.lab.questions)}: {self.q.text}"))
+            if self.q.kind == "choice":
+                yield OptionList(*self.q.choices, id="choices")
+            else:
+                yield Static("Type the exact value (a message id, a table name, a code) and press enter:")
+                yield Input(placeholder="answer", id="value")
+            yield Static("", classes="feedback", id="feedback")
+
+    def on_mount(self) -> None:
+        if self.q is None:
+            return
+        if self.q.kind == "choice":
+            self.query_one(OptionList).focus()
+        else:
+            self.query_one(Input).focus()
+
+    def _check(self, given: str) -> None:
+        ok, feedback = self.session.answer(self.q.id, given)
+        fb = self.query_one("#feedback", Static)
+        if ok:
+            self.dismiss((True, feedback))
+        else:
+            fb.update(Text(f"✗ {feedback}"))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self._check(self.q.choices[event.option_index])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._check(event.value)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class LabMenu(App):
+    """``protolab lab``: every lab with its progress; enter starts the highlighted one."""
+
+    CSS = """
+    Screen { background: $surface; }
+    #menu-title { height: auto; padding: 0 1; text-style: bold; }
+    DataTable { height: 1fr; }
+    """
+    BINDINGS = [Binding("enter", "start", "Start"), Binding("q", "quit", "Quit")]
+
+    def __init__(self, rows: list[dict]):
+        super().__init__()
+        self.rows = rows
+        self.chosen: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("protolab labs: ↑/↓ choose, enter starts the lab in the TUI, q quits.", id="menu-title")
+        yield DataTable(cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "protolab labs"
+        table = self.query_one(DataTable)
+        table.add_columns("#", "lab", "min", "checkpoints", "progress")
+        for r in self.rows:
+            table.add_row(str(r["number"]), r["title"], str(r["minutes"]), f"{r['done']}/{r['checkpoints']}",
+                          progress_bar(r["done"], r["checkpoints"]), key=str(r["number"]))
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.chosen = int(event.row_key.value)
+        self.exit(self.chosen)
+
+    def action_start(self) -> None:
+        table = self.query_one(DataTable)
+        if self.rows:
+            self.chosen = self.rows[table.cursor_row]["number"]
+            self.exit(self.chosen)
