@@ -55,6 +55,7 @@ class Facts:
         self.version = 0  # bumped whenever something new was read
 
     _KEEP = frozenset({"fault_injected", "effect_committed", "effect_suppressed", "transition_applied", "lease_expired",
+                       "fence_recorded", "duplicate_recorded", "lease_granted",
                        "review_decided", "reconciliation_required", "intent_conflict", "task_created", "ack_recorded"})
 
     def update(self) -> bool:
@@ -291,7 +292,7 @@ def _naive_breaks(ctx: Ctx, *, invariant: str) -> Seen:
         return _unmet("unknown", name=invariant)
     if r.ok:
         others = [x.name for x in naive.values() if not x.ok]
-        return _unmet("holds", name=invariant, others=", ".join(others))
+        return _unmet("holds", name=invariant, others=", ".join(others) or "none")
     w = r.witnesses[0] if r.witnesses else {}
     return _met(name=invariant, task_id=w.get("task_id", ""), message_id=w.get("message_id", ""),
                 old_state=w.get("old_state", ""), new_state=w.get("new_state", ""))
@@ -349,8 +350,9 @@ def _opened(ctx: Ctx, *, what: str, type: str | None = None) -> Seen:
 
 
 @check("trace")
-def _trace(ctx: Ctx, *, valid: bool = True, code: str | None = None) -> Seen:
-    """The run, exported as a conversation trace, validates (or, with ``code``, shows that error)."""
+def _trace(ctx: Ctx, *, valid: bool | None = None, code: str | None = None, terminal: str | None = None) -> Seen:
+    """The run, exported as a conversation trace and validated: it is (in)valid, shows error
+    ``code``, or ends in ``terminal`` (COMPLETED, BLOCKED, ...)."""
     def make():
         from ..conversation import export_trace
         from ..errors import ProtolabError
@@ -364,11 +366,52 @@ def _trace(ctx: Ctx, *, valid: bool = True, code: str | None = None) -> Seen:
     report = ctx.cached("trace", make)
     if report is None:
         return _unmet("empty")
+    saw = {"terminal": report.terminal or "", "codes": ", ".join(report.codes) or "none", "reason": report.reason}
     if code is not None:
-        if code in report.codes:
-            f = next(x for x in report.errors if x.code == code)
-            return _met(code=code, message_id=getattr(f, "message_id", "") or "", terminal=report.terminal or "")
-        return _unmet("absent", code=code, codes=", ".join(report.codes) or "none", terminal=report.terminal or "")
-    if report.valid == valid:
-        return _met(terminal=report.terminal or "", codes=", ".join(report.codes))
-    return _unmet("invalid" if valid else "valid", terminal=report.terminal or "", codes=", ".join(report.codes))
+        found = [x for x in report.errors if x.code == code]
+        if not found:
+            return _unmet("absent", code=code, **saw)
+        mid = found[0].message_id or ""
+        msg = ctx.facts.message(mid) if mid else None
+        saw.update(code=code, message_id=mid, sender=msg["sender"] if msg else "")
+    if terminal is not None and report.terminal != terminal:
+        return _unmet("other-terminal", wanted=terminal, **saw)
+    if valid is not None and report.valid != valid:
+        return _unmet("invalid" if valid else "valid", **saw)
+    return _met(**saw)
+
+
+@check("event")
+def _event(ctx: Ctx, *, type: str, task: str | None = None) -> Seen:
+    """An event of ``type`` (about ``task``) is in the log."""
+    if type not in Facts._KEEP:
+        raise TypeError(f"event type {type!r} is not indexed for labs")
+    for e in ctx.facts.events(type):
+        if task is None or e["task_id"] == task:
+            return _met(seq=e["seq"], task_id=e["task_id"] or "", message_id=e["message_id"] or "")
+    return _unmet("none", type=type)
+
+
+def _witness_ids(w: dict) -> list[str]:
+    """The message ids a witness names, the one that did it first (the second payload of a
+    conflict, the message that committed an effect again, the delivery that regressed state)."""
+    ids = [w.get("message_id"), (w.get("second") or {}).get("message_id"), *(w.get("message_ids") or []),
+           (w.get("first") or {}).get("message_id")]
+    return list(dict.fromkeys(i for i in ids if isinstance(i, str) and i))
+
+
+@check("opened_witness")
+def _opened_witness(ctx: Ctx, *, invariant: str) -> Seen:
+    """The learner opened a delivery that witnesses ``invariant`` broken in this run."""
+    results = {r.name: r for r in ctx.invariants()}
+    r = results.get(invariant)
+    if r is None or r.ok:
+        return _unmet("holds", name=invariant)
+    w0 = r.witnesses[0] if r.witnesses else {}
+    ids = [i for w in r.witnesses for i in _witness_ids(w)]
+    opened = [a["data"].get("message_id") for a in ctx.actions("open-detail")]
+    for mid in opened:
+        if mid in ids:
+            return _met(name=invariant, message_id=mid, witness=_witness_ids(w0)[0], task_id=w0.get("task_id", ""))
+    return _unmet("not-opened", name=invariant, opened=", ".join(m for m in opened if m) or "nothing",
+                  task_id=w0.get("task_id", ""))
