@@ -93,7 +93,7 @@ class RunScreen(Screen):
     #logs { layout: horizontal; height: 1fr; }
     #too-small { display: none; height: 1fr; content-align: center middle; text-style: bold; }
     RunScreen.-small #too-small { display: block; }
-    RunScreen.-small #main, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
+    RunScreen.-small #main, RunScreen.-small #panes, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
     RunScreen.-narrow #logs { layout: vertical; }
     """
 
