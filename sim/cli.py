@@ -1154,6 +1154,32 @@ def bench_sim(
     ))
 
 
+@bench_app.command("lab")
+def bench_lab_cmd(
+    events: int = typer.Option(100_000, "--events", help="Events in the run the checkpoints are evaluated on (100,000 takes a few minutes)."),
+    steps: int = typer.Option(300, "--steps", help="Deliveries timed, each followed by a checkpoint refresh."),
+    as_json: bool = JSON_OPT,
+):
+    """A lab's checkpoints re-checked after each delivery on a large run, beside reading the same new rows; and lab start."""
+    from .tui.bench import FRAME_MS, bench_lab
+
+    if events < 100 or steps < 10:
+        raise InputError("--events must be at least 100 and --steps at least 10", code="E_USAGE")
+    if as_json:
+        _print_json(bench_lab(events, steps))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        task = bar.add_task("building the run", total=events)
+        r = bench_lab(events, steps, progress=lambda done, total: bar.update(task, completed=done))
+    typer.echo(f"lab checkpoints on a {r['events']:,}-event run: {r['tick_median_ms']} ms per refresh (median, "
+               f"p99 {r['tick_p99_ms']} ms; one frame is {FRAME_MS:.1f} ms)  |  floor {r['floor_median_ms']} ms "
+               f"(reading the same new rows)  |  ratio {r['ratio']}  |  first refresh {r['cold_refresh_ms']} ms")
+    typer.echo(f"lab start: {r['lab_start_ms']} ms to the first frame  |  floor {r['plain_start_ms']} ms (the same run "
+               f"without a lab)  |  ratio {r['start_ratio']}")
+
+
 @bench_app.command("trace")
 def bench_trace(
     n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),

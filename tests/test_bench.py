@@ -44,3 +44,14 @@ def test_bench_sim_refuses_bad_sizes(capsys):
     except SystemExit as e:
         assert e.code == 2
     assert capsys.readouterr().err.startswith("error: E_USAGE:")
+
+
+def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start(capsys):
+    try:
+        main(["bench", "lab", "--events", "400", "--steps", "10", "--json"])
+    except SystemExit as e:
+        assert e.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["events"] >= 400 and out["steps"] == 10
+    assert out["tick_median_ms"] > 0 and out["floor_median_ms"] > 0 and out["ratio"] > 0
+    assert out["lab_start_ms"] > 0 and out["plain_start_ms"] > 0

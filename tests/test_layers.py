@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 SIM = Path(__file__).resolve().parent.parent / "sim"
-CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench"]
+CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench",
+        "sim.labs.catalog", "sim.labs.checks", "sim.labs.session", "sim.labs.verify", "sim.labs.submit", "sim.labs.paths",
+        "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote"]
 SQL_WORDS = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "CREATE TABLE", "PRAGMA ")
 
 

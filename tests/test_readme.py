@@ -92,6 +92,12 @@ def test_the_readme_commands_work_as_written_on_a_fresh_copy(tmp_path):
     assert r5.returncode == 1 and "Traceback" not in r5.stderr, r5.stderr
     assert "not your grade" in " ".join(r5.stdout.split()) and "FAIL" in r5.stdout
     assert "task-v2" in outs[2]
+    # and its labs: listed, and checked from the shell against a run
+    r6 = subprocess.run([pl, "lab", "list", "--json"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert r6.returncode == 0 and len(json.loads(r6.stdout)) >= 10, r6.stderr
+    subprocess.run([pl, "run", "--db", "lab03.db"], cwd=elsewhere, env=env, capture_output=True, check=True)
+    r7 = subprocess.run([pl, "lab", "check", "3"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert r7.returncode == 1 and "hint:" in r7.stdout and "Traceback" not in r7.stderr, r7.stderr
     r = subprocess.run(["bash", "-c", tests], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert re.search(r"\d+ passed", r.stdout)

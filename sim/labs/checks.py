@@ -20,6 +20,8 @@ from ..store import ProgressStore, Store
 
 __all__ = ["Seen", "Facts", "Ctx", "CHECKS", "check"]
 
+_TERMINAL = frozenset({"succeeded", "failed", "denied", "canceled"})
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -52,6 +54,8 @@ class Facts:
         self.by_type_decision: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.deliveries_of: dict[str, list[dict]] = defaultdict(list)
         self.first_by_code: dict[str, dict] = {}
+        self.task_states: dict[str, str] = {}  # every task's state, from its transition_applied events
+        self.open_tasks: set[str] = set()
         self.version = 0  # bumped whenever something new was read
 
     _KEEP = frozenset({"fault_injected", "effect_committed", "effect_suppressed", "transition_applied", "lease_expired",
@@ -69,6 +73,13 @@ class Facts:
             for e in batch:
                 if e["type"] in self._KEEP:
                     self.events_by_type[e["type"]].append(e)
+                if e["type"] == "task_created":
+                    self.task_states[e["task_id"]] = "pending"
+                    self.open_tasks.add(e["task_id"])
+                elif e["type"] == "transition_applied" and e["task_id"] in self.task_states:
+                    to = e["data"].get("to")
+                    self.task_states[e["task_id"]] = to
+                    (self.open_tasks.discard if to in _TERMINAL else self.open_tasks.add)(e["task_id"])
             self.last_event = batch[-1]["seq"]
             new = True
         top = self.store.last_delivery()
@@ -194,14 +205,13 @@ def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
 @check("all_terminal")
 def _all_terminal(ctx: Ctx) -> Seen:
     """Every task of the run is in a terminal state (the story ran to its end)."""
-    tasks = ctx.store.tasks()
-    open_ = [t for t in tasks if t["state"] not in ("succeeded", "failed", "denied", "canceled")]
-    if tasks and not open_:
-        return _met(tasks=len(tasks))
-    if not tasks:
+    f = ctx.facts
+    if not f.task_states:
         return _unmet("empty")
-    t = open_[0]
-    return _unmet("open", task_id=t["task_id"], state=t["state"], open=len(open_))
+    if not f.open_tasks:
+        return _met(tasks=len(f.task_states))
+    tid = min(f.open_tasks)
+    return _unmet("open", task_id=tid, state=f.task_states[tid], open=len(f.open_tasks))
 
 
 def _publishing_results(ctx: Ctx) -> list[dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..store import bare_read_at, bare_read_first
 
-__all__ = ["bench_tui", "make_run"]
+__all__ = ["bench_tui", "make_run", "bench_lab"]
 
 
 def make_run(path: Path, events: int, progress=None) -> int:
@@ -144,3 +144,105 @@ def bench_tui(path: Path, *, samples: int = 300, size=(200, 50), datatable: bool
     if datatable:
         out["datatable_open_s"] = round(asyncio.run(_datatable(path, size)), 2)
     return out
+
+
+# ---------------------------------------------------------------------------------------- labs
+
+FRAME_MS = 1000 / 60
+
+
+def _lab_for_bench(scenario: str):
+    """A lab over the stress scenario whose checkpoints stay unmet, so every refresh evaluates
+    every one of them (the worst case): the checks the labs use most."""
+    from ..labs.catalog import Checkpoint, Lab, Step
+
+    cps = (
+        Checkpoint("late", "a late result", "delivery", {"type": "task_result", "decision": "late"}, "", {}),
+        Checkpoint("review", "a review", "event", {"type": "review_decided"}, "", {}),
+        Checkpoint("crash", "a crash by hand", "crashed", {}, "", {}),
+        Checkpoint("visit", "a visit", "visited", {"before": "effect_committed"}, "", {}),
+        Checkpoint("done", "all finished", "all_terminal", {}, "", {}),
+    )
+    return Lab(0, "bench", "bench", 20, "", Path("."), scenario, 0, "safe", (), "live", (),
+               (Step("all", "", cps),), ())
+
+
+def bench_lab(events: int = 100_000, steps: int = 300, progress=None) -> dict:
+    """How long a checkpoint takes to tick after the action that meets it, on a run of ``events``
+    events: one :meth:`LabSession.refresh` after each delivery (every checkpoint unmet, so each is
+    evaluated), beside the floor of reading the same new rows (the new events and deliveries) with
+    no logic. Also ``lab start``: a lab opened in the TUI to its first frame, beside the plain TUI."""
+    from dataclasses import replace
+
+    from ..labs.session import LabSession
+    from ..live import LiveRun
+    from ..scenario import load_scenario
+    from ..store import ProgressStore
+
+    sc = load_scenario("stress")
+    sc = replace(sc, stress=replace(sc.stress, tasks=max(10, int((events + 5000) / 14.5))))
+    live = LiveRun(sc)
+    store = live.store
+    while store.last_event() < events:
+        if live.step() is None:
+            break
+        if progress is not None and live.delivered % 500 == 0:
+            progress(min(store.last_event(), events), events)
+    session = LabSession(_lab_for_bench("stress"), store, ProgressStore.open(None), record=False)
+    t0 = time.perf_counter()
+    session.refresh()
+    cold_s = time.perf_counter() - t0
+    project, floor = [], []
+    for _ in range(steps):
+        last_ev, last_dl = store.last_event(), store.last_delivery()
+        if live.step() is None:
+            break
+        t0 = time.perf_counter()
+        store.events(after=last_ev)
+        store.deliveries_at(list(range(last_dl + 1, store.last_delivery() + 1)))
+        floor.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        session.refresh()
+        project.append(time.perf_counter() - t0)
+    n_events = store.last_event()
+    live.close()
+    med_p, med_f = statistics.median(project), statistics.median(floor)
+    start = _bench_lab_start()
+    return {
+        "events": n_events,
+        "steps": len(project),
+        "cold_refresh_ms": round(cold_s * 1000, 1),
+        "tick_median_ms": round(med_p * 1000, 3),
+        "tick_p99_ms": round(sorted(project)[int(0.99 * (len(project) - 1))] * 1000, 3),
+        "floor_median_ms": round(med_f * 1000, 3),
+        "ratio": round(med_f / med_p, 3) if med_p else None,
+        "within_one_frame": sorted(project)[int(0.99 * (len(project) - 1))] * 1000 < FRAME_MS,
+        **start,
+    }
+
+
+def _bench_lab_start(repeat: int = 3) -> dict:
+    """Best of ``repeat``: lab 3 opened in the TUI to its first frame, beside the same run without a lab."""
+    from ..labs.catalog import get_lab
+    from ..labs.session import LabSession
+    from ..live import LiveRun
+    from ..scenario import load_scenario
+    from ..store import ProgressStore
+    from .app import ProtolabApp
+
+    async def first_frame(with_lab: bool) -> float:
+        t0 = time.perf_counter()
+        lab = get_lab(3)
+        live = LiveRun(load_scenario(lab.scenario), seed=lab.seed)
+        session = LabSession(lab, live.store, ProgressStore.open(None)) if with_lab else None
+        app = ProtolabApp(live.store, live=live, lab=session)
+        async with app.run_test(size=(120, 35)) as pilot:
+            await pilot.pause()
+            took = time.perf_counter() - t0
+        live.close()
+        return took
+
+    lab_s = min(asyncio.run(first_frame(True)) for _ in range(repeat))
+    plain_s = min(asyncio.run(first_frame(False)) for _ in range(repeat))
+    return {"lab_start_ms": round(lab_s * 1000, 1), "plain_start_ms": round(plain_s * 1000, 1),
+            "start_ratio": round(plain_s / lab_s, 3)}
