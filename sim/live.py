@@ -130,9 +130,11 @@ class LiveRun:
         tid, lease = self.run.crash_now(worker_id)
         return f"{worker_id} crashed holding lease v{lease} of {tid}; it will expire after {self.run.settings.lease_ticks} rounds"
 
-    def reconcile(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer") -> Outcome:
-        """The reviewer's decision on a needs_review task, delivered now through intake."""
-        out = review(self.store, task_id, decision, by=by, evidence=evidence)
+    def reconcile(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer",
+                  read_version: int | None = None) -> Outcome:
+        """The reviewer's decision on a needs_review task, delivered now through intake
+        (``read_version``: decided from an earlier read of the task, see :func:`sim.runtime.review`)."""
+        out = review(self.store, task_id, decision, by=by, evidence=evidence, read_version=read_version)
         self.run.reviewed(task_id, released=out.decision == "accepted" and decision == "ready")
         self._resume = True
         return out

@@ -467,11 +467,17 @@ def review(
     evidence: list[str],
     note: str = "",
     decide: IntakeFn = _reference_decide,
+    read_version: int | None = None,
 ) -> Outcome:
     """A human reviewer's decision on a needs_review task, delivered as a review_decision envelope.
 
     Refused before anything is written unless ``by`` is a reviewer, the task is in
     needs_review, and every piece of evidence is retained in the store.
+
+    ``read_version`` is a decision taken from an earlier read of the task (a reviewer looking at
+    state_version N of a task that has moved on since): the reviewer's own check ran against that
+    read, so it goes to intake carrying ``expected_state_version`` N, where compare-and-swap
+    refuses it if the task is no longer at N.
     """
     if role_of(by) != "reviewer":
         raise ProtolabError(
@@ -482,7 +488,7 @@ def review(
     task = store.get_task(task_id)
     if task is None:
         raise StoreError(f"task {task_id} does not exist", code="E_UNKNOWN_TASK")
-    if task.state != TaskState.NEEDS_REVIEW:
+    if task.state != TaskState.NEEDS_REVIEW and read_version is None:
         raise ProtolabError(
             f"task {task_id} is {task.state.value}, not needs_review; there is nothing to reconcile",
             code="E_NOT_IN_REVIEW",
@@ -502,18 +508,19 @@ def review(
             code="E_EVIDENCE_UNRESOLVED",
         )
     trace = store.task_trace(task_id)
-    payload = {"decision": decision, "expected_state_version": task.state_version}
+    version = task.state_version if read_version is None else read_version
+    payload = {"decision": decision, "expected_state_version": version}
     if note:
         payload["note"] = note
     env = build_envelope(
-        message_id=f"REV-{task_id}-v{task.state_version}",
+        message_id=f"REV-{task_id}-v{task.state_version}" if read_version is None else f"REV-{task_id}-v{version}-{decision}",
         trace_id=trace,
         task_id=task_id,
         sender=by,
         recipient="manager",
         type="review_decision",
         payload=payload,
-        idempotency_key=f"review:{task_id}:v{task.state_version}",
+        idempotency_key=f"review:{task_id}:v{task.state_version}" if read_version is None else f"review:{task_id}:v{version}:{decision}",
         created_at=store.time_at(store.tick + 1),
         evidence_refs=evidence,
     )

@@ -15,7 +15,7 @@ import pytest
 
 from sim.cli import main
 from sim.labs.catalog import labs
-from sim.labs.paths import delivered, first_event_seq, play, reference, wrong_paths
+from sim.labs.paths import before_delivery_of, delivered, first_event_seq, play, reference, wrong_paths
 from sim.labs.session import LabSession
 from sim.live import LiveRun
 from sim.scenario import load_scenario
@@ -271,6 +271,10 @@ async def _press_path(app, pilot, actions) -> None:
             ol.highlighted = ol.screen.names.index(a["worker"])
             await pilot.press("enter")
         elif do == "reconcile":
+            if a.get("before"):
+                target = before_delivery_of(app.store, a["before"])
+                while app.as_of is None or app.as_of > target:
+                    await pilot.press("left_square_bracket")
             await pilot.press("r")
             await pilot.pause()
             from textual.widgets import Input

@@ -9,7 +9,8 @@ tests play both). Actions:
 ``{do = "step", until = "M-6" | "end", count = N}``   deliver until that message was delivered
 ``{do = "inject", fault = "duplicate", message = "M-6"}``
 ``{do = "crash", worker = "researcher"}``
-``{do = "reconcile", task = "T-1", decision = "ready", evidence = ["M-3"]}``
+``{do = "reconcile", task = "T-1", decision = "ready", evidence = ["M-3"]}``   (``before = "review_decided"``:
+decided from the state shown by time travel to just before that event, a stale read)
 ``{do = "open", message = "M-6"}``     the delivery's detail view (the newest delivery of it)
 ``{do = "conversation"}``              the conversation view
 ``{do = "travel", before = "effect_committed"}``   time travel to the event just before that one
@@ -46,6 +47,17 @@ def first_event_seq(store, etype: str) -> int | None:
     return None
 
 
+def before_delivery_of(store, etype: str) -> int:
+    """The last event before the delivery that first recorded an event of ``etype`` began (time
+    travel there shows state just before that delivery changed anything)."""
+    for e in store.iter_events():
+        if e["type"] == etype:
+            if e["delivery_id"] is None:
+                return max(0, e["seq"] - 1)
+            return max(0, min(x["seq"] for x in store.events_of_delivery(e["delivery_id"])) - 1)
+    return 0
+
+
 def play(live, session, actions: list[dict]) -> list[str]:
     """Perform ``actions``; returns what each did, in words (an action the engine refuses is
     recorded as refused, as the TUI would show it)."""
@@ -69,8 +81,15 @@ def play(live, session, actions: list[dict]) -> list[str]:
         elif do == "crash":
             said.append(live.crash(a["worker"]))
         elif do == "reconcile":
+            read_version = None
+            if a.get("before"):
+                # decided from the state shown by time travel to just before that event: the task's
+                # version when it last entered needs_review
+                frozen = [t for t in live.store.transitions(a["task"]) if t["new_state"] == "needs_review"]
+                read_version = frozen[-1]["state_version"] if frozen else None
             try:
-                out = live.reconcile(a["task"], a.get("decision", "ready"), list(a.get("evidence", [])))
+                out = live.reconcile(a["task"], a.get("decision", "ready"), list(a.get("evidence", [])),
+                                     read_version=read_version)
                 said.append(f"reconciled: {out.decision}")
             except ProtolabError as e:
                 session.action("reconcile-refused", {"task_id": a["task"], "code": e.code, "reason": str(e)})

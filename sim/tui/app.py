@@ -510,16 +510,26 @@ class ProtolabApp(Player, App):
         self.push_screen(ChooseWorker(workers, first), done)
 
     def action_reconcile(self) -> None:
-        if not self._need_live("take a reviewer's decision"):
+        if self.live is None:
+            self.say("read-only: this run is finished, so it cannot take a reviewer's decision; use [ and ] to walk through it")
             return
         from .screens import Reconcile
 
+        # In time travel the reviewer decides from what the screen shows: the task as of that
+        # event. If it has moved on since, the decision carries that old state_version (a stale
+        # read) and compare-and-swap refuses it.
+        travelled = self.as_of
         t = self.selected_task()
         if t is None or t["state"] != "needs_review":
-            t = next((x for x in self.store.tasks() if x["state"] == "needs_review"), None)
+            pool = self._tasks if travelled is not None else self.store.tasks()
+            t = next((x for x in pool if x["state"] == "needs_review"), None)
             if t is None:
                 self.say("no task is in needs_review; inject a conflicting digest (c) to make one", error=True)
                 return
+        now = self.store.get_task(t["task_id"])
+        read_version = t["state_version"] if travelled is not None and now is not None \
+            and now.state_version != t["state_version"] else None
+        self.as_of = None
         candidates = [i["message_id"] for i in self.store.intents_of_task(t["task_id"]) if not i["trusted"]]
 
         def done(choice) -> None:
@@ -527,14 +537,15 @@ class ProtolabApp(Player, App):
                 return
             decision, evidence = choice
             try:
-                out = self.live.reconcile(t["task_id"], decision, evidence)
-                self.say(f"reviewer: {t['task_id']} → {decision} ({out.decision})")
+                out = self.live.reconcile(t["task_id"], decision, evidence, read_version=read_version)
+                stale = f" from your read of v{read_version}" if read_version is not None else ""
+                self.say(f"reviewer: {t['task_id']} → {decision}{stale} ({out.decision}{': ' + out.code if out.code else ''})")
             except ProtolabError as e:
                 self.say(f"{e.code}: {e}", error=True)
                 self.lab_action("reconcile-refused", {"task_id": t["task_id"], "code": e.code, "reason": str(e)})
             self.reload()
 
-        self.push_screen(Reconcile(t["task_id"], candidates), done)
+        self.push_screen(Reconcile(t["task_id"], candidates, read_version), done)
 
     def action_filter(self) -> None:
         from .screens import AskFilter

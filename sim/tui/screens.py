@@ -370,13 +370,17 @@ class ChooseWorker(_Dialog):
 class Reconcile(_Dialog):
     """The reviewer's decision on a needs_review task: ready or canceled, citing evidence."""
 
-    def __init__(self, task_id: str, evidence: list[str]):
+    def __init__(self, task_id: str, evidence: list[str], read_version: int | None = None):
         super().__init__()
         self.task_id = task_id
         self.evidence = evidence
+        self.read_version = read_version
 
     def compose(self) -> ComposeResult:
         with Vertical():
+            if self.read_version is not None:
+                yield Static(f"You are deciding from an earlier read of {self.task_id} (state_version "
+                             f"{self.read_version}); it has moved on since.", classes="error")
             yield Static(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n"
                         "↑/↓ and enter choose; tab moves to the evidence; enter there decides; escape cancels.")
             with RadioSet(id="decision"):
