@@ -53,6 +53,8 @@ class Facts:
         self.deliveries: list[dict] = []
         self.by_type_decision: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.deliveries_of: dict[str, list[dict]] = defaultdict(list)
+        self.by_type: dict[str, list[dict]] = defaultdict(list)
+        self.by_type_task: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.first_by_code: dict[str, dict] = {}
         self.task_states: dict[str, str] = {}  # every task's state, from its transition_applied events
         self.open_tasks: set[str] = set()
@@ -89,6 +91,8 @@ class Facts:
                 self.deliveries.append(d)
                 self.by_type_decision[(d["type"], d["decision"])].append(d)
                 self.deliveries_of[d["message_id"]].append(d)
+                self.by_type[d["type"]].append(d)
+                self.by_type_task[(d["type"], d["task_id"])].append(d)
                 if d["code"] and d["code"] not in self.first_by_code:
                     self.first_by_code[d["code"]] = d
             self.last_delivery = ids[-1]
@@ -179,7 +183,7 @@ def _delivery(ctx: Ctx, *, type: str, decision: str, task: str | None = None, co
         d = rows[0]
         return _met(message_id=d["message_id"], task_id=d["task_id"], decision=d["decision"], code=d["code"] or "",
                     reason=d["reason"], count=len(rows))
-    others = [d for d in f.deliveries if d["type"] == type and (task is None or d["task_id"] == task)]
+    others = f.by_type.get(type, []) if task is None else f.by_type_task.get((type, task), [])
     if others:
         d = others[-1]
         return _unmet("other-decision", message_id=d["message_id"], task_id=d["task_id"], decision=d["decision"],
@@ -266,8 +270,8 @@ def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
         keys[e["data"]["effect_key"]] += 1
     mid = pubs[0]["message_id"]
     deliveries = ctx.facts.deliveries_of.get(mid, [])
-    resent = [d for d in ctx.facts.deliveries if d["type"] == "task_result" and d["task_id"] == pubs[0]["task_id"]
-              and d["message_id"] != mid and d["decision"] == "duplicate"]
+    resent = [d for d in ctx.facts.by_type_task.get(("task_result", pubs[0]["task_id"]), [])
+              if d["message_id"] != mid and d["decision"] == "duplicate"]
     times = len(deliveries) + len(resent)
     if max(keys.values()) > 1 or len(keys) > 1:
         return _unmet("twice", message_id=mid, effects=len(pubs))
@@ -280,7 +284,7 @@ def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
 @check("invariants_hold")
 def _invariants_hold(ctx: Ctx, *, after: str | None = None) -> Seen:
     """Every invariant holds on the run (``after``: only once an event of that type exists)."""
-    if after is not None and not ctx.facts.events(after) and not any(d["type"] == after for d in ctx.facts.deliveries):
+    if after is not None and not ctx.facts.events(after) and not ctx.facts.by_type.get(after):
         return _unmet("not-yet", after=after)
     broken = [r for r in ctx.invariants() if not r.ok]
     if broken:
@@ -311,7 +315,8 @@ def _naive_breaks(ctx: Ctx, *, invariant: str) -> Seen:
 @check("reviewed")
 def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None) -> Seen:
     """A reviewer's decision on a frozen task was accepted, citing retained evidence."""
-    rows = [d for d in ctx.facts.deliveries if d["type"] == "review_decision" and (task is None or d["task_id"] == task)]
+    f = ctx.facts
+    rows = f.by_type.get("review_decision", []) if task is None else f.by_type_task.get(("review_decision", task), [])
     for d in rows:
         if d["decision"] == "accepted" and (decision is None or d["state_after"] == decision):
             msg = ctx.facts.message(d["message_id"])
