@@ -153,3 +153,51 @@ def test_main_screen_screenshot_is_reproducible():
     second = asyncio.run(_screenshot_after_ten_steps())
     assert "deliveries" in first
     assert first == second
+
+
+# ---------------------------------------------------------------------------- labs
+
+LAB_BIG = (120, 40)
+
+
+def lab_app(number: int = 3) -> ProtolabApp:
+    """Lab ``number`` in the TUI over an in-memory run, with an in-memory progress file."""
+    from sim.labs.catalog import get_lab
+    from sim.labs.session import LabSession
+    from sim.store import ProgressStore
+
+    lab = get_lab(number)
+    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults))
+    return ProtolabApp(live.store, live=live, lab=LabSession(lab, live.store, ProgressStore.open(None)))
+
+
+def lab_menu():
+    from sim.labs.catalog import labs
+    from sim.tui.guide import LabMenu
+
+    rows = [{"number": lab.number, "title": lab.title, "minutes": lab.minutes, "checkpoints": len(lab.checkpoints),
+             "done": 0} for lab in labs()]
+    rows[0]["done"] = rows[0]["checkpoints"]  # lab 1 finished, the rest untouched
+    return LabMenu(rows)
+
+
+async def _lab_in_progress(pilot) -> None:
+    app: ProtolabApp = pilot.app
+    await pilot.press(*[SPACE] * 9)  # the report is published: the first checkpoint ticks
+    await pilot.press("h")
+    await pilot.pause()
+    app.clear_notifications()
+    await pilot.pause()
+    assert app.lab.done == 1
+
+
+@pytest.mark.parametrize("size", [NARROW, LAB_BIG], ids=["80x24", "120x40"])
+def test_lab_in_progress_with_its_guide_and_hint(snap_compare, size):
+    """Lab 3 after nine deliveries and h: one checkpoint met, the next step's text and its hint."""
+    assert snap_compare(lab_app(3), terminal_size=size, run_before=_lab_in_progress)
+
+
+@pytest.mark.parametrize("size", [NARROW, LAB_BIG], ids=["80x24", "120x40"])
+def test_lab_menu(snap_compare, size):
+    """protolab lab: every lab, its minutes, checkpoints done and a progress bar."""
+    assert snap_compare(lab_menu(), terminal_size=size)

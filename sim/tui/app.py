@@ -88,7 +88,9 @@ class RunScreen(Screen):
     #main { layout: horizontal; height: 1fr; }
     #panes { height: 1fr; width: 1fr; }
     RunScreen.-guide-below #main { layout: vertical; }
-    RunScreen.-guide-below #guide { width: 1fr; height: 9; }
+    RunScreen.-guide-below #guide { width: 1fr; height: 12; }
+    RunScreen.-guide-compact #guide { height: 7; }
+    RunScreen.-guide-compact #truth { display: none; }
     #state-pane { height: 7; }
     #logs { layout: horizontal; height: 1fr; }
     #too-small { display: none; height: 1fr; content-align: center middle; text-style: bold; }
@@ -123,9 +125,14 @@ class RunScreen(Screen):
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
         self.set_class(small, "-small")
         self.set_class(w < 160, "-narrow")
-        self.set_class(w < 120, "-guide-below")
-        if w < 120:
-            self.set_class(True, "-narrow")
+        self.set_class(w < 120 and getattr(self.app, "guide", None) is not None, "-guide-below")
+        guide = getattr(self.app, "guide", None)
+        compact = guide is not None and w < 120 and h < 36
+        self.set_class(compact, "-guide-compact")
+        if guide is not None and guide.compact != compact:
+            guide.compact = compact
+            if guide.is_mounted:
+                guide.show()
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; protolab needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}.\n"
@@ -301,7 +308,8 @@ class ProtolabApp(Player, App):
         self.lab.refresh(force=True)
         self.guide.hint_text = self.lab.hint()
         self.guide.show()
-        self.guide.scroll_end(animate=False)
+        if not self.guide.compact:
+            self.guide.scroll_end(animate=False)
 
     def action_lab_answer(self) -> None:
         from .guide import AskQuestion

@@ -38,12 +38,16 @@ class Guide(VerticalScroll):
         self.session = session
         self.border_title = f"Guide · lab {session.lab.number}"
         self.hint_text = ""
+        self.compact = False  # a short terminal: the current step only
         self.body = Static(id="guide-body")
 
     def compose(self) -> ComposeResult:
         yield self.body
 
     def show(self) -> None:
+        if self.compact:
+            self._show_compact()
+            return
         s = self.session
         lab = s.lab
         met = {st.id for st in s.states if st.met}
@@ -73,6 +77,33 @@ class Guide(VerticalScroll):
         else:
             t.append("\nh: a hint for the next checkpoint\n", style="dim")
         self.body.update(t)
+
+
+    def _show_compact(self) -> None:
+        """Five lines: progress, the current step and its text, its next checkpoint, the hint."""
+        s = self.session
+        lab = s.lab
+        cur = s.current_step()
+        answers = s.progress.answers(lab.number)
+        right = sum(1 for q in lab.questions if answers.get(q.id, {}).get("correct"))
+        t = Text()
+        t.append(f"{progress_bar(s.done, s.total, 6)} {s.done}/{s.total} · questions {right}/{len(lab.questions)} (a) · hint (h)\n",
+                 style="bold")
+        nxt = s.first_unmet()
+        if nxt is not None:
+            t.append(f"○ {nxt.checkpoint.title}\n")
+        if self.hint_text:
+            t.append(f"Hint: {self.hint_text}\n", style="italic yellow")
+        elif cur < len(lab.steps):
+            step = lab.steps[cur]
+            t.append(f"▶ {cur + 1}/{len(lab.steps)} {step.title}: ", style="bold")
+            t.append(f"{step.text}\n")
+        else:
+            t.append("Every checkpoint is met." + (" Answer the questions (a)." if right < len(lab.questions) else
+                                                   f" Lab complete: protolab lab submit {lab.number}") + "\n",
+                     style="bold green")
+        self.body.update(t)
+        self.scroll_home(animate=False)
 
 
 class AskQuestion(ModalScreen):
