@@ -1559,11 +1559,17 @@ def lab_start(
     if not _interactive():
         raise InputError(f"a lab is played in the TUI, which needs a terminal; 'protolab lab check {lab.number}' "
                          "checks a run from the shell", code="E_NOT_A_TERMINAL")
+    import shutil
+
     from .labs.session import LabSession
     from .live import LiveRun
     from .store import ProgressStore
-    from .tui.app import ProtolabApp
+    from .tui.app import MIN_SIZE, ProtolabApp
 
+    cols, rows = shutil.get_terminal_size((80, 24))
+    if cols < MIN_SIZE[0] or rows < MIN_SIZE[1]:
+        raise InputError(f"the terminal is {cols}x{rows}; a lab needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]} "
+                         "(80x24 or more is comfortable)", code="E_TERMINAL_TOO_SMALL")
     sc = _load_scenario(lab.scenario, None)
     prog = ProgressStore.open(progress)
     try:
