@@ -1693,6 +1693,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    if rv == 130:  # Typer turns Ctrl-C inside a command into exit status 130: say so, in one line
+        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C)\n")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
