@@ -1,0 +1,272 @@
+"""The invariants' contract: for every invariant, runs where it must hold and planted violations
+where it must break, naming the rows that witness it. Usable against any implementation of
+:func:`sim.invariants.check` (a student's, a rewrite)::
+
+    from sim.contracts.invariants import run, report
+    print(report(run(my_check)))
+
+Each :class:`Case` builds a store (a scenario under a policy and faults, or envelopes delivered by
+hand, sometimes under a planted intake that does one wrong thing), names the invariant, whether it
+must hold, and what the first witness must say. The reference (``sim.invariants.check``) passes
+every case (``tests/test_invariant_contract.py``); each way an invariant could be wrong, too lax or
+too strict, is one case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable
+
+__all__ = ["Case", "CASES", "check_case", "run", "report"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # a sentence: the situation and what the invariant must say
+    invariant: str
+    holds: bool
+    build: Callable[[], object]  # -> Store
+    witness: dict = field(default_factory=dict)  # fields the first witness must carry (when broken)
+
+
+# ------------------------------------------------------------------------------------- builders
+
+
+def _scenario(name: str = "publish-report", *, policy: str = "safe", faults=(), seed: int = 0, plugins=None):
+    def build():
+        from ..runner import run_scenario
+        from ..scenario import load_scenario
+
+        return run_scenario(load_scenario(name), policy=policy, faults=list(faults), seed=seed, plugins=plugins,
+                            strict_faults=False)
+
+    return build
+
+
+def _hand(*make_envs, policy=None, expire_after: str | None = None):
+    """Envelopes delivered by hand into a fresh store (``expire_after``: the lease monitor expires
+    the task's lease right after that message)."""
+
+    def build():
+        from ..policy import SAFE, get_policy
+        from ..runtime import deliver, expire_lease
+        from ..store import Store
+
+        pol = get_policy(policy) if isinstance(policy, str) else (policy or SAFE)
+        store = Store.memory()
+        for make in make_envs:
+            env = make()
+            deliver(store, env, policy=pol)
+            if expire_after is not None and env.message_id == expire_after:
+                expire_lease(store, env.task_id)
+        return store
+
+    return build
+
+
+def _env(mid, typ, payload, key, *, task="T-1", sender="researcher", recipient="manager", refs=()):
+    from ..envelope import build_envelope
+
+    return lambda: build_envelope(message_id=mid, trace_id="R-1", task_id=task, sender=sender, recipient=recipient,
+                                  type=typ, payload=payload, idempotency_key=key, created_at="2026-07-13T04:00:10Z",
+                                  evidence_refs=refs)
+
+
+def _planted(fn):
+    from ..policy import SAFE
+
+    return replace(SAFE, name="planted", decide=fn)
+
+
+def _ack_moves(env, task, prior, rules, unresolved=frozenset()):
+    """Planted: an acknowledgement completes the task it acknowledges."""
+    from ..intake import Decision, Move, Verdict
+    from ..intake import decide as ref
+    from ..machine import TaskState
+
+    if env.type == "ack" and task is not None and task.state == TaskState.RUNNING:
+        return Verdict(Decision.ACCEPTED, "planted: an ack completes the task",
+                       move=Move(task.state, TaskState.SUCCEEDED, "planted", env.sender, "manager"), record_intent=True)
+    return ref(env, task, prior, rules, unresolved)
+
+
+def _ack_freezes(env, task, prior, rules, unresolved=frozenset()):
+    """Planted: an accepted acknowledgement (not a conflict) freezes the task."""
+    from ..intake import Decision, Move, Verdict
+    from ..intake import decide as ref
+    from ..machine import TaskState
+
+    if env.type == "ack" and task is not None and task.state == TaskState.RUNNING:
+        return Verdict(Decision.ACCEPTED, "planted", move=Move(task.state, TaskState.NEEDS_REVIEW, "planted",
+                                                                env.sender, "runtime"), record_intent=True)
+    return ref(env, task, prior, rules, unresolved)
+
+
+def _conflict_as_late(env, task, prior, rules, unresolved=frozenset()):
+    """Planted: a second payload under a recorded key is filed as late, and nothing freezes."""
+    from ..intake import Decision
+    from ..intake import decide as ref
+
+    v = ref(env, task, prior, rules, unresolved)
+    return replace(v, decision=Decision.LATE, move=None) if v.decision == Decision.CONFLICT else v
+
+
+def _conflict_accepted(env, task, prior, rules, unresolved=frozenset()):
+    """Planted: a conflict is recorded as such but nothing freezes."""
+    from ..intake import Decision
+    from ..intake import decide as ref
+
+    v = ref(env, task, prior, rules, unresolved)
+    return replace(v, move=None) if v.decision == Decision.CONFLICT else v
+
+
+class _ClockKeys:
+    """Planted design: keys derived from the message id, so a resend looks like a new intent."""
+
+    name = "message-id keys"
+    digest_scheme = "json-sorted-v1"
+
+    def idempotency_key(self, i):
+        from ..design import REFERENCE
+
+        return f"{REFERENCE.idempotency_key(i)}:{i.message_id}"
+
+    def payload(self, i):
+        return dict(i.body)
+
+    def evidence_refs(self, i):
+        return list(i.refs)
+
+
+def _m(name):
+    from .. import samples
+
+    return getattr(samples, name)
+
+
+def _conflicting():
+    from .. import samples
+
+    return samples.conflicting_m3()
+
+
+def _unresolved_result():
+    """T-1's result citing M-77, a message that was never stored."""
+    return _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1, "summary": "no table"},
+                "R-1:T-1:attempt-1", refs=("M-77",))()
+
+
+def _plugins_design():
+    from ..plugins import Plugins
+
+    return Plugins(design=_ClockKeys())
+
+
+# ------------------------------------------------------------------------------------- the cases
+
+CASES: tuple[Case, ...] = (
+    # NO_STATE_REGRESSION
+    Case("a late failure after success, recorded as late, regresses nothing", "NO_STATE_REGRESSION", True,
+         _scenario(faults=["late-failure"])),
+    Case("last-write-wins moves a succeeded task to failed, by the late message", "NO_STATE_REGRESSION", False,
+         _scenario(policy="naive", faults=["late-failure"]),
+         {"task_id": "T-1", "old_state": "succeeded", "new_state": "failed"}),
+    Case("a conflict escalating a succeeded task to needs_review is not a regression", "NO_STATE_REGRESSION", True,
+         _scenario(faults=["conflicting-digest"])),
+    # EFFECT_AT_MOST_ONCE
+    Case("the publishing result delivered twice publishes once", "EFFECT_AT_MOST_ONCE", True,
+         _scenario(faults=["duplicate"])),
+    Case("resent under a new message id, the result still publishes once", "EFFECT_AT_MOST_ONCE", True,
+         _scenario(faults=["resend"])),
+    Case("last-write-wins publishes the report twice", "EFFECT_AT_MOST_ONCE", False,
+         _scenario(policy="naive", faults=["duplicate"]), {"task_id": "T-2", "times_committed": 2}),
+    # CONFLICT_FROZEN
+    Case("a second payload under one key freezes the task", "CONFLICT_FROZEN", True,
+         _scenario(faults=["conflicting-digest"])),
+    Case("last-write-wins applies the second payload and nothing freezes", "CONFLICT_FROZEN", False,
+         _scenario(policy="naive", faults=["conflicting-digest"]), {"task_id": "T-1"}),
+    Case("a second payload filed as late, not frozen, is caught too", "CONFLICT_FROZEN", False,
+         _hand(_m("m1"), _m("m2"), _m("m3"), _conflicting, policy=_planted(_conflict_as_late)), {"task_id": "T-1"}),
+    Case("a conflict recorded but not frozen is caught", "CONFLICT_FROZEN", False,
+         _hand(_m("m1"), _m("m2"), _m("m3"), _conflicting, policy=_planted(_conflict_accepted)), {"task_id": "T-1"}),
+    # NO_LOST_UPDATE
+    Case("a crashed worker's late commit is fenced", "NO_LOST_UPDATE", True, _scenario(faults=["crash"])),
+    Case("last-write-wins accepts the crashed worker's stale commit", "NO_LOST_UPDATE", False,
+         _scenario(policy="naive", faults=["crash"]), {"task_id": "T-1"}),
+    Case("a commit under a lease that expired is a lost update, even before a new lease is granted",
+         "NO_LOST_UPDATE", False, _hand(_m("m1"), _m("m2"), _m("m3"), policy="naive", expire_after="M-2"),
+         {"task_id": "T-1", "message_id": "M-3"}),
+    Case("a commit naming a lease that was never granted is a lost update", "NO_LOST_UPDATE", False,
+         _hand(_m("m1"), _m("m2"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 2},
+                                        "R-1:T-1:attempt-1"), policy="naive"),
+         {"task_id": "T-1", "message_id": "M-3"}),
+    Case("the holder's commit under the current lease is no lost update", "NO_LOST_UPDATE", True,
+         _hand(_m("m1"), _m("m2"), _m("m3"))),
+    # EVIDENCE_RESOLVES
+    Case("every accepted message cites stored evidence in a whole run", "EVIDENCE_RESOLVES", True, _scenario()),
+    Case("an accepted result citing a message that does not exist", "EVIDENCE_RESOLVES", False,
+         _hand(_m("m1"), _m("m2"), _unresolved_result), {"message_id": "M-3"}),
+    # ACK_IS_NOT_COMPLETION
+    Case("acknowledgements in a whole run move nothing", "ACK_IS_NOT_COMPLETION", True, _scenario()),
+    Case("an ack that completes its task is caught", "ACK_IS_NOT_COMPLETION", False,
+         _hand(_m("m1"), _m("m2"), _env("A-1", "ack", {"of": "M-2"}, "R-1:T-1:ack:M-2", sender="manager",
+                                        recipient="researcher"), policy=_planted(_ack_moves)),
+         {"ack_message_id": "A-1", "task_id": "T-1"}),
+    Case("an accepted ack freezing its task is caught (only a conflict may freeze)", "ACK_IS_NOT_COMPLETION", False,
+         _hand(_m("m1"), _m("m2"), _env("A-1", "ack", {"of": "M-2"}, "R-1:T-1:ack:M-2", sender="manager",
+                                        recipient="researcher"), policy=_planted(_ack_freezes)),
+         {"ack_message_id": "A-1"}),
+    # TRANSITIONS_ALLOWED
+    Case("every move of a run with faults is a rule of its machine", "TRANSITIONS_ALLOWED", True,
+         _scenario("fan-out", faults=["crash", "conflicting-digest"])),
+    Case("last-write-wins makes a move no rule allows", "TRANSITIONS_ALLOWED", False,
+         _scenario(policy="naive", faults=["late-failure"]), {"old_state": "succeeded", "new_state": "failed"}),
+    # RESEND_DEDUPLICATED
+    Case("a resend of one intent is a duplicate of the original", "RESEND_DEDUPLICATED", True,
+         _scenario(faults=["resend"])),
+    Case("keys made from the message id turn a resend into a new intent", "RESEND_DEDUPLICATED", False,
+         lambda: _scenario(faults=["resend"], plugins=_plugins_design())(), {}),
+)
+
+
+def check_case(check: Callable, case: Case) -> list[str]:
+    """What is wrong with ``check``'s verdict on ``case`` ([] when right). Never raises."""
+    try:
+        store = case.build()
+    except Exception as e:  # a broken case is a suite bug; say so rather than blame the judge
+        return [f"the case could not be built: {type(e).__name__}: {e}"]
+    try:
+        results = {r.name: r for r in check(store)}
+    except Exception as e:
+        return [f"check raised {type(e).__name__}: {e}"]
+    finally:
+        store.close()
+    r = results.get(case.invariant)
+    if r is None:
+        return [f"{case.invariant} is not among the results"]
+    if r.ok != case.holds:
+        w = r.witnesses[0] if r.witnesses else {}
+        return [f"{case.invariant} {'broke' if not r.ok else 'held'}; it must "
+                f"{'hold' if case.holds else 'break'}" + (f" (first witness: {w})" if w else "")]
+    if not case.holds:
+        if not r.witnesses:
+            return [f"{case.invariant} broke without a witness"]
+        w = r.witnesses[0]
+        wrong = {k: (w.get(k), v) for k, v in case.witness.items() if w.get(k) != v}
+        if wrong:
+            return [f"the first witness has {k}={got!r}, expected {want!r}" for k, (got, want) in wrong.items()]
+    return []
+
+
+def run(check: Callable, cases: Iterable[Case] = CASES) -> list[tuple[Case, list[str]]]:
+    return [(c, check_case(check, c)) for c in cases]
+
+
+def report(results) -> str:
+    lines = []
+    bad = [(c, f) for c, f in results if f]
+    for c, f in bad:
+        lines.append(f"FAIL {c.invariant}: {c.name}")
+        lines.extend(f"     - {m}" for m in f)
+    lines.append(f"{len(results) - len(bad)}/{len(results)} invariant contract cases pass")
+    return "\n".join(lines)
