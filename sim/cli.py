@@ -931,17 +931,32 @@ def trace_mutate(
     base = validate(trace)
     if not base.valid:
         raise InputError(f"{file} is not a valid trace ({base.errors[0].code}); mutate a valid one", code="E_TRACE_INVALID")
-    rows = run_mutations(trace)
+    from .protocol.mutate import MUTATIONS
+
+    rows = []
+    for mu in MUTATIONS:
+        try:
+            rows.extend(run_mutations(trace, (mu,)))
+        except (KeyError, IndexError, StopIteration, TypeError, ValueError, AttributeError):
+            # The mutation finds nothing of the kind it breaks in this trace (no ACK after the
+            # fence, no recorded gather result, ...): it cannot be applied, which is not a catch.
+            rows.append({"name": mu.name, "rule": mu.rule, "expected": mu.expected_code,
+                         "expected_terminal": mu.expected_terminal, "produced": [], "terminal": None,
+                         "ok": False, "exact": False, "applicable": False})
     if as_json:
         _print_json(rows)
     else:
+        def what(r):
+            if r.get("applicable") is False:
+                return f"not applicable: the trace has nothing this mutation breaks ({r['rule']})"
+            return ((", ".join(r["produced"]) or f"valid {r['terminal']}")
+                    + ("" if r["exact"] else f"  (expected {r['expected'] or 'valid ' + str(r['expected_terminal'])})"))
+
         _console().print(_table(
             f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
             ["caught", "mutation", "produced (expected, if something else was too)"],
-            [["[green]yes[/]" if r["ok"] else "[bold red]NO[/]", r["name"],
-              (", ".join(r["produced"]) or f"valid {r['terminal']}")
-              + ("" if r["exact"] else f"  (expected {r['expected'] or 'valid ' + str(r['expected_terminal'])})")]
-             for r in rows],
+            [["[green]yes[/]" if r["ok"] else ("[yellow]n/a[/]" if r.get("applicable") is False else "[bold red]NO[/]"),
+              r["name"], what(r)] for r in rows],
         ))
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 

@@ -82,3 +82,19 @@ def test_a_clean_run_exports_as_a_valid_fenced_conversation(tmp_path, monkeypatc
     (tmp_path / "t.json").write_text(json.dumps(trace))
     code, out, _ = run(capsys, "trace", "validate", tmp_path / "t.json")
     assert code == 0 and "COMPLETED" in out and "acknowledged by" in out
+
+
+def test_mutate_on_a_valid_trace_without_what_a_mutation_breaks_says_not_applicable_without_a_traceback(capsys):
+    from pathlib import Path
+
+    from sim.cli import main
+
+    path = Path(__file__).resolve().parent.parent / "solutions/06-conversation-trace/wrong/no-acks-required/trace.json"
+    try:
+        main(["trace", "mutate", str(path), "--json"])
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    rows = __import__("json").loads(out.out)
+    assert code == 1 and "Traceback" not in out.err
+    assert any(r.get("applicable") is False for r in rows) and any(r["ok"] for r in rows)

@@ -1,0 +1,192 @@
+"""Exercise 6's judges (sim/course/judges/trace.py): the student's trace.json is data, so whatever it
+holds (broken JSON, wrong types, another story, a valid trace without acknowledgements) every judge
+answers with a score and a sentence, never a traceback; and each judge says which part is wrong."""
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from sim.course.judges import trace as J
+from sim.protocol.mutate import MUTATIONS
+from sim.protocol.trace import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "06-conversation-trace" / "trace.json"
+EXAMPLE = ROOT / "data" / "traces" / "valid-trace.json"
+JUDGES = (J.valid, J.story, J.mutations_core, J.mutations_all, J.causal_chain)
+
+
+def _solution() -> dict:
+    return json.loads(SOLUTION.read_text())
+
+
+def _folder(tmp_path: Path, content) -> Path:
+    d = tmp_path / "sub"
+    d.mkdir(exist_ok=True)
+    f = d / "trace.json"
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    elif isinstance(content, str):
+        f.write_text(content, encoding="utf-8")
+    else:
+        f.write_text(json.dumps(content), encoding="utf-8")
+    return d
+
+
+def test_the_core_mutations_are_names_of_the_suite():
+    assert set(J.CORE_MUTATIONS) <= {m.name for m in MUTATIONS}
+    assert set(J._NEEDS) <= {m.name for m in MUTATIONS}
+
+
+def test_the_model_answer_passes_every_judge(tmp_path):
+    d = _folder(tmp_path, _solution())
+    for judge in JUDGES:
+        r = judge(d, {})
+        assert r.score == 1.0, (judge.__name__, r.message)
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"schema": "conversation-trace-v2",', "not valid JSON"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    ('{"epoch": NaN}', "cannot be read as JSON"),
+    ("[" * 100000 + "]" * 100000, "cannot be read as JSON"),
+    ("[1, 2]", "an array"),
+    ('"trace"', "a string"),
+    ("null", "null"),
+    ("{}", ""),
+    ('{"participants": "author", "messages": {"id": "m1"}, "gathers": 3, "terminal": []}', ""),
+    ('{"messages": [{"id": ["m1"], "causedBy": "m0", "recipients": null, "sender": {}}], "gathers": [{"membership": 5}]}', ""),
+])
+def test_a_malformed_file_gets_a_failing_judgement_with_a_reason(tmp_path, content, says):
+    d = _folder(tmp_path, content)
+    for judge in JUDGES:
+        r = judge(d, {})
+        assert r.score < 1.0 and r.message, judge.__name__
+        assert says in r.message, (judge.__name__, r.message)
+
+
+def test_a_missing_file_or_a_folder_in_its_place_is_named(tmp_path):
+    d = tmp_path / "sub"
+    d.mkdir()
+    assert "missing" in J.valid(d, {}).message
+    (d / "trace.json").mkdir()
+    r = J.story(d, {})
+    assert r.score == 0 and "cannot be read" in r.message
+
+
+def test_a_byte_order_mark_is_tolerated(tmp_path):
+    d = _folder(tmp_path, b"\xef\xbb\xbf" + SOLUTION.read_bytes())
+    assert J.valid(d, {}).score == 1.0
+
+
+def test_an_invalid_trace_names_the_validators_codes_and_message_ids(tmp_path):
+    t = _solution()
+    t["messages"][5]["seq"] = 3
+    r = J.valid(_folder(tmp_path, t), {})
+    assert r.score == 0 and "E_SEQUENCE_GAP at m6" in r.message and r.reproduce.startswith("protolab trace validate")
+    assert r.witness[0]["code"] == "E_SEQUENCE_GAP" and r.witness[0]["messageId"] == "m6"
+    # the judges that do not need a valid trace still say the validator rejects it
+    assert "E_SEQUENCE_GAP at m6" in J.mutations_core(_folder(tmp_path, t), {}).message
+
+
+def test_the_shipped_example_is_another_story(tmp_path):
+    d = _folder(tmp_path, json.loads(EXAMPLE.read_text()))
+    assert J.valid(d, {}).score == 1.0
+    r = J.story(d, {})
+    assert r.score == 0 and "manager" in r.message and "author" in r.message
+
+
+def test_the_story_names_the_part_that_is_wrong(tmp_path):
+    t = _solution()
+    t["messages"][6]["causedBy"] = ["m4"]  # reviewer-b's ACK cites the decision
+    r = J.story(_folder(tmp_path, t), {})
+    assert 0 < r.score < 1 and "m7" in r.message and "fence m5" in r.message
+    t = _solution()
+    t["gathers"][0]["rule"] = "QUORUM"
+    r = J.story(_folder(tmp_path, t), {})
+    assert "rule is 'QUORUM'" in r.message
+    t = _solution()
+    t["messages"][0]["payload"] = {"ask": "please review"}
+    assert "D-1" in J.story(_folder(tmp_path, t), {}).message
+
+
+def test_a_valid_trace_without_acknowledgements_is_told_what_the_mutations_need(tmp_path):
+    t = _solution()
+    t["messages"] = [m for m in t["messages"] if m["kind"] != "ACK"]
+    t["terminal"]["requiredAcks"] = []
+    assert validate(t).valid and validate(t).terminal == "COMPLETED"
+    r = J.mutations_core(_folder(tmp_path, t), {})
+    assert r.score < 0.5 and "lacks an ACK after the fence, which 12 mutations need" in r.message
+    assert r.reproduce.startswith("protolab trace diagram")  # protolab trace mutate needs the ACK too
+
+
+def test_a_valid_open_conversation_is_judged_without_a_traceback(tmp_path):
+    t = _solution()
+    del t["terminal"]
+    t["messages"] = t["messages"][:4]
+    d = _folder(tmp_path, t)
+    assert J.valid(d, {}).score == 0.5 and "still open" in J.valid(d, {}).message
+    r = J.mutations_all(d, {})
+    assert r.score < 1 and "terminal" in json.dumps(r.witness)
+
+
+def test_a_blocked_trace_does_not_earn_the_mutations_that_must_block_it(tmp_path):
+    t = _solution()
+    t["messages"] = t["messages"][:-1]  # reviewer-b never acknowledges: BLOCKED already
+    r = J.mutations_core(_folder(tmp_path, t), {})
+    assert r.score < 1 and "drop-required-ack" in r.message and "BLOCKED before the mutation" in r.message
+
+
+def test_the_causal_chain_follows_causedBy_not_times(tmp_path):
+    t = _solution()
+    t["messages"][2]["at"] = "2026-09-01T08:00:00Z"  # a reviewer's clock behind the author's: not judged
+    assert J.causal_chain(_folder(tmp_path, t), {}).score == 1.0
+    t = _solution()
+    t["messages"][3]["causedBy"] = ["m2"]  # the decision forgets reviewer-b's verdict
+    r = J.causal_chain(_folder(tmp_path, t), {})
+    assert r.score < 1 and "reviewer-b's contribution m3" in r.message
+
+
+def test_random_damage_never_raises(tmp_path):
+    rng = random.Random(6)
+    values = [None, True, 0, -1, 1.5, "", "m1", "author", [], ["m1", "m1"], {}, {"a": 1}, [None], [[]]]
+    d = tmp_path / "sub"
+    d.mkdir()
+
+    def paths(v, p=()):
+        yield p
+        if isinstance(v, dict):
+            for k, x in v.items():
+                yield from paths(x, p + (k,))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                yield from paths(x, p + (i,))
+
+    for _ in range(60):
+        t = _solution()
+        for _ in range(rng.randint(1, 3)):
+            p = rng.choice([q for q in paths(t) if q])
+            cur = t
+            for k in p[:-1]:
+                cur = cur[k]
+            if rng.random() < 0.3:
+                del cur[p[-1]]
+            else:
+                cur[p[-1]] = copy.deepcopy(rng.choice(values))
+        (d / "trace.json").write_text(json.dumps(t))
+        for judge in JUDGES:
+            r = judge(d, {})
+            assert 0.0 <= r.score <= 1.0 and r.message
+
+
+def test_a_huge_value_is_cut_short_in_the_message(tmp_path):
+    t = _solution()
+    t["gathers"][0]["opener"] = "x" * 100000
+    t["terminal"]["fence"] = "y" * 100000
+    d = _folder(tmp_path, t)
+    for judge in JUDGES:
+        r = judge(d, {})
+        assert r.score < 1 and len(r.message) < 2000, (judge.__name__, len(r.message))
