@@ -453,3 +453,77 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):
     assert e.value.code == 130
     err = capsys.readouterr().err
     assert err.startswith("error: E_ABORTED: ") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------- machine files, refused
+
+_OK_RULE = {"from": "pending", "to": "ready", "roles": ["manager"], "reason": "assigned"}
+
+
+def _bad(rule2=None, **top):
+    data = {"version": "t-1", "rule": [dict(_OK_RULE)] + ([rule2] if rule2 is not None else [])}
+    data.update(top)
+    return data
+
+
+@pytest.mark.parametrize("data, code, words", [
+    ([], "E_MACHINE", ["my.toml", "expected a table"]),
+    (_bad(extra=1), "E_MACHINE", ["my.toml", "unknown key 'extra'"]),
+    (_bad(version=""), "E_MISSING_FIELD", ["my.toml", "'version'"]),
+    (_bad(version=3), "E_MISSING_FIELD", ["'version'"]),
+    ({"version": "t-1", "rule": []}, "E_MISSING_FIELD", ["my.toml", "[[rule]]"]),
+    ({"version": "t-1"}, "E_MISSING_FIELD", ["[[rule]]"]),
+    (_bad("not a table"), "E_MACHINE", ["my.toml rule 2", "expected a table"]),
+    (_bad(dict(_OK_RULE, who="x")), "E_MACHINE", ["my.toml rule 2", "unknown key 'who'"]),
+    (_bad({k: v for k, v in _OK_RULE.items() if k != "roles"}), "E_MISSING_FIELD", ["my.toml rule 2", "'roles' is missing"]),
+    (_bad(dict(_OK_RULE, to=["ready"])), "E_FIELD_TYPE", ["rule 2", "'to' must be a state name"]),
+    (_bad(dict(_OK_RULE, roles="manager")), "E_FIELD_TYPE", ["rule 2", "'roles'"]),
+    (_bad(dict(_OK_RULE, roles=[])), "E_FIELD_TYPE", ["rule 2", "'roles'"]),
+    (_bad(dict(_OK_RULE, roles=["manager", 3])), "E_FIELD_TYPE", ["rule 2", "'roles'"]),
+    (_bad(dict(_OK_RULE, roles=["boss"])), "E_UNKNOWN_ROLE", ["rule 2", "'boss'"]),
+    (_bad(dict(_OK_RULE, reason=5)), "E_FIELD_TYPE", ["rule 2", "'reason'"]),
+    (_bad(dict(_OK_RULE, **{"from": []})), "E_MACHINE", ["rule 2", "'from' must be"]),
+    (_bad(dict(_OK_RULE, **{"from": {}})), "E_MACHINE", ["rule 2", "'from' must be"]),
+    (_bad(dict(_OK_RULE, **{"from": ["ready", 1]})), "E_FIELD_TYPE", ["rule 2", "'from' holds 1"]),
+    (_bad(dict(_OK_RULE, **{"from": "succeeded"})), "E_TERMINAL_EXIT", ["rule 2", "succeeded is terminal"]),
+    (_bad(dict(_OK_RULE, to="finished")), "E_UNKNOWN_STATE", ["'finished'"]),
+])
+def test_a_bad_machine_file_is_refused_with_its_code_and_where(data, code, words):
+    from sim.errors import ProtolabError
+
+    with pytest.raises(ProtolabError) as e:
+        parse_rulebook(data, source="my.toml")
+    assert e.value.code == code
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_a_machine_file_is_read_and_refused_by_path(tmp_path):
+    from sim.errors import ProtolabError
+    from sim.machine import load_rulebook
+
+    cases = [(tmp_path / "missing.toml", None, "E_FILE_MISSING"),
+             (tmp_path / "latin.toml", b"version = \"caf\xe9\"\n", "E_NOT_UTF8"),
+             (tmp_path / "broken.toml", b"version = \n", "E_TOML"),
+             (tmp_path / "bad.toml", b'version = "v"\n[[rule]]\nfrom = "pending"\nto = "ready"\nroles = ["boss"]\nreason = "r"\n',
+              "E_UNKNOWN_ROLE")]
+    for path, content, code in cases:
+        if content is not None:
+            path.write_bytes(content)
+        with pytest.raises(ProtolabError) as e:
+            load_rulebook(path)
+        assert e.value.code == code and path.name in str(e.value), (code, str(e.value))
+    good = tmp_path / "good.toml"
+    good.write_text('version = "v-9"\n[[rule]]\nfrom = "pending"\nto = "ready"\nroles = ["manager"]\nreason = "r"\n')
+    rb = load_rulebook(good)
+    assert rb.version == "v-9" and all(r.machine_version == "v-9" for r in rb.rules)
+
+
+def test_merged_rules_keep_the_first_reason_and_the_default_machine_is_task_v1():
+    from sim.machine import TaskState, default_rulebook
+
+    rb = _book({"from": "ready", "to": "canceled", "roles": ["manager"], "reason": "first"},
+               {"from": "ready", "to": "canceled", "roles": ["reviewer"], "reason": "second"})
+    assert rb.find(TaskState.READY, TaskState.CANCELED).reason == "first"
+    assert default_rulebook() is default_rulebook() and default_rulebook().version == "task-v1"
+    assert TaskState.parse("needs_review") is TaskState.NEEDS_REVIEW
