@@ -527,3 +527,20 @@ def test_merged_rules_keep_the_first_reason_and_the_default_machine_is_task_v1()
     assert rb.find(TaskState.READY, TaskState.CANCELED).reason == "first"
     assert default_rulebook() is default_rulebook() and default_rulebook().version == "task-v1"
     assert TaskState.parse("needs_review") is TaskState.NEEDS_REVIEW
+
+
+def test_a_from_list_naming_the_target_itself_still_yields_its_other_moves():
+    from sim.machine import TaskState
+
+    rb = _book({"from": ["ready", "pending", "retry_wait"], "to": "ready", "roles": ["manager"]})
+    assert rb.find(TaskState.PENDING, TaskState.READY) is not None
+    assert rb.find(TaskState.RETRY_WAIT, TaskState.READY) is not None
+    assert rb.find(TaskState.READY, TaskState.READY) is None
+
+
+def test_an_unnamed_machine_source_is_called_a_machine_file():
+    from sim.errors import ProtolabError
+
+    with pytest.raises(ProtolabError) as e:
+        parse_rulebook({"version": ""})
+    assert str(e.value).startswith("machine file: ")
