@@ -124,6 +124,13 @@ def _intent(env: Envelope, arrival: int, state: str | None = None, version: int 
     )
 
 
+def _replace_env(env: Envelope, **changes) -> Envelope:
+    """``env`` with fields changed as they would arrive (no re-validation: intake must refuse them)."""
+    from dataclasses import replace
+
+    return replace(env, **changes)
+
+
 # Keys and envelopes of one ordinary run of task T-20.
 K_REQUEST = f"{TRACE_ID}:{TASK_ID}:attempt-1"
 K_START = f"{TRACE_ID}:{TASK_ID}:start-1"
@@ -246,6 +253,23 @@ CASES: tuple[Case, ...] = (
         name="task_started with no budget left is refused",
         rule="budget usage comes from the runtime's record: no budget, no new attempt",
         envelope=STARTED, task=_view("ready", 1, budget=0), decision=REJ, code="E_BUDGET_EXHAUSTED",
+    ),
+    Case(
+        name="the last unit of budget still pays for an attempt",
+        rule="budget usage comes from the runtime's record: no budget, no new attempt",
+        envelope=STARTED, task=_view("ready", 1, budget=1), decision=A, to_state=S.RUNNING, lease=1,
+    ),
+    Case(
+        name="a schema version this runtime does not speak is refused before anything is read",
+        rule="a message in an unknown schema_version is refused, never guessed at",
+        envelope=_replace_env(REQUEST, schema_version="9"), task=None, decision=REJ, code="E_SCHEMA_VERSION",
+    ),
+    Case(
+        name="a fence naming a task instead of its conversation is refused",
+        rule="a terminal fence closes the whole conversation: its task_id is its trace_id",
+        envelope=_env("fence", {"to": ["researcher"], "terminal": "COMPLETED"}, sender="manager", recipient="researcher",
+                      key="fence-1", mid="M-150"),
+        task=RUNNING, decision=REJ, code="E_FENCE_SCOPE",
     ),
     Case(
         name="task_started on a task that is already running is an illegal move",
@@ -629,6 +653,8 @@ def _compare(v: Verdict, case: Case, rules: RuleBook) -> list[str]:
         )
     if case.code is not None and v.code != case.code:
         fails.append(f"code: expected {case.code}, got {v.code}")
+    if not isinstance(v.reason, str) or not v.reason.strip():
+        fails.append(f"the verdict gives no reason ({v.reason!r}): every decision must say why, in words")
 
     move = v.move
     if case.to_state is None:
