@@ -9,3 +9,17 @@ def store():
     s = Store.memory()
     yield s
     s.close()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (CI and the README's test command do)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: runs with --run-slow (as CI and the README's test command do)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

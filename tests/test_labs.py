@@ -311,6 +311,7 @@ async def _press_path(app, pilot, actions) -> None:
         await pilot.pause()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.dirname)
 async def test_the_reference_path_played_with_keys_in_the_tui_ticks_every_checkpoint(lab):
     from sim.tui.app import ProtolabApp

@@ -45,6 +45,7 @@ def _fresh_copy(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("PROTOLAB_README_INNER") == "1", reason="inside the README's own test run")
 def test_the_readme_commands_work_as_written_on_a_fresh_copy(tmp_path):
     demo, tests = readme_commands()[:2]
