@@ -364,3 +364,13 @@ def test_labs_ship_with_the_package_data():
     cfg = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
     assert "labs" in cfg["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert shutil.which  # the installed-kit check lives in the README test
+
+
+def test_every_task_finished_is_not_met_while_the_story_still_has_tasks_to_create(tmp_path):
+    lab = next(lab for lab in LABS if lab.number == 4)
+    live, session, progress, *_ = _played(lab, tmp_path, [{"do": "step", "until": "M-3"}])
+    state = next(s for s in session.states if s.id == "all-done")
+    assert live.store.get_task("T-1").state.value == "succeeded" and live.store.get_task("T-2") is None
+    assert not state.met and "not created yet" in session.hint_for(state)
+    live.close()
+    progress.close()

@@ -116,6 +116,7 @@ class Ctx:
     facts: Facts
     progress: ProgressStore
     lab_number: int
+    expected_tasks: int | None = None  # how many tasks the lab's story creates (None: unknown)
     _cache: dict = field(default_factory=dict)
 
     def actions(self, kind: str) -> list[dict]:
@@ -212,6 +213,10 @@ def _all_terminal(ctx: Ctx) -> Seen:
     f = ctx.facts
     if not f.task_states:
         return _unmet("empty")
+    if ctx.expected_tasks is not None and len(f.task_states) < ctx.expected_tasks:
+        # the story has tasks still to create: a run that stopped early is not finished
+        return _unmet("open", task_id=f"{ctx.expected_tasks - len(f.task_states)} task(s) not created yet",
+                      state="to come", open=ctx.expected_tasks - len(f.task_states) + len(f.open_tasks))
     if not f.open_tasks:
         return _met(tasks=len(f.task_states))
     tid = min(f.open_tasks)

@@ -40,6 +40,20 @@ def _fill(template: str, saw: dict) -> str:
         return template
 
 
+def _story_size(scenario: str) -> int | None:
+    """How many tasks the scenario's story creates (None when it cannot be known)."""
+    from ..errors import ProtolabError
+    from ..scenario import load_scenario
+
+    try:
+        sc = load_scenario(scenario)
+    except ProtolabError:
+        return None
+    if sc.stress is not None:
+        return None
+    return len(sc.tasks) or None
+
+
 def check_run_fits(lab: Lab, store: Store) -> None:
     """Refuse a run that is not this lab's (another scenario)."""
     scenario = store.get_meta("scenario")
@@ -57,7 +71,7 @@ class LabSession:
         self.store = store
         self.progress = progress
         self.facts = Facts(store)
-        self.ctx = Ctx(store, self.facts, progress, lab.number)
+        self.ctx = Ctx(store, self.facts, progress, lab.number, expected_tasks=_story_size(lab.scenario))
         # Met checkpoints are written to the progress file (record) and, once there, not re-checked:
         # a checkpoint stays met even after the learner restarts the lab's run.
         self.record = record
