@@ -544,3 +544,27 @@ def test_an_unnamed_machine_source_is_called_a_machine_file():
     with pytest.raises(ProtolabError) as e:
         parse_rulebook({"version": ""})
     assert str(e.value).startswith("machine file: ")
+
+
+# ------------------------------------------------------------------------------------- digests, refused
+
+
+@pytest.mark.parametrize("value, scheme, code, words", [
+    ({"a": [1, {"b": float("nan")}]}, "json-sorted-v1", "E_NAN", ["$.a[1].b", "NaN"]),
+    ({"a": [1, {"b": float("inf")}]}, "jcs-v2", "E_NAN", ["$.a[1].b"]),
+    ({"a": {"b": {1, 2}}}, "json-sorted-v1", "E_DIGEST_DOMAIN", ["$.a.b", "set", "not a JSON value"]),
+    ({"a": {3: "x"}}, "jcs-v2", "E_DIGEST_DOMAIN", ["$.a", "non-string key"]),
+    ({"t": "half \ud800"}, "json-sorted-v1", "E_DIGEST_DOMAIN", ["lone surrogate"]),
+    ({"n": 2**60}, "jcs-v2", "E_DIGEST_DOMAIN", ["2**53", "string"]),
+    ({"t": "half \ud800"}, "jcs-v2", "E_DIGEST_DOMAIN", ["jcs-v2"]),
+    ({"a": 1}, "md5-v0", "E_UNKNOWN_SCHEME", ["'md5-v0'", "json-sorted-v1"]),
+])
+def test_a_value_with_no_canonical_bytes_is_refused_saying_where_and_why(value, scheme, code, words):
+    from sim.digest import digest
+    from sim.errors import DigestError
+
+    with pytest.raises(DigestError) as e:
+        digest(value, scheme)
+    assert e.value.code == code
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
