@@ -1681,6 +1681,164 @@ def lab_verify(
         raise typer.Exit(1)
 
 
+# ---------------------------------------------------------------------------------- grading
+
+
+def _grid_table(report):
+    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which faults."""
+    from rich import box
+    from rich.table import Table
+
+    from .course.grade import SHORT, fault_grid
+
+    names, rows = fault_grid(report)
+    if not rows:
+        return None
+    t = Table(title="faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)",
+              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
+    t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis")
+    for n in names:
+        t.add_column(SHORT.get(n, n.lower()[:5]), justify="center", no_wrap=True, width=5)
+    t.add_column("end", justify="center", no_wrap=True, width=4)
+    scenario = None
+    for r in rows:
+        sc = r.get("scenario") or ""
+        if sc != scenario:
+            scenario = sc
+            t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(names) + 1))
+        label = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
+        cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"] else "·"
+                 for n in names]
+        held = all(r["invariants"].values())
+        end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
+        t.add_row(label, *cells, end)
+    return t
+
+
+def _explain(report, con) -> None:
+    _render_report(report, con)
+    if report.problem:
+        return
+    grid = _grid_table(report)
+    if grid is not None:
+        con.print()
+        con.print(grid)
+        from .course.grade import SHORT, fault_grid
+
+        names, _rows = fault_grid(report)
+        con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
+
+
+def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
+    from .course.grade import collect, grade_all, workdir, write_gradebook
+
+    con = _console()
+    with workdir() as tmp:
+        subs = collect(ex, path, Path(tmp))
+        if explain and len(subs) != 1:
+            raise InputError(f"--explain grades one submission; {path} holds {len(subs)} "
+                             f"(give one of them, e.g. {subs[0].source})", code="E_USAGE")
+        if gradescope is not None and gradescope.exists() and not gradescope.is_dir():
+            raise InputError(f"{gradescope} is a file; --gradescope names a folder", code="E_OUTPUT")
+        with _progress(not as_json) as bar:
+            job = bar.add_task(f"grading exercise {ex.number}", total=len(subs))
+            reports = grade_all(ex, subs, jobs=jobs,
+                                progress=lambda done, total, name: bar.update(job, completed=done,
+                                                                              description=f"graded {name}"))
+        if csv_out is not None:
+            write_gradebook(csv_out, subs, reports)
+        if gradescope is not None:
+            from .course.gradescope import results_json
+
+            for s, r in zip(subs, reports):
+                d = gradescope / s.name
+                d.mkdir(parents=True, exist_ok=True)
+                (d / "results.json").write_text(json.dumps(results_json(r), indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        out = []
+        for s, r in zip(subs, reports):
+            out.append({"student": s.name, **r.to_dict()})
+        _print_json(out)
+        return
+    if explain:
+        _explain(reports[0], con)
+        return
+    rows = []
+    for s, r in zip(subs, reports):
+        marks = "".join("[green]✓[/]" if x.passed else ("[yellow]◐[/]" if x.points > 0 else "[red]✗[/]")
+                        for x in r.results)
+        first = r.problem or next((f"{x.name}: {x.message}" for x in r.results if not x.passed), "")
+        first = first if len(first) <= 90 else first[:89] + "…"
+        rows.append([s.name, f"{r.score:g}", str(r.max_score), marks, first])
+    names = " ".join(x.name for x in reports[0].results) if reports else ""
+    con.print(_table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions, public and hidden tests)",
+                     ["student", "score", "max", "tests", "first problem"], rows,
+                     caption=f"tests in order: {names}. ✓ full marks, ◐ part, ✗ none. "
+                             "--explain on one submission shows what broke, how to reproduce it and the hint."))
+    wrote = [str(x) for x in (csv_out, gradescope) if x is not None]
+    if wrote:
+        typer.echo(f"wrote {', '.join(wrote)}")
+
+
+def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
+    from .course.labgrade import collect_labs, grade_labs, write_lab_gradebook
+    from .labs.catalog import get_lab
+
+    lab = get_lab(which)
+    subs = collect_labs(path)
+    con = _console()
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))
+        results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done))
+    if csv_out is not None:
+        write_lab_gradebook(csv_out, results)
+    if as_json:
+        _print_json(results)
+        return
+    rows = [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
+             f"{r['answered']}/{r['questions']}", r["note"]] for r in results]
+    con.print(_table(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
+                     ["student", "score", "max", "checkpoints", "answers", "note"], rows,
+                     caption="score: one point per checkpoint met and per question answered right, "
+                             "0 when re-delivering the run does not give the submitted state"))
+    if csv_out is not None:
+        typer.echo(f"wrote {csv_out}")
+
+
+@app.command()
+def grade(
+    which: str = typer.Argument(..., help="The exercise (number or slug), or 'lab' followed by the lab's number."),
+    paths: List[Path] = typer.Argument(..., help="The submissions: a folder of one folder or .zip per student, "
+                                                 "or one student's folder or zip. After 'lab': the lab, then the folder."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write a gradebook (CSV): student, score, max, "
+                                                                "one column per test."),
+    gradescope: Optional[Path] = typer.Option(None, "--gradescope",
+                                              help="Write FOLDER/STUDENT/results.json in Gradescope's format."),
+    explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
+                                                          "reproduces it and the hint, and the fault-by-invariant grid."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
+    as_json: bool = JSON_OPT,
+):
+    """(Instructors) grade a class: public and hidden tests, each in its own sandboxed process, a
+    table of scores; --csv, --gradescope and --explain for the rest. 'grade lab 3 FOLDER' grades lab
+    submissions (protolab lab submit), each verified by re-delivering its run."""
+    if which == "lab":
+        if len(paths) != 2:
+            raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")
+        if explain or gradescope is not None:
+            raise InputError("--explain and --gradescope are for exercises; lab grading writes a table, --csv "
+                             "or --json", code="E_USAGE")
+        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json)
+        return
+    from .course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    if len(paths) != 1:
+        raise InputError(f"grade {which} takes one folder of submissions (or one submission), not {len(paths)}",
+                         code="E_USAGE")
+    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app, turning every error into one line and exit 2."""
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from .catalog import Exercise, Test
 from .sandbox import run_test
 
-__all__ = ["TestResult", "Report", "evaluate"]
+__all__ = ["TestResult", "Report", "evaluate", "run_one"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class TestResult:
     witness: object = None
     output: str = ""
     seconds: float = 0.0
+    grid: list | None = None  # the fault-by-invariant rows of the runs this test played
+    visibility: str = ""  # Gradescope's: visible, hidden, after_due_date, after_published
+    signature: dict | None = None  # what broke (the key of the hint table)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -44,6 +47,7 @@ class Report:
     results: list[TestResult] = field(default_factory=list)
     hidden_ran: bool = False
     hidden_points: int | None = None  # points in hidden tests (None: unknown in this install)
+    problem: str | None = None  # why the submission could not be graded at all (every test 0)
 
     @property
     def score(self) -> float:
@@ -70,11 +74,15 @@ class Report:
             "public_only": not self.hidden_ran,
             "hidden_points": self.hidden_points,
             "all_passed": self.all_passed,
+            "problem": self.problem,
             "tests": [r.to_dict() for r in self.results],
         }
 
 
-def _one(test: Test, submission: Path, isolate: bool, shown_dir: str) -> TestResult:
+def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=()) -> TestResult:
+    """One test of one submission, judged in a sandbox (``isolate``), as a :class:`TestResult`."""
+    from .hints import choose_hint
+
     v = run_test(test.judge, submission, test.args, timeout=test.timeout, isolate=isolate)
     score = float(v.get("score", 0.0))
     repro = v.get("reproduce")
@@ -83,14 +91,17 @@ def _one(test: Test, submission: Path, isolate: bool, shown_dir: str) -> TestRes
     ok = score >= 0.999
     return TestResult(
         name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
-        max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir), hint="" if ok else test.hint,
+        max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir),
+        hint="" if ok else choose_hint(list(hints), test, v.get("signature")),
         reproduce=None if ok else repro, witness=None if ok else v.get("witness"),
         output=v.get("output", "") or "", seconds=float(v.get("seconds", 0.0)),
+        grid=v.get("grid"), signature=None if ok else v.get("signature"),
+        visibility=getattr(test, "visibility", "") or "",
     )
 
 
 def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, jobs: int = 2,
-             progress=None, only: list[str] | None = None) -> Report:
+             progress=None, only: list[str] | None = None, shown: str | None = None) -> Report:
     """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones too).
 
     ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
@@ -102,13 +113,16 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     if only:
         tests = [t for t in tests if t.name in only]
     report = Report(ex, sub, hidden_ran=hidden and bool(hidden_tests), hidden_points=ex.hidden_points())
-    shown = str(submission)
+    shown = str(submission) if shown is None else shown
     done = 0
     results: dict[str, TestResult] = {}
     if not isolate:
         jobs = 1  # in-process judging swaps sys.stdout: one test at a time
+    from .hints import load_hints
+
+    hints = load_hints(ex)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_one, t, sub, isolate, shown): t for t in tests}
+        futures = {pool.submit(run_one, t, sub, isolate, shown, hints): t for t in tests}
         from concurrent.futures import as_completed
 
         for fut in as_completed(futures):

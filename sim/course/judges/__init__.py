@@ -5,7 +5,10 @@ A test in ``exercise.toml`` names its judge as ``MODULE.FUNCTION`` (``design.fau
 with the folder holding the student's files (a private copy) and the test's ``args``, and returns
 a :class:`Judged`: the fraction of the test's points earned, a message a student can act on,
 and where it helps, the command that reproduces a failure (``{dir}`` stands for the student's
-folder) and the rows that witness it.
+folder) and the rows that witness it. A judge that plays runs under faults also returns its
+``grid`` (one row per run: which invariants held) and the failure's ``signature`` (which invariant
+broke under which faults, or which contract case failed), from which the grader picks a hint
+(:mod:`sim.course.hints`).
 
 Judges run inside the sandbox's child process (:mod:`sim.course.sandbox`): whatever the student's
 code does (raise, loop, print, return the wrong type) ends the test, not the grader.
@@ -19,7 +22,7 @@ from typing import Callable
 
 from ...errors import InputError
 
-__all__ = ["Judged", "passed", "failed", "partial", "resolve"]
+__all__ = ["Judged", "passed", "failed", "partial", "resolve", "grid_row", "signature_of"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Judged:
     message: str
     reproduce: str | None = None
     witness: dict | list | None = None
+    grid: list | None = None  # [{"run", "scenario", "faults", "invariants": {NAME: bool}, "ok"}]
+    signature: dict | None = None  # {"invariant", "faults", "scenario", "case", "problem"}: what broke
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,3 +61,28 @@ def resolve(name: str) -> Callable:
     except (ImportError, AttributeError) as e:
         raise InputError(f"no judge {name!r} ({e})", code="E_EXERCISE_FILE") from e
     return fn
+
+
+def grid_row(scenario: str, faults, results, ok: bool, *, label: str | None = None) -> dict:
+    """One run of a fault matrix as a row of the submission's fault-by-invariant grid: ``results``
+    are :func:`sim.invariants.check`'s (an empty list when the run never got that far)."""
+    faults = [str(f) for f in faults]
+    return {"run": label or (scenario + (" + " + " + ".join(faults) if faults else "")), "scenario": scenario,
+            "faults": faults, "invariants": {r.name: bool(r.ok) for r in results}, "ok": bool(ok)}
+
+
+def signature_of(scenario: str, faults, witness) -> dict:
+    """The failure's signature from a failing run's witness (``{"invariant": NAME, ...}`` or a
+    wrong ending)."""
+    sig = {"scenario": scenario, "faults": [str(f) for f in faults]}
+    if isinstance(witness, dict):
+        if witness.get("invariant"):
+            sig["invariant"] = witness["invariant"]
+        elif "states" in witness or "expected" in witness:
+            sig["problem"] = "wrong-ending"
+        elif "committed_again" in witness:
+            sig["problem"] = "redelivery-commits"
+            sig["invariant"] = "EFFECT_AT_MOST_ONCE"
+        elif "witness" in witness and isinstance(witness["witness"], dict) and witness["witness"].get("times_committed"):
+            sig["invariant"] = "EFFECT_AT_MOST_ONCE"
+    return sig

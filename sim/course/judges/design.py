@@ -9,7 +9,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from . import Judged, failed, partial, passed
+from . import Judged, failed, grid_row, partial, passed, signature_of
 
 _FILE = "design.py"
 _REPRO = "protolab run {scenario}--design {{dir}}/design.py{faults} --seed {seed} --db ex1.db && protolab check --db ex1.db"
@@ -74,20 +74,29 @@ def _expected(scenario: str, faults: list[str], seed: int) -> tuple[dict[str, st
         store.close()
 
 
-def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0, design=None) -> tuple[bool, str, dict | None]:
+def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0, design=None,
+               rows: list | None = None) -> tuple[bool, str, dict | None]:
     """(ok, what happened, witness) for one run of the student's design (or of ``design``, built
-    from the student's parts by another exercise's judge)."""
+    from the student's parts by another exercise's judge); the run's grid row goes to ``rows``."""
+    ok, msg, witness, results = _judge_run_checked(sub, scenario, faults, seed, design)
+    if rows is not None:
+        rows.append(grid_row(scenario, faults, results, ok))
+    return ok, msg, witness
+
+
+def _judge_run_checked(sub: Path, scenario: str, faults: list[str], seed: int = 0, design=None):
     from ...invariants import check
 
     store = _run(sub, scenario, faults, seed, design)
     try:
         label = f"{scenario}" + (f" with {' + '.join(faults)}" if faults else " (no faults)")
-        broken = [r for r in check(store) if not r.ok]
+        results = check(store)
+        broken = [r for r in results if not r.ok]
         if broken:
             r = broken[0]
             w = r.witnesses[0] if r.witnesses else {}
             more = f" (and {', '.join(b.name for b in broken[1:])})" if len(broken) > 1 else ""
-            return False, f"{label}: {r.name} broke{more}: {_witness_text(w)}", {"invariant": r.name, "witness": w}
+            return False, f"{label}: {r.name} broke{more}: {_witness_text(w)}", {"invariant": r.name, "witness": w}, results
         states = {t["task_id"]: t["state"] for t in store.tasks()}
         want, want_pub = _expected(scenario, faults, seed)
         if states != want:
@@ -99,11 +108,11 @@ def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0, desig
                 d = frozen[0]
                 why = (f"; {d['message_id']} ({d['type']}) was a conflict: its key was already recorded with "
                        "another payload, so two different intents share one key")
-            return False, f"{label}: the run did not finish as it should: {diff}{why}", {"states": states, "expected": want}
+            return False, f"{label}: the run did not finish as it should: {diff}{why}", {"states": states, "expected": want}, results
         publications = [e for e in store.effects() if e["kind"] == "publish"]
         if len(publications) != want_pub:
-            return False, f"{label}: the report was published {len(publications)} times, expected {want_pub}", None
-        return True, f"{label}: every invariant holds, published {len(publications)} time(s)", None
+            return False, f"{label}: the report was published {len(publications)} times, expected {want_pub}", {"problem": "published", "times": len(publications)}, results
+        return True, f"{label}: every invariant holds, published {len(publications)} time(s)", None, results
     finally:
         store.close()
 
@@ -129,10 +138,12 @@ def _judged(fn):
 def loads(sub: Path, args: dict) -> Judged:
     """The design file loads and makes valid envelopes for a whole clean run."""
     _load(sub)
-    ok, msg, witness = _judge_run(sub, "publish-report", [])
+    rows: list = []
+    ok, msg, witness = _judge_run(sub, "publish-report", [], rows=rows)
     if not ok:
-        return failed(msg, reproduce=_repro("publish-report", []), witness=witness)
-    return passed(msg)
+        return failed(msg, reproduce=_repro("publish-report", []), witness=witness, grid=rows,
+                      signature=signature_of("publish-report", [], witness))
+    return passed(msg, grid=rows)
 
 
 @_judged
@@ -142,15 +153,17 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
     _load(sub)
     scenarios = args.get("scenarios", ["publish-report"])
     matrix = [(sc, list(f)) for sc in scenarios for f in args.get("faults", [[]])]
-    good, bad = [], []
+    good, bad, rows = [], [], []
     for sc, faults in matrix:
-        ok, msg, witness = _judge_run(sub, sc, faults, int(args.get("seed", 0)))
+        ok, msg, witness = _judge_run(sub, sc, faults, int(args.get("seed", 0)), rows=rows)
         (good if ok else bad).append((sc, faults, msg, witness))
     if not bad:
-        return passed(f"{len(good)} of {len(matrix)} runs hold every invariant: " + "; ".join(m for *_, m, _w in good))
+        return passed(f"{len(good)} of {len(matrix)} runs hold every invariant: " + "; ".join(m for *_, m, _w in good),
+                      grid=rows)
     sc, faults, msg, witness = bad[0]
     others = f" ({len(bad) - 1} more run(s) failed: {', '.join('+'.join(f) or 'none' for _s, f, *_ in bad[1:])})" if len(bad) > 1 else ""
-    return partial(len(good) / len(matrix), msg + others, reproduce=_repro(sc, faults), witness=witness)
+    return partial(len(good) / len(matrix), msg + others, reproduce=_repro(sc, faults), witness=witness, grid=rows,
+                   signature=signature_of(sc, faults, witness))
 
 
 def _first_result(store, task_id: str) -> dict | None:

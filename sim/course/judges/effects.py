@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from . import Judged, failed, partial, passed
+from . import Judged, failed, partial, passed, signature_of
 
 _FILE = "effects.py"
 
@@ -52,7 +52,17 @@ def _repro(policy: str, faults: list[str]) -> str:
             "&& protolab replay --db ex5.db")
 
 
-def _one_run(rule, policy: str, faults: list[str]) -> tuple[bool, str, dict | None]:
+def _one_run(rule, policy: str, faults: list[str], rows: list | None = None) -> tuple[bool, str, dict | None]:
+    from . import grid_row
+
+    results: list = []
+    ok, msg, w = _one_run_checked(rule, policy, faults, results)
+    if rows is not None:
+        rows.append(grid_row("publish-report", faults, results, ok, label=f"{policy} + " + " + ".join(faults)))
+    return ok, msg, w
+
+
+def _one_run_checked(rule, policy: str, faults: list[str], results: list) -> tuple[bool, str, dict | None]:
     from ...invariants import check
     from ...replay import redeliver
     from ...runner import run_scenario
@@ -63,7 +73,8 @@ def _one_run(rule, policy: str, faults: list[str]) -> tuple[bool, str, dict | No
     try:
         label = f"{policy} intake with {' + '.join(faults)}"
         pubs = [e for e in store.effects() if e["kind"] == "publish"]
-        eff = next(r for r in check(store) if r.name == "EFFECT_AT_MOST_ONCE")
+        results.extend(check(store))
+        eff = next(r for r in results if r.name == "EFFECT_AT_MOST_ONCE")
         if not eff.ok:
             w = eff.witnesses[0]
             return False, (f"{label}: the report was published {w['times_committed']} times, under the keys "
@@ -84,16 +95,18 @@ def _matrix(sub: Path, args: dict) -> Judged:
     rule, host = _rule(sub)
     try:
         runs = [(p, list(f)) for p in args.get("policies", ["naive"]) for f in args["faults"]]
-        bad = []
+        bad, rows = [], []
         for policy, faults in runs:
-            ok, msg, w = _one_run(rule, policy, faults)
+            ok, msg, w = _one_run(rule, policy, faults, rows)
             if not ok:
                 bad.append((policy, faults, msg, w))
         if not bad:
-            return passed(f"all {len(runs)} runs published once and redelivery committed nothing")
+            return passed(f"all {len(runs)} runs published once and redelivery committed nothing", grid=rows)
         policy, faults, msg, w = bad[0]
         more = f" ({len(bad) - 1} more run(s) failed)" if len(bad) > 1 else ""
-        return partial((len(runs) - len(bad)) / len(runs), msg + more, reproduce=_repro(policy, faults), witness=w)
+        sig = {**signature_of("publish-report", faults, w), "policy": policy}
+        return partial((len(runs) - len(bad)) / len(runs), msg + more, reproduce=_repro(policy, faults), witness=w,
+                       grid=rows, signature=sig)
     finally:
         host.close()
 

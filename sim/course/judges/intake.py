@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from . import Judged, failed, partial, passed
+from . import Judged, failed, grid_row, partial, passed, signature_of
 
 _FILE = "decide.py"
 
@@ -44,7 +44,8 @@ def contract(sub: Path, args: dict) -> Judged:
     shown = "; ".join(f"«{c.name}»: {f[0]}" for c, f in bad[:3])
     more = f" (+{len(bad) - 3} more failing cases)" if len(bad) > 3 else ""
     return partial((len(cases) - len(bad)) / len(cases), f"{len(bad)} of {len(cases)} cases fail: {shown}{more}",
-                   witness=[{"case": c.name, "rule": c.rule, "failures": f} for c, f in bad[:10]])
+                   witness=[{"case": c.name, "rule": c.rule, "failures": f} for c, f in bad[:10]],
+                   signature={"case": bad[0][0].name, "rule": bad[0][0].rule, "cases": [c.name for c, _f in bad]})
 
 
 def fault_matrix(sub: Path, args: dict) -> Judged:
@@ -59,13 +60,14 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
     try:
         policy = replace(SAFE, name="safe", decide=fn)
         runs = [(sc, list(f)) for sc in args.get("scenarios", ["publish-report"]) for f in args["faults"]]
-        bad = []
+        bad, rows = [], []
         for sc, faults in runs:
             label = f"{sc} with {' + '.join(faults)}"
             store = run_scenario(load_scenario(sc), policy=policy, faults=faults, strict_faults=False)
             ref = run_scenario(load_scenario(sc), faults=faults)
             try:
-                broken = [r for r in check(store) if not r.ok]
+                results = check(store)
+                broken = [r for r in results if not r.ok]
                 states = {t["task_id"]: t["state"] for t in store.tasks()}
                 want = {t["task_id"]: t["state"] for t in ref.tasks()}
                 if broken:
@@ -78,15 +80,17 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
                     diff = ", ".join(f"{t} {states.get(t, 'never created')} (expected {s})" for t, s in sorted(want.items())
                                      if states.get(t) != s)
                     bad.append((sc, faults, f"{label}: the story did not end as it should: {diff}", {"states": states}))
+                rows.append(grid_row(sc, faults, results, not (bad and bad[-1][0] == sc and bad[-1][1] == faults)))
             finally:
                 store.close()
                 ref.close()
         if not bad:
-            return passed(f"all {len(runs)} runs hold every invariant and end as they should")
+            return passed(f"all {len(runs)} runs hold every invariant and end as they should", grid=rows)
         sc, faults, msg, w = bad[0]
         more = f" ({len(bad) - 1} more run(s) failed)" if len(bad) > 1 else ""
         scn = "" if sc == "publish-report" else f"{sc} "
-        return partial((len(runs) - len(bad)) / len(runs), msg + more, witness=w,
+        return partial((len(runs) - len(bad)) / len(runs), msg + more, witness=w, grid=rows,
+                       signature=signature_of(sc, faults, w),
                        reproduce=f"protolab run {scn}--intake {{dir}}/decide.py{''.join(' --fault ' + f for f in faults)} "
                                  "--db ex3.db && protolab check --db ex3.db")
     finally:

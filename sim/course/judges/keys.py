@@ -394,18 +394,22 @@ def keys_in_the_run(st: _Student, args: dict) -> Judged:
 
     design = _KeysDesign(st)
     runs = [(sc, list(f)) for sc in args.get("scenarios", ["publish-report"]) for f in args["faults"]]
-    bad = []
+    from . import grid_row, signature_of
+
+    bad, rows = [], []
     for sc, faults in runs:
         try:
-            ok, msg, witness = _judge_run(st.host.path.parent, sc, faults, 0, design=design)
+            ok, msg, witness = _judge_run(st.host.path.parent, sc, faults, 0, design=design, rows=rows)
         except DesignError as e:
             ok, msg, witness = False, f"{sc} with {' + '.join(faults)}: {e.message}", None
+            rows.append(grid_row(sc, faults, [], False))
         if not ok:
             bad.append((sc, faults, msg, witness))
     if not bad:
-        return passed(f"all {len(runs)} runs with your keys hold every invariant and end as they should")
+        return passed(f"all {len(runs)} runs with your keys hold every invariant and end as they should", grid=rows)
     sc, faults, msg, witness = bad[0]
     more = f" ({len(bad) - 1} more run(s) failed)" if len(bad) > 1 else ""
-    return partial((len(runs) - len(bad)) / len(runs), msg + more, witness=witness,
+    return partial((len(runs) - len(bad)) / len(runs), msg + more, witness=witness, grid=rows,
+                   signature=signature_of(sc, faults, witness),
                    reproduce="python -c \"import sys; sys.path.insert(0, '{dir}'); import keys; "
                              "print(keys.idempotency_key('R-1', 'T-1', 'researcher', 'start', 2, None))\"")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from . import Judged, failed, partial, passed
+from . import Judged, failed, grid_row, partial, passed, signature_of
 
 _FILE = "machine.toml"
 _WORKERS = frozenset({"researcher", "writer"})
@@ -277,7 +277,15 @@ def _review_all(store, decision: str) -> tuple[str, str] | None:
     return None
 
 
-def _one(sub: Path, scenario: str, faults: list[str], decision: str) -> tuple[str, str, dict] | None:
+def _one(sub: Path, scenario: str, faults: list[str], decision: str, rows: list | None = None) -> tuple[str, str, dict] | None:
+    results: list = []
+    got = _one_checked(sub, scenario, faults, decision, results)
+    if rows is not None:
+        rows.append(grid_row(scenario, faults, results, got is None))
+    return got
+
+
+def _one_checked(sub: Path, scenario: str, faults: list[str], decision: str, results: list) -> tuple[str, str, dict] | None:
     """None when the run with the student's machine holds every invariant, ends as under task-v1
     and (after a conflict) lets a reviewer decide the frozen task; else (message, reproduce, witness)."""
     from ...invariants import check
@@ -288,7 +296,8 @@ def _one(sub: Path, scenario: str, faults: list[str], decision: str) -> tuple[st
     store = _run(sub, scenario, faults)
     ref = run_scenario(load_scenario(scenario), faults=list(faults))
     try:
-        broken = [r for r in check(store) if not r.ok]
+        results.extend(check(store))
+        broken = [r for r in results if not r.ok]
         if broken:
             w = broken[0].witnesses[0] if broken[0].witnesses else {}
             brief = ", ".join(f"{k}={w[k]}" for k in ("task_id", "message_id", "problem") if w.get(k))
@@ -319,17 +328,21 @@ def fault_runs(sub: Path, args: dict) -> Judged:
     if bad:
         return bad
     runs = [(sc, list(f)) for sc in args.get("scenarios", ["publish-report"]) for f in args["faults"]]
-    failures = []
+    failures, rows, first = [], [], None
     for sc, f in runs:
-        got = _one(sub, sc, f, "ready" if sc == "publish-report" else "canceled")
+        got = _one(sub, sc, f, "ready" if sc == "publish-report" else "canceled", rows)
         if got is not None:
             failures.append(got)
+            first = first or (sc, f)
     if not failures:
-        return passed(f"all {len(runs)} runs with your machine hold every invariant and end as they should")
-    msg, repro, _w = failures[0]
+        return passed(f"all {len(runs)} runs with your machine hold every invariant and end as they should", grid=rows)
+    msg, repro, w0 = failures[0]
     more = f" ({len(failures) - 1} more run(s) failed)" if len(failures) > 1 else ""
+    sig = signature_of(first[0], first[1], w0)
+    if "review" in w0:
+        sig["problem"] = "review"
     return partial((len(runs) - len(failures)) / len(runs), msg + more, reproduce=repro,
-                   witness=[w for _m, _r, w in failures])
+                   witness=[w for _m, _r, w in failures], grid=rows, signature=sig)
 
 
 def _send(store, n: int, task_id: str, sender: str, type_: str, payload: dict, evidence=()):

@@ -1,0 +1,268 @@
+"""Grading a class: every submission in a folder, public and hidden tests, each test in its own
+sandbox (:mod:`sim.course.sandbox`), many at once.
+
+A submissions folder holds one folder or ``.zip`` per student (``alice/design.py``,
+``bob.zip``); the student's name is the folder's name or the zip's stem. Files nested in an
+extra folder (a zip of ``lab1/design.py``, a macOS ``__MACOSX`` beside it) are found by name. A
+submission that cannot be graded at all (no such file, a file under another name, a corrupt zip,
+a zip whose paths leave its folder or hold a symlink) still gets a report: every test 0 with the
+reason, so the batch goes on and the gradebook has a row for everyone.
+
+Nothing here runs a student's code: the sandbox does, in child processes.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .catalog import Exercise
+from .evaluate import Report, TestResult, run_one
+
+__all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "ZIP_LIMITS"]
+
+#: What a submitted zip may hold before it is refused (a zip bomb is not a submission).
+ZIP_LIMITS = {"files": 500, "bytes": 8 * 1024 * 1024}
+
+_SKIP = {"__MACOSX", "__pycache__"}
+
+
+@dataclass
+class Submission:
+    name: str  # the student
+    source: Path  # the folder or zip as the instructor gave it
+    folder: Path | None = None  # where the exercise's files are (an extracted copy for a zip)
+    problem: str | None = None  # why it cannot be graded
+    shown: str = "."  # how feedback names the student's folder in commands ({dir})
+
+
+def _visible(p: Path) -> bool:
+    return not p.name.startswith(".") and p.name not in _SKIP
+
+
+def _find_files(ex: Exercise, root: Path) -> tuple[Path | None, str | None]:
+    """The folder under ``root`` holding all of ``ex.files`` (the shallowest), or a reason."""
+    want = list(ex.files)
+    candidates = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        d = Path(dirpath)
+        dirnames[:] = sorted(n for n in dirnames if _visible(Path(n)))
+        depth = len(d.relative_to(root).parts)
+        if depth > 4:
+            dirnames[:] = []
+            continue
+        if all(f in filenames for f in want):
+            candidates.append((depth, str(d), d))
+    if candidates:
+        folder = min(candidates)[2]
+        for f in want:
+            if (folder / f).is_symlink():
+                return None, f"{f} is a symbolic link; submit the file itself"
+            if not (folder / f).is_file():
+                return None, f"{f} is not a regular file"
+        return folder, None
+    found = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                   if p.is_file() and all(_visible(Path(part)) for part in p.relative_to(root).parts))
+    near = [f for f in found if Path(f).name.lower() in {w.lower() for w in want} or Path(f).suffix in
+            {Path(w).suffix for w in want}]
+    what = (f"; it holds {', '.join(found[:6])}" + (" …" if len(found) > 6 else "")) if found else "; it is empty"
+    also = f" (is {near[0]} meant to be {want[0]}? the name must be exact)" if near else ""
+    return None, f"no {' and '.join(want)} in the submission{what}{also}; exercise {ex.number} is judged on {', '.join(want)}"
+
+
+def _unzip(path: Path, dest: Path) -> str | None:
+    """Extract ``path`` into ``dest`` safely; a reason when it cannot be."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+            if len(infos) > ZIP_LIMITS["files"]:
+                return f"the zip holds {len(infos)} entries (the limit is {ZIP_LIMITS['files']})"
+            total = 0
+            for zi in infos:
+                name = zi.filename.replace("\\", "/")
+                parts = [p for p in name.split("/") if p not in ("", ".")]
+                if name.startswith("/") or ".." in parts or (parts and ":" in parts[0]):
+                    return f"the zip holds a path outside its folder ({zi.filename}); nothing was extracted"
+                if stat.S_ISLNK(zi.external_attr >> 16):
+                    return f"the zip holds a symbolic link ({zi.filename}); submit the files themselves"
+                total += zi.file_size
+                if total > ZIP_LIMITS["bytes"]:
+                    return f"the zip unpacks to more than {ZIP_LIMITS['bytes'] // (1024 * 1024)} MB"
+            dest.mkdir(parents=True)
+            for zi in infos:
+                parts = [p for p in zi.filename.replace("\\", "/").split("/") if p not in ("", ".")]
+                if not parts:
+                    continue
+                target = dest.joinpath(*parts)
+                if zi.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(zi) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 64 * 1024)
+    except zipfile.BadZipFile as e:
+        return f"the zip cannot be read ({e})"
+    except (OSError, RuntimeError, ValueError, EOFError, zipfile.LargeZipFile, NotImplementedError) as e:
+        return f"the zip cannot be read ({type(e).__name__}: {e})"
+    return None
+
+
+def _one_submission(ex: Exercise, src: Path, workdir: Path, shown: str) -> Submission:
+    name = src.stem if src.suffix.lower() == ".zip" else src.name
+    sub = Submission(name=name, source=src, shown=shown)
+    if src.is_symlink():
+        sub.problem = f"{src.name} is a symbolic link; submit a folder or a zip"
+        return sub
+    if src.is_file() and src.suffix.lower() == ".zip":
+        dest = workdir / f"{len(list(workdir.iterdir())):04d}-{name}"
+        sub.problem = _unzip(src, dest)
+        if sub.problem is None:
+            sub.folder, sub.problem = _find_files(ex, dest)
+        return sub
+    if src.is_dir():
+        sub.folder, sub.problem = _find_files(ex, src)
+        return sub
+    sub.problem = f"{src.name} is neither a folder nor a .zip"
+    return sub
+
+
+def collect(ex: Exercise, path: Path, workdir: Path) -> list[Submission]:
+    """The submissions at ``path``: the one submission it is (a zip, or a folder holding the
+    exercise's files), or one per folder or zip inside it. Zips are extracted under ``workdir``."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path} does not exist", code="E_FILE_MISSING")
+    if path.is_file():
+        if path.suffix.lower() != ".zip":
+            raise InputError(f"{path} is a file; give a folder of submissions, one submission folder or a .zip",
+                             code="E_NOT_A_SUBMISSION")
+        return [_one_submission(ex, path, workdir, ".")]
+    top = {p.name for p in path.iterdir()}
+    if all(f in top for f in ex.files):  # one student's folder
+        return [_one_submission(ex, path, workdir, str(path))]
+    entries = sorted((p for p in path.iterdir() if _visible(p)), key=lambda p: p.name)
+    subs = [_one_submission(ex, p, workdir, str(p) if p.is_dir() else ".") for p in entries
+            if p.is_dir() or p.suffix.lower() == ".zip" or p.is_symlink()]
+    if not subs:
+        loose = [p.name for p in entries if p.is_file()]
+        hint = (f" (it holds {', '.join(loose[:4])}: put each student's files in a folder or a zip of their own)"
+                if loose else "")
+        raise InputError(f"{path} holds no submissions{hint}", code="E_NO_SUBMISSIONS")
+    seen: dict[str, int] = {}
+    for s in subs:  # alice/ and alice.zip: both graded, under two names
+        seen[s.name] = seen.get(s.name, 0) + 1
+        if seen[s.name] > 1:
+            s.name = f"{s.name}~{seen[s.name]}"
+    return subs
+
+
+def _ungradable(ex: Exercise, sub: Submission, tests) -> Report:
+    rep = Report(ex, sub.source, hidden_ran=any(t.hidden for t in tests), hidden_points=ex.hidden_points())
+    rep.results = [TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points,
+                              passed=False, message=f"not graded: {sub.problem}", hint="", visibility=getattr(t, "visibility", "") or "")
+                   for t in tests]
+    rep.problem = sub.problem
+    return rep
+
+
+def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, hidden: bool = True,
+              progress=None) -> list[Report]:
+    """A :class:`Report` per submission (same order). Every (submission, test) pair is one job in
+    a pool of ``jobs`` (default: every core), each in its own sandbox. ``progress(done, total,
+    name)`` is called as each submission completes."""
+    from .hints import load_hints
+
+    jobs = jobs or os.cpu_count() or 2
+    tests = list(ex.tests) + (list(ex.hidden_tests()) if hidden else [])
+    hints = load_hints(ex)
+    reports: list[Report | None] = [None] * len(subs)
+    pending: dict[int, dict] = {}
+    done = 0
+    for i, s in enumerate(subs):
+        if s.problem is not None:
+            reports[i] = _ungradable(ex, s, tests)
+    graded = [i for i, s in enumerate(subs) if s.problem is None]
+    if progress is not None:
+        for i in range(len(subs)):
+            if reports[i] is not None:
+                done += 1
+                progress(done, len(subs), subs[i].name)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futs = {}
+        for i in graded:  # submission-major order: the first students finish first
+            pending[i] = {}
+            for t in tests:
+                futs[pool.submit(run_one, t, subs[i].folder, True, subs[i].shown, hints)] = (i, t)
+        for fut in as_completed(futs):
+            i, t = futs[fut]
+            pending[i][t.name] = fut.result()
+            if len(pending[i]) == len(tests):
+                rep = Report(ex, subs[i].source, hidden_ran=hidden and any(x.hidden for x in tests),
+                             hidden_points=ex.hidden_points())
+                got = pending.pop(i)
+                rep.results = [got[x.name] for x in tests]
+                reports[i] = rep
+                done += 1
+                if progress is not None:
+                    progress(done, len(subs), subs[i].name)
+    return [r for r in reports if r is not None]
+
+
+def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> None:
+    """A CSV gradebook: student, score, max, one column per test (points), and a note."""
+    tests = [r.name for r in reports[0].results] if reports else []
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["student", "score", "max", *tests, "note"])
+            for s, r in zip(subs, reports):
+                by = {x.name: x.points for x in r.results}
+                w.writerow([s.name, _num(r.score), r.max_score, *[_num(by.get(t, 0)) for t in tests],
+                            r.problem or ""])
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {e.strerror or e}", code="E_OUTPUT") from e
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+#: Short column names of the invariants in the fault-by-invariant grid.
+SHORT = {"NO_STATE_REGRESSION": "regr", "EFFECT_AT_MOST_ONCE": "eff1", "CONFLICT_FROZEN": "froz",
+         "NO_LOST_UPDATE": "lost", "EVIDENCE_RESOLVES": "evid", "ACK_IS_NOT_COMPLETION": "ack",
+         "TRANSITIONS_ALLOWED": "move", "RESEND_DEDUPLICATED": "rsnd"}
+
+
+def fault_grid(report: Report) -> tuple[list[str], list[dict]]:
+    """(invariant names, rows): every run the submission's tests played, once, in test order; each
+    row ``{"run", "tests", "invariants": {NAME: True/False}, "ok"}``."""
+    names: list[str] = []
+    rows: dict[str, dict] = {}
+    for r in report.results:
+        for g in r.grid or ():
+            for n in g.get("invariants", {}):
+                if n not in names:
+                    names.append(n)
+            row = rows.setdefault(g["run"], {"run": g["run"], "scenario": g.get("scenario", ""),
+                                             "faults": g.get("faults", []), "tests": [], "invariants": {}, "ok": True})
+            row["tests"].append(r.name)
+            for n, ok in g.get("invariants", {}).items():
+                row["invariants"][n] = row["invariants"].get(n, True) and bool(ok)
+            row["ok"] = row["ok"] and bool(g.get("ok", True))
+    return names, list(rows.values())
+
+
+def workdir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="protolab-grade-")
