@@ -1459,6 +1459,83 @@ def exercise_hint(
     typer.echo(f"  hint: {first.hint or '(this test has no hint)'}")
 
 
+# ------------------------------------------------------------------------ student kit and autograder
+
+kit_app = typer.Typer(help="(Instructors) the student kit: build it (no solutions, no hidden tests) and verify that "
+                           "every exercise's answers are judged right.", no_args_is_help=True)
+app.add_typer(kit_app, name="kit")
+
+
+@kit_app.command("student")
+def kit_student(dest: Path = typer.Argument(..., help="Where to write the kit: a new or empty folder, or a previous "
+                                                      "kit (replaced).")):
+    """(Instructors) write the kit students get: the sim package, data, labs, exercises (starters and
+    public tests), pyproject.toml and README; never solutions, hidden tests or planted wrong answers.
+    It lands only after two checks: by content (no line of a solution, no hidden test's name or
+    title) and by running each exercise's public tests on its starter with only the kit on the path."""
+    from .course.kit import build_student_kit
+
+    with _progress() as bar:
+        job = bar.add_task("smoke check: public tests on each starter", total=None)
+        res = build_student_kit(dest, progress=lambda done, total, name: bar.update(
+            job, completed=done, total=total, description=f"smoke check: {name}"))
+    typer.echo(f"wrote the student kit to {res.dest}/ ({res.files} files{', replacing the previous kit' if res.replaced else ''})")
+    typer.echo("  content: no line of any solution or planted wrong answer, no hidden test's name or title")
+    typer.echo(f"  smoke check: with only the kit on the path, no hidden tests and no solutions; the public tests of "
+               f"{len(res.exercises)} exercises ran on their starters:")
+    for row in res.exercises:
+        typer.echo(f"    {row['dirname']}: starter {row['score']:g}/{row['max_score']} on {len(row['tests'])} public tests")
+    typer.echo(f"  students: cd {res.dest} && pip install . && protolab exercise list")
+
+
+@kit_app.command("verify")
+def kit_verify(
+    exercise: Optional[List[str]] = typer.Option(None, "--exercise", "-e", help="Only this exercise (number or slug); "
+                                                                                 "repeat for more."),
+    as_json: bool = JSON_OPT,
+):
+    """(Instructors) judge every exercise as real grading does (hidden tests, each test in the
+    sandbox): the model answer must get full marks, the starter and each planted wrong answer less
+    (and fail the tests its expect.toml names). Exit 0 when all hold, 1 otherwise."""
+    from .course.kit import verify_kit
+
+    with _progress(not as_json) as bar:
+        job = bar.add_task("verifying", total=None)
+        rows = verify_kit(only=exercise, progress=lambda done, total, name: bar.update(
+            job, completed=done, total=total, description=f"judged {name}"))
+    bad = [r for r in rows if not r.ok]
+    if as_json:
+        _print_json([r.to_dict() for r in rows])
+    else:
+        table = [[r.exercise, r.submission, "-" if r.score is None else f"{r.score:g}/{r.max_score}", r.want,
+                  "[green]as expected[/]" if r.ok else f"[bold red]WRONG[/] {r.problem}"] for r in rows]
+        _console().print(_table("Kit verify: every exercise's answers, judged with hidden tests in the sandbox",
+                                ["#", "submission", "score", "expected", "result"], table,
+                                caption=f"{len(rows) - len(bad)} of {len(rows)} as expected"))
+        for r in bad:
+            typer.echo(f"FAILED: exercise {r.exercise} {r.submission}: expected {r.want}; {r.problem}")
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command("autograder")
+def autograder_cmd(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    output: Path = typer.Option(..., "-o", "--output", help="The zip to write (a new file, or a previous "
+                                                            "protolab autograder zip, replaced)."),
+):
+    """(Instructors) a Gradescope autograder zip for one exercise: setup.sh, run_autograder and the
+    bundled source with this exercise's hidden tests. Gradescope runs it once per submission."""
+    from .course.autograder import build_autograder
+
+    info = build_autograder(which, output)
+    typer.echo(f"wrote {output}: the Gradescope autograder of exercise {info['exercise']} ({info['title']}), "
+               f"{info['tests']} public + {info['hidden_tests']} hidden tests, {info['bytes'] // 1024} KB")
+    typer.echo("  upload it under Configure Autograder (Ubuntu base image); students submit "
+               "their files, loose, in a folder or zipped")
+    typer.echo("  try it here: unzip it into ROOT/source, put a submission in ROOT/submission, then "
+               "PROTOLAB_AUTOGRADER_ROOT=ROOT PROTOLAB_PYTHON=$(which python) ROOT/source/run_autograder")
+
+
 # ------------------------------------------------------------------------------------------ labs
 
 lab_app = typer.Typer(help="Guided labs played in the TUI, checked live from your own run: list, start, check, "
@@ -1768,13 +1845,21 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         marks = "".join("[green]✓[/]" if x.passed else ("[yellow]◐[/]" if x.points > 0 else "[red]✗[/]")
                         for x in r.results)
         first = r.problem or next((f"{x.name}: {x.message}" for x in r.results if not x.passed), "")
-        first = first if len(first) <= 90 else first[:89] + "…"
         rows.append([s.name, f"{r.score:g}", str(r.max_score), marks, first])
     names = " ".join(x.name for x in reports[0].results) if reports else ""
-    con.print(_table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions, public and hidden tests)",
-                     ["student", "score", "max", "tests", "first problem"], rows,
-                     caption=f"tests in order: {names}. ✓ full marks, ◐ part, ✗ none. "
-                             "--explain on one submission shows what broke, how to reproduce it and the hint."))
+    t = _table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions, public and hidden tests)",
+               ["student", "score", "max", "tests", "first problem"], rows,
+               caption=f"tests in order: {names}. ✓ full marks, ◐ part, ✗ none. "
+                       "--explain on one submission shows what broke, how to reproduce it and the hint.")
+    t.columns[0].overflow, t.columns[0].max_width = "fold", 28
+    ntests = len(reports[0].results) if reports else 0
+    room = max(20, con.width - (min(28, max((len(s.name) for s in subs), default=7)) + 7 + 4 + max(5, ntests) + 16))
+    for cell_row in rows:  # one line per student: the first problem, cut to the room left
+        if len(cell_row[-1]) > room:
+            cell_row[-1] = cell_row[-1][: room - 1] + "…"
+    t = _table(t.title, ["student", "score", "max", "tests", "first problem"], rows, caption=t.caption)
+    t.columns[0].overflow, t.columns[0].max_width = "fold", 28
+    con.print(t)
     wrote = [str(x) for x in (csv_out, gradescope) if x is not None]
     if wrote:
         typer.echo(f"wrote {', '.join(wrote)}")

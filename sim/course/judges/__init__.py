@@ -22,7 +22,7 @@ from typing import Callable
 
 from ...errors import InputError
 
-__all__ = ["Judged", "passed", "failed", "partial", "resolve", "grid_row", "signature_of"]
+__all__ = ["Judged", "passed", "failed", "partial", "resolve", "grid_row", "signature_of", "reference_outcome"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,24 @@ def signature_of(scenario: str, faults, witness) -> dict:
         elif "witness" in witness and isinstance(witness["witness"], dict) and witness["witness"].get("times_committed"):
             sig["invariant"] = "EFFECT_AT_MOST_ONCE"
     return sig
+
+
+_REFERENCE: dict = {}
+
+
+def reference_outcome(scenario: str, faults, seed: int = 0) -> tuple[dict[str, str], int]:
+    """How the reference design's run of ``scenario`` under ``faults`` ends: the task states and
+    the number of publications. Deterministic, so worked out once per process."""
+    key = (scenario, tuple(str(f) for f in faults), int(seed))
+    if key not in _REFERENCE:
+        from ...runner import run_scenario
+        from ...scenario import load_scenario
+
+        store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults))
+        try:
+            _REFERENCE[key] = ({t["task_id"]: t["state"] for t in store.tasks()},
+                               sum(e["kind"] == "publish" for e in store.effects()))
+        finally:
+            store.close()
+    states, pubs = _REFERENCE[key]
+    return dict(states), pubs

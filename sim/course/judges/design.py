@@ -64,14 +64,9 @@ def _witness_text(w: dict) -> str:
 def _expected(scenario: str, faults: list[str], seed: int) -> tuple[dict[str, str], int]:
     """How the reference design's run of the same scenario, seed and faults ends: the task states
     and the number of publications a correct design reaches too."""
-    from ...runner import run_scenario
-    from ...scenario import load_scenario
+    from . import reference_outcome
 
-    store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults))
-    try:
-        return {t["task_id"]: t["state"] for t in store.tasks()}, sum(e["kind"] == "publish" for e in store.effects())
-    finally:
-        store.close()
+    return reference_outcome(scenario, faults, seed)
 
 
 def _judge_run(sub: Path, scenario: str, faults: list[str], seed: int = 0, design=None,

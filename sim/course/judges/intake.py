@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from . import Judged, failed, grid_row, partial, passed, signature_of
+from . import Judged, failed, grid_row, partial, passed, reference_outcome, signature_of
 
 _FILE = "decide.py"
 
@@ -64,12 +64,11 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
         for sc, faults in runs:
             label = f"{sc} with {' + '.join(faults)}"
             store = run_scenario(load_scenario(sc), policy=policy, faults=faults, strict_faults=False)
-            ref = run_scenario(load_scenario(sc), faults=faults)
             try:
                 results = check(store)
                 broken = [r for r in results if not r.ok]
                 states = {t["task_id"]: t["state"] for t in store.tasks()}
-                want = {t["task_id"]: t["state"] for t in ref.tasks()}
+                want = reference_outcome(sc, faults)[0]
                 if broken:
                     r = broken[0]
                     w = r.witnesses[0]
@@ -83,7 +82,6 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
                 rows.append(grid_row(sc, faults, results, not (bad and bad[-1][0] == sc and bad[-1][1] == faults)))
             finally:
                 store.close()
-                ref.close()
         if not bad:
             return passed(f"all {len(runs)} runs hold every invariant and end as they should", grid=rows)
         sc, faults, msg, w = bad[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from . import Judged, failed, grid_row, partial, passed, signature_of
+from . import Judged, failed, grid_row, partial, passed, reference_outcome, signature_of
 
 _FILE = "machine.toml"
 _WORKERS = frozenset({"researcher", "writer"})
@@ -289,12 +289,9 @@ def _one_checked(sub: Path, scenario: str, faults: list[str], decision: str, res
     """None when the run with the student's machine holds every invariant, ends as under task-v1
     and (after a conflict) lets a reviewer decide the frozen task; else (message, reproduce, witness)."""
     from ...invariants import check
-    from ...runner import run_scenario
-    from ...scenario import load_scenario
 
     label = f"{scenario} with {' + '.join(faults) or 'no faults'}"
     store = _run(sub, scenario, faults)
-    ref = run_scenario(load_scenario(scenario), faults=list(faults))
     try:
         results.extend(check(store))
         broken = [r for r in results if not r.ok]
@@ -303,7 +300,7 @@ def _one_checked(sub: Path, scenario: str, faults: list[str], decision: str, res
             brief = ", ".join(f"{k}={w[k]}" for k in ("task_id", "message_id", "problem") if w.get(k))
             return (f"{label}: {broken[0].name} broke ({brief})", _repro(scenario, faults),
                     {"run": label, "invariant": broken[0].name, "witness": w})
-        got, want = _states(store), _states(ref)
+        got, want = _states(store), reference_outcome(scenario, faults)[0]
         if got != want:
             refused = [d for d in store.deliveries() if d["code"] in ("E_TRANSITION_NOT_ALLOWED", "E_ROLE_NOT_ALLOWED")]
             why = f"; intake refused {refused[0]['message_id']} ({refused[0]['type']}): {refused[0]['reason']}" if refused else ""
@@ -317,7 +314,6 @@ def _one_checked(sub: Path, scenario: str, faults: list[str], decision: str, res
         return None
     finally:
         store.close()
-        ref.close()
 
 
 def fault_runs(sub: Path, args: dict) -> Judged:
