@@ -18,9 +18,15 @@ An ``exercise.toml``::
     judge = "design.fault_matrix"  # sim.course.judges.design:fault_matrix
     args = { faults = [["resend"]] }
     hint = "what to look at when it fails"
+    visibility = "visible"         # optional: when Gradescope shows it to students (see below)
 
 Hidden tests live in ``solutions/NN-slug/hidden.toml`` in the same ``[[test]]`` form; every test
 there is hidden. Nothing under ``solutions/`` is ever copied to a student.
+
+Visibility takes Gradescope's values (``hidden``, ``after_due_date``, ``after_published``,
+``visible``): public tests default to ``visible``, hidden ones to ``after_published``. A top-level
+``visibility = { public = "...", hidden = "..." }`` in ``exercise.toml`` changes the defaults (a
+``hidden.toml`` may carry its own); a test's own ``visibility`` wins over both.
 """
 
 from __future__ import annotations
@@ -33,9 +39,14 @@ from pathlib import Path
 from ..errors import InputError, friendly_list
 from ..resources import shipped
 
-__all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "load_tests"]
+__all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "load_tests", "VISIBILITIES",
+           "DEFAULT_VISIBILITY"]
 
 _SLUG = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
+
+#: Gradescope's visibility values, and the default for public and for hidden tests.
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+DEFAULT_VISIBILITY = {"public": "visible", "hidden": "after_published"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class Test:
     args: dict = field(default_factory=dict, compare=False, hash=False)
     hint: str = ""
     hidden: bool = False
+    visibility: str = ""  # Gradescope's (VISIBILITIES); load_tests always sets it, "" means the default for its kind
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ class Exercise:
         sol = solutions_dir(self)
         if sol is None or not (sol / "hidden.toml").is_file():
             return ()
-        return load_tests(sol / "hidden.toml", hidden=True)
+        return load_tests(sol / "hidden.toml", hidden=True, defaults_from=self.folder / "exercise.toml")
 
     def hidden_points(self) -> int | None:
         """Points in hidden tests (``None``: unknown here, this install has no solutions)."""
@@ -92,8 +104,35 @@ def _read_toml(path: Path) -> dict:
         raise InputError(f"{path} cannot be read: {e}", code="E_EXERCISE_FILE") from e
 
 
-def load_tests(path: Path, *, hidden: bool = False) -> tuple[Test, ...]:
+def _visibility(value, where: str) -> str:
+    if not isinstance(value, str) or value not in VISIBILITIES:
+        raise InputError(f"{where}: visibility {value!r} is not one of {friendly_list(VISIBILITIES)}",
+                         code="E_EXERCISE_FILE")
+    return value
+
+
+def _visibility_defaults(data: dict, path: Path, base: dict | None = None) -> dict:
+    """``{"public": ..., "hidden": ...}`` from a file's top-level ``visibility`` table over ``base``."""
+    out = dict(base or DEFAULT_VISIBILITY)
+    table = data.get("visibility", {})
+    if not isinstance(table, dict):
+        raise InputError(f'{path}: the top-level visibility must be a table, e.g. visibility = {{ public = "visible", '
+                         f'hidden = "after_published" }}', code="E_EXERCISE_FILE")
+    unknown = sorted(set(table) - set(DEFAULT_VISIBILITY))
+    if unknown:
+        raise InputError(f"{path}: visibility has unknown key {unknown[0]!r}; expected 'public' or 'hidden'",
+                         code="E_EXERCISE_FILE")
+    for kind, value in table.items():
+        out[kind] = _visibility(value, f"{path}: visibility.{kind}")
+    return out
+
+
+def load_tests(path: Path, *, hidden: bool = False, defaults_from: Path | None = None) -> tuple[Test, ...]:
+    """The ``[[test]]`` tables of ``path``; ``defaults_from`` (a hidden.toml's exercise.toml) supplies
+    the top-level visibility defaults that ``path`` does not set itself."""
     data = _read_toml(path)
+    base = _visibility_defaults(_read_toml(defaults_from), defaults_from) if defaults_from is not None else None
+    default = _visibility_defaults(data, path, base)["hidden" if hidden else "public"]
     out = []
     for i, t in enumerate(data.get("test", [])):
         try:
@@ -101,6 +140,7 @@ def load_tests(path: Path, *, hidden: bool = False) -> tuple[Test, ...]:
                 name=t["name"], title=t.get("title", t["name"]), points=int(t["points"]),
                 timeout=float(t.get("timeout", 30)), judge=t["judge"], args=dict(t.get("args", {})),
                 hint=t.get("hint", ""), hidden=hidden,
+                visibility=_visibility(t["visibility"], f"{path}: test {t['name']!r}") if "visibility" in t else default,
             ))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{path}: test {i + 1} is malformed ({e})", code="E_EXERCISE_FILE") from e
