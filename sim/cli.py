@@ -1195,6 +1195,43 @@ def bench_lab_cmd(
                f"without a lab)  |  ratio {r['start_ratio']}")
 
 
+@bench_app.command("grade")
+def bench_grade_cmd(
+    n: int = typer.Option(200, "-n", help="Generated submissions of exercise 1 (200 takes a few minutes on 2 cores)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
+    as_json: bool = JSON_OPT,
+):
+    """The grader on a generated class (correct, partly wrong and hostile mixed): submissions per minute
+    and peak memory, beside the same class judged in one process with no isolation."""
+    from .course.benchgrade import bench_grade
+
+    if n < 10:
+        raise InputError("-n must be at least 10", code="E_USAGE")
+    if as_json:
+        _print_json(bench_grade(n, jobs))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        tasks = {}
+
+        def step(stage, done, total):
+            if stage not in tasks:
+                tasks[stage] = bar.add_task("grading (isolated)" if stage == "grader" else "the floor (one process)",
+                                            total=total)
+            bar.update(tasks[stage], completed=done)
+
+        r = bench_grade(n, jobs, progress=step)
+    typer.echo(f"grader: {r['submissions']} submissions x {r['tests_each']} tests in {r['seconds']} s = "
+               f"{r['per_minute']} per minute on {r['jobs']} jobs  |  peak memory {r['grader_peak_mb']} MB "
+               f"(largest child {r['largest_child_mb']} MB)")
+    typer.echo(f"floor: {r['floor_submissions']} submissions in {r['floor_seconds']} s = {r['floor_per_minute']} per "
+               f"minute, one process, no isolation ({r['floor_skipped']} hostile ones skipped: they would end it)  |  "
+               f"isolation costs {r['ratio']}x per submission")
+    for line in r["unexpected_scores"]:
+        typer.echo(f"  unexpected: {line}")
+
+
 @bench_app.command("trace")
 def bench_trace(
     n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),

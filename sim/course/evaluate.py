@@ -9,6 +9,7 @@ as a grade.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,11 +80,16 @@ class Report:
         }
 
 
-def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=()) -> TestResult:
-    """One test of one submission, judged in a sandbox (``isolate``), as a :class:`TestResult`."""
+def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(), pool=None) -> TestResult:
+    """One test of one submission as a :class:`TestResult`: by a warm judge process of ``pool``
+    (``submission`` is then the private copy it judges), else in a sandbox of its own (``isolate``)
+    or, for the kit's own reference answers only, in this process."""
     from .hints import choose_hint
 
-    v = run_test(test.judge, submission, test.args, timeout=test.timeout, isolate=isolate)
+    if pool is not None:
+        v = pool.run(test.judge, submission, test.args, timeout=test.timeout)
+    else:
+        v = run_test(test.judge, submission, test.args, timeout=test.timeout, isolate=isolate)
     score = float(v.get("score", 0.0))
     repro = v.get("reproduce")
     if repro:
@@ -118,18 +124,35 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     results: dict[str, TestResult] = {}
     if not isolate:
         jobs = 1  # in-process judging swaps sys.stdout: one test at a time
+    from concurrent.futures import as_completed
+
     from .hints import load_hints
 
     hints = load_hints(ex)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_one, t, sub, isolate, shown, hints): t for t in tests}
-        from concurrent.futures import as_completed
+    with ExitStack() as stack:
+        judges = None
+        target = sub
+        if isolate:
+            from .pool import JudgePool, private_copy
 
-        for fut in as_completed(futures):
-            t = futures[fut]
-            results[t.name] = fut.result()
-            done += 1
-            if progress is not None:
-                progress(done, len(tests), t.name)
+            judges = stack.enter_context(JudgePool(min(jobs, len(tests)) or 1))
+            target, problem = private_copy(sub, stack)
+            if problem is not None:
+                report.results = [_not_judged(t, problem) for t in tests]
+                report.problem = problem
+                return report
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
+            futures = {threads.submit(run_one, t, target, isolate, shown, hints, judges): t for t in tests}
+            for fut in as_completed(futures):
+                t = futures[fut]
+                results[t.name] = fut.result()
+                done += 1
+                if progress is not None:
+                    progress(done, len(tests), t.name)
     report.results = [results[t.name] for t in tests]
     return report
+
+
+def _not_judged(t: Test, problem: str) -> TestResult:
+    return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
+                      message=f"not graded: {problem}", visibility=getattr(t, "visibility", "") or "")

@@ -20,12 +20,14 @@ import stat
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
 from .catalog import Exercise
 from .evaluate import Report, TestResult, run_one
+from .pool import JudgePool, private_copy
 
 __all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "ZIP_LIMITS"]
 
@@ -189,18 +191,27 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     for i, s in enumerate(subs):
         if s.problem is not None:
             reports[i] = _ungradable(ex, s, tests)
-    graded = [i for i, s in enumerate(subs) if s.problem is None]
+    stack = ExitStack()
+    judges = stack.enter_context(JudgePool(jobs))
+    copies: dict[int, Path] = {}
+    for i, s in enumerate(subs):  # each student's files, copied once to a private folder
+        if reports[i] is None:
+            copies[i], problem = private_copy(s.folder, stack)
+            if problem is not None:
+                s.problem = problem
+                reports[i] = _ungradable(ex, s, tests)
+    graded = [i for i, s in enumerate(subs) if reports[i] is None]
     if progress is not None:
         for i in range(len(subs)):
             if reports[i] is not None:
                 done += 1
                 progress(done, len(subs), subs[i].name)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with stack, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futs = {}
         for i in graded:  # submission-major order: the first students finish first
             pending[i] = {}
             for t in tests:
-                futs[pool.submit(run_one, t, subs[i].folder, True, subs[i].shown, hints)] = (i, t)
+                futs[pool.submit(run_one, t, copies[i], True, subs[i].shown, hints, judges)] = (i, t)
         for fut in as_completed(futs):
             i, t = futs[fut]
             pending[i][t.name] = fut.result()

@@ -23,7 +23,7 @@ from pathlib import Path
 from .catalog import DEFAULT_VISIBILITY, Exercise, Test
 from .evaluate import Report, TestResult
 
-__all__ = ["results_json", "ungradable", "validate_results", "schema", "SCHEMA_PATH", "test_output"]
+__all__ = ["results_json", "ungradable", "validate_results", "schema", "SCHEMA_PATH", "feedback"]
 
 SCHEMA_PATH = Path(__file__).with_name("gradescope-results.schema.json")
 
@@ -46,7 +46,7 @@ def _shown(text: str | None, report: Report, shown_dir: str | None) -> str | Non
     return text.replace(str(report.submission), shown_dir)
 
 
-def test_output(r: TestResult, report: Report | None = None, shown_dir: str | None = None) -> str:
+def feedback(r: TestResult, report: Report | None = None, shown_dir: str | None = None) -> str:
     """A test's output for the student: the verdict, and on failure what failed, how to reproduce it
     and the hint; what their code printed last."""
     msg = _shown(r.message, report, shown_dir) if report is not None else r.message
@@ -104,7 +104,7 @@ def results_json(report: Report, *, execution_time: float | None = None, shown_d
             "score": float(r.points),
             "max_score": float(r.max_points),
             "status": "passed" if r.passed else "failed",
-            "output": test_output(r, report, shown_dir),
+            "output": feedback(r, report, shown_dir),
             "output_format": "text",
             "tags": [ex.slug, "hidden" if r.hidden else "public"],
             "visibility": _visibility(r, by_name),

@@ -25,10 +25,12 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -36,6 +38,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import InputError, ProtolabError
 from .catalog import Exercise, load_tests
+from .hints import KEYS as HINT_KEYS
 
 __all__ = ["KIT_MARKER", "project_root", "exercises_at", "build_student_kit", "check_kit_content", "smoke_check",
            "verify_kit", "KitResult", "VerifyRow", "copy_project"]
@@ -168,31 +171,54 @@ class _Secrets:
     empty: list[str] = field(default_factory=list)  # solution files with no distinctive line (not checkable)
 
 
+_CONDITION = re.compile(r"^(%s)\s*=" % "|".join(HINT_KEYS))
+
+
+def _starter_lines(ex_dir: Path) -> tuple[list[str], set[str]]:
+    """The files a student starts from (``files`` in exercise.toml, not the whole folder) and their lines."""
+    try:
+        names = tomllib.loads((ex_dir / "exercise.toml").read_text(encoding="utf-8")).get("files", [])
+    except (OSError, tomllib.TOMLDecodeError):
+        names = []
+    lines: set[str] = set()
+    for name in names:
+        lines |= _long_lines(_text(ex_dir / name) or "")
+    return names, lines
+
+
 def _secrets(root: Path) -> _Secrets:
     """What must never reach a student, read from ``root/solutions``."""
     sec = _Secrets()
-    public = set()  # the engine and its data ship in the kit anyway (exercise 3's answer is derived from sim/intake.py)
-    for name in ("data", "labs"):
-        for p in _files(root / name):
-            public |= _long_lines(_text(p) or "")
-    for p in _files(root / "sim"):
-        if "course" not in p.relative_to(root / "sim").parts[:1]:
-            public |= _long_lines(_text(p) or "")
+    sols = sorted(p for p in (root / "solutions").iterdir() if p.is_dir()) if (root / "solutions").is_dir() else []
+    starters = {sol.name: _starter_lines(root / "exercises" / sol.name) for sol in sols}
+    # The engine and its data ship in the kit anyway, and some answers share its lines (exercise 3's is
+    # derived from sim/intake.py): those lines are not the answer's own. A file that holds nearly all of
+    # a model answer's own lines is a copy of it, though, and whitelists nothing.
+    engine = {p: _long_lines(_text(p) or "") for name in ("sim", "data", "labs") for p in _files(root / name)
+              if not (name == "sim" and p.relative_to(root / "sim").parts[0] == "course")}
+    for sol in sols:
+        names, starter = starters[sol.name]
+        for name in names:
+            own = _long_lines(_text(sol / name) or "") - starter
+            if len(own) >= 3:
+                for p in [p for p, lines in engine.items() if len(own & lines) >= 0.9 * len(own)]:
+                    del engine[p]
+    public = set().union(*engine.values()) if engine else set()
     public_tests = set()
     for ex_dir in sorted((root / "exercises").iterdir()):
         if (ex_dir / "exercise.toml").is_file():
             for t in tomllib.loads((ex_dir / "exercise.toml").read_text(encoding="utf-8")).get("test", []):
                 public_tests |= {str(t.get("name", "")), _norm(str(t.get("title", "")))}
-    for sol in sorted(p for p in (root / "solutions").iterdir() if p.is_dir()):
-        starter = set()
-        for p in _files(root / "exercises" / sol.name):
-            starter |= _long_lines(_text(p) or "")
+    for sol in sols:
+        starter = starters[sol.name][1]
         for p in _files(sol):
             text = _text(p)
             if text is None:
                 continue
             mine = _long_lines(text) - starter - public
-            if not mine and p.name not in ("expect.toml",):
+            if p.name == "hints.toml":  # a hint rule's conditions are public vocabulary; its text is not
+                mine = {line for line in mine if not _CONDITION.match(line)}
+            if not mine and p.name != "expect.toml":
                 sec.empty.append(str(p.relative_to(root)))
             for line in mine:
                 sec.lines.setdefault(line, str(p.relative_to(root)))
@@ -316,17 +342,26 @@ def smoke_check(kit: Path, *, checkout: Path | None = None, progress=None, timeo
         out = Path(tmp) / "smoke.json"
         proc = subprocess.Popen([sys.executable, "-c", _SMOKE, str(kit), str(checkout), str(out)], cwd=kit, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        tail = []
+        tail: list[str] = []
+        fired = threading.Event()
+
+        def kill() -> None:  # a child that hangs is killed, and said so
+            fired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, kill)
+        watchdog.start()
         try:
             for line in proc.stderr:
-                if line.startswith("smoke ") and progress is not None:
-                    done = int(line.split()[1].split("/")[0])
-                    progress(done, total, line.split()[2])
-                elif not line.startswith("smoke "):
+                if line.startswith("smoke "):
+                    if progress is not None:
+                        progress(int(line.split()[1].split("/")[0]), total, line.split()[2])
+                else:
                     tail = (tail + [line.rstrip()])[-5:]
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        if fired.is_set():
             return [f"the kit's smoke check did not finish within {timeout:g} s"], []
         if proc.returncode != 0 or not out.is_file():
             last = next((t for t in reversed(tail) if t.strip()), "")

@@ -4,8 +4,18 @@ A judge must not share a process with the code it judges: a design that patched
 ``sim.invariants.check`` at import time would otherwise grade itself. :class:`RemoteModule`
 starts a host process (``python -I``) that imports the student's file and answers calls over a
 pipe, one JSON line each way; the judge, the simulator and the invariants stay in the judge's
-own process, which never imports the student's file. The host inherits the sandbox's limits and
-process group, so the test's timeout ends it too.
+own process, which never imports the student's file. The host inherits the sandbox's limits,
+user and process group, so the test's timeout ends it too.
+
+Before it imports the student's file the host walls itself in (:mod:`sim.course.guard`): the
+checkout that holds ``sim`` leaves its ``sys.path`` and ``argv``, an audit hook refuses files
+outside the submission's folder, processes, signals, sockets and ``ctypes``, and the protocol
+moves to private file descriptors (what the code prints is counted, never mixed with answers).
+
+Some things a student's code does end the test, whatever the judge makes of the failing call:
+a refusal of the guard, ``sys.exit`` or ``os._exit``, running out of memory, an import that
+fails, a value that cannot cross the pipe. The first of them in this process is kept
+(:func:`fatal`) and the sandbox turns the test into a 0 with that reason.
 
 :class:`RemoteDesign` is an envelope design whose three functions run in such a host: the
 simulator calls it exactly as it calls :data:`sim.design.REFERENCE`.
@@ -14,7 +24,6 @@ simulator calls it exactly as it calls :data:`sim.design.REFERENCE`.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +31,35 @@ from .. import digest as _digest
 from ..design import DesignError, Intent
 from ..errors import InputError
 
-__all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode"]
+__all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode", "fatal", "printed",
+           "reset"]
+
+#: The longest answer line a host may send (characters).
+REPLY_LIMIT = 32 * 1024 * 1024
+
+# ---------------------------------------------------------------------------- what ended the test (judge side)
+
+_FATAL: list = []  # the first fatal thing a host did since reset()
+_PRINTED = [0]  # the most characters any host printed since reset()
+#: Called with each host's pid as it starts (the sandbox's child reports them to the grader, which
+#: kills any that outlive the test).
+on_host_started = None
+
+
+def reset() -> None:
+    """Forget what earlier hosts did (the sandbox calls this before each judge)."""
+    _FATAL.clear()
+    _PRINTED[0] = 0
+
+
+def fatal() -> str | None:
+    """The first thing a student's host did since :func:`reset` that ends its test, if any."""
+    return _FATAL[0] if _FATAL else None
+
+
+def printed() -> int:
+    """The most characters a host printed since :func:`reset`."""
+    return _PRINTED[0]
 
 
 class RemoteError(DesignError):
@@ -114,50 +151,113 @@ def decode(v):
 _ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.remote import host_main; host_main(sys.argv[2])"
 
+_SIGNALS = {"SIGKILL": "was killed (out of memory?)", "SIGXCPU": "used up its CPU time",
+            "SIGSEGV": "crashed the interpreter (SIGSEGV; a recursion too deep?)",
+            "SIGXFSZ": "wrote a file larger than the limit"}
+
 
 class RemoteModule:
     """A student's module living in a host process; ``call(name, *args)`` returns JSON values."""
 
     def __init__(self, path: str | Path, what: str = "design"):
+        import subprocess
+
         self.path = Path(path)
         self.what = what
         self.printed = 0  # characters the student's code printed (discarded)
+        self.fatal: str | None = None
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _BOOT, _ROOT, str(self.path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(self.path.parent),
-            text=True, bufsize=1,
+            text=True, encoding="utf-8", bufsize=1,
         )
-        hello = self._read()
+        if on_host_started is not None:
+            on_host_started(self.proc.pid)
+        hello = self._read("while importing it")
         if "error" in hello:
+            self._fatal(hello["error"])
             self.close()
             raise InputError(hello["error"], code=hello.get("code", "E_PLUGIN_IMPORT"))
         self.names: dict = hello["names"]
 
-    def _read(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            code = self.proc.wait()
-            raise DesignError(f"the process running {self.path.name} ended (exit status {code}) before answering",
-                              code="E_DESIGN_RAISED")
-        reply = json.loads(line)
-        self.printed = reply.get("printed", 0)
-        return reply
+    def _fatal(self, message: str) -> None:
+        message = " ".join(str(message).split())[:600]
+        if self.fatal is None:
+            self.fatal = message
+        if not _FATAL:
+            _FATAL.append(message)
+
+    def _ended(self, during: str) -> RemoteError:
+        """The host is gone (or no longer answers): why, as an error that is also fatal."""
+        import signal
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # it closed its end of the pipe but runs on
+            self.proc.kill()
+            self.proc.wait()
+            code = None
+        name = self.path.name
+        if code is None:
+            how = "stopped answering"
+        elif code < 0:
+            sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            how = _SIGNALS.get(sig, f"was stopped by {sig}")
+        else:
+            how = f"ended with exit status {code}" + (" (did it call os._exit?)" if code not in (0, 1) else "")
+        msg = f"the process running {name} {how} {during}"
+        self._fatal(msg)
+        return RemoteError(msg, code="E_DESIGN_RAISED")
+
+    def _read(self, during: str) -> dict:
+        while True:
+            try:
+                line = self.proc.stdout.readline(REPLY_LIMIT)
+            except (ValueError, OSError):  # not UTF-8, or the pipe went away
+                line = None
+            if not line:
+                raise self._ended(during)
+            if not line.endswith("\n"):
+                self._fatal(f"{self.path.name} sent an answer longer than {REPLY_LIMIT // (1024 * 1024)} MB {during}")
+                self.proc.kill()
+                raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict):
+                self._fatal(f"the process running {self.path.name} wrote on the grader's answer pipe {during}")
+                self.proc.kill()
+                raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
+            if "violation" in reply:  # the guard refused something: the test is lost, the answer follows
+                self._fatal(reply["violation"])
+                continue
+            self.printed = reply.get("printed", 0) or 0
+            if self.printed > _PRINTED[0]:
+                _PRINTED[0] = self.printed
+            if reply.get("fatal"):
+                self._fatal(reply.get("error", "the student's code failed"))
+            return reply
 
     def call(self, fn: str, *args):
         """Call the student's ``fn``; engine records go both ways (see :func:`encode`)."""
+        if self.fatal is not None:
+            raise RemoteError(self.fatal, code="E_SANDBOX")
         try:
             self.proc.stdin.write(json.dumps({"fn": fn, "args": encode(list(args))}) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            code = self.proc.wait()
-            raise RemoteError(f"the process running {self.path.name} ended (exit status {code})") from None
-        reply = self._read()
+            raise self._ended(f"before {fn} was called") from None
+        reply = self._read(f"during {fn}")
         if "error" in reply:
             raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""),
                               kinds=reply.get("kinds", ()))
         return decode(reply["value"])
 
     def close(self) -> None:
+        import subprocess
+
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
@@ -168,6 +268,11 @@ class RemoteModule:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
 
 
 class RemoteDesign:
@@ -208,12 +313,40 @@ class RemoteDesign:
 # ---------------------------------------------------------------------------- the host side
 
 
-def host_main(path: str) -> None:
-    """Import the student's file, then answer ``{"fn", "args"}`` lines until stdin closes."""
-    import io
+def _where(e: BaseException | None, sub: str) -> str:
+    """`` at design.py line 7``: the innermost frame of ``e`` in the submission's folder (no file is read)."""
     import traceback
 
-    rpc_out = sys.stdout
+    line, seen = "", 0
+    while e is not None and not line and seen < 5:
+        for frame, lineno in traceback.walk_tb(e.__traceback__):
+            name = frame.f_code.co_filename
+            if name.startswith(sub + "/"):
+                line = f" at {name[len(sub) + 1:]} line {lineno}"
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return line
+
+
+def host_main(path: str) -> None:
+    """Wall this process in, import the student's file, then answer ``{"fn", "args"}`` lines
+    until the judge closes the pipe."""
+    import dataclasses  # noqa: F401 - encode/decode need them; imported before the guard
+    import enum  # noqa: F401
+    import io
+    import os
+
+    from .. import __file__ as sim_init
+    from ..plugins import load_module
+    from . import guard
+
+    # the protocol moves to private descriptors; 0, 1 and 2 become /dev/null
+    rpc_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    out_fd = os.dup(1)
+    rpc_out = os.fdopen(out_fd, "w", encoding="utf-8")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
 
     class Counter(io.TextIOBase):
         """The student's stdout and stderr: counted, never kept, never mixed with the protocol."""
@@ -228,25 +361,45 @@ def host_main(path: str) -> None:
             return len(str(s))
 
     sys.stdout = sys.stderr = Counter()
+    sys.stdin = io.StringIO("")
 
     def send(obj) -> None:
         obj["printed"] = Counter.total
         rpc_out.write(json.dumps(obj) + "\n")
         rpc_out.flush()
 
-    def where(e: BaseException) -> str:
-        line = ""
-        for fs in traceback.extract_tb(e.__traceback__):
-            if Path(fs.filename).resolve() == Path(path).resolve():
-                line = f" at {Path(path).name} line {fs.lineno}"
-        return line
+    file = os.path.realpath(path)
+    sub = os.path.dirname(file)
+    name = os.path.basename(file)
+    _reg()
+    memory = ""
+    try:
+        import resource
 
-    from ..plugins import load_module
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit > 0:
+            memory = f" (the limit is {limit // (1024 * 1024)} MB)"
+        if os.geteuid() != 0:  # no process of its own, at the kernel's level too (root ignores the limit)
+            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - a platform without these limits
+        pass
+    # the checkout leaves the path and argv; bytecode is not written; temporary files go to the folder
+    root = os.path.realpath(_ROOT)
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != root]
+    for key in [k for k in sys.path_importer_cache if isinstance(k, str) and os.path.realpath(k) == root]:
+        del sys.path_importer_cache[key]
+    sys.argv[:] = sys.argv[:1]
+    sys.dont_write_bytecode = True
+    os.environ["TMPDIR"] = sub
+    guard.install(sub, checkout=root, package=os.path.dirname(sim_init), report_fd=out_fd)
 
     try:
-        module = load_module(path, Path(path).stem)
-    except Exception as e:  # InputError: one line already
-        send({"error": getattr(e, "message", str(e)), "code": getattr(e, "code", "E_PLUGIN_IMPORT")})
+        module = load_module(file, os.path.splitext(name)[0])
+    except BaseException as e:  # InputError: one line already (SystemExit and MemoryError included)
+        msg = getattr(e, "message", None) or f"{name} does not import: {type(e).__name__}: {e}"
+        where = _where(e.__context__ or e, sub)
+        send({"error": msg + (where if where and where not in msg else ""), "code": getattr(e, "code", "E_PLUGIN_IMPORT"),
+              "fatal": True})
         return
     names = {}
     for n in dir(module):
@@ -256,30 +409,44 @@ def host_main(path: str) -> None:
         elif isinstance(v, (str, int, float, bool)):
             names[n] = v
     send({"names": names})
-    for line in sys.stdin:
+    for line in rpc_in:
         req = json.loads(line)
         fn = getattr(module, req["fn"], None)
         if not callable(fn):
-            send({"error": f"{Path(path).name} has no function {req['fn']!r}", "code": "E_PLUGIN_INCOMPLETE"})
+            send({"error": f"{name} has no function {req['fn']!r}", "code": "E_PLUGIN_INCOMPLETE"})
             continue
         args = decode(req["args"])
+        reply = None
         try:
             value = fn(*args)
         except SystemExit as e:
-            send({"error": f"{req['fn']} called sys.exit({e.code!r}){where(e)}", "code": "E_DESIGN_RAISED"})
-            continue
+            reply = {"error": f"{req['fn']} called sys.exit({e.code!r}){_where(e, sub)}; it must return, not end the "
+                              "process", "code": "E_DESIGN_RAISED", "fatal": True}
+        except MemoryError as e:
+            reply = {"error": f"{req['fn']} ran out of memory{memory}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
+                     "fatal": True}
         except RecursionError as e:
-            send({"error": f"{req['fn']} recursed without end{where(e)}", "code": "E_DESIGN_RAISED"})
-            continue
+            reply = {"error": f"{req['fn']} recursed without end{_where(e, sub)}", "code": "E_DESIGN_RAISED"}
         except Exception as e:
             msg = " ".join(str(e).split())[:200]
-            send({"error": f"{req['fn']} raised {type(e).__name__}: {msg}{where(e)}", "code": "E_DESIGN_RAISED",
-                  "kind": type(e).__name__, "kinds": [c.__name__ for c in type(e).__mro__]})
-            continue
-        try:
-            send({"value": encode(value)})
-        except (TypeError, ValueError, RecursionError):
-            send({"error": f"{req['fn']} returned a {type(value).__name__}, which is not JSON", "code": "E_DESIGN_OUTPUT"})
+            reply = {"error": f"{req['fn']} raised {type(e).__name__}: {msg}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
+                     "kind": type(e).__name__, "kinds": [c.__name__ for c in type(e).__mro__]}
+        except BaseException as e:  # KeyboardInterrupt and the like, raised by the student's code
+            reply = {"error": f"{req['fn']} raised {type(e).__name__}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
+                     "fatal": True}
+        violation = guard.violation()
+        if violation is not None:  # refused, even if the code caught the PermissionError
+            reply = {"error": violation, "code": "E_SANDBOX", "fatal": True}
+        if reply is None:
+            try:
+                reply = {"value": encode(value)}
+                send(reply)
+                continue
+            except (TypeError, ValueError, RecursionError, MemoryError):
+                reply = {"error": f"{req['fn']} returned a {type(value).__name__}, which cannot be sent to the grader "
+                                  "(return plain data: str, int, float, bool, None, list, dict)",
+                         "code": "E_DESIGN_OUTPUT", "fatal": True}
+        send(reply)
 
 
 def remote_callable(path: str | Path, fn: str, what: str):

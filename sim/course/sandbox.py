@@ -1,16 +1,26 @@
 """Where student code runs when it is judged: a child process with limits.
 
 The parent (:func:`run_test`) copies the student's folder to a private temporary folder, starts
-``python -I`` on :func:`child_main` there with a clean environment and resource limits (address
-space, CPU seconds, size of any file written, no core files), waits for the test's wall-clock
-timeout, and kills the whole process group if it is exceeded. The child calls the judge, which
-imports the student's files; it writes its verdict to a file the parent reads. Whatever happens
-in the child (an exception, an endless loop, a flood of output, ``sys.exit``, a wrong return
-type, running out of memory) comes back as a score of 0 with a one-line reason, never as a
+``python -I`` on :func:`child_main` there with a clean environment, hands it the request (judge,
+folder, the test's arguments, hidden or not) on its stdin and reads the verdict back from its
+stdout: nothing of a test is ever written to disk, and the verdict is not a file the student's
+code could overwrite. The child applies resource limits to itself before anything else (address
+space, CPU seconds, size of any file written, no core files); the parent waits for the test's
+wall-clock timeout and kills the whole process group if it is exceeded, then any host process the
+child reported that is still alive. The child calls the judge; a judge that calls student
+functions starts a host process (:mod:`sim.course.remote`) that imports the student's file behind
+an audit hook (:mod:`sim.course.guard`). Whatever happens there (an exception, an endless loop, a
+flood of output, ``sys.exit`` or ``os._exit``, a wrong return type, running out of memory, a
+refused file, process or socket) comes back as a score of 0 with a one-line reason, never as a
 traceback in the grader.
 
+When the grader runs as root (Gradescope), the child runs as an unprivileged user
+(``$PROTOLAB_SANDBOX_USER``, default ``protolab-sandbox``, made with ``useradd`` if missing) when
+that user exists or can be made and can run this Python; :data:`RUN_AS` says who, and
+:data:`RUN_AS_NOTE` why not.
+
 ``isolate=False`` calls the judge in this process: only for the kit's own tests of its own
-reference solutions, which are not hostile.
+reference solutions, which are not hostile (student functions still run in their own host).
 """
 
 from __future__ import annotations
@@ -23,18 +33,25 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
 from .judges import Judged, failed, resolve
 
-__all__ = ["run_test", "judge_here", "LIMITS"]
+__all__ = ["run_test", "judge_here", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
 
 #: Resource limits of a judged child process.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
 
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the ``sim`` package
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.sandbox import child_main; child_main(sys.argv[2:])"
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.sandbox import child_main; child_main()"
+#: The interpreter judged code runs in.
+PYTHON = sys.executable
+#: ``(name, uid, gid)`` of the user judged code runs as when the grader is root; None: as is.
+RUN_AS: tuple | None = None
+#: Why judged code runs as root although the grader is root ("" when it does not, or not known yet).
+RUN_AS_NOTE = ""
 
 
 class _Capped(io.TextIOBase):
@@ -87,10 +104,25 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def judge_here(judge: str, submission: Path, args: dict) -> Judged:
     """Call ``judge`` on ``submission`` in this process, turning anything the student's code does
-    into a verdict."""
+    into a verdict. Something that ends a test (a refused file or process, ``sys.exit``, running
+    out of memory, ...; see :func:`sim.course.remote.fatal`) makes it a 0 whatever the judge said."""
+    from . import remote
+
+    remote.reset()
+    sub = Path(submission).resolve()
+    verdict = _judge_here(judge, sub, args)
+    why = remote.fatal()
+    if why:
+        return _private_paths(failed(_one_line(why)), sub)
+    if remote.printed() > LIMITS["output_kb"] * 1024 and "printed more than" not in verdict.message:
+        return failed(f"your code printed more than {LIMITS['output_kb']} KB while judged ({remote.printed():,} "
+                      "characters); it should compute, not print")
+    return verdict
+
+
+def _judge_here(judge: str, sub: Path, args: dict) -> Judged:
     from ..errors import ProtolabError
 
-    sub = Path(submission).resolve()
     fn = resolve(judge)
     out = _Capped(LIMITS["output_kb"] * 1024)
     saved = sys.stdout, sys.stderr, sys.stdin
@@ -136,10 +168,23 @@ def _private_paths(v: Judged, sub: Path) -> Judged:
     return replace(v, message=v.message.replace(str(sub), "{dir}"))
 
 
-def child_main(argv: list[str]) -> None:
-    """The child's entry: ``REQUEST RESULT`` files."""
-    request, result = Path(argv[0]), Path(argv[1])
-    req = json.loads(request.read_text())
+def child_main() -> None:
+    """The child's entry: the request is a JSON document on stdin; the answer goes to stdout as
+    ``pid N START`` lines (host processes it started) and one ``result {...}`` line."""
+    req = json.loads(sys.stdin.buffer.read())
+    _apply_limits(float(req["timeout"]))
+    # stdout is kept for the verdict alone; fd 0 reads nothing, fd 1 writes to the log (stderr)
+    res = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    from . import remote
+
+    def started(pid: int) -> None:
+        os.write(res, f"pid {pid} {_start_time(pid)}\n".encode())
+
+    remote.on_host_started = started
     try:
         verdict = judge_here(req["judge"], Path(req["submission"]), req["args"])
     except BaseException as e:  # pragma: no cover - only a KeyboardInterrupt-like escape
@@ -152,29 +197,114 @@ def child_main(argv: list[str]) -> None:
     except (TypeError, ValueError):
         data["witness"] = None
         text = json.dumps(data, default=str)
-    result.write_text(text)
+    blob = ("result " + text + "\n").encode()
+    while blob:
+        blob = blob[os.write(res, blob):]
     sys.stdout.flush()
-    os._exit(0)  # no atexit handlers the student's code may have registered
+    os._exit(0)  # no atexit handlers
 
 
-def _limits(timeout: float):
-    def apply():  # runs in the child between fork and exec
-        import resource
+def _apply_limits(timeout: float) -> None:
+    """The child's own limits; its host processes inherit them."""
+    import resource
 
-        mb = 1024 * 1024
-        for res, value in (
-            (resource.RLIMIT_AS, LIMITS["memory_mb"] * mb),
-            (resource.RLIMIT_FSIZE, LIMITS["file_mb"] * mb),
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_CPU, int(timeout) + 2),
-        ):
-            try:
-                resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):  # pragma: no cover - a platform without that limit
-                pass
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+    mb = 1024 * 1024
+    for res, value in (
+        (resource.RLIMIT_AS, LIMITS["memory_mb"] * mb),
+        (resource.RLIMIT_FSIZE, LIMITS["file_mb"] * mb),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, int(timeout) + 2),
+    ):
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):  # pragma: no cover - a platform without that limit
+            pass
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
 
-    return apply
+
+def _start_time(pid: int) -> str:
+    """When ``pid`` started (field 22 of /proc/PID/stat), to tell it from a later process with its pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "-"
+
+
+def _kill_leftovers(pids: list) -> None:
+    """Kill the host processes a child reported that outlived it (same pid and start time only)."""
+    for pid, start in pids:
+        if start == "-" or _start_time(pid) != start:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# ---------------------------------------------------------------------------- running as another user
+
+_USER_LOCK = threading.Lock()
+_USER_DONE = False
+
+
+def sandbox_user() -> tuple | None:
+    """``(name, uid, gid)`` to run judged code as when this process is root; None to run as is (not
+    root, or no usable user: :data:`RUN_AS_NOTE` says why). Worked out once per process."""
+    global RUN_AS, RUN_AS_NOTE, _USER_DONE
+    if not _USER_DONE:
+        with _USER_LOCK:
+            if not _USER_DONE:
+                RUN_AS, RUN_AS_NOTE = _find_user()
+                _USER_DONE = True
+    return RUN_AS
+
+
+def _find_user() -> tuple:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, ""
+    import pwd
+
+    name = os.environ.get("PROTOLAB_SANDBOX_USER", "protolab-sandbox")
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        try:
+            subprocess.run(["useradd", "--system", "--no-create-home", name], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            return None, f"there is no user {name!r} and useradd could not make one: judged code runs as root"
+    if pw.pw_uid == 0:
+        return None, f"the user {name!r} is root: judged code runs as root"
+    # can that user run this Python and import sim? (not a pyenv under /root, say)
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); import sim.course.remote, sim.course.judges"
+    try:
+        done = subprocess.run([PYTHON, "-I", "-c", probe, _ROOT], cwd="/", env=_env("/"), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+                              user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"the user {name!r} cannot start {PYTHON} ({e}): judged code runs as root"
+    if done.returncode != 0:
+        last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+        return None, f"the user {name!r} cannot run {PYTHON} with sim ({_one_line(last, 160)}): judged code runs as root"
+    return (name, pw.pw_uid, pw.pw_gid), ""
+
+
+def _give(tmpd: Path, uid: int, gid: int) -> None:
+    """Hand the private folder to the sandbox's user."""
+    os.chown(tmpd, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(tmpd):
+        for n in dirnames + filenames:
+            os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
+
+
+def _env(home: str) -> dict:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": home}
 
 
 def _copy_submission(src: Path, dst: Path) -> None:
@@ -208,51 +338,74 @@ def run_test(judge: str, submission: Path, args: dict, *, timeout: float, isolat
         v.update(output=getattr(judge_here, "last_output", ""), flooded=getattr(judge_here, "flooded", False))
         v["seconds"] = round(time.perf_counter() - t0, 3)
         return _flood_note(v)
-    with tempfile.TemporaryDirectory(prefix="protolab-judge-") as tmp:
+    user = sandbox_user()
+    with tempfile.TemporaryDirectory(prefix="protolab-judge-", ignore_cleanup_errors=True) as tmp:
         tmpd = Path(tmp)
         sub = tmpd / "submission"
         try:
             _copy_submission(Path(submission), sub)
+            if user is not None:
+                _give(tmpd, user[1], user[2])
         except OSError as e:
             return {**failed(f"the submission cannot be read: {e}").to_dict(), "seconds": 0.0, "output": ""}
-        request, result, log = tmpd / "request.json", tmpd / "result.json", tmpd / "output.log"
-        request.write_text(json.dumps({"judge": judge, "submission": str(sub), "args": args}))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmpd), "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        with open(log, "wb") as logf:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", _BOOT, _ROOT, str(request), str(result)],
-                cwd=sub, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, preexec_fn=_limits(timeout),
-            )
+        request = json.dumps({"judge": judge, "submission": str(sub), "args": args, "timeout": timeout}).encode()
+        who = {"user": user[1], "group": user[2], "extra_groups": []} if user is not None else {}
+        with tempfile.TemporaryFile() as log:  # never named on disk
+            proc = subprocess.Popen([PYTHON, "-I", "-c", _BOOT, _ROOT], cwd=sub, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, env=_env(str(tmpd)), start_new_session=True,
+                                    **who)
+            out, timed_out = b"", False
             try:
-                proc.wait(timeout=timeout)
+                out, _ = proc.communicate(request, timeout=timeout)
             except subprocess.TimeoutExpired:
+                timed_out = True
                 _kill(proc)
-                return {**failed(f"did not finish within {timeout:g} s: an endless loop, or far too slow "
-                                 "(each test has its own time limit)").to_dict(),
-                        "seconds": round(time.perf_counter() - t0, 3), "output": _tail(log)}
+                try:
+                    out, _ = proc.communicate(timeout=5)
+                except (subprocess.TimeoutExpired, ValueError, OSError):  # pragma: no cover
+                    out = b""
             finally:
                 _kill(proc)
-        seconds = round(time.perf_counter() - t0, 3)
-        if result.is_file():
+            pids, result = _parse(out or b"")
+            _kill_leftovers(pids)
+            seconds = round(time.perf_counter() - t0, 3)
+            if timed_out:
+                return {**failed(f"did not finish within {timeout:g} s: an endless loop, or far too slow "
+                                 "(each test has its own time limit)").to_dict(), "seconds": seconds,
+                        "output": _tail(log)}
+            if result is not None:
+                result["seconds"] = seconds
+                return _flood_note(result)
+            rc = proc.returncode
+            if rc is not None and rc < 0:
+                sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+                why = {"SIGXCPU": f"used more than {int(timeout) + 2} s of CPU",
+                       "SIGKILL": "was killed (out of memory?)",
+                       "SIGSEGV": "crashed the interpreter (SIGSEGV)"}.get(sig, f"was stopped by {sig}")
+            else:
+                why = f"ended with exit status {rc} before giving a verdict"
+            tail = _tail(log)
+            last = tail.strip().splitlines()[-1] if tail.strip() else ""
+            return {**failed(_one_line(f"the judged process {why}" + (f": {last}" if last else ""))).to_dict(),
+                    "seconds": seconds, "output": tail}
+
+
+def _parse(out: bytes) -> tuple:
+    """The child's stdout: the host pids it reported, and its verdict (None if it gave none)."""
+    pids, result = [], None
+    for line in out.splitlines():
+        if line.startswith(b"pid "):
             try:
-                v = json.loads(result.read_text())
-                v["seconds"] = seconds
-                return _flood_note(v)
-            except (ValueError, OSError):
+                _, pid, start = line.split()
+                pids.append((int(pid), start.decode()))
+            except ValueError:
                 pass
-        rc = proc.returncode
-        if rc is not None and rc < 0:
-            sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-            why = {"SIGXCPU": f"used more than {int(timeout) + 2} s of CPU", "SIGKILL": "was killed (out of memory?)",
-                   "SIGSEGV": "crashed the interpreter (SIGSEGV)"}.get(sig, f"was stopped by {sig}")
-        else:
-            why = f"ended with exit status {rc} before giving a verdict"
-        tail = _tail(log)
-        last = tail.strip().splitlines()[-1] if tail.strip() else ""
-        return {**failed(_one_line(f"the judged process {why}" + (f": {last}" if last else ""))).to_dict(),
-                "seconds": seconds, "output": tail}
+        elif line.startswith(b"result "):
+            try:
+                result = json.loads(line[7:])
+            except ValueError:
+                result = None
+    return pids, result if isinstance(result, dict) else None
 
 
 def _flood_note(v: dict) -> dict:
@@ -261,14 +414,14 @@ def _flood_note(v: dict) -> dict:
     return v
 
 
-def _tail(log: Path, n: int = 2000) -> str:
+def _tail(log, n: int = 2000) -> str:
+    """The last ``n`` bytes of the child's log (an open file)."""
     try:
-        with open(log, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - n))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        log.seek(max(0, size - n))
+        return log.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
         return ""
 
 

@@ -504,7 +504,7 @@ def mutations_core(sub: Path, args: dict) -> Judged:
 
 
 def mutations_all(sub: Path, args: dict) -> Judged:
-    """Every mutation of the suite is rejected as expected."""
+    """Each mutation in the args is applied to the trace on its own and must be rejected with its code."""
     return _mutations(sub, None)
 
 

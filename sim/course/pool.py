@@ -1,0 +1,229 @@
+"""Warm judge processes: many tests, many submissions, no process start per test.
+
+A judge is the kit's own code (the simulator, the invariants, the hidden cases); the student's
+code never runs in it. It runs the student's code in *host* processes (:mod:`sim.course.remote`),
+one per test, each ``python -I`` in the submission's private copy, with limits. Starting a fresh
+judge process for every test cost more than the judging itself (importing the simulator, working
+out the reference runs again), so the grader keeps ``jobs`` judge processes alive and hands them
+tests over a pipe, one JSON line each way:
+
+- the request (the judge, the test's arguments, hidden ones included, and the folder) goes over
+  the judge's stdin and is never written to disk;
+- each judge process runs with the sandbox's limits (memory, file size, no core files) in a new
+  session in an empty private folder, with a clean environment; the hosts it starts inherit them;
+- the parent gives each test its wall-clock limit: past it, the judge process and every host it
+  started (one process group) are killed, the test scores 0 with the reason, and a fresh judge
+  process takes the next test;
+- a judge process that dies (killed by the kernel, a bug) costs that test, never the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .judges import failed
+
+__all__ = ["JudgePool", "private_copy"]
+
+_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the ``sim`` package
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
+         "from sim.course.pool import worker_main; worker_main()")
+
+
+def worker_main() -> None:
+    """A judge process: answer ``{"judge", "submission", "args"}`` lines until stdin closes."""
+    from .sandbox import judge_here
+
+    proto_in, proto_out = sys.stdin, sys.stdout
+    # judge_here swaps sys.stdout/err for the judged call; outside it nothing should print, but if
+    # it does, it must not corrupt the protocol
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    for line in proto_in:
+        try:
+            req = json.loads(line)
+            verdict = judge_here(req["judge"], Path(req["submission"]), req["args"])
+            data = verdict.to_dict()
+        except BaseException as e:  # noqa: BLE001 - a judge bug must not end the worker silently
+            data = failed(f"internal: the judge stopped: {type(e).__name__}: {e}").to_dict()
+        data["output"] = (getattr(judge_here, "last_output", "") or "")[-2000:]
+        data["flooded"] = bool(getattr(judge_here, "flooded", False))
+        try:
+            text = json.dumps(data, default=str)
+        except (TypeError, ValueError):
+            data["witness"] = data["grid"] = None
+            text = json.dumps(data, default=str)
+        proto_out.write(text + "\n")
+        proto_out.flush()
+
+
+def _limits() -> None:
+    """Runs in the judge process between fork and exec: the sandbox's limits but CPU time (a judge
+    process lives for many tests; the parent holds each test to its wall-clock limit)."""
+    import resource
+
+    from .sandbox import LIMITS
+
+    mb = 1024 * 1024
+    for res, value in ((resource.RLIMIT_AS, LIMITS["memory_mb"] * mb), (resource.RLIMIT_FSIZE, LIMITS["file_mb"] * mb),
+                       (resource.RLIMIT_CORE, 0)):
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):  # pragma: no cover - a platform without that limit
+            pass
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+
+
+class _Worker:
+    def __init__(self):
+        from . import sandbox
+
+        self.home = tempfile.mkdtemp(prefix="protolab-judge-")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "LANG": "C.UTF-8",
+               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        kw = {}
+        drop = getattr(sandbox, "sandbox_user", None)  # (uid, gid) to run as when the grader is root
+        user = drop(self.home) if callable(drop) else None
+        if user is not None:
+            kw.update(user=user[0], group=user[1], extra_groups=[])
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, _ROOT], cwd=self.home, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+            preexec_fn=_limits, bufsize=0, **kw,
+        )
+        self._buf = b""
+
+    def ask(self, request: dict, timeout: float) -> dict | None:
+        """The verdict, or None when the deadline passed or the process died (then it is killed)."""
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return None
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        import shutil
+
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+class JudgePool:
+    """``jobs`` warm judge processes; :meth:`run` is safe to call from many threads at once."""
+
+    def __init__(self, jobs: int = 2):
+        self.jobs = max(1, jobs)
+        self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _take(self) -> _Worker:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            w = _Worker()
+            with self._lock:
+                self._all.add(w)
+            return w
+
+    def _drop(self, w: _Worker) -> None:
+        w.kill()
+        with self._lock:
+            self._all.discard(w)
+
+    def run(self, judge: str, folder: Path, args: dict, *, timeout: float) -> dict:
+        """Judge the submission copy at ``folder``: a dict like :func:`sim.course.sandbox.run_test`'s."""
+        from .sandbox import _flood_note
+
+        t0 = time.perf_counter()
+        w = self._take()
+        v = w.ask({"judge": judge, "submission": str(folder), "args": args}, timeout)
+        seconds = round(time.perf_counter() - t0, 3)
+        if v is None:
+            code = w.proc.poll()
+            self._drop(w)
+            if code is None or code == -signal.SIGKILL and seconds >= timeout:
+                why = (f"did not finish within {timeout:g} s: an endless loop, or far too slow "
+                       "(each test has its own time limit)")
+            else:
+                why = (f"the judging process ended (exit status {code}) before giving a verdict: your code took "
+                       "it down (out of memory?)")
+            return {**failed(why).to_dict(), "seconds": seconds, "output": ""}
+        if self._closed:
+            w.close()
+        else:
+            self._idle.put(w)
+        v["seconds"] = seconds
+        return _flood_note(v)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+        for w in workers:
+            w.close()
+
+    def __enter__(self) -> "JudgePool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def private_copy(src: Path, stack) -> tuple[Path, str | None]:
+    """A private copy of the submission folder ``src`` (regular files only, no links out, size
+    capped), removed when ``stack`` (an ExitStack) closes: ``(folder, None)`` or ``(None, why)``."""
+    from .sandbox import _copy_submission
+
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="protolab-sub-")))
+    dest = tmp / "submission"
+    try:
+        _copy_submission(Path(src), dest)
+    except OSError as e:
+        return None, f"the submission cannot be read: {e}"
+    os.chmod(tmp, 0o755)
+    return dest, None
