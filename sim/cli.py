@@ -1525,6 +1525,29 @@ def kit_student(dest: Path = typer.Argument(..., help="Where to write the kit: a
     typer.echo(f"  students: cd {res.dest} && pip install . && protolab exercise list")
 
 
+@kit_app.command("classroom")
+def kit_classroom(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    dest: Path = typer.Argument(..., help="A new folder for the class (one folder per submission)."),
+    loops: bool = typer.Option(False, "--loops", help="Add the two endless loops too (each spends whole time limits)."),
+):
+    """(Instructors) a generated class to try the grader on: the model answer, the starter, every
+    planted wrong answer and every hostile kind, each named for what it is."""
+    from .course.catalog import get_exercise
+    from .course.corpus import build_corpus
+
+    ex = get_exercise(which)
+    if dest.exists():
+        raise InputError(f"{dest} already exists; give a new folder", code="E_OUTPUT_EXISTS")
+    entries = build_corpus(ex, dest, slow=loops)
+    want = {"full": "full marks", "less": "less than full marks", "zero": "0, with the reason"}
+    t = _table(f"{len(entries)} submissions of exercise {ex.number} in {dest}", ["submission", "must get", "what it is"],
+               [[e.name, want[e.expect], e.what] for e in entries], caption=f"protolab grade {ex.number} {dest} grades them all")
+    t.columns[0].no_wrap = False
+    t.columns[0].overflow = "fold"
+    _console().print(t)
+
+
 @kit_app.command("verify")
 def kit_verify(
     exercise: Optional[List[str]] = typer.Option(None, "--exercise", "-e", help="Only this exercise (number or slug); "
@@ -1882,19 +1905,20 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         marks = "".join("[green]✓[/]" if x.passed else ("[yellow]◐[/]" if x.points > 0 else "[red]✗[/]")
                         for x in r.results)
         first = r.problem or next((f"{x.name}: {x.message}" for x in r.results if not x.passed), "")
-        rows.append([s.name, f"{r.score:g}", str(r.max_score), marks, first])
+        rows.append([s.name, f"{r.score:g}", marks, first])
     names = " ".join(x.name for x in reports[0].results) if reports else ""
-    t = _table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions, public and hidden tests)",
-               ["student", "score", "max", "tests", "first problem"], rows,
+    top = reports[0].max_score if reports else 0
+    t = _table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions; scores out of {top}, public and hidden tests)",
+               ["student", "score", "tests", "first problem"], rows,
                caption=f"tests in order: {names}. ✓ full marks, ◐ part, ✗ none. "
                        "--explain on one submission shows what broke, how to reproduce it and the hint.")
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
     ntests = len(reports[0].results) if reports else 0
-    room = max(20, con.width - (min(28, max((len(s.name) for s in subs), default=7)) + 7 + 4 + max(5, ntests) + 16))
+    room = max(20, con.width - (min(28, max((len(s.name) for s in subs), default=7)) + 7 + max(5, ntests) + 12))
     for cell_row in rows:  # one line per student: the first problem, cut to the room left
         if len(cell_row[-1]) > room:
             cell_row[-1] = cell_row[-1][: room - 1] + "…"
-    t = _table(t.title, ["student", "score", "max", "tests", "first problem"], rows, caption=t.caption)
+    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
     con.print(t)
     wrote = [str(x) for x in (csv_out, gradescope) if x is not None]

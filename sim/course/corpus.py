@@ -128,13 +128,16 @@ def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool =
             _copy(ex, d, sol)
             (d / main).write_text(_hostile_code(model, where, code), encoding="utf-8")
             out.append(Entry(d.name, "hostile", "zero", f"{main} {what}", slow=is_slow))
-        # a function the judges call is missing (renamed)
+        # the functions the judges call are missing (renamed)
         d = dest / "hostile-missing-function"
         _copy(ex, d, sol)
-        first = next(line for line in model.splitlines() if line.startswith("def "))
-        fname = first[4:first.index("(")]
-        (d / main).write_text(model.replace(f"def {fname}(", f"def {fname}_renamed("), encoding="utf-8")
-        out.append(Entry(d.name, "hostile", "zero", f"{main} has no function {fname}"))
+        import re
+
+        names = re.findall(r"^def ([A-Za-z][A-Za-z0-9_]*)\(", model, re.M)
+        renamed = re.sub(r"^def ([A-Za-z][A-Za-z0-9_]*)\(", r"def \1_renamed(", model, flags=re.M)
+        (d / main).write_text(renamed, encoding="utf-8")
+        out.append(Entry(d.name, "hostile", "zero", f"{main} has none of the functions it must define ({', '.join(names)}: "
+                                                    "each was renamed)"))
     else:
         for kind, (content, what) in HOSTILE_DATA.items():
             d = dest / f"hostile-{kind}"

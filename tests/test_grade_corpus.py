@@ -1,0 +1,102 @@
+"""Every exercise's generated class (the model answer, the starter, every planted wrong answer and
+every hostile kind) graded as an instructor grades it: each gets the score it must get, the batch
+completes, the kit's own files are untouched, nothing of the model answers reaches anything a
+student sees (the Gradescope files, the explanation), and nothing hostile escaped its folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.course.catalog import exercises, solutions_dir
+from sim.course.corpus import build_corpus
+from sim.course.grade import collect, grade_all
+from sim.course.gradescope import results_json, validate_results
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = exercises()
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if "__pycache__" in p.parts or not p.is_file():
+            continue
+        h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def _secret_lines(ex) -> list[str]:
+    """Lines of the model answer that appear nowhere a student can already read (the starter, the
+    exercise's texts, the engine's sources)."""
+    sol = solutions_dir(ex)
+    shipped = [*sorted(ex.folder.rglob("*")), *sorted((ROOT / "sim").rglob("*.py")), *sorted((ROOT / "sim").rglob("*.toml"))]
+    known = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in shipped if p.is_file())
+    out = []
+    for f in ex.files:
+        for line in (sol / f).read_text(encoding="utf-8").splitlines():
+            text = line.strip().lstrip("#").strip()
+            if len(text) > 30 and text not in known:
+                out.append(text)
+    return out
+
+
+def _check_class(ex, tmp_path: Path, *, slow: bool) -> None:
+    classroom = tmp_path / "class"
+    entries = build_corpus(ex, classroom, slow=slow)
+    kinds = {e.name: e for e in entries}
+    before = _digest(ROOT / "solutions"), _digest(ROOT / "exercises"), _digest(ROOT / "sim")
+    marker = Path("/tmp/protolab-hostile-was-here")
+    marker.unlink(missing_ok=True)
+    subs = collect(ex, classroom, tmp_path / "work")
+    reports = grade_all(ex, subs, jobs=2)
+    assert [s.name for s in subs] == sorted(kinds)  # a report for everyone: the batch completed
+    wrong = []
+    for s, r in zip(subs, reports):
+        e = kinds[s.name]
+        ok = {"full": r.score == r.max_score, "less": r.score < r.max_score,
+              "zero": r.score == 0 and all(x.points == 0 for x in r.results)}[e.expect]
+        if not ok:
+            wrong.append((s.name, r.score, [x.message[:120] for x in r.results if x.points > 0][:2]))
+        if e.kind == "hostile":  # 0, each test with a reason a student can read
+            assert all(x.message.strip() for x in r.results), s.name
+    assert not wrong, wrong
+    assert (_digest(ROOT / "solutions"), _digest(ROOT / "exercises"), _digest(ROOT / "sim")) == before
+    assert not marker.exists(), "a submission wrote outside its folder"
+    # what students see: Gradescope's files (valid), with no line of the model answers
+    secret = _secret_lines(ex)
+    for s, r in zip(subs, reports):
+        d = results_json(r)
+        validate_results(d)
+        text = json.dumps(d)
+        leaked = [line for line in secret if json.dumps(line)[1:-1] in text]
+        assert not leaked, (s.name, leaked[:2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_every_generated_submission_gets_the_score_it_must(ex, tmp_path):
+    _check_class(ex, tmp_path, slow=False)
+
+
+@pytest.mark.slow
+def test_endless_loops_score_0_within_their_time_limits(tmp_path):
+    """The two loops (on import, in every call) of exercise 1, with its real time limits."""
+    ex = next(e for e in EXERCISES if e.number == 1)
+    classroom = tmp_path / "class"
+    entries = [e for e in build_corpus(ex, classroom, slow=True) if e.slow]
+    assert {e.name for e in entries} == {"hostile-loop-on-import", "hostile-loop-in-call"}
+    for p in classroom.iterdir():
+        if p.name not in {e.name for e in entries}:
+            import shutil
+
+            shutil.rmtree(p)
+    subs = collect(ex, classroom, tmp_path / "work")
+    reports = grade_all(ex, subs, jobs=2)
+    for s, r in zip(subs, reports):
+        assert r.score == 0, s.name
+        assert all("did not finish within" in x.message or "does not import" in x.message or "time" in x.message
+                   for x in r.results), [x.message for x in r.results]
