@@ -33,7 +33,9 @@ def _secret_lines(ex) -> list[str]:
     """Lines of the model answer that appear nowhere a student can already read (the starter, the
     exercise's texts, the engine's sources)."""
     sol = solutions_dir(ex)
-    shipped = [*sorted(ex.folder.rglob("*")), *sorted((ROOT / "sim").rglob("*.py")), *sorted((ROOT / "sim").rglob("*.toml"))]
+    # feedback quotes the hidden tests' titles and hints on purpose: those are not the answer
+    shipped = [*sorted(ex.folder.rglob("*")), *sorted((ROOT / "sim").rglob("*.py")), *sorted((ROOT / "sim").rglob("*.toml")),
+               sol / "hidden.toml", sol / "hints.toml"]
     known = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in shipped if p.is_file())
     out = []
     for f in ex.files:

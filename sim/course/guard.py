@@ -62,30 +62,43 @@ _NEVER = {
     "sqlite3.enable_load_extension": "load native code (sqlite3.enable_load_extension)",
     "sqlite3.load_extension": "load native code (sqlite3.load_extension)",
 }
-# os functions that raise no audit event but could let the code escape: replaced in the host by
+# os and signal functions that raise no audit event but could let the code escape: replaced in the host by
 # functions that always refuse (the originals are not kept anywhere the code could reach).
 _UNAUDITED = {"setsid": "leave its process group (os.setsid)", "setpgid": "leave its process group (os.setpgid)",
               "setpgrp": "leave its process group (os.setpgrp)", "mkfifo": "make a pipe file (os.mkfifo)",
-              "mknod": "make a device file (os.mknod)", "chroot": "change its root folder (os.chroot)"}
+              "mknod": "make a device file (os.mknod)", "chroot": "change its root folder (os.chroot)",
+              "pidfd_open": "reach another process (os.pidfd_open)",
+              "pidfd_send_signal": "send a signal (signal.pidfd_send_signal)"}
 _REFUSE_EVENT = "protolab.refuse"
 
 
 def _python_roots() -> list[str]:
     import site
     import sys
+    import sysconfig
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     try:
         roots.update(site.getsitepackages())
     except Exception:  # pragma: no cover - a site without it (some embedded builds)
         pass
+    paths = sysconfig.get_paths()
+    roots.update(paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib"))
     return [r for r in roots if r]
 
 
-def install(submission: str, *, checkout: str, package: str, report_fd: int, extra_read=()) -> None:
+def installed_roots() -> set[str]:
+    """The Python installation's folders (prefixes, standard library, site-packages), resolved."""
+    import os
+
+    return {os.path.realpath(r) for r in _python_roots()}
+
+
+def install(submission: str, *, checkout: str | None, package: str, report_fd: int, extra_read=()) -> None:
     """Guard this process: ``submission`` (the student's folder) may be read and written,
-    ``package`` (the ``sim`` folder) and the Python installation read, ``checkout`` (the folder
-    holding ``sim``) never; the first refusal is written to ``report_fd`` as a JSON line."""
+    ``package`` (the ``sim`` folder), the Python installation and ``extra_read`` read, ``checkout``
+    (the folder holding ``sim``, None for an installed sim) never, even inside those; the first
+    refusal is written to ``report_fd`` as a JSON line."""
     import _json
     import posix
     import sys
@@ -93,8 +106,13 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
     lstat, readlink, getcwd, fspath, write = posix.lstat, posix.readlink, posix.getcwd, posix.fspath, posix.write
     quote = _json.encode_basestring_ascii
     getframe = sys._getframe
+    here = getframe(0).f_code.co_filename
     str_, bytes_, int_, isinstance_, len_ = str, bytes, int, isinstance, len
     OSError_, ValueError_, PermissionError_ = OSError, ValueError, PermissionError
+    ModuleNotFoundError_ = ModuleNotFoundError
+    # the tables as this hook's own copies: the module's names can be rebound by the code it guards
+    process, never, write1, read1 = dict(_PROCESS), dict(_NEVER), frozenset(_WRITE_1), frozenset(_READ_1)
+    blocked, refuse_event, first = frozenset(BLOCKED_IMPORTS), _REFUSE_EVENT, _FIRST
     O_WRITE = posix.O_WRONLY | posix.O_RDWR | posix.O_APPEND | posix.O_CREAT | posix.O_TRUNC
     S_IFMT, S_IFLNK, S_IFDIR = 0o170000, 0o120000, 0o040000
 
@@ -133,12 +151,13 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
         return done or "/"
 
     sub = real(submission)
-    rules = [(sub, 2), (real(checkout), 0), (real(package), 1)]
+    rules = [(sub, 2), (real(package), 1)] + ([(real(checkout), 0)] if checkout else [])
     rules += [(real(r), 1) for r in _python_roots()]
     rules += [(real(r), 1) for r in extra_read]
     rules += [(p, 1) for p in ("/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime", "/usr/share/zoneinfo")]
     # the longest prefix decides: the checkout is refused, sim/ inside it (or a venv inside it) is not
-    rules = tuple(sorted({(p.rstrip("/") or "/", lv) for p, lv in rules}, key=lambda r: -len(r[0])))
+    # on a tie the stricter rule comes first (the submission may lie inside what is only readable)
+    rules = tuple(sorted({(p.rstrip("/") or "/", lv) for p, lv in rules}, key=lambda r: (-len(r[0]), r[1])))
     rules = tuple((p, p + "/" if p != "/" else "/", lv) for p, lv in rules)
     cache: dict = {}
     reported: list = []  # private to the hook; _FIRST is what the host reads
@@ -161,15 +180,23 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
             f = f.f_back
         return ""
 
-    def refuse(what: str):
+    def importer_is_student() -> bool:
+        f = getframe(1)  # past this hook's frames and importlib's, who asked for the import?
+        while f is not None and (f.f_code.co_filename == here or f.f_code.co_filename.startswith("<frozen importlib")):
+            f = f.f_back
+        return f is not None and f.f_code.co_filename.startswith(sub + "/")
+
+    def refuse(what: str, error=None):
         msg = f"your code tried to {what}{where()}"
         if not reported:
             reported.append(msg)
-            _FIRST.append(msg)
+            first.append(msg)
             try:
                 write(report_fd, ('{"violation": ' + quote(msg[:1000]) + "}\n").encode())
             except OSError_:
                 pass
+        if error is not None:
+            raise error(msg)
         raise PermissionError_(msg)
 
     def text(path):
@@ -222,22 +249,25 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
         elif event == "import":
             name = args[0]
             top = name.partition(".")[0] if isinstance_(name, str_) else ""
-            if top in BLOCKED_IMPORTS or top.startswith("_test"):
-                if top in ("subprocess", "_posixsubprocess"):
-                    refuse(f"start a process (it imported {name})")
-                refuse(f"import {name}, which the sandbox does not allow")
+            if top in blocked or top.startswith("_test"):
+                # as if it were not installed (a library that tries it, dateutil say, carries on);
+                # the student's own import of it is also a refusal
+                if importer_is_student():
+                    refuse(f"start a process (it imported {name})" if top in ("subprocess", "_posixsubprocess")
+                           else f"import {name}, which the sandbox does not allow", ModuleNotFoundError_)
+                raise ModuleNotFoundError_(f"No module named {name!r} (the sandbox does not allow it)", name=name)
             filename = args[1]
             if filename is not None:  # a compiled extension is about to be loaded: only the installation's
                 p = text(filename)
                 if p is not None and level(real(p)) != 1:
                     refuse(f"load compiled code from {shown(real(p))}")
-        elif event in _PROCESS:
-            refuse(f"start a process ({_PROCESS[event]})")
-        elif event in _WRITE_1:
+        elif event in process:
+            refuse(f"start a process ({process[event]})")
+        elif event in write1:
             if isinstance_(args[0], int_) and event != "os.truncate":
                 refuse(f"change an open file ({event})")
             check(args[0], 2, "change")
-        elif event in _READ_1:
+        elif event in read1:
             if args and args[0] is not None:
                 check(args[0], 1, "list")
         elif event == "os.rename":
@@ -247,8 +277,8 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
             p = text(args[0])
             if p is None or real(p) != sub:
                 refuse("change its working folder" + (f" to {shown(real(p))}" if p is not None else ""))
-        elif event in _NEVER:
-            refuse(_NEVER[event])
+        elif event in never:
+            refuse(never[event])
         elif event.startswith("socket."):
             refuse(f"use the network ({event})")
         elif event.startswith("ctypes."):
@@ -259,14 +289,14 @@ def install(submission: str, *, checkout: str, package: str, report_fd: int, ext
                 if db.startswith("file:"):
                     refuse(f"open a database by URI ({db[:80]})")
                 check(db, 2, "open the database")
-        elif event == _REFUSE_EVENT:
+        elif event == refuse_event:
             refuse(args[0])
 
-    _EVENTS = frozenset({"open", "import", "os.rename", "os.chdir", "sqlite3.connect", _REFUSE_EVENT,
-                         *_PROCESS, *_WRITE_1, *_READ_1, *_NEVER})
+    watched = frozenset({"open", "import", "os.rename", "os.chdir", "sqlite3.connect", refuse_event,
+                         *process, *write1, *read1, *never})
 
     def audit(event: str, args) -> None:
-        if event in _EVENTS or event.startswith("socket.") or event.startswith("ctypes."):
+        if event in watched or event.startswith("socket.") or event.startswith("ctypes."):
             hook(event, args)
 
     _unaudited(sys)
@@ -280,17 +310,20 @@ def _unaudited(sys) -> None:
     import os
     import posix
 
-    audit = sys.audit
+    audit, event = sys.audit, _REFUSE_EVENT
 
     def refusing(what: str):
         def refused(*args, **kw):
-            audit(_REFUSE_EVENT, what)
+            audit(event, what)
             raise PermissionError(f"your code tried to {what}")
 
         return refused
 
+    import _signal
+    import signal
+
     for name, what in _UNAUDITED.items():
-        for mod in (os, posix):
+        for mod in (os, posix, signal, _signal):
             if hasattr(mod, name):
                 setattr(mod, name, refusing(what))
     # every builtin module but the blocked ones is imported now (cheap), then no more can be made

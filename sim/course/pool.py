@@ -226,4 +226,7 @@ def private_copy(src: Path, stack) -> tuple[Path, str | None]:
     except OSError as e:
         return None, f"the submission cannot be read: {e}"
     os.chmod(tmp, 0o755)
+    from .sandbox import sandbox_user
+
+    sandbox_user(tmp)  # when the grader is root: the sandbox's user owns the copy (it may write there)
     return dest, None

@@ -205,7 +205,7 @@ class RemoteModule:
             sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             how = _SIGNALS.get(sig, f"was stopped by {sig}")
         else:
-            how = f"ended with exit status {code}" + (" (did it call os._exit?)" if code not in (0, 1) else "")
+            how = f"ended with exit status {code}" + (" (did it call os._exit?)" if code != 1 else "")
         msg = f"the process running {name} {how} {during}"
         self._fatal(msg)
         return RemoteError(msg, code="E_DESIGN_RAISED")
@@ -384,14 +384,18 @@ def host_main(path: str) -> None:
     except (ImportError, ValueError, OSError):  # pragma: no cover - a platform without these limits
         pass
     # the checkout leaves the path and argv; bytecode is not written; temporary files go to the folder
+    # (an installed sim lives in site-packages, with no checkout around it to hide)
     root = os.path.realpath(_ROOT)
-    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != root]
-    for key in [k for k in sys.path_importer_cache if isinstance(k, str) and os.path.realpath(k) == root]:
-        del sys.path_importer_cache[key]
+    checkout = None if root in guard.installed_roots() else root
+    if checkout is not None:
+        sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != checkout]
+        for key in [k for k in sys.path_importer_cache if isinstance(k, str) and os.path.realpath(k) == checkout]:
+            del sys.path_importer_cache[key]
     sys.argv[:] = sys.argv[:1]
     sys.dont_write_bytecode = True
     os.environ["TMPDIR"] = sub
-    guard.install(sub, checkout=root, package=os.path.dirname(sim_init), report_fd=out_fd)
+    guard.install(sub, checkout=checkout, package=os.path.dirname(sim_init), report_fd=out_fd,
+                  extra_read=[p for p in sys.path if p])  # the installation's paths (.pth files included)
 
     try:
         module = load_module(file, os.path.splitext(name)[0])
@@ -403,7 +407,10 @@ def host_main(path: str) -> None:
         return
     names = {}
     for n in dir(module):
-        v = getattr(module, n)
+        try:
+            v = getattr(module, n)
+        except Exception:  # a module __getattr__ of the student's
+            continue
         if callable(v):
             names[n] = "function"
         elif isinstance(v, (str, int, float, bool)):
@@ -443,8 +450,9 @@ def host_main(path: str) -> None:
                 send(reply)
                 continue
             except (TypeError, ValueError, RecursionError, MemoryError):
-                reply = {"error": f"{req['fn']} returned a {type(value).__name__}, which cannot be sent to the grader "
-                                  "(return plain data: str, int, float, bool, None, list, dict)",
+                kind = type(value).__name__
+                reply = {"error": f"{req['fn']} returned {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, which cannot "
+                                  "be sent to the grader (return plain data: str, int, float, bool, None, list, dict)",
                          "code": "E_DESIGN_OUTPUT", "fatal": True}
         send(reply)
 

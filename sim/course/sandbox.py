@@ -172,6 +172,7 @@ def child_main() -> None:
     """The child's entry: the request is a JSON document on stdin; the answer goes to stdout as
     ``pid N START`` lines (host processes it started) and one ``result {...}`` line."""
     req = json.loads(sys.stdin.buffer.read())
+    LIMITS.update(req.get("limits", {}))  # the grader's limits, whatever this module's defaults
     _apply_limits(float(req["timeout"]))
     # stdout is kept for the verdict alone; fd 0 reads nothing, fd 1 writes to the log (stderr)
     res = os.dup(1)
@@ -248,16 +249,21 @@ _USER_LOCK = threading.Lock()
 _USER_DONE = False
 
 
-def sandbox_user() -> tuple | None:
-    """``(name, uid, gid)`` to run judged code as when this process is root; None to run as is (not
-    root, or no usable user: :data:`RUN_AS_NOTE` says why). Worked out once per process."""
+def sandbox_user(folder: str | Path | None = None) -> tuple[int, int] | None:
+    """``(uid, gid)`` to run judged code as when this process is root, having given it ``folder``
+    (and everything in it); None to run as is (not root, or no usable user: :data:`RUN_AS_NOTE`
+    says why). The user is worked out once per process (:data:`RUN_AS`)."""
     global RUN_AS, RUN_AS_NOTE, _USER_DONE
     if not _USER_DONE:
         with _USER_LOCK:
             if not _USER_DONE:
                 RUN_AS, RUN_AS_NOTE = _find_user()
                 _USER_DONE = True
-    return RUN_AS
+    if RUN_AS is None:
+        return None
+    if folder is not None:
+        _give(Path(folder), RUN_AS[1], RUN_AS[2])
+    return RUN_AS[1], RUN_AS[2]
 
 
 def _find_user() -> tuple:
@@ -338,18 +344,17 @@ def run_test(judge: str, submission: Path, args: dict, *, timeout: float, isolat
         v.update(output=getattr(judge_here, "last_output", ""), flooded=getattr(judge_here, "flooded", False))
         v["seconds"] = round(time.perf_counter() - t0, 3)
         return _flood_note(v)
-    user = sandbox_user()
     with tempfile.TemporaryDirectory(prefix="protolab-judge-", ignore_cleanup_errors=True) as tmp:
         tmpd = Path(tmp)
         sub = tmpd / "submission"
         try:
             _copy_submission(Path(submission), sub)
-            if user is not None:
-                _give(tmpd, user[1], user[2])
+            user = sandbox_user(tmpd)
         except OSError as e:
             return {**failed(f"the submission cannot be read: {e}").to_dict(), "seconds": 0.0, "output": ""}
-        request = json.dumps({"judge": judge, "submission": str(sub), "args": args, "timeout": timeout}).encode()
-        who = {"user": user[1], "group": user[2], "extra_groups": []} if user is not None else {}
+        request = json.dumps({"judge": judge, "submission": str(sub), "args": args, "timeout": timeout,
+                              "limits": LIMITS}).encode()
+        who = {"user": user[0], "group": user[1], "extra_groups": []} if user is not None else {}
         with tempfile.TemporaryFile() as log:  # never named on disk
             proc = subprocess.Popen([PYTHON, "-I", "-c", _BOOT, _ROOT], cwd=sub, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, env=_env(str(tmpd)), start_new_session=True,
