@@ -272,6 +272,7 @@ def test_the_autograder_gives_the_model_answer_full_marks_with_hidden_tests(auto
     assert f"({tmp_path / 'autograder' / 'source' / 'protolab'})" in d["_stdout"]  # graded by the bundled source
 
 
+@pytest.mark.slow
 def test_the_autograder_finds_a_wrong_design_nested_in_a_zip_and_gives_it_less(autograder_zip, tmp_path):
     wrong = (SOLUTIONS / "wrong" / "clock-key" / "design.py").read_bytes()
     d = _grade(autograder_zip, tmp_path / "autograder", {"README.txt": b"my notes"},

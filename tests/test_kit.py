@@ -97,6 +97,7 @@ def test_the_student_kit_holds_no_solution_and_no_hidden_test(kit_copy):
     assert check_kit_content(kit_copy, root=ROOT) == []
 
 
+@pytest.mark.slow
 def test_the_kit_runs_its_public_tests_with_only_the_kit_on_its_path_and_knows_no_hidden_tests(kit_copy):
     seen = []
     problems, rows = smoke_check(kit_copy, progress=lambda done, total, name: seen.append((done, total)))
@@ -109,6 +110,7 @@ def test_the_kit_runs_its_public_tests_with_only_the_kit_on_its_path_and_knows_n
         assert r["score"] < r["max_score"] and all(t["message"] for t in r["tests"])
 
 
+@pytest.mark.slow
 def test_the_smoke_check_notices_a_kit_that_finds_hidden_tests(kit_copy, tmp_path):
     kit = tmp_path / "kit"
     shutil.copytree(kit_copy, kit)
@@ -136,6 +138,7 @@ def test_kit_student_refuses_a_folder_that_is_not_a_kit_and_writes_nothing(tmp_p
     assert e.value.code == "E_OUTPUT_INSIDE"
 
 
+@pytest.mark.slow
 def test_a_kit_is_built_checked_and_run_replaces_a_previous_kit_and_a_leak_stops_the_build(tmp_path):
     root = tmp_path / "project"  # a copy of the project, so the check is of a tree this test controls
     copy_project(ROOT, root, solutions=[e.dirname for e in exercises()])
@@ -180,6 +183,7 @@ def test_a_kit_is_built_checked_and_run_replaces_a_previous_kit_and_a_leak_stops
         "exercises/01-envelope-design/hints.toml line 3 holds a line of solutions/01-envelope-design/hints.toml"]
 
 
+@pytest.mark.slow
 def test_kit_verify_passes_on_an_exercise_and_fails_when_its_solution_is_wrong(tmp_path, capsys):
     code, out, err = _cli(capsys, "kit", "verify", "--exercise", "7")
     assert code == 0, out

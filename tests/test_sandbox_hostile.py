@@ -195,15 +195,26 @@ def test_the_checkout_is_off_the_path_and_argv_of_student_code(tmp_path):
     assert "onpath=False argv=['-c']" in v["message"], v["message"]
 
 
-def test_hidden_arguments_are_never_on_disk(tmp_path):
-    """While a test runs, no file of any judging folder holds its arguments."""
+@pytest.mark.parametrize("path", ["a child per test", "warm judge processes"])
+def test_hidden_arguments_are_never_on_disk(path, tmp_path):
+    """While a test runs, no file of any judging folder (nor the submission's private copy) holds
+    its arguments, whether the test runs in a child of its own or in the grader's warm pool."""
+    from contextlib import ExitStack
+
+    from sim.course.pool import JudgePool, private_copy
+
     secret = f"HIDDEN-CASE-{os.getpid()}-{time.time_ns()}"
     d = _design(tmp_path, inside="import time\ntime.sleep(0.02)")
     found, seen, done = [], set(), threading.Event()
 
     def watch():
         while not done.is_set():
-            for p in Path(tempfile.gettempdir()).glob("protolab-judge-*/**/*"):
+            try:
+                files = [*Path(tempfile.gettempdir()).glob("protolab-judge-*/**/*"),
+                         *Path(tempfile.gettempdir()).glob("protolab-sub-*/**/*")]
+            except OSError:  # a folder went away while it was listed
+                continue
+            for p in files:
                 try:
                     if p.is_file():
                         seen.add(p.name)
@@ -216,7 +227,13 @@ def test_hidden_arguments_are_never_on_disk(tmp_path):
     t = threading.Thread(target=watch)
     t.start()
     try:
-        v = run_test("design.loads", d, {"secret": secret}, timeout=20)
+        if path == "a child per test":
+            v = run_test("design.loads", d, {"secret": secret}, timeout=20)
+        else:
+            with ExitStack() as stack, JudgePool(1) as pool:
+                copy, problem = private_copy(d, stack)
+                assert problem is None
+                v = pool.run("design.loads", copy, {"secret": secret}, timeout=20)
     finally:
         done.set()
         t.join()
