@@ -1890,7 +1890,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
             for s, r in zip(subs, reports):
                 d = gradescope / s.name
                 d.mkdir(parents=True, exist_ok=True)
-                (d / "results.json").write_text(json.dumps(results_json(r), indent=2) + "\n", encoding="utf-8")
+                # commands name the student's own folder (as 'exercise start' makes it), not the instructor's copy
+                d_json = results_json(r, shown_dir=ex.dirname)
+                (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
     if as_json:
         out = []
         for s, r in zip(subs, reports):

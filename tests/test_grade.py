@@ -301,3 +301,26 @@ def test_a_submission_of_another_lab_scores_0(lab_class, capsys):
     assert code == 0
     row = json.loads(out)[0]
     assert row["score"] == 0 and "lab 4, not lab 3" in row["note"]
+
+
+def test_gradescope_files_are_valid_and_name_the_students_own_folder(classroom, tmp_path, capsys):
+    from sim.course.gradescope import validate_results
+
+    few = tmp_path / "few"
+    few.mkdir()
+    shutil.copytree(classroom / "ivan", few / "ivan")
+    shutil.copy(classroom / "heidi.zip", few / "heidi.zip")
+    out = tmp_path / "gs"
+    code, text, err = _cli(capsys, "grade", "1", str(few), "--gradescope", str(out))
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["heidi", "ivan"]
+    for who in ("heidi", "ivan"):
+        d = json.loads((out / who / "results.json").read_text())
+        validate_results(d)
+        assert len(d["tests"]) == 6 and {t["visibility"] for t in d["tests"]} <= {"visible", "after_published"}
+    ivan = json.loads((out / "ivan" / "results.json").read_text())
+    failed = [t for t in ivan["tests"] if t["status"] == "failed"]
+    assert failed and "protolab run --design 01-envelope-design/design.py" in failed[0]["output"]
+    assert str(few) not in json.dumps(ivan)  # the instructor's folders are not the student's business
+    heidi = json.loads((out / "heidi" / "results.json").read_text())
+    assert heidi["score"] == 0 and "cannot be read" in heidi["tests"][0]["output"]
