@@ -1869,6 +1869,10 @@ def _explain(report, con) -> None:
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
     from .course.grade import collect, grade_all, workdir, write_gradebook
 
+    if not ex.hidden_tests() and ex.hidden_points():
+        raise InputError(f"exercise {ex.number}'s hidden tests ({ex.hidden_points()} points) are not in this install, so "
+                         "a grade would cover the public tests only: run from the protolab checkout, or set "
+                         "PROTOLAB_SOLUTIONS to its solutions/ folder", code="E_NO_SOLUTIONS")
     con = _console()
     with workdir() as tmp:
         subs = collect(ex, path, Path(tmp))

@@ -324,3 +324,28 @@ def test_gradescope_files_are_valid_and_name_the_students_own_folder(classroom, 
     assert str(few) not in json.dumps(ivan)  # the instructor's folders are not the student's business
     heidi = json.loads((out / "heidi" / "results.json").read_text())
     assert heidi["score"] == 0 and "cannot be read" in heidi["tests"][0]["output"]
+
+
+def test_without_the_hidden_tests_the_grader_refuses_rather_than_grade_the_public_ones(classroom, tmp_path,
+                                                                                        monkeypatch, capsys):
+    empty = tmp_path / "no-solutions"
+    empty.mkdir()
+    monkeypatch.setenv("PROTOLAB_SOLUTIONS", str(empty))
+    code, out, err = _cli(capsys, "grade", "1", str(classroom / "alice"))
+    assert code == 2 and err.startswith("error: E_NO_SOLUTIONS:") and "public tests only" in err
+
+
+def test_an_install_from_the_checkout_finds_the_solutions_in_the_checkout_it_runs_in(tmp_path, monkeypatch):
+    """`pip install .` leaves solutions/ out of the wheel: run in the checkout, the grader finds them there."""
+    from sim.course import catalog
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv("PROTOLAB_SOLUTIONS", raising=False)
+    real = catalog.shipped
+    monkeypatch.setattr(catalog, "shipped", lambda *parts: tmp_path / "site-packages" / Path(*parts)
+                        if parts[0] == "solutions" else real(*parts))
+    monkeypatch.chdir(root)
+    assert catalog.solutions_root() == root / "solutions"
+    assert catalog.get_exercise(1).hidden_tests()
+    monkeypatch.chdir(tmp_path)  # anywhere else: none (a student's install)
+    assert catalog.solutions_root() is None and not catalog.get_exercise(1).hidden_tests()

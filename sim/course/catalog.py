@@ -39,7 +39,7 @@ from pathlib import Path
 from ..errors import InputError, friendly_list
 from ..resources import shipped
 
-__all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "load_tests", "VISIBILITIES",
+__all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "solutions_root", "load_tests", "VISIBILITIES",
            "DEFAULT_VISIBILITY"]
 
 _SLUG = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
@@ -188,7 +188,32 @@ def get_exercise(which: str | int) -> Exercise:
     )
 
 
+def solutions_root() -> Path | None:
+    """Where the instructors' ``solutions/`` folder is, if this install can see one: the folder
+    ``$PROTOLAB_SOLUTIONS`` names; the checkout the ``sim`` package runs from; or, when protolab
+    was installed from a checkout (``pip install .`` leaves ``solutions/`` out of the wheel) and
+    runs in that checkout, its ``./solutions``. The student kit has none."""
+    import os
+
+    env = os.environ.get("PROTOLAB_SOLUTIONS")
+    if env:
+        p = Path(env)
+        if not p.is_dir():
+            raise InputError(f"PROTOLAB_SOLUTIONS names {env}, which is not a folder", code="E_NO_SOLUTIONS")
+        return p
+    p = shipped("solutions")
+    if p.is_dir():
+        return p
+    here = Path.cwd()
+    try:
+        ours = 'name = "protolab"' in (here / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        ours = False
+    return here / "solutions" if ours and (here / "solutions").is_dir() else None
+
+
 def solutions_dir(ex: Exercise) -> Path | None:
-    """``solutions/NN-slug`` when this install has it (a checkout does; the student kit does not)."""
-    p = shipped("solutions", ex.dirname)
-    return p if p.is_dir() else None
+    """``solutions/NN-slug`` when this install can see it (see :func:`solutions_root`)."""
+    root = solutions_root()
+    p = root / ex.dirname if root is not None else None
+    return p if p is not None and p.is_dir() else None

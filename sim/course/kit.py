@@ -335,7 +335,7 @@ def smoke_check(kit: Path, *, checkout: Path | None = None, progress=None, timeo
     ``progress(done, total, name)`` is called as each exercise's public tests finish."""
     kit = Path(kit).resolve()
     checkout = Path(checkout).resolve() if checkout is not None else Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PROTOLAB_SOLUTIONS"))}
     env.update(PYTHONPATH=str(kit), PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
     total = sum(1 for p in (kit / "exercises").iterdir() if (p / "exercise.toml").is_file())
     with tempfile.TemporaryDirectory(prefix="protolab-kit-") as tmp:
