@@ -214,7 +214,13 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
                 futs[pool.submit(run_one, t, copies[i], True, subs[i].shown, hints, judges)] = (i, t)
         for fut in as_completed(futs):
             i, t = futs[fut]
-            pending[i][t.name] = fut.result()
+            try:
+                pending[i][t.name] = fut.result()
+            except Exception as e:  # noqa: BLE001 - the grader's own trouble (no processes left?) costs one test
+                pending[i][t.name] = TestResult(
+                    name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
+                    message=f"not graded: the grader could not run this test ({type(e).__name__}: {e}); grade again",
+                    visibility=getattr(t, "visibility", "") or "")
             if len(pending[i]) == len(tests):
                 rep = Report(ex, subs[i].source, hidden_ran=hidden and any(x.hidden for x in tests),
                              hidden_points=ex.hidden_points())
