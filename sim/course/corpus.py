@@ -67,9 +67,8 @@ HOSTILE_CODE = {
     "spawns": ("wrap", "        import subprocess\n        subprocess.run(['true'])", "starts a subprocess", False),
     "writes-outside": ("wrap", "        open('/tmp/protolab-hostile-was-here', 'w').write('x')",
                        "writes a file outside its folder", False),
-    "reads-solutions": ("wrap", "        import pathlib, sim\n        root = pathlib.Path(sim.__file__).resolve().parents[1]\n"
-                                "        print(sorted(p.read_text()[:80] for p in root.glob('solutions/*/*.py')))",
-                        "reads the model answers through the kit's own path", False),
+    "reads-solutions": ("wrap", "        print(open(SOLUTION_PATH).read()[:200])",
+                        "reads the model answer (its path guessed right)", False),
     "wrong-type": ("wrap", "        return object()", "returns an object where a value is expected", False),
 }
 
@@ -126,6 +125,7 @@ def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool =
                 continue
             d = dest / f"hostile-{kind}"
             _copy(ex, d, sol)
+            code = code.replace("SOLUTION_PATH", repr(str((sol / main).resolve())))
             (d / main).write_text(_hostile_code(model, where, code), encoding="utf-8")
             out.append(Entry(d.name, "hostile", "zero", f"{main} {what}", slow=is_slow))
         # the functions the judges call are missing (renamed)
