@@ -148,7 +148,10 @@ def _judge_here(judge: str, sub: Path, args: dict) -> Judged:
         return failed(f"your code ran out of memory (the limit is {LIMITS['memory_mb']} MB)")
     except RecursionError as e:
         where = _where_in(sub, e)
-        return failed("your code recursed without end" + (f" ({where})" if where else ""))
+        if not where:  # no frame of the student's: the judge was reading a file of theirs
+            return failed("your file nests too deeply to be read (deeper than Python's recursion limit); "
+                          "a real one nests a few levels")
+        return failed(f"your code recursed without end ({where})")
     except Exception as e:
         where = _where_in(sub, e)
         return failed(_one_line(f"your code raised {type(e).__name__}: {e}" + (f" at {where}" if where else "")))
