@@ -8,6 +8,7 @@ parsing and no logic. ``startup``: ``protolab --help`` against a bare ``python -
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["intake_workload", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one"]
+__all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one"]
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
@@ -192,9 +193,7 @@ def bench_sim(sizes=(1000, 10000, 100000), *, progress: bool = False) -> dict:
     for n in sizes:
         if progress:
             console.print(f"stress scenario, {n:,} tasks ...")
-        out = subprocess.run(
-            [sys.executable, "-m", "sim.bench", "sim-one", str(n)], capture_output=True, text=True, check=False
-        )
+        out = _child([sys.executable, "-m", "sim.bench", "sim-one", str(n)])
         if out.returncode != 0:
             raise RuntimeError(f"bench sim at {n} tasks failed: {out.stderr.strip().splitlines()[-1:]}")
         rows.append(json.loads(out.stdout))
@@ -231,13 +230,121 @@ def trace_one(n: int) -> dict:
 
 
 def bench_trace(n: int = 1_000_000) -> dict:
-    out = subprocess.run([sys.executable, "-m", "sim.bench", "trace-one", str(n)], capture_output=True, text=True, check=False)
+    out = _child([sys.executable, "-m", "sim.bench", "trace-one", str(n)])
     if out.returncode != 0:
         raise RuntimeError(f"bench trace failed: {out.stderr.strip().splitlines()[-1:]}")
     return {"benchmark": "trace", **json.loads(out.stdout)}
 
 
+def _child(argv: list[str]) -> subprocess.CompletedProcess:
+    """Run a bench child to the end; if this process is interrupted (Ctrl-C, SIGTERM, SIGHUP), ask
+    the child to stop with SIGTERM and wait for it, so it removes its temporary folder (a SIGKILL,
+    what subprocess.run sends, would leave gigabytes behind)."""
+    import signal
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def writers_workload(writer: int, n: int, *, shared: int = 0) -> list[dict]:
+    """The envelopes one of several concurrent writers delivers (JSON-ready dicts).
+
+    ``n`` task requests of its own (tasks ``T-<writer>-<i>``, distinct from every other writer's),
+    and for each of ``shared`` tasks ``S-<k>`` that every writer contends for: the same request
+    (one writer's lands accepted, the others' duplicate) and a start under a key of its own (the
+    compare-and-swap lets exactly one move the task ready -> running; the others are rejected).
+    """
+    from .envelope import build_envelope
+
+    def env(mid, task, sender, recipient, typ, payload, key):
+        return build_envelope(message_id=mid, trace_id="R-W", task_id=task, sender=sender, recipient=recipient, type=typ,
+                              payload=payload, idempotency_key=key, created_at="2026-07-13T04:00:01Z").to_dict()
+
+    out = []
+    every = max(1, n // shared) if shared else 0
+    k = 0
+    for i in range(n):
+        out.append(env(f"M-{writer}-{i}", f"T-{writer}-{i}", "manager", "researcher", "task_request",
+                       {"goal": f"writer {writer} task {i}", "budget": 3}, f"R-W:T-{writer}-{i}:request"))
+        if shared and i % every == every - 1 and k < shared:
+            out.append(env(f"S-{k}-request", f"S-{k}", "manager", "researcher", "task_request",
+                           {"goal": f"shared task {k}", "budget": 3}, f"R-W:S-{k}:request"))
+            out.append(env(f"S-{k}-start-{writer}", f"S-{k}", "researcher", "manager", "task_started",
+                           {"lease_version": 1}, f"R-W:S-{k}:started:{writer}"))
+            k += 1
+    return out
+
+
+def bench_writers(processes: int = 4, n: int = 10_000, *, shared: int = 100) -> dict:
+    """``processes`` concurrent ``protolab deliver`` processes on one database, each ``n`` deliveries
+    of its own plus contended ones (:func:`writers_workload`), beside one process delivering all of
+    them. Reports deliveries per second, deliveries lost and clock violations (both must be 0)."""
+    import signal
+
+    from .invariants import check
+    from .store import Store
+
+    def deliver_all(db: Path, files: list[Path]) -> float:
+        procs: list[subprocess.Popen] = []
+        t0 = time.perf_counter()
+        try:
+            procs = [subprocess.Popen([sys.executable, "-m", "sim.cli", "deliver", str(f), "--db", str(db), "--json"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for f in files]
+            errors = [p.communicate()[1] for p in procs]
+        except BaseException:
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                p.wait()
+            raise
+        seconds = time.perf_counter() - t0
+        bad = [e.decode(errors="replace").strip() for p, e in zip(procs, errors) if p.returncode != 0]
+        if bad:
+            raise RuntimeError(f"a writer failed: {bad[0][-300:]}")
+        return seconds
+
+    def measure(db: Path) -> tuple[int, int, bool]:
+        with Store.open(db, readonly=True) as store:
+            rows = store.last_delivery()
+            clock = next(r for r in check(store) if r.name == "CLOCK_MONOTONIC")
+            return rows, len(clock.witnesses), True
+
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-writers-") as tmp:
+        root = Path(tmp)
+        batches = [writers_workload(w, n, shared=shared) for w in range(processes)]
+        files = []
+        for w, batch in enumerate(batches):
+            files.append(root / f"writer-{w}.json")
+            files[-1].write_text(json.dumps(batch), encoding="utf-8")
+        (root / "all.json").write_text(json.dumps([e for b in batches for e in b]), encoding="utf-8")
+        total = sum(len(b) for b in batches)
+        out = {}
+        for label, db, inputs in (("concurrent", root / "many.db", files), ("one_process", root / "one.db", [root / "all.json"])):
+            Store.create(db).close()
+            seconds = deliver_all(db, inputs)
+            rows, violations, _ = measure(db)
+            out[label] = {"processes": len(inputs), "deliveries": total, "seconds": round(seconds, 2),
+                          "per_s": round(total / seconds, 1), "lost": total - rows, "clock_violations": violations}
+    return {"benchmark": "writers", "per_process": n, "shared_tasks": shared, **out,
+            "ratio": round(out["concurrent"]["per_s"] / out["one_process"]["per_s"], 3), "python": sys.version.split()[0]}
+
+
 if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
+    from .errors import catch_termination
+
+    catch_termination()  # SIGTERM/SIGHUP unwind like Ctrl-C: the temporary folder goes
     if len(sys.argv) == 3 and sys.argv[1] == "sim-one":
         print(json.dumps(sim_one(int(sys.argv[2]))))
     elif len(sys.argv) == 3 and sys.argv[1] == "trace-one":

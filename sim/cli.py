@@ -85,10 +85,11 @@ def _read_file(path: Path, what: str) -> bytes:
         raise InputError(f"cannot read {what} {path}: {e.strerror}", code="E_FILE_MISSING") from None
 
 
-def _open(db: Path):
+def _open(db: Path, *, readonly: bool = False):
+    """Open --db: read-only (no side files; works in a read-only folder) for commands that only read."""
     from .store import Store
 
-    return Store.open(db)
+    return Store.open(db, readonly=readonly)
 
 
 _DECISION_STYLE = {
@@ -258,7 +259,7 @@ def deliver(
 @app.command()
 def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
     """The message log: every envelope, and every delivery with its decision."""
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         msgs, dels = store.messages(), store.deliveries()
     if task:
         msgs = [m for m in msgs if m["task_id"] == task]
@@ -345,7 +346,7 @@ def events(
         from .errors import friendly_list
 
         raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         evs = store.events()
     if task:
         evs = [e for e in evs if e["task_id"] == task]
@@ -368,7 +369,7 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
     from .machine import A2A_STATE, TaskState
 
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         data = {
             "tasks": store.tasks(),
             "transitions": store.transitions(),
@@ -510,9 +511,12 @@ def run(
     sc = _load_scenario(scenario, tasks)
     _check_run_args(policy, fault)
     plugins = _plugins(design, intake, effects, machine)
-    with _progress(sc.stress is not None) as bar:
-        store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
-                             plugins=plugins)
+    try:
+        with _progress(sc.stress is not None) as bar:
+            store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
+                                 plugins=plugins)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this): the partial file is gone
+        _interrupted(e, f"the run was interrupted by {{sig}} and nothing was written ({db} is as it was)")
     try:
         summary = summarize(store)
         results = __import__("sim.invariants", fromlist=["check"]).check(store) if not as_json else None
@@ -768,7 +772,7 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
     from .replay import replay_report
 
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         report = replay_report(store)
     proof = not report["redelivery"]["effects_committed_again"]
     report["effects_at_most_once_under_redelivery"] = proof
@@ -795,7 +799,7 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
     from .invariants import check as run_checks
 
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         results = run_checks(store)
     if as_json:
         _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
@@ -878,7 +882,7 @@ def trace_export(
     """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
     from .conversation import export_trace
 
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         trace = export_trace(store)
     text = json.dumps(trace, indent=2, ensure_ascii=False) + "\n"
     if output is None:
@@ -1048,7 +1052,7 @@ def machine_show(
                   "roles": ",".join(r.roles), "reason": r.reason} for r in rb.rules]
         current = rb.version
     else:
-        store = _open(db)
+        store = _open(db, readonly=True)
         try:
             rules, current = store.transition_rules(), store.current_machine
         finally:
@@ -1112,7 +1116,7 @@ def artifact_put(
 @artifact_app.command("show")
 def artifact_show(ref: str = typer.Argument(..., help="sha256:..."), db: Path = DB_OPT):
     """Print a stored artifact's content."""
-    with _open(db) as store:
+    with _open(db, readonly=True) as store:
         art = store.artifact(ref)
     if art is None:
         raise InputError(f"no artifact {ref} in {db}", code="E_UNKNOWN_ARTIFACT")
@@ -1166,6 +1170,30 @@ def bench_sim(
         [[f"{r['tasks']:,}", f"{r['deliveries']:,}", f"{r['project_per_s']:,.0f}", f"{r['floor_per_s']:,.0f}",
           f"{r['ratio']:.2f}", r["peak_rss_mb"]] for r in result["sizes"]],
         caption="floor: bare sqlite3 replaying the run's own write statements, same transactions; target ratio >= 0.3",
+    ))
+
+
+@bench_app.command("writers")
+def bench_writers_cmd(
+    processes: int = typer.Option(4, "--processes", help="Concurrent 'protolab deliver' processes on one database."),
+    n: int = typer.Option(10_000, "-n", help="Deliveries of its own per process (plus contended ones)."),
+    as_json: bool = JSON_OPT,
+):
+    """Many writers on one database: deliveries/s, lost (must be 0), clock violations (must be 0), beside one process."""
+    from .bench import bench_writers as run
+
+    if processes < 1 or n < 10:
+        raise InputError("--processes must be at least 1 and -n at least 10", code="E_USAGE")
+    result = run(processes, n, shared=max(1, n // 100))
+    if as_json:
+        _print_json(result)
+        return
+    _console().print(_table(
+        f"bench writers: {processes} processes x {n:,} deliveries (+ contended ones) on one database",
+        ["", "processes", "deliveries", "seconds", "deliveries/s", "lost", "clock violations"],
+        [[k, r["processes"], f"{r['deliveries']:,}", r["seconds"], f"{r['per_s']:,.0f}", r["lost"], r["clock_violations"]]
+         for k, r in (("concurrent", result["concurrent"]), ("one process", result["one_process"]))],
+        caption="lost and clock violations must be 0; each process pays its own start-up",
     ))
 
 
@@ -1991,13 +2019,34 @@ def grade(
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
 
 
+def _interrupted(e: BaseException, message: str):
+    """Raise :class:`~sim.errors.Interrupted` for a signal that stopped a command (exit 128 + n)."""
+    import signal
+
+    from .errors import Interrupted, signal_of
+
+    signum = signal_of(e) or int(signal.SIGINT)
+    raise Interrupted(message.replace("{sig}", signal.Signals(signum).name), signum=signum) from None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning every error into one line and exit 2."""
+    """Console entry point: run the app, turning every error into one line and exit 2.
+
+    SIGTERM and SIGHUP unwind like Ctrl-C (every cleanup runs) and exit with 128 + the signal."""
+    from .errors import catch_termination, signal_of
+
+    catch_termination()
     try:
-        rv = app(args=argv, prog_name="protolab", standalone_mode=False)
+        try:
+            rv = app(args=argv, prog_name="protolab", standalone_mode=False)
+        except (KeyboardInterrupt, *_click_errors("Abort")) as e:
+            if signal_of(e) is None:
+                raise
+            _interrupted(e, "interrupted by {sig}; every transaction committed before it stays, the one under way "
+                            "was rolled back")
     except ProtolabError as e:
         sys.stderr.write(f"error: {e.one_line()}\n")
-        sys.exit(2)
+        sys.exit(getattr(e, "exit_status", 2))
     except _click_errors("NoArgsIsHelpError") as e:
         # bare 'protolab' or 'protolab bench': show the help; that is not an error
         ctx = getattr(e, "ctx", None)
@@ -2019,6 +2068,13 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     if rv == 130:  # Typer turns Ctrl-C inside a command into exit status 130: say so, in one line
+        from . import errors
+
+        if errors.LAST_SIGNAL is not None:  # it was SIGTERM or SIGHUP, cleaned up the same way
+            import signal
+
+            sys.stderr.write(f"error: E_ABORTED: interrupted by {signal.Signals(errors.LAST_SIGNAL).name}\n")
+            sys.exit(128 + errors.LAST_SIGNAL)
         sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C)\n")
     sys.exit(rv if isinstance(rv, int) else 0)
 

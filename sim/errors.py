@@ -15,6 +15,8 @@ __all__ = [
     "MachineError",
     "StoreError",
     "StaleWrite",
+    "Interrupted",
+    "Signalled",
     "friendly_list",
 ]
 
@@ -83,3 +85,58 @@ class StaleWrite(StoreError):
     """A compare-and-swap on ``state_version`` found another version than it read."""
 
     code = "E_STALE_WRITE"
+
+
+class Interrupted(ProtolabError):
+    """A command stopped by a signal after cleaning up; the CLI exits with 128 + the signal."""
+
+    code = "E_ABORTED"
+
+    def __init__(self, message: str, *, signum: int, **context):
+        super().__init__(message, **context)
+        self.signum = signum
+        self.exit_status = 128 + signum
+
+
+class Signalled(KeyboardInterrupt):
+    """Raised by the CLI's SIGTERM/SIGHUP handler so that, like Ctrl-C, every ``finally`` and
+    ``except BaseException`` on the way out runs (partial files and temporary folders removed)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The last SIGTERM/SIGHUP caught (a framework that swallows the exception still leaves this).
+LAST_SIGNAL: int | None = None
+
+
+def catch_termination() -> None:
+    """Turn SIGTERM and SIGHUP into :class:`Signalled` in this process (a second one while
+    cleaning up is ignored, so the cleanup finishes)."""
+    import signal
+
+    def handler(signum, frame):
+        global LAST_SIGNAL
+        LAST_SIGNAL = signum
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        raise Signalled(signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
+
+
+def signal_of(exc: BaseException | None) -> int | None:
+    """The signal number behind an interruption (Ctrl-C is SIGINT), following exception causes."""
+    import signal
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, Signalled):
+            return exc.signum
+        if isinstance(exc, KeyboardInterrupt):
+            return int(signal.SIGINT)
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -52,6 +52,7 @@ INVARIANTS: tuple[str, ...] = (
     "ACK_IS_NOT_COMPLETION",
     "TRANSITIONS_ALLOWED",
     "RESEND_DEDUPLICATED",
+    "CLOCK_MONOTONIC",
 )
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
@@ -93,6 +94,11 @@ DESCRIPTIONS: dict[str, str] = {
     "TRANSITIONS_ALLOWED": (
         "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
         "machine_version whose comma-separated roles include the role."
+    ),
+    "CLOCK_MONOTONIC": (
+        "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
+        "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
+        "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one."
     ),
 }
 
@@ -483,7 +489,44 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     return out
 
 
+def _clock_monotonic(run: _Run) -> list[dict]:
+    out = []
+    prev = None
+    for e in run.events:
+        if prev is not None and e["tick"] < prev["tick"]:
+            out.append({"problem": "an event's tick is before the previous event's", "event_seq": e["seq"],
+                        "tick": e["tick"], "previous_event_seq": prev["seq"], "previous_tick": prev["tick"],
+                        "type": e["type"], "task_id": e["task_id"], "message_id": e["message_id"],
+                        "delivery_id": e["delivery_id"]})
+        prev = e
+    seen: dict[int, dict] = {}
+    prev = None
+    for d in sorted(run.deliveries, key=lambda d: d["delivery_id"]):
+        i = d["delivery_id"]
+        if i in seen:
+            out.append({"problem": "a delivery id is used twice", "delivery_id": i, "message_id": d["message_id"],
+                        "other_message_id": seen[i]["message_id"], "task_id": d["task_id"]})
+            continue
+        expected = 1 if prev is None else prev["delivery_id"] + 1
+        if i != expected:
+            out.append({"problem": "delivery ids skip", "delivery_id": expected, "missing": list(range(expected, i))[:10],
+                        "next_delivery_id": i, "previous_delivery_id": prev["delivery_id"] if prev else None})
+        if prev is not None and d["tick"] < prev["tick"]:
+            out.append({"problem": "a delivery's tick is before the previous delivery's", "delivery_id": i,
+                        "tick": d["tick"], "previous_delivery_id": prev["delivery_id"], "previous_tick": prev["tick"],
+                        "message_id": d["message_id"], "task_id": d["task_id"]})
+        seen[i] = d
+        prev = d
+    for e in run.events:
+        if e["delivery_id"] is not None and e["delivery_id"] not in run.delivery_by_id:
+            out.append({"problem": "an event names a delivery that is not recorded", "event_seq": e["seq"],
+                        "delivery_id": e["delivery_id"], "type": e["type"], "task_id": e["task_id"],
+                        "message_id": e["message_id"]})
+    return out
+
+
 _CHECKS = {
+    "CLOCK_MONOTONIC": _clock_monotonic,
     "RESEND_DEDUPLICATED": _resend_deduplicated,
     "NO_STATE_REGRESSION": _no_state_regression,
     "EFFECT_AT_MOST_ONCE": _effect_at_most_once,

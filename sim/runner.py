@@ -392,7 +392,7 @@ def prepare_db_path(db: Path, scenario: str) -> None:
         if not db.parent.exists():
             raise StoreError(f"folder {db.parent} does not exist", code="E_DB_MISSING")
         return
-    store = Store.open(db)  # refuses corrupt, foreign and newer databases
+    store = Store.open(db, readonly=True, verify=False)  # refuses corrupt, foreign and newer databases
     try:
         previous = store.get_meta("scenario")
     finally:
@@ -475,6 +475,7 @@ def run_scenario(
     if db is not None:
         db = Path(db)
         prepare_db_path(db, scenario.name)
+        remove_stale_partials(db)
         tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
     run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged)
     store = run.store
@@ -497,8 +498,28 @@ def run_scenario(
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         os.replace(tmp, db)
-        store = Store.open(db)
+        store = Store.open(db, verify=False)  # just written and closed by this process
     return store
+
+
+def remove_stale_partials(db: Path) -> list[Path]:
+    """Remove the partial files (``.NAME.partial-PID`` and their -wal/-shm) that a run of ``db``
+    left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
+    removed = []
+    for p in db.parent.glob(f".{db.name}.partial-*"):
+        pid = p.name.rsplit("-", 1)[-1] if not p.name.endswith(("-wal", "-shm")) else p.name[:-4].rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 def summarize(store: Store) -> dict:

@@ -231,14 +231,25 @@ class Store:
         self._time_cache: tuple[int, str] = (-1, "")
         self._start: datetime | None = None
         self.readonly = False
+        # PRAGMA data_version as of this handle's last look: it changes exactly when another
+        # connection (another process) commits, and then the counters are read again.
+        self._data_version: int | None = None
+        if isinstance(self.conn, _Connection):
+            self.conn.path = path
 
     # ------------------------------------------------------------------ opening
 
     @staticmethod
     def _connect(path: str) -> sqlite_utils.Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
-        factory = _CapturingConnection if _WRITE_SINK is not None else sqlite3.Connection
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory)
+        # timeout: how long BEGIN IMMEDIATE waits for another process's write transaction.
+        factory = _CapturingConnection if _WRITE_SINK is not None else _Connection
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory,
+                                   timeout=_BUSY_SECONDS)
+        except sqlite3.Error as e:
+            raise _translate(e, path) from e
+        conn.path = path
         return sqlite_utils.Database(conn)
 
     @staticmethod
@@ -248,8 +259,24 @@ class Store:
         # writer still running (or one that crashed) must be read through: plain mode=ro.
         wal = Path(str(path) + "-wal")
         live = wal.exists() and wal.stat().st_size > 0
+        # In a folder we may not write, a live -wal can only be read if its -shm is there too.
         uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if live else "?mode=ro&immutable=1")
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, factory=_Connection,
+                                   timeout=_BUSY_SECONDS)
+            conn.path = str(path)
+            if live:
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except StoreError as e:
+            folder = path.resolve().parent
+            if live and not os.access(folder, os.W_OK):
+                raise StoreError(
+                    f"{path} has changes in {wal.name} not yet in the file, and its folder {folder} is not writable, "
+                    f"so SQLite cannot read them read-only; copy {path.name} with its -wal and -shm to a writable folder",
+                    code="E_DB_READONLY") from None
+            raise e
+        except sqlite3.Error as e:
+            raise _translate(e, str(path)) from e
         return sqlite_utils.Database(conn)
 
     @classmethod
@@ -267,6 +294,8 @@ class Store:
                 raise StoreError(f"{p} already exists; choose another --db or remove it", code="E_DB_EXISTS")
             if not p.parent.exists():
                 raise StoreError(f"folder {p.parent} does not exist", code="E_DB_MISSING")
+            if not os.access(p.parent, os.W_OK | os.X_OK):
+                raise StoreError(f"cannot write in {p.parent.resolve()}: the folder is read-only", code="E_DB_READONLY")
         _parse_time(start_time)
         try:
             db = cls._connect(str(path) if path is not None else ":memory:")
@@ -292,7 +321,7 @@ class Store:
                 with store.transaction():
                     store.load_machine(rulebook, description="the course's default task machine")
         except sqlite3.Error as e:
-            raise StoreError(f"cannot create the database: {e}", code="E_DB_WRITE") from e
+            raise _translate(e, str(path) if path is not None else None) from e
         return store
 
     @classmethod
@@ -301,28 +330,39 @@ class Store:
         return cls.create(None, **kw)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False) -> "Store":
+    def open(cls, path: str | os.PathLike, *, readonly: bool = False, verify: bool = True) -> "Store":
         """Open an existing protolab database, checking it is one and that its schema is known.
 
         ``readonly`` opens it so that nothing can be written to the file (SQLite's read-only
-        mode): the TUI opens a finished run that way. An older schema is then migrated in a
-        private in-memory copy, never in the file.
+        mode, immutable when no -wal holds changes): commands that only read, and the TUI, open
+        a run that way. An older schema is then migrated in a private in-memory copy, never in
+        the file. Without ``readonly`` the file and its folder must be writable (WAL puts -wal
+        and -shm beside it), or nothing is opened. ``verify`` runs SQLite's quick_check first,
+        so a damaged file is refused (E_DB_CORRUPT) before anything reads or writes it.
         """
         p = Path(path)
         if not p.exists():
             raise StoreError(f"{p} does not exist; create it with 'protolab init --db {p}'", code="E_DB_MISSING")
         if p.is_dir():
             raise StoreError(f"{p} is a folder, not a database file", code="E_DB_NOT_PROTOLAB")
-        with open(p, "rb") as fh:
-            head = fh.read(16)
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(16)
+        except OSError as e:
+            raise StoreError(f"cannot read {p}: {e.strerror}", code="E_DB_UNREADABLE") from None
         if head and head != b"SQLite format 3\x00":
             raise StoreError(f"{p} is not an SQLite database (corrupt or another kind of file)", code="E_DB_CORRUPT")
         if not head:
             raise StoreError(f"{p} is empty, not a protolab database", code="E_DB_NOT_PROTOLAB")
+        if not readonly:
+            _check_writable(p)
+        db = None
         try:
             db = cls._connect_readonly(p) if readonly else cls._connect(str(p))
             store = cls(db, str(p))
             store.readonly = readonly
+            if verify:
+                store._verify()
             names = set(db.table_names())
             if "meta" not in names:
                 db.conn.close()
@@ -364,9 +404,22 @@ class Store:
             if version < SCHEMA_VERSION:
                 store._migrate(version)
             store._load_meta()
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{p} cannot be read as a database: {e}", code="E_DB_CORRUPT") from e
+        except BaseException as e:
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.conn.close()
+            if isinstance(e, sqlite3.Error):
+                raise _translate(e, str(p)) from e
+            raise
         return store
+
+    def _verify(self) -> None:
+        """SQLite's quick_check (page structure, records, free list): a damaged file is refused."""
+        rows = self.conn.execute("PRAGMA quick_check(1)").fetchall()
+        if rows != [("ok",)]:
+            found = " ".join(str(rows[0][0]).split()) if rows else "no answer"
+            raise StoreError(f"{self.path} is damaged (SQLite's integrity check: {found}); restore it from a copy or "
+                             "run the scenario again", code="E_DB_CORRUPT")
 
     #: Schema changes, one step per version: the statements that take version N-1 to N.
     _MIGRATIONS = {
@@ -401,10 +454,21 @@ class Store:
 
     def _sync_counters(self) -> None:
         # The logical clock is the tick of the newest event: every tick appends at least one.
+        # Each read is an index lookup (newest row by rowid), never a scan: it runs inside every
+        # write transaction that follows another process's commit.
         c = self.conn
-        self._tick = c.execute("SELECT COALESCE(MAX(tick), 0) FROM events").fetchone()[0]
+        self._tick = c.execute("SELECT COALESCE((SELECT tick FROM events ORDER BY seq DESC LIMIT 1), 0)").fetchone()[0]
         self._next_delivery = c.execute("SELECT COALESCE(MAX(delivery_id), 0) + 1 FROM deliveries").fetchone()[0]
-        self._next_arrival = c.execute("SELECT COALESCE(MAX(arrival), 0) + 1 FROM intents").fetchone()[0]
+        self._next_arrival = c.execute(
+            "SELECT COALESCE((SELECT arrival FROM intents ORDER BY rowid DESC LIMIT 1), 0) + 1").fetchone()[0]
+        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
+
+    def _refresh(self) -> None:
+        """Inside BEGIN IMMEDIATE: if another connection committed since this handle last looked,
+        read the counters (tick, next delivery id, next arrival) and meta again, so the clock and
+        the ids this transaction assigns follow everything committed before it."""
+        if self.conn.execute("PRAGMA data_version").fetchone()[0] != self._data_version:
+            self._load_meta()
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -421,21 +485,25 @@ class Store:
     @contextlib.contextmanager
     def transaction(self) -> Iterator["Store"]:
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
-        saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"))
+        saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
+                 self._data_version)
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as e:
-            raise _translate(e) from e
+            raise _translate(e, self.path) from e
         try:
+            if self._start is not None:  # (a store being created has no meta yet)
+                self._refresh()
             yield self
             self.conn.execute("COMMIT")
             self.commits += 1
         except BaseException as e:
-            self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"] = saved
-            with contextlib.suppress(sqlite3.Error):
+            (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
+             self._data_version) = saved
+            with contextlib.suppress(sqlite3.Error, StoreError):
                 self.conn.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error):
-                raise _translate(e) from e
+                raise _translate(e, self.path) from e
             raise
 
     # ------------------------------------------------------------------ clock
@@ -948,7 +1016,7 @@ class Store:
 
     def copy(self) -> "Store":
         """An in-memory copy of this database (to try something without touching the file)."""
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False, factory=_Connection)
         self.conn.backup(conn)
         other = Store(sqlite_utils.Database(conn), None)
         other._pragmas()
@@ -966,7 +1034,7 @@ class Store:
                 self.conn.backup(dst)
             finally:
                 dst.close()
-        except sqlite3.Error as e:
+        except (sqlite3.Error, StoreError) as e:
             raise StoreError(f"cannot write {p}: {e}", code="E_DB_WRITE") from e
 
     def tasks(self) -> list[dict]:
@@ -1035,10 +1103,73 @@ class Store:
 # ---------------------------------------------------------------------------- benchmark floor
 
 _WRITE_SINK = None
-_READS = ("SELECT", "WITH", "EXPLAIN")
+_READS = ("SELECT", "WITH", "EXPLAIN", "PRAGMA DATA_VERSION", "PRAGMA QUICK_CHECK")
+_BUSY_SECONDS = 60.0  # how long a writer waits for another process's transaction before E_DB_BUSY
 
 
-class _CapturingConnection(sqlite3.Connection):
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose driver errors, on execute and on every fetch, leave as StoreError."""
+
+    def execute(self, sql, params=()):
+        try:
+            return super().execute(sql, params)
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+    def executemany(self, sql, rows):
+        try:
+            return super().executemany(sql, rows)
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+    def __next__(self):
+        try:
+            return super().__next__()
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+    def fetchone(self):
+        try:
+            return super().fetchone()
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+    def fetchmany(self, *a):
+        try:
+            return super().fetchmany(*a)
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+    def fetchall(self):
+        try:
+            return super().fetchall()
+        except sqlite3.Error as e:
+            raise _translate(e, self.connection.path) from e
+
+
+class _Connection(sqlite3.Connection):
+    """The store's connection: every statement and every row fetched goes through :class:`_Cursor`,
+    so every sqlite3 error, on reads as on writes, is translated in one place (:func:`_translate`)."""
+
+    path: str | None = None
+
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+    def execute(self, sql, params=()):
+        return self.cursor().execute(sql, params)
+
+    def executemany(self, sql, rows):
+        return self.cursor().executemany(sql, rows)
+
+    def backup(self, target, **kw):
+        try:
+            return super().backup(target, **kw)
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+
+class _CapturingConnection(_Connection):
     """Records every write statement with its parameters (JSON lines) while capturing."""
 
     def execute(self, sql, params=()):
@@ -1166,15 +1297,38 @@ def bare_read_at(path: str, starts: list[int], rows: int) -> list[float]:
     return out
 
 
-def _translate(e: sqlite3.Error) -> StoreError:
+def _translate(e: sqlite3.Error, path: str | None = None) -> StoreError:
+    """The one place a driver error becomes a :class:`StoreError` with a stable code."""
     msg = str(e)
+    name = path or "the in-memory database"
     if isinstance(e, sqlite3.IntegrityError):
-        return StoreError(f"the database refused a write: {msg}", code="E_DB_CONSTRAINT")
+        return StoreError(f"{name} refused a write: {msg}", code="E_DB_CONSTRAINT")
+    if "readonly" in msg or "read-only" in msg:
+        return StoreError(f"cannot write {name}: {msg} (the file or its folder is read-only)", code="E_DB_READONLY")
     if "locked" in msg or "busy" in msg:
-        return StoreError(f"the database is busy: {msg}", code="E_DB_BUSY")
-    if isinstance(e, sqlite3.DatabaseError) and ("malformed" in msg or "not a database" in msg):
-        return StoreError(f"the database is corrupt: {msg}", code="E_DB_CORRUPT")
-    return StoreError(f"database error: {msg}", code="E_DB_WRITE")
+        return StoreError(f"{name} is busy (another process holds it too long): {msg}", code="E_DB_BUSY")
+    if "disk is full" in msg or "too big" in msg:
+        return StoreError(f"cannot write {name}: {msg}", code="E_DB_FULL")
+    if "malformed" in msg or "not a database" in msg or "corrupt" in msg:
+        return StoreError(f"{name} is damaged: {msg}", code="E_DB_CORRUPT")
+    if "unable to open" in msg:
+        return StoreError(f"cannot open {name}: {msg}", code="E_DB_UNREADABLE")
+    if "disk I/O" in msg:
+        return StoreError(f"{name} could not be read or written: {msg}", code="E_DB_IO")
+    return StoreError(f"database error on {name}: {msg}", code="E_DB_WRITE")
+
+
+def _check_writable(p: Path) -> None:
+    """Before a command that writes opens ``p``: the file, and its folder (where WAL keeps -wal and
+    -shm), must be writable; the error names the path that is not."""
+    if not os.access(p, os.W_OK):
+        raise StoreError(f"cannot write {p}: the file is read-only (commands that only read still work)",
+                         code="E_DB_READONLY")
+    folder = p.resolve().parent
+    wal = Path(str(p) + "-wal")
+    if not os.access(folder, os.W_OK | os.X_OK) and not (wal.exists() and os.access(wal, os.W_OK)):
+        raise StoreError(f"cannot write in {folder}: the folder is read-only and a write needs {p.name}-wal and "
+                         f"{p.name}-shm beside the file (commands that only read still work)", code="E_DB_READONLY")
 
 
 def _parse_time(text: str) -> datetime:

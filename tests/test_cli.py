@@ -273,6 +273,16 @@ def templates(tmp_path_factory) -> dict[str, Path]:
     t["corrupt-header"] = root / "corrupt-header.db"
     t["corrupt-header"].write_bytes(b"SQLite format 3\x00" + random.Random(2).randbytes(8192))
 
+    # 64 zeroed bytes mid-file, on a page boundary: PRAGMA integrity_check calls the file malformed
+    t["damaged"] = root / "damaged.db"
+    raw = bytearray(t["happy"].read_bytes())
+    mid = len(raw) // 2 // 4096 * 4096
+    raw[mid:mid + 64] = bytes(64)
+    t["damaged"].write_bytes(bytes(raw))
+
+    t["truncated"] = root / "truncated.db"
+    t["truncated"].write_bytes(t["happy"].read_bytes()[: len(raw) // 2 // 4096 * 4096])
+
     t["foreign"] = root / "foreign.db"
     _make_foreign(t["foreign"])
 
@@ -399,6 +409,8 @@ _BAD_DBS = {
     "none": "E_DB_MISSING",
     "corrupt": "E_DB_CORRUPT",
     "corrupt-header": "E_DB_CORRUPT",
+    "damaged": "E_DB_CORRUPT",
+    "truncated": "E_DB_CORRUPT",
     "foreign": "E_DB_NOT_PROTOLAB",
     "empty": "E_DB_NOT_PROTOLAB",
     "newer": "E_DB_SCHEMA_NEWER",
@@ -413,6 +425,11 @@ def _database_cases():
         "events-json": ["events", "--db", "{db}", "--json"],
         "state": ["state", "--db", "{db}"],
         "state-json": ["state", "--db", "{db}", "--json"],
+        "check": ["check", "--db", "{db}"],
+        "replay": ["replay", "--db", "{db}"],
+        "trace-export": ["trace", "export", "--db", "{db}"],
+        "artifact-show": ["artifact", "show", "sha256:" + "0" * 64, "--db", "{db}"],
+        "reconcile": ["reconcile", "T-1", "--db", "{db}", "--decision", "ready", "--by", "reviewer", "--evidence", "M-3"],
     }
     out = []
     for kind, code in _BAD_DBS.items():

@@ -135,6 +135,7 @@ def test_check_returns_the_eight_names_in_invariants_order():
     assert INVARIANTS == (
         "NO_STATE_REGRESSION", "EFFECT_AT_MOST_ONCE", "CONFLICT_FROZEN", "NO_LOST_UPDATE",
         "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED",
+        "CLOCK_MONOTONIC",
     )
     assert all(isinstance(r, InvariantResult) and r.description.strip() for r in results)
 

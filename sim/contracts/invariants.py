@@ -162,6 +162,48 @@ def _plugins_design():
     return Plugins(design=_ClockKeys())
 
 
+def _two_writers(*, stale_clock: bool = False, skip_id: bool = False):
+    """Two handles on one file writing in turn, as two processes do: A delivers the story's first
+    three messages, B (opened before A wrote anything) stores an artifact, then delivers an ack.
+    ``stale_clock`` plants a B that read the clock when it opened and never again; ``skip_id``
+    a B that skips a delivery id. Returns an in-memory copy (the file is removed)."""
+
+    def build():
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from ..runtime import deliver, put_artifact
+        from ..store import Store
+
+        class ClockFromOpen(Store):
+            def _refresh(self):  # planted: the counters stay as they were read at open
+                pass
+
+        folder = tempfile.mkdtemp(prefix="protolab-contract-")
+        try:
+            path = Path(folder) / "run.db"
+            Store.create(path).close()
+            a = Store.open(path)
+            b = (ClockFromOpen if stale_clock else Store).open(path)
+            for make in (_m("m1"), _m("m2"), _m("m3")):
+                deliver(a, make())
+            put_artifact(b, {"kind": "note", "text": "written by the second writer"}, task_id="T-1")
+            if skip_id:
+                b._next_delivery += 1  # planted: b skips an id (nobody wrote since b's last look)
+            if not stale_clock:  # (a stale b would also reuse delivery id 1: the store refuses that write)
+                deliver(b, _env("A-3", "ack", {"of": "M-3"}, "R-1:T-1:ack:M-3", sender="manager",
+                                recipient="researcher")())
+            out = a.copy()
+            a.close()
+            b.close()
+            return out
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return build
+
+
 # ------------------------------------------------------------------------------------- the cases
 
 CASES: tuple[Case, ...] = (
@@ -226,6 +268,16 @@ CASES: tuple[Case, ...] = (
          _scenario(faults=["resend"])),
     Case("keys made from the message id turn a resend into a new intent", "RESEND_DEDUPLICATED", False,
          lambda: _scenario(faults=["resend"], plugins=_plugins_design())(), {}),
+    # CLOCK_MONOTONIC
+    Case("a run under delays and reordering keeps its clock and its delivery ids", "CLOCK_MONOTONIC", True,
+         _scenario("fan-out", faults=["delay", "reorder", "crash"])),
+    Case("two writers on one file, each reading the clock inside its transaction, keep one clock", "CLOCK_MONOTONIC",
+         True, _two_writers()),
+    Case("a writer that read the clock when it opened puts an event before the newest", "CLOCK_MONOTONIC", False,
+         _two_writers(stale_clock=True), {"problem": "an event's tick is before the previous event's",
+                                          "type": "artifact_stored", "event_seq": 12, "previous_event_seq": 11, "tick": 1}),
+    Case("a writer that skips a delivery id leaves a gap", "CLOCK_MONOTONIC", False,
+         _two_writers(skip_id=True), {"problem": "delivery ids skip", "delivery_id": 4, "next_delivery_id": 5}),
 )
 
 

@@ -259,7 +259,7 @@ def _num(x: float) -> str:
 #: Short column names of the invariants in the fault-by-invariant grid.
 SHORT = {"NO_STATE_REGRESSION": "regr", "EFFECT_AT_MOST_ONCE": "eff1", "CONFLICT_FROZEN": "froz",
          "NO_LOST_UPDATE": "lost", "EVIDENCE_RESOLVES": "evid", "ACK_IS_NOT_COMPLETION": "ack",
-         "TRANSITIONS_ALLOWED": "move", "RESEND_DEDUPLICATED": "rsnd"}
+         "TRANSITIONS_ALLOWED": "move", "RESEND_DEDUPLICATED": "rsnd", "CLOCK_MONOTONIC": "clock"}
 
 
 def fault_grid(report: Report) -> tuple[list[str], list[dict]]:

@@ -1,0 +1,327 @@
+"""Issue 12: many writers on one database, damaged and read-only files, signals.
+
+Every test here drives real ``protolab`` processes (``python -m sim.cli``) where the property is about
+processes: several ``deliver`` at once on one file, a read-only file in a read-only folder, SIGTERM
+and SIGHUP in the middle of ``run`` and ``bench sim``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sim.bench import writers_workload
+from sim.errors import StoreError
+from sim.runtime import put_artifact
+from sim.invariants import check
+from sim.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+
+
+def cli(*args, cwd=None, env=None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, **kw)
+
+
+def spawn(*args, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sim.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
+
+
+def one_error_line(p, code: str) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {code}: "), p.stderr
+    return lines[0]
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------- 1. many writers
+
+
+@pytest.mark.parametrize("writers,own,shared", [(2, 60, 6), (4, 120, 10), (8, 40, 8)])
+def test_concurrent_deliver_processes_land_every_delivery_exactly_once(tmp_path, writers, own, shared):
+    db = tmp_path / "run.db"
+    assert cli("init", "--db", db).returncode == 0
+    batches = []
+    for w in range(writers):
+        path = tmp_path / f"w{w}.json"
+        batch = writers_workload(w, own, shared=shared)
+        path.write_text(json.dumps(batch))
+        batches.append(batch)
+    procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(writers)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    outcomes = [o for out, _ in outs for o in json.loads(out)]
+    total = sum(len(b) for b in batches)
+    assert len(outcomes) == total
+    # every delivery exactly once: the ids the processes were told are 1..total, each once
+    assert sorted(o["delivery_id"] for o in outcomes) == list(range(1, total + 1))
+    with Store.open(db, readonly=True) as store:
+        deliveries = store.deliveries()
+        assert [d["delivery_id"] for d in deliveries] == list(range(1, total + 1))
+        assert {(d["delivery_id"], d["message_id"], d["decision"]) for d in deliveries} == \
+               {(o["delivery_id"], o["message_id"], o["decision"]) for o in outcomes}
+        ticks = [e["tick"] for e in store.events()]
+        assert ticks == sorted(ticks)
+        tasks = {t["task_id"]: t for t in store.tasks()}
+        assert len(tasks) == writers * own + shared
+        # contended: one request of each shared task accepted, the rest duplicates; one start moved it
+        by = Counter((d["task_id"], d["type"], d["decision"]) for d in deliveries if d["task_id"].startswith("S-"))
+        for k in range(shared):
+            assert by[(f"S-{k}", "task_request", "accepted")] == 1
+            assert by[(f"S-{k}", "task_request", "duplicate")] == writers - 1
+            assert by[(f"S-{k}", "task_started", "accepted")] == 1
+            assert by[(f"S-{k}", "task_started", "rejected")] == writers - 1
+            assert tasks[f"S-{k}"]["state"] == "running" and tasks[f"S-{k}"]["state_version"] == 2
+        assert all(r.ok for r in check(store)), [r for r in check(store) if not r.ok]
+    assert cli("replay", "--db", db).returncode == 0
+    c = cli("check", "--db", db, "--json")
+    assert c.returncode == 0 and {r["name"]: r["ok"] for r in json.loads(c.stdout)}["CLOCK_MONOTONIC"] is True
+
+
+def test_two_handles_in_one_process_share_one_clock_and_one_id_sequence(tmp_path):
+    from sim import samples
+    from sim.runtime import deliver, put_artifact
+
+    db = tmp_path / "run.db"
+    Store.create(db).close()
+    a, b = Store.open(db), Store.open(db)  # both read the counters now; only a writes next
+    try:
+        envs = samples.happy_path()
+        for env in envs[:3]:
+            deliver(a, env)
+        ref = put_artifact(b, {"kind": "note"})  # b's clock is read inside its transaction: tick 4, not 1
+        o = deliver(b, envs[3])
+        assert o.delivery_id == 4 and o.tick == 5
+        o = deliver(a, envs[4])
+        assert o.delivery_id == 5 and o.tick == 6
+        assert b.artifact(ref)["first_tick"] == 4
+        assert {r.name: r.ok for r in check(a)}["CLOCK_MONOTONIC"]
+    finally:
+        a.close()
+        b.close()
+
+
+# ---------------------------------------------------------------------------- 3. read-only files and folders
+
+
+def _finished_run(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    db = folder / "run.db"
+    assert cli("run", "--db", db, "--json").returncode == 0  # every invariant holds: check exits 0
+    assert sorted(p.name for p in folder.iterdir()) == ["run.db"]  # closed: no side files
+    return db
+
+
+READS = [
+    ["state", "--db", "{db}", "--json"], ["check", "--db", "{db}"], ["replay", "--db", "{db}"],
+    ["events", "--db", "{db}"], ["messages", "--db", "{db}"], ["trace", "export", "--db", "{db}"],
+    ["machine", "show", "--db", "{db}"],
+]
+
+
+def test_reads_leave_no_side_files_in_a_writable_folder(tmp_path):
+    db = _finished_run(tmp_path / "run")
+    before = files(db.parent)
+    for argv in READS:
+        p = cli(*[a.format(db=db) for a in argv])
+        assert p.returncode == 0, (argv, p.stderr)
+        assert files(db.parent) == before, argv  # no -wal, no -shm, the bytes unchanged
+
+
+def _unprivileged():
+    """(command prefix, environment) running protolab as a user for whom permissions bite, or None.
+
+    As root (this sandbox), ``runuser -u nobody`` with a Python that user may execute (the venv's may
+    live under /root) and the venv's packages on PYTHONPATH."""
+    import sysconfig
+
+    if os.geteuid() != 0:
+        return [sys.executable], dict(os.environ, PYTHONPATH=str(ROOT))
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        return None
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+           "PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}"}
+    for python in (sys.executable, f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
+        probe = subprocess.run([runuser, "-u", "nobody", "--", python, "-c", "import sim.cli, sqlite_utils, typer"],
+                               capture_output=True, env=env, cwd="/")
+        if probe.returncode == 0:
+            return [runuser, "-u", "nobody", "--", python], env
+    return None
+
+
+@pytest.fixture
+def public_tmp():
+    """A folder every user may enter (pytest's tmp_path is root's own)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="protolab-ro-"))
+    folder.chmod(0o755)
+    yield folder
+    for q in folder.rglob("*"):
+        q.chmod(0o755 if q.is_dir() else 0o644)
+    shutil.rmtree(folder)
+
+
+def _as_user(who, *args, cwd):
+    prefix, env = who
+    return subprocess.run([*prefix, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_a_read_only_file_in_a_read_only_folder_reads_and_refuses_writes_naming_the_path(public_tmp):
+    tmp_path = public_tmp
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("running as root without runuser: permissions would not bite")
+    db = _finished_run(tmp_path / "ro")
+    os.chmod(db, 0o444)
+    os.chmod(db.parent, 0o555)
+    try:
+        before = files(db.parent)
+        for argv in READS:
+            p = _as_user(prefix, *[a.format(db=db) for a in argv], cwd=tmp_path)
+            assert p.returncode == 0, (argv, p.stderr)
+        assert files(db.parent) == before
+        p = _as_user(prefix, "deliver", DATA / "envelopes" / "duplicate.json", "--db", db, cwd=tmp_path)
+        line = one_error_line(p, "E_DB_READONLY")
+        assert str(db) in line
+        os.chmod(db.parent, 0o777)  # a writable folder, the file still read-only
+        p = _as_user(prefix, "artifact", "put", DATA / "artifacts" / "facts-T-1.json", "--db", db, cwd=tmp_path)
+        assert str(db) in one_error_line(p, "E_DB_READONLY")
+        assert files(db.parent) == before
+    finally:
+        os.chmod(db.parent, 0o755)
+        os.chmod(db, 0o644)
+
+
+def test_a_writable_file_in_a_read_only_folder_is_refused_for_writes_naming_the_folder(public_tmp):
+    tmp_path = public_tmp
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("running as root without runuser: permissions would not bite")
+    db = _finished_run(tmp_path / "ro")
+    os.chmod(db, 0o666)
+    os.chmod(db.parent, 0o555)
+    try:
+        p = _as_user(prefix, "deliver", DATA / "envelopes" / "duplicate.json", "--db", db, cwd=tmp_path)
+        line = one_error_line(p, "E_DB_READONLY")
+        assert str(db.parent) in line and "-wal" in line
+    finally:
+        os.chmod(db.parent, 0o755)
+
+
+def test_read_only_opens_use_an_immutable_uri_when_no_wal_holds_changes(tmp_path):
+    db = _finished_run(tmp_path / "run")
+    with Store.open(db, readonly=True) as s:
+        uri = s.conn.execute("PRAGMA database_list").fetchall()[0][2]
+        assert s.readonly and uri.endswith("run.db")
+        with pytest.raises(StoreError) as e:
+            put_artifact(s, {"kind": "note"})
+        assert e.value.code == "E_DB_READONLY" and str(db) in e.value.message
+    assert sorted(p.name for p in db.parent.iterdir()) == ["run.db"]
+
+
+# ---------------------------------------------------------------------------- 4. signals
+
+
+def _wait_for(pred, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_during_run_removes_the_partial_files_and_says_so(tmp_path, sig):
+    db = tmp_path / "out.db"
+    p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
+    partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
+    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial())), p.stderr.read() if p.poll() else ""
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: E_ABORTED: ") and "nothing was written" in lines[0], err
+    assert signal.Signals(sig).name in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_completed_db_is_kept_when_a_later_run_is_interrupted(tmp_path):
+    db = tmp_path / "out.db"
+    assert cli("run", "stress", "--tasks", "20", "--db", db, "--json").returncode == 0
+    before = files(tmp_path)
+    p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
+    partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
+    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial()))
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM
+    assert files(tmp_path) == before
+
+
+def test_a_run_removes_stale_partial_files_of_a_dead_process(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f".out.db.partial-{pid}{suffix}").write_bytes(b"x" * 100)
+    (tmp_path / f".out.db.partial-{os.getpid()}").write_bytes(b"alive")  # a live process's: kept
+    assert cli("run", "--db", tmp_path / "out.db", "--json").returncode == 0
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted(["out.db", f".out.db.partial-{os.getpid()}"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_bench_sim_removes_its_temporary_folders(tmp_path, sig):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    p = subprocess.Popen([sys.executable, "-m", "sim.cli", "bench", "sim", "--sizes", "4000", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    found = lambda: [q for q in tmp_path.rglob("*.db*") if q.stat().st_size > 100_000]  # noqa: E731
+    assert _wait_for(lambda: bool(found()), 60), "the bench never started writing"
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: E_ABORTED: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tui_and_lab_check_refuse_a_damaged_file_before_anything_else(tmp_path):
+    db = _finished_run(tmp_path / "run")
+    raw = bytearray(db.read_bytes())
+    mid = len(raw) // 2 // 4096 * 4096
+    raw[mid:mid + 64] = bytes(64)
+    db.write_bytes(bytes(raw))
+    before = files(db.parent)
+    for argv in (["tui", "--db", db], ["lab", "check", "1", "--db", db, "--progress", tmp_path / "p.db"]):
+        p = cli(*argv)
+        assert str(db) in one_error_line(p, "E_DB_CORRUPT"), argv
+    assert files(db.parent) == before
+
+
+def test_bench_writers_small_loses_nothing_and_keeps_the_clock():
+    from sim.bench import bench_writers
+
+    r = bench_writers(2, 30, shared=3)
+    for side in ("concurrent", "one_process"):
+        assert r[side]["lost"] == 0 and r[side]["clock_violations"] == 0
+        assert r[side]["deliveries"] == 2 * (30 + 2 * 3)
