@@ -33,7 +33,26 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("protolab")
+        except PackageNotFoundError:  # a checkout that was never installed
+            v = "0.1.0 (not installed)"
+        typer.echo(f"protolab {v}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="Print protolab's version and exit.")) -> None:
+    """protolab: a lab kit for agent message protocols and shared state."""
 machine_app = typer.Typer(help="Task state machines: show, check and load versions.", no_args_is_help=True)
 artifact_app = typer.Typer(help="Content-addressed artifacts (fact tables, drafts): put and show.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
@@ -53,7 +72,17 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, emoji=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich mutes stdout and exits 1; a closed pipe (`protolab run | head -1`) is the reader
+            # having had enough: main() ends quietly with 0, as `events | head` does
+            super_ = super()
+            try:
+                super_.on_broken_pipe()
+            except SystemExit:
+                raise BrokenPipeError from None
+
+    return _Console(highlight=False, soft_wrap=False, emoji=False)
 
 
 def _print_json(value) -> None:
@@ -386,6 +415,9 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
         t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
         t["trusted"] = bool(t["trusted"])
     if task:
+        if not any(t["task_id"] == task for t in data["tasks"]):
+            known = ", ".join(t["task_id"] for t in data["tasks"][:10]) or "none yet"
+            raise InputError(f"no task {task} in {db} (its tasks: {known})", code="E_UNKNOWN_TASK")
         for k in ("tasks", "transitions", "intents", "effects", "artifacts", "approvals", "budget"):
             data[k] = [r for r in data[k] if r.get("task_id") == task]
     if as_json:
@@ -494,7 +526,7 @@ def _mark(ok: bool) -> str:
 @app.command()
 def run(
     scenario: str = SCENARIO_ARG,
-    seed: Optional[int] = typer.Option(None, "--seed", help="The run's seed (default: the scenario's)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
     fault: List[str] = FAULT_OPT,
     policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
     db: Path = DB_OPT,
@@ -598,7 +630,7 @@ def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plug
 @app.command()
 def demo(
     mode: str = typer.Argument("run", help="'run' (the default scenario, live) or 'regression' (workshop: naive beside safe)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="The seed (default: the scenario's, 0)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The seed (default: the scenario's, 0)."),
     fault: List[str] = typer.Option([], "--fault", "-f", help="For regression: the faults both runs get (default: late-failure)."),
     db: Path = DB_OPT,
     paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
@@ -673,7 +705,7 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
 @app.command()
 def tui(
     scenario: Optional[str] = typer.Argument(None, help="A scenario to run live (publish-report, fan-out, stress, or a .toml)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="The run's seed (default: the scenario's)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
     fault: List[str] = FAULT_OPT,
     policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
     db: Optional[Path] = typer.Option(None, "--db", help="With a scenario: where the live run is written "
@@ -730,7 +762,7 @@ def _witness_line(r) -> str:
 @app.command()
 def compare(
     scenario: str = SCENARIO_ARG,
-    seed: Optional[int] = typer.Option(None, "--seed", help="The seed both runs use."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The seed both runs use."),
     fault: List[str] = FAULT_OPT,
     as_json: bool = JSON_OPT,
     design: List[Path] = typer.Option([], "--design", help="An envelope design (.py) beside the reference design; "
@@ -791,6 +823,10 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
         con.print("  [green]no side effect committed twice[/]" if proof
                   else f"  [bold red]effects committed again[/]: {', '.join(r['effects_committed_again'])}", soft_wrap=True)
     if not report["match"] or not proof:
+        if not as_json:
+            why = [w for w, bad in (("the replayed state differs from the live one", not report["match"]),
+                                    ("redelivering the log commits side effects again", not proof)) if bad]
+            _console().print(f"replay FAILED: {'; '.join(why)} (exit status 1)", soft_wrap=True, highlight=False)
         raise typer.Exit(1)
 
 
@@ -2039,6 +2075,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         try:
             rv = app(args=argv, prog_name="protolab", standalone_mode=False)
+        except SystemExit as e:
+            # click answers a closed pipe with exit 1 after muting stdout: end quietly instead
+            if e.code == 1 and "PacifyFlushWrapper" in type(sys.stdout).__name__:
+                sys.exit(0)
+            raise
         except (KeyboardInterrupt, *_click_errors("Abort")) as e:
             if signal_of(e) is None:
                 raise

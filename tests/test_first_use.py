@@ -1,0 +1,61 @@
+"""What a new user trips on first (issue 14's silent exits and missing refusals): each command
+says what happened, in one line when it fails, and a closed pipe ends quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sim.cli import main
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_version_and_short_help(capsys):
+    code, out, _ = _cli(capsys, "--version")
+    assert code == 0 and out.startswith("protolab ")
+    code, out, _ = _cli(capsys, "-h")
+    assert code == 0 and "Usage: protolab" in out and "--version" in out
+    code, out, _ = _cli(capsys, "run", "-h")
+    assert code == 0 and "Usage: protolab run" in out
+
+
+def test_a_negative_seed_is_refused(tmp_path, capsys):
+    code, _, err = _cli(capsys, "run", "--seed", "-1", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and err.startswith("error: E_USAGE:") and "--seed" in err
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_state_of_a_task_that_does_not_exist_says_so(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    assert _cli(capsys, "run", "--db", str(db))[0] == 0
+    code, out, err = _cli(capsys, "state", "--db", str(db), "--task", "T-99")
+    assert code == 2 and err.startswith("error: E_UNKNOWN_TASK: no task T-99") and "T-1, T-2" in err
+    assert _cli(capsys, "state", "--db", str(db), "--task", "T-1")[0] == 0
+
+
+def test_a_failed_replay_ends_with_a_line_saying_what_failed(tmp_path, capsys):
+    db = tmp_path / "n.db"
+    _cli(capsys, "run", "--policy", "naive", "--fault", "duplicate", "--db", str(db))
+    code, out, _ = _cli(capsys, "replay", "--db", str(db))
+    assert code == 1
+    assert out.strip().splitlines()[-1].startswith("replay FAILED: redelivering the log commits side effects again")
+
+
+def test_a_closed_pipe_ends_quietly_with_0(tmp_path):
+    db = tmp_path / "r.db"
+    p = subprocess.Popen([sys.executable, "-c", "from sim.cli import main; main()", "run", "--db", str(db)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1])
+    p.stdout.readline()
+    p.stdout.close()  # as `| head -1` does
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and not err.strip(), err
