@@ -898,7 +898,9 @@ def trace_validate(
     else:
         con = _console()
         if report.valid:
-            con.print(f"[green]valid[/]: terminal {report.terminal}. {report.reason}", soft_wrap=True)
+            why = report.reason.removeprefix("valid: ").removeprefix(f"{report.terminal}, ").removeprefix(f"{report.terminal}")
+            con.print(f"[green]valid[/]: terminal {report.terminal}" + (f", {why.lstrip(', ')}" if why.strip(" ,.") else ""),
+                      soft_wrap=True)
             for gid, g in report.gathers.items():
                 con.print(f"  gather {gid} ({g.rule}): {g.status}, value {json.dumps(g.value)}"
                           + (f", dissent from {', '.join(d['sender'] for d in g.dissent)}" if g.dissent else "")
@@ -1126,7 +1128,7 @@ def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) wi
         with store.transaction():
             store.advance()
             store.load_machine(rb, description=f"loaded from {file.name}")
-    typer.echo(f"loaded {rb.version} ({len(rb.rules)} moves); new tasks use it, existing tasks keep their version")
+    typer.echo(f"loaded {rb.version} ({len(rb.rules)} moves) into {db}; new tasks use it, existing tasks keep their version")
 
 
 # ---------------------------------------------------------------------------- artifacts
@@ -1184,7 +1186,8 @@ def bench_intake(
 
 @bench_app.command("sim")
 def bench_sim(
-    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Comma-separated task counts for the stress scenario."),
+    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Comma-separated task counts for the stress scenario "
+                                                                   "(100,000 tasks takes several minutes)."),
     as_json: bool = JSON_OPT,
 ):
     """The stress scenario at each size: deliveries/s beside bare sqlite3 on the same rows, and peak memory."""

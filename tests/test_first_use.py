@@ -59,3 +59,14 @@ def test_a_closed_pipe_ends_quietly_with_0(tmp_path):
     p.stdout.close()  # as `| head -1` does
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 0 and not err.strip(), err
+
+
+def test_a_valid_trace_is_said_valid_once_and_machine_load_names_the_file_it_changed(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1]
+    code, out, _ = _cli(capsys, "trace", "validate", str(root / "data/traces/valid-trace.json"))
+    first = out.splitlines()[0]
+    assert code == 0 and first.startswith("valid: terminal COMPLETED, fence") and first.count("valid") == 1
+    db = tmp_path / "m.db"
+    _cli(capsys, "init", "--db", str(db))
+    code, out, _ = _cli(capsys, "machine", "load", str(root / "data/machines/task-v2.toml"), "--db", str(db))
+    assert code == 0 and f"into {db}" in out
