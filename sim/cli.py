@@ -543,6 +543,7 @@ def run(
     sc = _load_scenario(scenario, tasks)
     _check_run_args(policy, fault)
     plugins = _plugins(design, intake, effects, machine)
+    _default_db_for(db, sc.name)
     try:
         with _progress(sc.stress is not None) as bar:
             store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
@@ -584,6 +585,27 @@ def run(
                      [[r.name, _mark(r.ok), _witness_line(r)] for r in results]))
     con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
     con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
+
+
+DEFAULT_DB = Path("protolab.db")
+
+
+def _default_db_for(db: Path, scenario: str) -> None:
+    """The rule for the default database: ``protolab.db`` holds the latest simulator run, whatever
+    its scenario; a run of another scenario there is replaced, with a notice (name a --db to keep
+    runs side by side). A named --db is never replaced by another scenario's run, and hand-delivered
+    messages are never replaced."""
+    if db != DEFAULT_DB or not db.exists():
+        return
+    from .runner import scenario_of
+
+    previous = scenario_of(db)
+    if previous is None or previous == scenario:
+        return  # hand-delivered: refused as before; the same scenario: replaced as before
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    sys.stderr.write(f"note: {db} held a run of {previous}; it now holds this run of {scenario} "
+                     "(use --db FILE to keep runs side by side)\n")
 
 
 def _interactive() -> bool:
@@ -647,6 +669,7 @@ def demo(
     if mode == "run":
         if len(designs) > 1:
             raise InputError("'demo run' takes one --design; 'demo regression' shows two side by side", code="E_USAGE")
+        _default_db_for(db, sc.name)
         _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless,
                   plugins=_plugins(design=designs[0]) if designs else None)
         return
@@ -737,6 +760,7 @@ def tui(
     plugins = _plugins(design, intake, effects, machine)
     if not _interactive():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
+    _default_db_for(db or DEFAULT_DB, sc.name)
     _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False,
               plugins=plugins)
 

@@ -33,7 +33,7 @@ from .runtime import Outcome, deliver, expire_lease, put_artifact, record_fault
 from .scenario import Scenario, TaskSpec
 from .store import Store
 
-__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "fault_specs", "unmatched_faults", "new_run"]
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
 
 
 @dataclass
@@ -384,6 +384,15 @@ class Run:
         if self.progress is not None:
             self.progress.update(job, completed=bar_total)
         self.unfinished = sum(1 for sp in self._tasks_in_play() if not self._settled(sp.id) and not self._blocked(sp))
+
+
+def scenario_of(db: Path) -> str | None:
+    """The scenario whose run ``db`` holds (None: hand-delivered messages, not a simulator run)."""
+    store = Store.open(db, readonly=True, verify=False)  # refuses corrupt, foreign and newer databases
+    try:
+        return store.get_meta("scenario")
+    finally:
+        store.close()
 
 
 def prepare_db_path(db: Path, scenario: str) -> None:

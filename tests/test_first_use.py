@@ -70,3 +70,20 @@ def test_a_valid_trace_is_said_valid_once_and_machine_load_names_the_file_it_cha
     _cli(capsys, "init", "--db", str(db))
     code, out, _ = _cli(capsys, "machine", "load", str(root / "data/machines/task-v2.toml"), "--db", str(db))
     assert code == 0 and f"into {db}" in out
+
+
+def test_the_default_database_holds_the_latest_run_whatever_its_scenario(tmp_path, monkeypatch, capsys):
+    """The README runs publish-report, then fan-out, on protolab.db: the second replaces the first
+    with a notice; a named --db of another scenario is still refused, and hand-delivered messages too."""
+    monkeypatch.chdir(tmp_path)
+    assert _cli(capsys, "run")[0] == 0
+    code, out, err = _cli(capsys, "run", "fan-out", "--seed", "3", "--fault", "crash")
+    assert code == 0 and "fan-out seed 3" in out
+    assert err.startswith("note: protolab.db held a run of publish-report; it now holds this run of fan-out")
+    assert _cli(capsys, "run", "fan-out", "--db", "mine.db")[0] == 0
+    code, _, err = _cli(capsys, "run", "--db", "mine.db")
+    assert code == 2 and err.startswith("error: E_DB_OTHER_SCENARIO:")
+    (tmp_path / "protolab.db").unlink()
+    assert _cli(capsys, "init")[0] == 0
+    code, _, err = _cli(capsys, "run")
+    assert code == 2 and "hand-delivered" in err
