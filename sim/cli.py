@@ -214,7 +214,8 @@ _OUTCOME_COLS = ["#", "message", "type", "task", "decision", "state", "why"]
 
 
 @app.command()
-def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tour (replaced if it is a protolab database).")):
+def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tour (replaced if it is a protolab database)."),
+         no_pause: bool = typer.Option(False, "--no-pause", help="Print every step at once (piped output never pauses).")):
     """A guided hand-delivery: the default story and each fault, delivered one step at a time."""
     from .runtime import deliver as _deliver, put_artifact, review
     from .samples import FACTS, demo_steps, draft
@@ -230,9 +231,16 @@ def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tou
         fr = put_artifact(store, FACTS, kind="fact-table", task_id="T-1")
         dr = put_artifact(store, draft(), kind="draft", task_id="T-2")
         con.print(f"[bold]protolab tour[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
-        for title, envs in demo_steps():
+        steps = list(demo_steps())
+        pause = _interactive() and not no_pause
+        for i, (title, envs) in enumerate(steps, 1):
             outcomes = [_deliver(store, e) for e in envs]
-            con.print(_table(title, _OUTCOME_COLS, _outcome_rows(outcomes)))
+            con.print(_table(f"step {i} of {len(steps)}: {title}", _OUTCOME_COLS, _outcome_rows(outcomes)))
+            if pause:  # in a terminal, one step at a time; piped, it prints through
+                try:
+                    input("enter: the next step (ctrl+c ends the tour; what was delivered stays in the file) ")
+                except EOFError:
+                    pause = False
         o = review(store, "T-1", "ready", by="reviewer", evidence=["M-3", "M-8"], note="two fact tables under one key; rerun")
         con.print(_table("reconcile: the reviewer releases T-1 from retained evidence (M-3, M-8)", _OUTCOME_COLS, _outcome_rows([o])))
         tasks = store.tasks()

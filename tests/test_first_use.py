@@ -87,3 +87,21 @@ def test_the_default_database_holds_the_latest_run_whatever_its_scenario(tmp_pat
     assert _cli(capsys, "init")[0] == 0
     code, _, err = _cli(capsys, "run")
     assert code == 2 and "hand-delivered" in err
+
+
+def test_the_tour_waits_for_enter_between_steps_in_a_terminal(tmp_path):
+    import time
+
+    from ptyrun import Terminal
+
+    t = Terminal([sys.executable, "-c", "from sim.cli import main; main()", "tour"], cwd=tmp_path, size=(120, 40))
+    t.wait_for("step 1 of", "enter: the next step", timeout=60)
+    time.sleep(0.5)
+    t.read()
+    assert "step 2 of" not in t.text  # it waits
+    t.press("\r")
+    t.wait_for("step 2 of", timeout=30)
+    for _ in range(6):
+        t.press("\r")
+    t.wait_for("state now", timeout=30)
+    assert t.finish() == 0
