@@ -105,3 +105,17 @@ def test_the_tour_waits_for_enter_between_steps_in_a_terminal(tmp_path):
         t.press("\r")
     t.wait_for("state now", timeout=30)
     assert t.finish() == 0
+
+
+def test_the_read_only_refusal_in_the_tui_keeps_its_brackets(tmp_path, capsys):
+    from ptyrun import Terminal
+
+    db = tmp_path / "r.db"
+    assert _cli(capsys, "run", "--db", str(db))[0] == 0
+    t = Terminal([sys.executable, "-c", "from sim.cli import main; main()", "tui", "--db", str(db)], cwd=tmp_path,
+                 size=(160, 35))
+    t.wait_for("read-only", timeout=60)
+    t.press("d")
+    t.wait_for("use [ and ] to walk through it", timeout=20)
+    t.press("q")
+    assert t.finish() == 0

@@ -385,6 +385,7 @@ class ProtolabApp(Player, App):
             pass
 
     def say(self, text: str, *, error: bool = False) -> None:
+        text = text.replace("[", "\\[")  # "[ and ]" is text here, not markup (Textual would swallow it)
         self.message_line = f"[red]{text}[/red]" if error else text
         if error:
             self.notify(text, severity="error", timeout=5)
