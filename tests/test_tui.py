@@ -182,6 +182,9 @@ async def test_space_after_the_last_delivery_says_the_run_is_over(live):
         assert live.finished
         assert len(app.messages_view.source) == DELIVERIES
         assert "the run is over" in status(app) and "finished" in status(app)
+        assert "[ and ] walk it back" in status(app)  # the brackets survive Textual's markup
+        await press(pilot, "t")
+        assert "back to the present" in status(app) and "the run is over" not in status(app)
         await press(pilot, "space")
         assert len(app.messages_view.source) == DELIVERIES
         assert [t["state"] for t in app._tasks] == ["succeeded", "succeeded"]

@@ -438,7 +438,8 @@ class ProtolabApp(Player, App):
         out = self.live.step()
         if out is None:
             self._stop_play()
-            self.say("the run is over: nothing more is due (inject a fault to carry on, or press q)")
+            self.say("the run is over: nothing more is due ([ and ] walk it back an event at a time; a fault key "
+                     "carries it on; q quits)")
         else:
             self.message_line = f"#{out.delivery_id} {out.message_id} {out.type}: {out.decision}"
         self.reload()
@@ -614,6 +615,7 @@ class ProtolabApp(Player, App):
 
     def action_present(self) -> None:
         self.as_of = None
+        self.message_line = "back to the present"
         self.reload()
 
     # ------------------------------------------------------------------ other screens
