@@ -397,6 +397,9 @@ async def test_r_reconciles_as_ready_by_default(live):
         assert task(app, "T-1")["state"] == "ready"
         assert "reviewer: T-1 → ready" in status(app)
         assert [a["decision"] for a in live.store.approvals()] == ["ready"]
+        # the header counts every delivery, the reviewer's too, as Messages lists them
+        n = len(live.store.deliveries())
+        assert f"· {n} deliveries ·" in status(app) and n == live.delivered + 1
 
 
 async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):

@@ -370,7 +370,9 @@ class ProtolabApp(Player, App):
         if self.live is not None:
             r = self.live.run
             mode = "finished" if self.live.finished else ("▶ playing" if self.playing else "⏸ paused")
-            parts.append(f"round {r.now} · {self.live.delivered} deliveries · {mode} ×{SPEEDS[self.speed_i]}/s")
+            # every delivery in the store (a reviewer's decision too), as Messages shows them
+            n = self.store.next_delivery_id() - 1
+            parts.append(f"round {r.now} · {n} deliveries · {mode} ×{SPEEDS[self.speed_i]}/s")
         else:
             parts.append("read-only")
         if self.as_of is not None:
