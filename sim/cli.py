@@ -1024,11 +1024,11 @@ def trace_mutate(
             if r.get("applicable") is False:
                 return f"not applicable: the trace has nothing this mutation breaks ({r['rule']})"
             return ((", ".join(r["produced"]) or f"valid {r['terminal']}")
-                    + ("" if r["exact"] else f"  (expected {r['expected'] or 'valid ' + str(r['expected_terminal'])})"))
+                    + ("" if r["exact"] else f"; the rule's own code is {r['expected'] or 'valid ' + str(r['expected_terminal'])}"))
 
         _console().print(_table(
             f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
-            ["caught", "mutation", "produced (expected, if something else was too)"],
+            ["caught", "mutation", "the validator said"],
             [["[green]yes[/]" if r["ok"] else ("[yellow]n/a[/]" if r.get("applicable") is False else "[bold red]NO[/]"),
               r["name"], what(r)] for r in rows],
         ))
