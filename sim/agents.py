@@ -20,6 +20,7 @@ from .design import Intent
 from .envelope import Envelope
 from .intake import TaskView
 from .machine import TERMINAL, TaskState
+from .privacy import Privacy, fake_value
 from .scenario import Settings, TaskSpec
 
 __all__ = ["World", "Manager", "Worker", "Zombie", "facts_table", "draft_doc"]
@@ -32,6 +33,7 @@ class World(Protocol):
 
     settings: Settings
     trace: str
+    privacy: Privacy  # the scenario's sensitive fields (empty when it declares none)
 
     def task(self, task_id: str) -> TaskView | None: ...
     def result_of(self, task_id: str) -> Intent | None: ...
@@ -115,6 +117,16 @@ class Manager:
                 ctx[dep] = {"content": res.content, "summary": res.body.get("summary"), "notes": res.context.get("notes")}
         return {"inputs": ctx} if ctx else {}
 
+    def _forwarded(self, spec: TaskSpec) -> dict:
+        """The sensitive fields the inputs' results carried (a source's contact): the manager passes
+        on everything it knows about the source. Who may be sent which is the transport's rule."""
+        out = {}
+        for dep in spec.after:
+            res = self.world.result_of(dep)
+            if res is not None:
+                out.update({k: res.body[k] for k in self.world.privacy.sensitive if k in res.body})
+        return out
+
     def act(self, now: int) -> None:
         w, s = self.world, self.world.settings
         for env in self.acks:
@@ -130,6 +142,8 @@ class Manager:
                 payload = {"goal": spec.goal if not inputs else f"{spec.goal}: {', '.join(inputs)}", "budget": spec.budget}
                 if spec.publish:
                     payload["publish"] = spec.publish
+                if w.privacy:
+                    payload.update(self._forwarded(spec))
                 w.say("task_request", self.id, spec.worker, spec.id, payload, attempt=1, retry=req.tries if req else 0,
                       refs=inputs, context=self._context(spec))
                 self.sent[spec.id] = _Req(now, (req.tries + 1) if req else 1)
@@ -148,6 +162,8 @@ class Manager:
                 payload = {"goal": spec.goal, "budget": spec.budget, "attempt": attempt}
                 if spec.publish:
                     payload["publish"] = spec.publish
+                if w.privacy:
+                    payload.update(self._forwarded(spec))
                 w.say("task_request", self.id, spec.worker, spec.id, payload, attempt=attempt, retry=tries - 1,
                       refs=inputs, context=self._context(spec))
                 self.sent[spec.id] = _Req(now, tries, t.state_version)
@@ -199,6 +215,9 @@ class Worker:
                    "summary": f"{len(content.get('rows', [])) or 1} item(s) in {ref[:15]}"}
         if spec.publish:
             payload["effect"] = {"kind": "publish", "target": spec.publish}
+        if spec.kind == "research" and self.world.privacy:
+            # Research that talked to a person: who they are and how to reach them (made up, seeded).
+            payload.update({k: fake_value(self.fake, k) for k in self.world.privacy.sensitive})
         return payload, content
 
     def notes(self, task_id: str) -> str:

@@ -159,9 +159,17 @@ def _digest_cell(digest: str, scheme: str) -> str:
     return _short(digest) + (" (jcs)" if scheme == "jcs-v2" else "")
 
 
+def _plain(text: str):
+    """``text`` as a table cell shown exactly (brackets and all, never read as markup)."""
+    from rich.text import Text
+
+    return Text(text)
+
+
 def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None):
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(
         title=title, title_justify="left", title_style="bold", caption=caption, caption_justify="left",
@@ -172,7 +180,8 @@ def _table(title: str, columns: list[str], rows: list[list], *, caption: str | N
         # Short columns never wrap; the last (free text) wraps in the width that is left.
         t.add_column(c, no_wrap=not last, overflow="fold" if last else "ellipsis", )
     for r in rows:
-        t.add_row(*["" if v is None else str(v) for v in r])
+        # a Text cell is shown as it is (no markup: "[redacted]" stays); a str cell may carry markup
+        t.add_row(*["" if v is None else v if isinstance(v, Text) else str(v) for v in r])
     return t
 
 
@@ -294,7 +303,9 @@ def deliver(
 
 
 @app.command()
-def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
+def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task."),
+             payloads: bool = typer.Option(False, "--payloads", help="Print each envelope's payload as the log keeps it "
+                                           "(sensitive values the run declared show [redacted] under the safe policy).")):
     """The message log: every envelope, and every delivery with its decision."""
     with _open(db, readonly=True) as store:
         msgs, dels = store.messages(), store.deliveries()
@@ -317,6 +328,11 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
             caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
         )
     )
+    if payloads:
+        con.print("[bold]Payloads (as the log keeps them)[/]")
+        for m in msgs:
+            con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
+                      f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
     con.print(
         _table(
             "Deliveries (one row per attempt)",
@@ -874,7 +890,7 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     else:
         con = _console()
         con.print(_table(f"Invariants of {db}", ["invariant", "result", "what must hold"],
-                         [[r.name, _mark(r.ok), r.description] for r in results]))
+                         [[r.name, _mark(r.ok), _plain(r.description)] for r in results]))
         for r in results:
             if not r.ok:
                 con.print(f"[bold red]{r.name}[/] witnesses:")

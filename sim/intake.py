@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from . import digest as _digest
 from .envelope import SCHEMA_VERSIONS, Envelope, role_of
 from .machine import TERMINAL, RuleBook, TaskState
+from .privacy import is_redacted
 
 __all__ = [
     "Decision",
@@ -146,10 +147,12 @@ def _same_payload(prior: IntentRecord, env: Envelope) -> bool:
     if prior.digest_scheme == env.digest_scheme:
         return prior.payload_digest == env.payload_digest
     try:
-        return (
-            _digest.digest(prior.payload, env.digest_scheme) == env.payload_digest
-            and _digest.digest(env.payload, prior.digest_scheme) == prior.payload_digest
-        )
+        ours = _digest.digest(env.payload, prior.digest_scheme) == prior.payload_digest
+        if is_redacted(prior.payload):
+            # The log kept [redacted] for the prior's sensitive values (sim.privacy): the new payload,
+            # digested under the prior's scheme, is the whole comparison.
+            return ours
+        return ours and _digest.digest(prior.payload, env.digest_scheme) == env.payload_digest
     except _digest.DigestError:
         return False
 

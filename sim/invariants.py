@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from . import digest as _digest
 from .errors import DigestError
 from .machine import TERMINAL
+from .privacy import Privacy, is_redacted
 
 __all__ = ["InvariantResult", "INVARIANTS", "DESCRIPTIONS", "check"]
 
@@ -53,6 +54,7 @@ INVARIANTS: tuple[str, ...] = (
     "TRANSITIONS_ALLOWED",
     "RESEND_DEDUPLICATED",
     "CLOCK_MONOTONIC",
+    "PAYLOAD_MINIMIZATION",
 )
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
@@ -95,6 +97,12 @@ DESCRIPTIONS: dict[str, str] = {
         "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
         "machine_version whose comma-separated roles include the role."
     ),
+    "PAYLOAD_MINIMIZATION": (
+        "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
+        "a recipient the declaration does not say needs it, and neither the message log nor the event log keeps "
+        "a sensitive value in the clear (only [redacted], beside the digest of what was sent). A run that declares "
+        "none holds it trivially."
+    ),
     "CLOCK_MONOTONIC": (
         "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
         "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
@@ -117,6 +125,8 @@ class _Run:
         self.rules = store.transition_rules()
         self.effects = store.effects()
         self.artifacts = store.artifacts()
+        privacy = getattr(store, "privacy", None)
+        self.privacy = privacy() if callable(privacy) else Privacy()
 
         self.delivery_by_id = {d["delivery_id"]: d for d in self.deliveries}
         self.message_by_seq = {m["msg_seq"]: m for m in self.messages}
@@ -251,9 +261,13 @@ def _same_payload(a: dict, b: dict) -> bool:
     if a["digest_scheme"] == b["digest_scheme"]:
         return a["payload_digest"] == b["payload_digest"]
     try:
+        ra, rb = is_redacted(a["payload"]), is_redacted(b["payload"])
+        if ra and rb:
+            # Both logged with [redacted] values (sim.privacy): what the log kept is all there is to compare.
+            return _digest.digest(a["payload"], "json-sorted-v1") == _digest.digest(b["payload"], "json-sorted-v1")
         return (
-            _digest.digest(a["payload"], b["digest_scheme"]) == b["payload_digest"]
-            and _digest.digest(b["payload"], a["digest_scheme"]) == a["payload_digest"]
+            (rb or _digest.digest(a["payload"], b["digest_scheme"]) == b["payload_digest"])
+            and (ra or _digest.digest(b["payload"], a["digest_scheme"]) == a["payload_digest"])
         )
     except DigestError:
         return False
@@ -525,7 +539,32 @@ def _clock_monotonic(run: _Run) -> list[dict]:
     return out
 
 
+def _payload_minimization(run: _Run) -> list[dict]:
+    p = run.privacy
+    if not p:
+        return []
+    out = []
+    for m in run.messages:
+        brief = {"message_id": m["message_id"], "type": m["type"], "task_id": m["task_id"], "sender": m["sender"],
+                 "recipient": m["recipient"]}
+        extra = p.unneeded(m["payload"], m["recipient"])
+        if extra:
+            out.append({"problem": f"sent to {m['recipient']}, which does not need it", **brief, "fields": extra,
+                        "needed": sorted(p.needed_by(m["recipient"]))})
+        clear = p.in_clear(m["payload"])
+        if clear:
+            out.append({"problem": "kept in the clear in the message log", **brief, "fields": clear})
+    for e in run.events:
+        if e["type"] == "intent_recorded":
+            clear = p.in_clear(e["data"].get("payload"))
+            if clear:
+                out.append({"problem": "kept in the clear in the event log", "event_seq": e["seq"],
+                            "message_id": e["message_id"], "task_id": e["task_id"], "fields": clear})
+    return out
+
+
 _CHECKS = {
+    "PAYLOAD_MINIMIZATION": _payload_minimization,
     "CLOCK_MONOTONIC": _clock_monotonic,
     "RESEND_DEDUPLICATED": _resend_deduplicated,
     "NO_STATE_REGRESSION": _no_state_regression,

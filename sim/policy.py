@@ -3,8 +3,9 @@
 ``SAFE`` is the course's runtime: the reference intake (:func:`sim.intake.decide`) and
 idempotent side effects (one effect key per kind, target and task). ``NAIVE`` is what many
 multi-agent systems do by accident, kept here so a workshop can show the regression it
-causes: last write wins, no deduplication, no allowlist, no lease fencing, and side effects
-keyed by delivery, so a redelivered result publishes again.
+causes: last write wins, no deduplication, no allowlist, no lease fencing, side effects
+keyed by delivery (so a redelivered result publishes again), and no care for sensitive fields
+(every recipient is sent all of them, and the logs keep them in the clear).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class Policy:
     idempotent_effects: bool
     description: str
     effect_rule: Callable[[Envelope, int], "str | None"] | None = None
+    # Where a scenario declares sensitive fields (sim.privacy): send each recipient only the ones it
+    # needs, and keep [redacted] in the logs. The naive runtime sends everything and logs it.
+    minimise: bool = True
+    redact: bool = True
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
@@ -64,7 +69,9 @@ SAFE = Policy(
 )
 NAIVE = Policy(
     "naive", naive_decide, False,
-    "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery",
+    "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
+    "every recipient is sent everything and the logs keep it",
+    minimise=False, redact=False,
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

@@ -23,7 +23,7 @@ from typing import Iterator
 
 from .agents import DONE, Manager, Worker, Zombie, _Job
 from .design import REFERENCE, EnvelopeDesign, Intent, build_from
-from .envelope import Envelope
+from .envelope import Envelope, build_envelope
 from .errors import InputError, StoreError
 from .faults import Bus, FaultSpec, parse_fault
 from .intake import TaskView
@@ -58,6 +58,7 @@ class Run:
 
         self.settings = self.scenario.settings
         self.trace = self.scenario.trace
+        self.privacy = self.scenario.privacy
         self.rng = random.Random(self.seed)
         self.fake = Faker("en_US")
         self.fake.seed_instance(self.seed)
@@ -121,7 +122,7 @@ class Run:
             retry=retry, answers=answers, body=body, refs=tuple(refs), content=content, context=context or {},
             message_id=self.next_id(prefix), created_at=self.time(),
         )
-        env = build_from(self.design, intent)
+        env = self._build(intent)
         self.intents[env.message_id] = intent
         if generation is None:
             w = self.workers.get(sender)
@@ -145,9 +146,22 @@ class Run:
             body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt),
                     "error": "transient: the source did not answer; try again"}
             new = replace(intent, body=body, refs=(), content=None, context={})
-        out = build_from(self.design, new, schema_version=env.schema_version)
+        out = self._build(new, schema_version=env.schema_version)
         self.intents[out.message_id] = new
         return out
+
+    def _build(self, intent: Intent, schema_version: str = "1") -> Envelope:
+        """The envelope the design makes of ``intent``; under a policy that minimises, without the
+        sensitive fields its recipient does not need (sim.privacy), digested as sent."""
+        env = build_from(self.design, intent, schema_version=schema_version)
+        if self.privacy and self.policy.minimise and self.privacy.unneeded(env.payload, env.recipient):
+            env = build_envelope(
+                message_id=env.message_id, trace_id=env.trace_id, task_id=env.task_id, sender=env.sender,
+                recipient=env.recipient, type=env.type, payload=self.privacy.minimise(env.payload, env.recipient),
+                idempotency_key=env.idempotency_key, created_at=env.created_at, evidence_refs=list(env.evidence_refs),
+                digest_scheme=env.digest_scheme, schema_version=env.schema_version,
+            )
+        return env
 
     def _stamp(self, env: Envelope, generation: int) -> None:
         self._seq[(env.sender, generation)] += 1
@@ -449,6 +463,8 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
             "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
             "faults": ",".join(s.text for s in specs),
         }
+        if scenario.privacy:  # only a run that declares sensitive fields says so (others stay byte for byte)
+            meta["privacy"] = scenario.privacy.to_meta()
         # Only a run that plugs something in says so: a reference run's file stays byte for byte as it was.
         meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
         store.set_meta(meta)

@@ -11,7 +11,7 @@ from a fresh read.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from . import digest as _digest
@@ -145,7 +145,15 @@ def _deliver_once(
     store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None
 ) -> Outcome:
     tick = store.advance(to=at)
-    msg_seq, _new = store.record_message(env, _envelope_digest(env), sent)
+    # What the logs keep: under a policy that redacts, [redacted] for each sensitive value the run
+    # declared (sim.privacy). The digests stay those of what was sent, so they still verify, and
+    # deduplication and conflict detection (which compare digests) are unchanged.
+    logged = env
+    if policy.redact:
+        private = store.privacy()
+        if private and private.in_clear(env.payload):
+            logged = replace(env, payload=private.redact(env.payload))
+    msg_seq, _new = store.record_message(logged, _envelope_digest(env), sent)
     task = store.get_task(env.task_id)
     prior = store.intents_for(env.task_id, env.idempotency_key)
     rules = store.rulebook(task.machine_version if task else None)
@@ -165,7 +173,7 @@ def _deliver_once(
         )
 
     delivery_id = store.next_delivery_id()
-    events, state, version = plan_events(store, env, task, rules, verdict, policy.idempotent_effects, delivery_id,
+    events, state, version = plan_events(store, logged, task, rules, verdict, policy.idempotent_effects, delivery_id,
                                          effect_rule=policy.effect_rule)
     if unresolved and verdict.decision != Decision.REJECTED:
         events.append(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .envelope import role_of
 from .errors import InputError, friendly_list
+from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
 __all__ = ["TaskSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario"]
@@ -62,6 +63,7 @@ class Scenario:
     faults: tuple[str, ...] = ()
     settings: Settings = field(default_factory=Settings)
     stress: StressSpec | None = None
+    privacy: Privacy = NO_PRIVACY  # sensitive payload fields and who needs which (sim.privacy)
 
 
 def _err(source: str, msg: str, code: str = "E_SCENARIO") -> InputError:
@@ -90,7 +92,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     _take(
         data,
         {"name": str, "description": str, "seed": int, "start_time": str, "trace": str, "workers": list,
-         "task": list, "faults": list, "settings": dict, "stress": dict},
+         "task": list, "faults": list, "settings": dict, "stress": dict, "privacy": dict},
         source,
         required=("name", "workers"),
     )
@@ -140,11 +142,34 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     faults = data.get("faults", [])
     if not all(isinstance(f, str) for f in faults):
         raise _err(source, "'faults' must be a list of strings like 'duplicate:M-3'", "E_FIELD_TYPE")
+    privacy = _privacy(data.get("privacy"), workers, source) if "privacy" in data else NO_PRIVACY
     return Scenario(
         name=data["name"], description=data.get("description", ""), seed=data.get("seed", 0), start_time=start,
         trace=data.get("trace", "R-1"), workers=tuple(workers), tasks=tuple(tasks), faults=tuple(faults),
-        settings=settings, stress=stress,
+        settings=settings, stress=stress, privacy=privacy,
     )
+
+
+def _privacy(table: dict, workers, source: str) -> Privacy:
+    where = source + " [privacy]"
+    _take(table, {"sensitive": list, "needs": dict}, where, required=("sensitive",))
+    sensitive = table["sensitive"]
+    if not sensitive or not all(isinstance(f, str) and f for f in sensitive):
+        raise _err(where, "'sensitive' must be a non-empty list of payload field names", "E_FIELD_TYPE")
+    if len(set(sensitive)) != len(sensitive):
+        raise _err(where, "'sensitive' lists a field twice", "E_FIELD_VALUE")
+    needs = {}
+    for who, fields in table.get("needs", {}).items():
+        if who != "manager" and who not in workers:
+            raise _err(where, f"needs names {who!r}, who is neither the manager nor a worker "
+                              f"({friendly_list(['manager', *workers])})", "E_UNKNOWN_ROLE")
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise _err(where, f"needs.{who} must be a list of field names", "E_FIELD_TYPE")
+        unknown = [f for f in fields if f not in sensitive]
+        if unknown:
+            raise _err(where, f"needs.{who} names {unknown[0]!r}, which is not in 'sensitive'", "E_FIELD_VALUE")
+        needs[who] = tuple(fields)
+    return Privacy(tuple(sensitive), needs)
 
 
 def scenario_names() -> list[str]:

@@ -39,6 +39,7 @@ from .envelope import Envelope
 from .errors import StaleWrite, StoreError
 from .intake import IntentRecord, TaskView
 from .machine import Rule, RuleBook, TaskState
+from .privacy import Privacy
 
 __all__ = [
     "Store",
@@ -544,6 +545,14 @@ class Store:
                 list(values.items()),
             )
         self._meta.update(values)
+
+    def privacy(self) -> Privacy:
+        """The run's declaration of sensitive fields (its ``privacy`` meta; empty when none)."""
+        text = self._meta.get("privacy")
+        cached = getattr(self, "_privacy", None)
+        if cached is None or cached[0] != text:
+            cached = self._privacy = (text, Privacy.from_meta(text))
+        return cached[1]
 
     @property
     def start_time(self) -> str:

@@ -72,6 +72,18 @@ def _env(mid, typ, payload, key, *, task="T-1", sender="researcher", recipient="
                                   evidence_refs=refs)
 
 
+def _unredacted():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="unredacted", redact=False)
+
+
+def _unminimised():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="unminimised", minimise=False)
+
+
 def _planted(fn):
     from ..policy import SAFE
 
@@ -278,6 +290,23 @@ CASES: tuple[Case, ...] = (
                                           "type": "artifact_stored", "event_seq": 12, "previous_event_seq": 11, "tick": 1}),
     Case("a writer that skips a delivery id leaves a gap", "CLOCK_MONOTONIC", False,
          _two_writers(skip_id=True), {"problem": "delivery ids skip", "delivery_id": 4, "next_delivery_id": 5}),
+    # PAYLOAD_MINIMIZATION
+    Case("the safe runtime sends the writer only the source's name and logs every sensitive value redacted",
+         "PAYLOAD_MINIMIZATION", True, _scenario("sensitive-source")),
+    Case("dedup and conflict freezing keep working over redacted logs", "PAYLOAD_MINIMIZATION", True,
+         _scenario("sensitive-source", faults=["duplicate", "conflicting-digest", "resend"])),
+    Case("a run that declares no sensitive field holds it, even under the naive policy", "PAYLOAD_MINIMIZATION",
+         True, _scenario(policy="naive")),
+    Case("naive logs the source's contact in the clear", "PAYLOAD_MINIMIZATION", False,
+         _scenario("sensitive-source", policy="naive"),
+         {"problem": "kept in the clear in the message log", "message_id": "M-3", "recipient": "manager"}),
+    Case("a runtime that minimises but keeps the logs in the clear is caught", "PAYLOAD_MINIMIZATION", False,
+         lambda: _scenario("sensitive-source", policy=_unredacted())(),
+         {"problem": "kept in the clear in the message log", "message_id": "M-3"}),
+    Case("a runtime that redacts the logs but sends the writer the source's email and phone is caught",
+         "PAYLOAD_MINIMIZATION", False, lambda: _scenario("sensitive-source", policy=_unminimised())(),
+         {"problem": "sent to writer, which does not need it", "message_id": "M-4",
+          "fields": ["source_email", "source_phone"]}),
 )
 
 
