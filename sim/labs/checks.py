@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..privacy import is_redacted
 from ..store import ProgressStore, Store
 
 __all__ = ["Seen", "Facts", "Ctx", "CHECKS", "check"]
@@ -118,9 +119,17 @@ class Ctx:
     lab_number: int
     expected_tasks: int | None = None  # how many tasks the lab's story creates (None: unknown)
     _cache: dict = field(default_factory=dict)
+    _once: dict = field(default_factory=dict)
 
     def actions(self, kind: str) -> list[dict]:
         return self.progress.actions(self.lab_number, kind)
+
+    def once(self, key: str, make: Callable):
+        """A value that does not depend on the learner's progress (the naive run of the same scenario)."""
+        k = (key, None)
+        if k not in self._once:
+            self._once[k] = make()
+        return self._once[k]
 
     def cached(self, key: str, make: Callable):
         """A value computed once per state of the run (invariants, the naive replay)."""
@@ -230,7 +239,8 @@ def _publishing_results(ctx: Ctx) -> list[dict]:
 @check("injected")
 def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | None = None) -> Seen:
     """A ``fault`` was injected by hand on a message of ``on_type`` (``on = "publishing"``: on the
-    result that committed the publication)."""
+    result that committed the publication; ``on = "redacted"``: on a message whose log keeps
+    [redacted] values)."""
     faults = [e for e in ctx.facts.events("fault_injected") if e["data"].get("fault") == fault]
     if not faults:
         return _unmet("none", fault=fault)
@@ -238,6 +248,10 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
     if on == "publishing":
         pubs = _publishing_results(ctx)
         target = pubs[0]["message_id"] if pubs else ""
+    elif on == "redacted":  # a message whose logged payload keeps [redacted] values (sim.privacy)
+        hits = [d["message_id"] for d in ctx.facts.deliveries
+                if is_redacted((ctx.facts.message(d["message_id"]) or {}).get("payload"))]
+        target = hits[0] if hits else ""
     for e in faults:
         mid = e["message_id"] or ""
         msg = ctx.facts.message(mid) if mid else None
@@ -245,6 +259,8 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
         if on_type is not None and mtype != on_type:
             continue
         if on == "publishing" and mid != target:
+            continue
+        if on == "redacted" and not (msg and is_redacted(msg["payload"])):
             continue
         return _met(message_id=mid, type=mtype, task_id=e["task_id"] or "", target=target, fault=fault)
     e = faults[-1]
@@ -358,15 +374,65 @@ def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | No
 
 
 @check("opened")
-def _opened(ctx: Ctx, *, what: str, type: str | None = None) -> Seen:
-    """The learner opened a view (``what``: detail, conversation) on a message of ``type``."""
+def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | None = None) -> Seen:
+    """The learner opened a view (``what``: detail, conversation) on a message of ``type`` (sent to
+    ``recipient``)."""
     rows = [a["data"] for a in ctx.actions(f"open-{what}")]
+
+    def to(a) -> str:
+        msg = ctx.facts.message(a["message_id"]) if a.get("message_id") else None
+        return msg["recipient"] if msg else ""
+
     for a in rows:
-        if type is None or a.get("type") == type:
-            return _met(message_id=a.get("message_id", ""), type=a.get("type", ""))
+        if (type is None or a.get("type") == type) and (recipient is None or to(a) == recipient):
+            return _met(message_id=a.get("message_id", ""), type=a.get("type", ""), recipient=to(a))
+    wanted = " ".join(x for x in (type, f"to {recipient}" if recipient else None) if x)
     if rows:
-        return _unmet("other", message_id=rows[-1].get("message_id", ""), type=rows[-1].get("type", ""), wanted=type or "")
-    return _unmet("none", wanted=type or "")
+        return _unmet("other", message_id=rows[-1].get("message_id", ""), type=rows[-1].get("type", ""),
+                      recipient=to(rows[-1]), wanted=wanted)
+    return _unmet("none", wanted=wanted)
+
+
+@check("naive_run_breaks")
+def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
+    """The same scenario, seed and starting faults run by the naive runtime (its own transport and
+    agents, not only its intake) breaks ``invariant`` (a witness whose problem contains
+    ``problem``) on a message this run has delivered too, while this run keeps it. For the rules
+    that live in the transport (what each recipient is sent), where re-delivering the learner's
+    own log under naive cannot show the difference."""
+    safe = {r.name: r for r in ctx.invariants()}
+    if invariant not in safe:
+        return _unmet("unknown", name=invariant)
+    if not safe[invariant].ok:
+        return _unmet("safe-broken", name=invariant)
+    naive = ctx.once("naive-run", lambda: _naive_run(ctx.store)).get(invariant)
+    witnesses = [w for w in (naive.witnesses if naive is not None else ())
+                 if problem is None or problem in w.get("problem", "")]
+    if not witnesses:
+        return _unmet("holds", name=invariant)
+    for w in witnesses:
+        for mid in _witness_ids(w):
+            if ctx.facts.deliveries_of.get(mid):
+                return _met(name=invariant, message_id=mid, problem=w.get("problem", ""), task_id=w.get("task_id", ""),
+                            recipient=w.get("recipient", ""), fields=", ".join(w.get("fields", [])))
+    w = witnesses[0]
+    return _unmet("not-yet", name=invariant, message_id=(_witness_ids(w) or [""])[0], problem=w.get("problem", ""),
+                  recipient=w.get("recipient", ""), fields=", ".join(w.get("fields", [])))
+
+
+def _naive_run(store: Store) -> dict:
+    """The invariants of the learner's scenario (seed, starting faults) run under naive, by name."""
+    from ..invariants import check as check_invariants
+    from ..runner import run_scenario
+    from ..scenario import load_scenario
+
+    faults = [f for f in (store.get_meta("faults") or "").split(",") if f]
+    naive = run_scenario(load_scenario(store.get_meta("scenario")), policy="naive",
+                         seed=int(store.get_meta("seed") or 0), faults=faults, strict_faults=False)
+    try:
+        return {r.name: r for r in check_invariants(naive)}
+    finally:
+        naive.close()
 
 
 @check("trace")
