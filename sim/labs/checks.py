@@ -487,14 +487,16 @@ def _witness_ids(w: dict) -> list[str]:
 
 
 @check("opened_witness")
-def _opened_witness(ctx: Ctx, *, invariant: str) -> Seen:
-    """The learner opened a delivery that witnesses ``invariant`` broken in this run."""
+def _opened_witness(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
+    """The learner opened a delivery that witnesses ``invariant`` broken in this run (a witness
+    whose problem contains ``problem``, if given)."""
     results = {r.name: r for r in ctx.invariants()}
     r = results.get(invariant)
-    if r is None or r.ok:
+    witnesses = [w for w in (r.witnesses if r is not None else ()) if problem is None or problem in w.get("problem", "")]
+    if r is None or r.ok or not witnesses:
         return _unmet("holds", name=invariant)
-    w0 = r.witnesses[0] if r.witnesses else {}
-    ids = [i for w in r.witnesses for i in _witness_ids(w)]
+    w0 = witnesses[0]
+    ids = [i for w in witnesses for i in _witness_ids(w)]
     opened = [a["data"].get("message_id") for a in ctx.actions("open-detail")]
     for mid in opened:
         if mid in ids:
