@@ -19,6 +19,9 @@ recorded as a ``fault_injected`` event, so the log says what was done to the run
                         id and time, the key and payload its envelope design gives that intent
 ``transient``           the worker's attempt fails transiently: it reports ``retry`` instead of its
                         result; the manager assigns a new attempt, which succeeds with another payload
+``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
+                        nothing (no evidence_refs, no artifact); when it is not accepted the worker
+                        sends the result it meant, evidence and all
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from .errors import InputError, friendly_list
 __all__ = ["FAULTS", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET"]
 
 FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema",
-          "resend", "transient")
+          "resend", "transient", "lost-evidence")
 
 #: How many rounds after the original a resent copy arrives (the sender's wait before it gives up).
 RESEND_AFTER = 2
@@ -53,12 +56,14 @@ DEFAULT_TARGET = {
     "stale-schema": "first task_request",
     "resend": "publishing task_result (else the first task_result)",
     "transient": "first successful task_result",
+    "lost-evidence": "publishing task_result (else the first successful task_result)",
 }
 
 _ONLY = {
     "late-failure": ("task_result",),
     "crash": ("task_started",),
     "transient": ("task_result",),
+    "lost-evidence": ("task_result",),
 }
 _MSG_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
 
@@ -110,7 +115,7 @@ def _default_match(spec: FaultSpec, env: Envelope) -> bool:
         return env.type == "task_started"
     if n == "stale-schema":
         return env.type == "task_request"
-    if n in ("duplicate", "resend"):
+    if n in ("duplicate", "resend", "lost-evidence"):
         return env.type == "task_result" and "effect" in env.payload
     return False
 
@@ -207,6 +212,11 @@ class Bus:
                     continue
                 out = self._rebuild(out, "transient", due)
                 self._record(n, out, {"selector": spec.text, "status": "retry"})
+            elif n == "lost-evidence":
+                if out.payload.get("status") != "succeeded" or self._rebuild is None:
+                    continue
+                out = self._rebuild(out, "paraphrase", due)
+                self._record(n, out, {"selector": spec.text, "evidence_refs": []})
             elif n == "resend":
                 if self._rebuild is None:
                     continue

@@ -17,8 +17,8 @@ The five decisions:
                needs_review, both payloads are kept in arrival order, the result is untrusted.
 ``late``       a new key for a terminal task: recorded, the state never regresses.
 ``rejected``   unknown task, a move outside the allowlist, a role that may not make it, a
-               stale state_version or lease, a review citing evidence that is not retained.
-               Recorded, nothing else.
+               stale state_version or lease, a review citing evidence that is not retained, a
+               succeeded result citing no evidence at all (a paraphrase). Recorded, nothing else.
 
 Evidence that does not resolve on other messages is not a reason to refuse them (an
 artifact may land after the message that cites it); the runtime records an
@@ -284,6 +284,13 @@ def decide(
                 "E_STALE_LEASE",
                 f"result carries lease_version {env.payload['lease_version']}; the current lease is "
                 f"{task.lease_version} (a fenced, stale worker)",
+            )
+        if env.payload.get("status") == "succeeded" and not env.evidence_refs:
+            # A success states findings; findings without the evidence they rest on are a paraphrase.
+            return _reject(
+                "E_EVIDENCE_REQUIRED",
+                f"{env.message_id} reports success but cites no evidence (evidence_refs is empty): a conclusion "
+                "without the evidence it rests on is not accepted",
             )
     elif env.type == "review_decision":
         if not env.evidence_refs:

@@ -55,6 +55,7 @@ INVARIANTS: tuple[str, ...] = (
     "RESEND_DEDUPLICATED",
     "CLOCK_MONOTONIC",
     "PAYLOAD_MINIMIZATION",
+    "EFFECT_HAS_EVIDENCE",
 )
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
@@ -96,6 +97,11 @@ DESCRIPTIONS: dict[str, str] = {
     "TRANSITIONS_ALLOWED": (
         "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
         "machine_version whose comma-separated roles include the role."
+    ),
+    "EFFECT_HAS_EVIDENCE": (
+        "Every committed effect traces back to primary evidence: the message whose delivery committed it cites, in "
+        "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
+        "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check."
     ),
     "PAYLOAD_MINIMIZATION": (
         "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
@@ -563,7 +569,41 @@ def _payload_minimization(run: _Run) -> list[dict]:
     return out
 
 
+def _effect_has_evidence(run: _Run) -> list[dict]:
+    refs_of: dict[str, list[str]] = {}
+    for m in run.messages:
+        refs_of.setdefault(m["message_id"], []).extend(m["evidence_refs"])
+
+    def primary(refs) -> list[str]:
+        """The stored artifacts ``refs`` reach, following message ids to what those messages cite."""
+        found, seen, todo = [], set(), list(refs)
+        while todo:
+            r = todo.pop(0)
+            if r in seen:
+                continue
+            seen.add(r)
+            if r in run.artifact_refs:
+                found.append(r)
+            elif r in refs_of:
+                todo.extend(refs_of[r])
+        return found
+
+    out = []
+    for e in run.events:
+        if e["type"] != "effect_committed":
+            continue
+        msg = run.message_of(run.delivery_by_id.get(e["delivery_id"])) if e["delivery_id"] is not None else None
+        refs = list(msg["evidence_refs"]) if msg else []
+        if not primary(refs):
+            out.append({"problem": "committed from a result that cites no stored evidence" if not refs
+                        else "its evidence reaches no stored artifact", "effect_key": e["data"].get("effect_key"),
+                        "task_id": e["task_id"], "message_id": msg["message_id"] if msg else e["message_id"],
+                        "delivery_id": e["delivery_id"], "event_seq": e["seq"], "evidence_refs": refs})
+    return out
+
+
 _CHECKS = {
+    "EFFECT_HAS_EVIDENCE": _effect_has_evidence,
     "PAYLOAD_MINIMIZATION": _payload_minimization,
     "CLOCK_MONOTONIC": _clock_monotonic,
     "RESEND_DEDUPLICATED": _resend_deduplicated,

@@ -137,11 +137,20 @@ class Run:
 
     def _rebuild(self, env: Envelope, how: str, due: int) -> Envelope:
         """The envelope a fault makes by asking the sender's design again (the transport's side of
-        ``resend`` and ``transient``). ``resend``: the same intent, a new message id and the time it
-        is sent again. ``transient``: the attempt reports ``retry`` instead of its result."""
+        ``resend``, ``transient`` and ``lost-evidence``). ``resend``: the same intent, a new message id
+        and the time it is sent again. ``transient``: the attempt reports ``retry`` instead of its
+        result. ``paraphrase``: the result without its artifact and evidence_refs."""
         intent = self.intents[env.message_id]
         if how == "resend":
             new = replace(intent, message_id=self.next_id(env.message_id.split("-")[0]), created_at=self.time_at(due - 1))
+        elif how == "paraphrase":
+            # The conclusion without what it rests on: no artifact, no evidence_refs. The sender still
+            # means its whole result, so a retry sends that (self.intents keeps the intent it meant).
+            body = {k: v for k, v in intent.body.items() if k != "artifact"}
+            body["summary"] = "paraphrased from memory: " + str(intent.body.get("summary", "the findings"))
+            out = self._build(replace(intent, body=body, refs=(), content=None), schema_version=env.schema_version)
+            self.intents[out.message_id] = intent
+            return out
         else:
             body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt),
                     "error": "transient: the source did not answer; try again"}

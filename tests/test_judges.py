@@ -128,7 +128,7 @@ def test_the_compare_and_swap_checks_the_state_as_well_as_the_version():
 
 def _scored(mid, scheme, score=1.0):
     return _env(mid, "task_result", {"status": "succeeded", "lease_version": 1, "score": score}, "R-1:T-1:attempt-1",
-                scheme=scheme)
+                scheme=scheme, refs=("M-1",))
 
 
 def test_one_payload_under_two_schemes_is_a_duplicate_in_intake_and_in_the_invariants():

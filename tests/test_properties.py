@@ -556,7 +556,7 @@ def test_a_review_decision_cannot_cite_itself(store):
     deliver(store, _env("M-1", "task_request", "manager", "researcher", {"goal": "g"}, "K-1"))
     deliver(store, _env("M-2", "task_started", "researcher", "manager", {}, "K-2"))
     deliver(store, _env("M-3", "task_result", "researcher", "manager", {"status": "succeeded", "lease_version": 1},
-                        "K-3"))
+                        "K-3", evidence=("M-1",)))
     frozen = deliver(store, _env("M-4", "task_result", "researcher", "manager",
                                  {"status": "failed", "lease_version": 1}, "K-3"))
     assert frozen.state == "needs_review"

@@ -142,10 +142,16 @@ REQUEST = _env("task_request", {"goal": "collect evidence"}, sender="manager", r
 STARTED = _env("task_started", {"lease_version": 1}, sender="researcher", key=K_START, mid="M-101")
 
 
+#: The artifact a succeeded result cites (its fact table): a success cites the evidence it rests on.
+FACTS_REF = "sha256:" + "ab" * 32
+
+
 def _result(status: str, lease: int = 1, *, sender: str = "researcher", key: str = K_RESULT, mid: str = "M-102",
-            scheme: str = "json-sorted-v1", **extra) -> Envelope:
+            scheme: str = "json-sorted-v1", evidence: Iterable[str] | None = None, **extra) -> Envelope:
+    if evidence is None:
+        evidence = (FACTS_REF,) if status == "succeeded" else ()
     return _env("task_result", {"status": status, "lease_version": lease, **extra}, sender=sender, key=key, mid=mid,
-                scheme=scheme)
+                scheme=scheme, evidence=evidence)
 
 
 SUCCEEDED = _result("succeeded", summary="3 sources", effect={"kind": "publish", "target": "R-1"})
@@ -189,6 +195,7 @@ _DUP_RULE = "same key and same payload digest (under one scheme) is a duplicate:
 _CONFLICT_RULE = "same key with a different digest is never last-write-wins: freeze the task in needs_review and keep both"
 _LATE_RULE = "a new key for a terminal task is recorded as late and never regresses its state"
 _REVIEW_RULE = "only a reviewer leaves needs_review, deciding from retained evidence"
+_EVIDENCE_RULE = "a success states findings: it cites the evidence they rest on in evidence_refs (no paraphrase)"
 
 
 CASES: tuple[Case, ...] = (
@@ -282,6 +289,18 @@ CASES: tuple[Case, ...] = (
         name="a succeeded result from the lease holder with the current lease moves running -> succeeded",
         rule=_LEASE_RULE,
         envelope=SUCCEEDED, task=RUNNING, decision=A, to_state=S.SUCCEEDED,
+    ),
+    Case(
+        name="a succeeded result that cites no evidence is refused: a conclusion without its evidence is lost evidence",
+        rule=_EVIDENCE_RULE,
+        envelope=_result("succeeded", summary="3 sources, trust me", evidence=(), mid="M-102p"),
+        task=RUNNING, decision=REJ, code="E_EVIDENCE_REQUIRED",
+    ),
+    Case(
+        name="a failed result needs no evidence: it states no findings",
+        rule=_EVIDENCE_RULE,
+        envelope=_result("failed", error="source unreachable", mid="M-102f"),
+        task=RUNNING, decision=A, to_state=S.FAILED,
     ),
     Case(
         name="a failed result from the lease holder with the current lease moves running -> failed",

@@ -79,7 +79,7 @@ def signature_of(scenario: str, faults, witness) -> dict:
         if witness.get("invariant"):
             sig["invariant"] = witness["invariant"]
         elif "states" in witness or "expected" in witness:
-            sig["problem"] = "wrong-ending"
+            sig["problem"] = witness.get("problem") or "wrong-ending"
         elif "committed_again" in witness:
             sig["problem"] = "redelivery-commits"
             sig["invariant"] = "EFFECT_AT_MOST_ONCE"

@@ -97,13 +97,20 @@ def _judge_run_checked(sub: Path, scenario: str, faults: list[str], seed: int = 
         if states != want:
             diff = ", ".join(f"{t} {states.get(t, 'never created')} (expected {s})" for t, s in sorted(want.items())
                              if states.get(t) != s)
-            frozen = [d for d in store.deliveries() if d["decision"] == "conflict"]
-            why = ""
-            if frozen:
+            dels = store.deliveries()
+            frozen = [d for d in dels if d["decision"] == "conflict"]
+            bare = [d for d in dels if d["code"] == "E_EVIDENCE_REQUIRED"]
+            why, witness = "", {"states": states, "expected": want}
+            if bare:
+                d = bare[0]
+                why = (f"; {d['message_id']} ({d['type']} of {d['task_id']}) was rejected with E_EVIDENCE_REQUIRED: "
+                       "it reports success and its evidence_refs are empty, so it was never accepted")
+                witness["problem"] = "no-evidence"
+            elif frozen:
                 d = frozen[0]
                 why = (f"; {d['message_id']} ({d['type']}) was a conflict: its key was already recorded with "
                        "another payload, so two different intents share one key")
-            return False, f"{label}: the run did not finish as it should: {diff}{why}", {"states": states, "expected": want}, results
+            return False, f"{label}: the run did not finish as it should: {diff}{why}", witness, results
         publications = [e for e in store.effects() if e["kind"] == "publish"]
         if len(publications) != want_pub:
             return False, f"{label}: the report was published {len(publications)} times, expected {want_pub}", {"problem": "published", "times": len(publications)}, results
@@ -235,6 +242,9 @@ def minimal_payloads(sub: Path, args: dict) -> Judged:
                 if facts is not None and facts["ref"] not in m["evidence_refs"]:
                     problems.append(f"{m['message_id']} (the writer's task_request) does not cite the fact table "
                                     f"{facts['ref'][:19]}… in evidence_refs")
+        if not any(m["recipient"] == "writer" and m["type"] == "task_request" for m in store.messages()):
+            problems.append("the run never sent the writer its task_request, so there is nothing to judge "
+                            "(make the clean run finish first)")
         if problems:
             return failed("; ".join(dict.fromkeys(problems)),
                           reproduce="protolab run --design {dir}/design.py --db ex1.db && protolab messages --db ex1.db")

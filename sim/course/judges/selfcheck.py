@@ -29,7 +29,8 @@ CHOICES: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("publication", "second_decision"): ("accepted", "duplicate", "conflict", "late", "rejected"),
 }
 CHECKS = ("EFFECT_AT_MOST_ONCE", "CONFLICT_FROZEN", "NO_STATE_REGRESSION", "EVIDENCE_RESOLVES", "NO_LOST_UPDATE",
-          "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED", "PAYLOAD_MINIMIZATION")
+          "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED", "PAYLOAD_MINIMIZATION",
+          "EFFECT_HAS_EVIDENCE")
 SYMPTOMS = ("repeated_execution", "swallowed_conflict", "state_regression", "lost_evidence", "sensitive_spread")
 for _s in SYMPTOMS:
     CHOICES[("checklist", _s)] = CHECKS
@@ -149,14 +150,15 @@ def duplicate_in_run(sub: Path, args: dict) -> Judged:
 
 
 def against_key(sub: Path, args: dict) -> Judged:
-    """Choice answers compared with the key in the (hidden) test's args: {"section.field": answer}."""
+    """Choice answers compared with the key in the (hidden) test's args: {"section.field": answer}
+    (or a list of answers, any of which is right)."""
     a = _answers(sub)
     key: dict = args["key"]
     wrong = []
     for name, want in key.items():
         section, field = name.split(".")
         got = _get(a, section, field)
-        if got != want:
+        if got not in (want if isinstance(want, list) else [want]):  # a list: any of them is right
             wrong.append((name, got))
     feedback = args.get("feedback", {})
     if wrong:
