@@ -36,6 +36,7 @@ MESSAGE_TYPES = ("task_request", "task_started", "task_result", "ack", "cancel",
 ROLES = ("manager", "researcher", "writer", "reviewer")
 RESULT_STATUSES = ("succeeded", "failed", "denied", "waiting_human", "retry")
 REVIEW_DECISIONS = ("ready", "canceled")
+RECONCILE_DECISIONS = ("keep", "retract")  # a review_decision that resolves an open reconciliation
 SCHEMA_VERSIONS = ("1",)
 
 # field name -> (python type, required)
@@ -207,7 +208,11 @@ def _check_payload(env_type: str, payload: dict, where: str) -> None:
             _require_str(eff, "kind", where + " effect")
             _require_str(eff, "target", where + " effect")
     elif env_type == "review_decision":
-        _require_str(payload, "decision", where, allowed=REVIEW_DECISIONS)
+        if "reconcile" in payload:  # resolving an open reconciliation of a finished task (sim.runtime)
+            _require_str(payload, "reconcile", where, allowed=RECONCILE_DECISIONS)
+            _require_str(payload, "of", where)
+        else:
+            _require_str(payload, "decision", where, allowed=REVIEW_DECISIONS)
     elif env_type == "ack":
         _require_str(payload, "of", where, required=False)
     elif env_type == "fence":

@@ -133,7 +133,8 @@ def target_state(env: Envelope) -> TaskState | None:
     if t == "cancel":
         return TaskState.CANCELED
     if t == "review_decision":
-        return TaskState(env.payload["decision"])
+        # a reconciliation (payload "reconcile") moves no state: None, like an ack
+        return TaskState(env.payload["decision"]) if "decision" in env.payload else None
     return None
 
 

@@ -99,7 +99,7 @@ DESCRIPTIONS: dict[str, str] = {
         "machine_version whose comma-separated roles include the role."
     ),
     "EFFECT_HAS_EVIDENCE": (
-        "Every committed effect traces back to primary evidence: the message whose delivery committed it cites, in "
+        "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
         "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
         "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check."
     ),
@@ -593,6 +593,8 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
         if e["type"] != "effect_committed":
             continue
         msg = run.message_of(run.delivery_by_id.get(e["delivery_id"])) if e["delivery_id"] is not None else None
+        if msg is not None and msg["type"] != "task_result":
+            continue  # a reviewer's compensating effect (a retraction) rests on the reconciliation's evidence
         refs = list(msg["evidence_refs"]) if msg else []
         if not primary(refs):
             out.append({"problem": "committed from a result that cites no stored evidence" if not refs

@@ -139,6 +139,15 @@ class LiveRun:
         self._resume = True
         return out
 
+    def resolve(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer",
+                of: str | None = None) -> Outcome:
+        """The reviewer resolves an open reconciliation of a finished task: keep or retract its effect."""
+        from .runtime import resolve_reconciliation
+
+        out = resolve_reconciliation(self.store, task_id, decision, by=by, evidence=evidence, of=of)
+        self._resume = True
+        return out
+
     def close(self) -> None:
         if not self.finished:
             with contextlib.suppress(ProtolabError, sqlite3.Error):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from . import digest as _digest
-from .envelope import Envelope, build_envelope, role_of
+from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
 from .intake import Decision, IntentRecord, TaskView, Verdict, decide as _reference_decide
 from .machine import RuleBook, TaskState
@@ -28,6 +28,7 @@ __all__ = [
     "Outcome",
     "IntakeFn",
     "deliver",
+    "resolve_reconciliation",
     "put_artifact",
     "review",
     "DEFAULT_BUDGET",
@@ -132,6 +133,34 @@ def _conversation_decide(env: Envelope, task, prior, rules, unresolved=frozenset
     return Verdict(Decision.ACCEPTED, f"{env.type} recorded for conversation {env.trace_id}", record_intent=True)
 
 
+def _reconcile_decide(env: Envelope, task, prior, rules, unresolved, open_now: list[dict]) -> Verdict:
+    """A reviewer's decision on an open reconciliation: keep the committed effect, or retract it (a
+    compensating effect). Never a move of the task's state; refused unless a reviewer decides a
+    reconciliation that is open, citing retained evidence."""
+    for p in prior:
+        if p.payload_digest == env.payload_digest and p.digest_scheme == env.digest_scheme:
+            return Verdict(Decision.DUPLICATE, f"reconciliation {env.idempotency_key} already recorded", duplicate_of=p)
+    if role_of(env.sender) != "reviewer":
+        return Verdict(Decision.REJECTED, f"{env.sender} is a {role_of(env.sender)}; only a reviewer reconciles",
+                       code="E_ROLE_NOT_ALLOWED")
+    if env.payload.get("reconcile") not in RECONCILE_DECISIONS:
+        return Verdict(Decision.REJECTED, f"reconcile {env.payload.get('reconcile')!r}; expected one of: 'keep' or "
+                       "'retract'", code="E_UNKNOWN_VALUE")
+    if not env.evidence_refs:
+        return Verdict(Decision.REJECTED, "a reconciliation must cite retained evidence in evidence_refs",
+                       code="E_EVIDENCE_REQUIRED")
+    if unresolved:
+        return Verdict(Decision.REJECTED, f"evidence_refs {', '.join(sorted(unresolved))} name no stored artifact or "
+                       "message", code="E_EVIDENCE_UNRESOLVED")
+    of = env.payload.get("of")
+    if not any(o["message_id"] == of for o in open_now):
+        opened = ", ".join(o["message_id"] for o in open_now) or "none"
+        return Verdict(Decision.REJECTED, f"no open reconciliation of {env.task_id} is about {of!r} (open: {opened})",
+                       code="E_NOT_RECONCILING")
+    return Verdict(Decision.ACCEPTED, f"reconciliation of {of}: {env.payload['reconcile']}, decided by {env.sender}",
+                   record_intent=True)
+
+
 def _check_verdict(v) -> Verdict:
     if not isinstance(v, Verdict) or not isinstance(v.decision, Decision):
         raise ProtolabError(
@@ -160,6 +189,10 @@ def _deliver_once(
     if env.task_id == env.trace_id:
         # About the conversation, not a task (its fence and the acks of it): no intake policy applies.
         decide = _conversation_decide
+    elif env.type == "review_decision" and "reconcile" in env.payload:
+        # A reviewer resolving an open reconciliation of a finished task: not a move of its state.
+        open_now = store.open_reconciliations(env.task_id)
+        decide = lambda e, t, p, r, u=frozenset(): _reconcile_decide(e, t, p, r, u, open_now)  # noqa: E731
     # A message cannot be its own evidence (it is stored by now, so exclude it explicitly).
     unresolved = store.unresolved_refs(env.evidence_refs) | frozenset(r for r in env.evidence_refs if r == env.message_id)
     verdict = _check_verdict(decide(env, task, prior, rules, unresolved))
@@ -369,6 +402,23 @@ def plan_events(
         out.append(EventDraft("ack_recorded", tid, mid, {"of": env.payload.get("of"), "from": env.sender}))
     if env.type == "fence":
         out.append(EventDraft("fence_recorded", tid, mid, {"to": env.payload["to"], "terminal": env.payload["terminal"]}))
+    if env.type == "review_decision" and "reconcile" in env.payload:
+        of = env.payload["of"]
+        opened = next((o for o in store.open_reconciliations(tid) if o["message_id"] == of), None)
+        effects = opened["effects"] if opened else []
+        out.append(EventDraft("reconciliation_resolved", tid, mid, {
+            "of": of, "decision": env.payload["reconcile"], "reviewer": env.sender,
+            "evidence": list(env.evidence_refs), "effects": effects}))
+        if env.payload["reconcile"] == "retract":
+            by_key = {e["effect_key"]: e for e in store.effects() if e["task_id"] == tid}
+            for k in effects:
+                orig = by_key.get(k)
+                retract = f"retract:{k}"
+                if orig is not None and not store.effect_exists(retract):
+                    # A compensating effect: the publication is withdrawn, under its own unique key.
+                    out.append(EventDraft("effect_committed", tid, mid, {
+                        "effect_key": retract, "kind": "retract", "target": orig["target"],
+                        "result_digest": env.payload_digest}))
     if env.type == "review_decision" and v.move is not None:
         out.append(
             EventDraft(
@@ -464,6 +514,44 @@ def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool
             )
         )
     return True
+
+
+def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str, evidence: list[str],
+                           of: str | None = None, note: str = "") -> Outcome:
+    """A reviewer resolves an open reconciliation of ``task_id`` (the late message ``of``; default the
+    oldest open one): ``keep`` the committed effect, or ``retract`` it with a compensating effect.
+    Delivered as a review_decision envelope through intake, so it is in the message log."""
+    if decision not in RECONCILE_DECISIONS:
+        raise ProtolabError(f"decision {decision!r}; expected one of: 'keep' or 'retract'", code="E_UNKNOWN_VALUE")
+    if role_of(by) != "reviewer":
+        raise ProtolabError(f"{by} is a {role_of(by)}; only a reviewer reconciles", code="E_ROLE_NOT_ALLOWED")
+    task = store.get_task(task_id)
+    if task is None:
+        raise StoreError(f"task {task_id} does not exist", code="E_UNKNOWN_TASK")
+    open_now = store.open_reconciliations(task_id)
+    if not open_now:
+        raise ProtolabError(f"task {task_id} has no open reconciliation", code="E_NOT_RECONCILING")
+    target = of or open_now[0]["message_id"]
+    if not any(o["message_id"] == target for o in open_now):
+        raise ProtolabError(f"no open reconciliation of {task_id} is about {target} (open: "
+                            f"{', '.join(o['message_id'] for o in open_now)})", code="E_NOT_RECONCILING")
+    if not evidence:
+        raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
+    missing = store.unresolved_refs(evidence)
+    if missing:
+        raise ProtolabError(
+            f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
+            code="E_EVIDENCE_UNRESOLVED",
+        )
+    payload = {"reconcile": decision, "of": target}
+    if note:
+        payload["note"] = note
+    env = build_envelope(
+        message_id=f"REC-{task_id}-{target}", trace_id=store.task_trace(task_id), task_id=task_id, sender=by,
+        recipient="manager", type="review_decision", payload=payload, idempotency_key=f"reconcile:{task_id}:{target}",
+        created_at=store.time_at(store.tick + 1), evidence_refs=evidence,
+    )
+    return deliver(store, env)
 
 
 def review(

@@ -190,7 +190,8 @@ EVENT_TYPES = {
     "effect_committed": "effects gains a row under its unique effect key",
     "effect_suppressed": "nothing: the effect key was already committed",
     "review_decided": "approvals gains a row",
-    "reconciliation_required": "nothing: a late result touched a committed side effect",
+    "reconciliation_required": "nothing: a late result touched a committed side effect (open until resolved)",
+    "reconciliation_resolved": "approvals gains the reviewer's reconciliation (keep or retract), citing evidence",
     "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
     "lease_expired": "tasks.lease_holder is cleared; its lease_version is now stale",
     "fault_injected": "nothing: the transport records what it did to the run",
@@ -640,6 +641,23 @@ class Store:
                 missing.add(ref)
         return frozenset(missing)
 
+    def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
+        """Every reconciliation_required event (of ``task_id``) that no reconciliation_resolved names
+        yet: {seq, tick, task_id, message_id, effects, status}, oldest first."""
+        rows = self.conn.execute(
+            "SELECT r.seq, r.tick, r.task_id, r.message_id, r.data FROM events r WHERE r.type = 'reconciliation_required' "
+            "AND (? IS NULL OR r.task_id = ?) AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = "
+            "'reconciliation_resolved' AND x.task_id = r.task_id AND json_extract(x.data, '$.of') = r.message_id) "
+            "ORDER BY r.seq",
+            (task_id, task_id),
+        ).fetchall()
+        out = []
+        for seq, tick, tid, mid, data in rows:
+            d = json.loads(data)
+            out.append({"seq": seq, "tick": tick, "task_id": tid, "message_id": mid, "effects": d.get("effects", []),
+                        "status": d.get("status")})
+        return out
+
     def effect_exists(self, key: str) -> bool:
         return self.conn.execute("SELECT 1 FROM effects WHERE effect_key = ?", (key,)).fetchone() is not None
 
@@ -815,6 +833,11 @@ class Store:
                 "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (d["effect_key"], task_id, d["kind"], d["target"], message_id, d["result_digest"], tick),
+            )
+        elif etype == "reconciliation_resolved":
+            c.execute(
+                "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, f"reconcile:{d['decision']}", d["reviewer"], _dumps(d["evidence"]), message_id, tick),
             )
         elif etype == "review_decided":
             c.execute(

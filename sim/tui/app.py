@@ -536,7 +536,13 @@ class ProtolabApp(Player, App):
             pool = self._tasks if travelled is not None else self.store.tasks()
             t = next((x for x in pool if x["state"] == "needs_review"), None)
             if t is None:
-                self.say("no task is in needs_review; inject a conflicting digest (c) to make one", error=True)
+                pending = self.store.open_reconciliations()
+                if pending:
+                    self._resolve(pending[0])
+                    return
+                self.say("no task is in needs_review and no reconciliation is open; inject a conflicting digest (c) "
+                         "to freeze one, or a late failure (l) on the publishing result to open a reconciliation",
+                         error=True)
                 return
         now = self.store.get_task(t["task_id"])
         read_version = t["state_version"] if travelled is not None and now is not None \
@@ -558,6 +564,27 @@ class ProtolabApp(Player, App):
             self.reload()
 
         self.push_screen(Reconcile(t["task_id"], candidates, read_version), done)
+
+    def _resolve(self, p: dict) -> None:
+        """The reviewer's decision on an open reconciliation: keep the effect or retract it."""
+        from .screens import Reconcile
+
+        self.as_of = None
+
+        def done(choice) -> None:
+            if choice is None:
+                return
+            decision, evidence = choice
+            try:
+                out = self.live.resolve(p["task_id"], decision, evidence, of=p["message_id"])
+                self.say(f"reviewer: reconciliation of {p['message_id']} → {decision} ({out.decision}"
+                         f"{': ' + out.code if out.code else ''})")
+            except ProtolabError as e:
+                self.say(f"{e.code}: {e}", error=True)
+                self.lab_action("reconcile-refused", {"task_id": p["task_id"], "code": e.code, "reason": str(e)})
+            self.reload()
+
+        self.push_screen(Reconcile(p["task_id"], [p["message_id"]], late=p["message_id"], effects=p["effects"]), done)
 
     def action_filter(self) -> None:
         from .screens import AskFilter

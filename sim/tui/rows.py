@@ -46,6 +46,7 @@ EVENT_STYLE = {
     "lease_expired": "yellow",
     "review_decided": "bold magenta",
     "reconciliation_required": "bold red",
+    "reconciliation_resolved": "bold magenta",
     "evidence_unresolved": "red",
     "fence_recorded": "bold cyan",
 }
@@ -106,6 +107,12 @@ def event_summary(etype: str, d: dict) -> str:
         return f"receipt of {d.get('of')} from {d.get('from')}"
     if etype == "review_decided":
         return f"{d.get('decision')} by {d.get('reviewer')}"
+    if etype == "reconciliation_required":
+        return f"late {d.get('status') or 'result'} touches {', '.join(d.get('effects') or [])}: a reviewer must decide (r)"
+    if etype == "reconciliation_resolved":
+        return f"{d.get('decision')} {', '.join(d.get('effects') or [])} (late {d.get('of')}) by {d.get('reviewer')}"
+    if etype == "evidence_unresolved":
+        return f"cites {', '.join(d.get('refs') or [])}, not stored here"
     if etype == "lease_expired":
         return f"{d.get('holder')} lost lease v{d.get('lease_version')}"
     if etype == "fence_recorded":

@@ -376,22 +376,32 @@ class ChooseWorker(_Dialog):
 class Reconcile(_Dialog):
     """The reviewer's decision on a needs_review task: ready or canceled, citing evidence."""
 
-    def __init__(self, task_id: str, evidence: list[str], read_version: int | None = None):
+    def __init__(self, task_id: str, evidence: list[str], read_version: int | None = None, *, late: str | None = None,
+                 effects: list[str] | None = None):
         super().__init__()
         self.task_id = task_id
         self.evidence = evidence
         self.read_version = read_version
+        self.late = late  # an open reconciliation of a finished task: the late message it is about
+        self.effects = effects or []
 
     def compose(self) -> ComposeResult:
         with Vertical():
             if self.read_version is not None:
                 yield Static(f"You are deciding from an earlier read of {self.task_id} (state_version "
                              f"{self.read_version}); it has moved on since.", classes="error")
-            yield Static(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n"
-                        "↑/↓ and enter choose; tab moves to the evidence; enter there decides; escape cancels.")
-            with RadioSet(id="decision"):
-                yield RadioButton("ready: run it again", value=True, id="ready")
-                yield RadioButton("canceled: stop it", id="canceled")
+            keys = "↑/↓ and enter choose; tab moves to the evidence; enter there decides; escape cancels."
+            if self.late is not None:
+                yield Static(Text(f"{self.task_id} is finished, and the late {self.late} touches "
+                                  f"{', '.join(self.effects)}. Reconcile it as the reviewer.\n{keys}"))
+                with RadioSet(id="decision"):
+                    yield RadioButton("keep: the effect stands", value=True, id="keep")
+                    yield RadioButton("retract: record a compensating effect", id="retract")
+            else:
+                yield Static(Text(f"Reconcile {self.task_id} (needs_review) as the reviewer.\n{keys}"))
+                with RadioSet(id="decision"):
+                    yield RadioButton("ready: run it again", value=True, id="ready")
+                    yield RadioButton("canceled: stop it", id="canceled")
             yield Static("Evidence (message ids or artifact refs, comma-separated):")
             yield Input(value=", ".join(self.evidence), id="evidence")
             yield Static("", id="reconcile-error", classes="error")
@@ -404,7 +414,7 @@ class Reconcile(_Dialog):
 
     def _decision(self) -> str:
         pressed = self.query_one(RadioSet).pressed_button
-        return pressed.id if pressed is not None else "ready"
+        return pressed.id if pressed is not None else ("keep" if self.late is not None else "ready")
 
     def _submit(self) -> None:
         refs = [r.strip() for r in self.query_one("#evidence", Input).value.split(",") if r.strip()]
