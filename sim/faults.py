@@ -19,6 +19,9 @@ recorded as a ``fault_injected`` event, so the log says what was done to the run
                         id and time, the key and payload its envelope design gives that intent
 ``transient``           the worker's attempt fails transiently: it reports ``retry`` instead of its
                         result; the manager assigns a new attempt, which succeeds with another payload
+``late-conflict``       like ``conflicting-digest``, but the second payload arrives ``LATE_CONFLICT_AFTER``
+                        rounds later, after the manager has handed the first one's product on: what
+                        rests on it must be held, or reconciled if it already took effect
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -39,10 +42,12 @@ from .errors import InputError, friendly_list
 __all__ = ["FAULTS", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET"]
 
 FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema",
-          "resend", "transient", "lost-evidence")
+          "resend", "transient", "lost-evidence", "late-conflict")
 
 #: How many rounds after the original a resent copy arrives (the sender's wait before it gives up).
 RESEND_AFTER = 2
+#: How many rounds after the original a late-conflict's second payload arrives.
+LATE_CONFLICT_AFTER = 3
 
 #: With no selector, each fault picks the first message it makes sense for.
 DEFAULT_TARGET = {
@@ -57,6 +62,7 @@ DEFAULT_TARGET = {
     "resend": "publishing task_result (else the first task_result)",
     "transient": "first successful task_result",
     "lost-evidence": "publishing task_result (else the first successful task_result)",
+    "late-conflict": "first task_result",
 }
 
 _ONLY = {
@@ -107,7 +113,7 @@ def parse_fault(text: str) -> FaultSpec:
 
 def _default_match(spec: FaultSpec, env: Envelope) -> bool:
     n = spec.name
-    if n in ("conflicting-digest", "delay", "drop"):
+    if n in ("conflicting-digest", "delay", "drop", "late-conflict"):
         return env.type == "task_result"
     if n in ("late-failure", "transient"):
         return env.type == "task_result" and env.payload.get("status") == "succeeded"
@@ -186,7 +192,7 @@ class Bus:
             if n == "duplicate":
                 extra.append((due + 1, out))
                 self._record(n, out, {"selector": spec.text, "again_at": due + 1})
-            elif n in ("conflicting-digest", "late-failure"):
+            elif n in ("conflicting-digest", "late-failure", "late-conflict"):
                 offset, copy, same_seq, detail = self._copy(n, out)
                 extra.append((due + offset, copy))
                 self._on_copy(out, copy, same_seq)
@@ -237,6 +243,9 @@ class Bus:
 
     def _copy(self, name: str, env: Envelope) -> tuple[int, Envelope, bool, dict]:
         """The envelope a copying fault makes from ``env``: (rounds after due, copy, same sequence?, detail)."""
+        if name == "late-conflict":
+            _o, twin, same_seq, detail = self._copy("conflicting-digest", env)
+            return LATE_CONFLICT_AFTER, twin, same_seq, detail
         if name == "conflicting-digest":
             # The sender equivocates: one key and one sequence number, two payloads; right behind
             # the original, before anyone acts on it.

@@ -110,6 +110,7 @@ class Verdict:
     duplicate_of: IntentRecord | None = None
     conflict_with: IntentRecord | None = None
     needs_reconciliation: bool = False
+    held: tuple[str, ...] = ()  # set by the runtime: untrusted inputs this success rests on (no effect commits)
 
 
 RESULT_TARGET = {

@@ -56,6 +56,7 @@ INVARIANTS: tuple[str, ...] = (
     "CLOCK_MONOTONIC",
     "PAYLOAD_MINIMIZATION",
     "EFFECT_HAS_EVIDENCE",
+    "NO_EFFECT_FROM_UNTRUSTED",
 )
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
@@ -102,6 +103,12 @@ DESCRIPTIONS: dict[str, str] = {
         "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
         "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
         "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check."
+    ),
+    "NO_EFFECT_FROM_UNTRUSTED": (
+        "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
+        "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
+        "different payloads (any decision but rejected), and no review_decided had released that task since. Read "
+        "from the message log in delivery order, whatever the runtime marked."
     ),
     "PAYLOAD_MINIMIZATION": (
         "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
@@ -604,7 +611,44 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
     return out
 
 
+def _no_effect_from_untrusted(run: _Run) -> list[dict]:
+    msg_task = {m["message_id"]: m["task_id"] for m in run.messages}
+    art_task = {a["ref"]: a["task_id"] for a in run.artifacts}
+    payloads: dict[tuple, list[dict]] = {}
+    tainted: dict[str, str] = {}  # task -> the message that brought its second payload
+    done: set[int] = set()
+    out = []
+    for e in run.events:
+        did = e["delivery_id"]
+        if did is not None and did not in done:
+            done.add(did)
+            d = run.delivery_by_id.get(did)
+            m = run.message_of(d)
+            if d is not None and m is not None and d["decision"] != "rejected" and m["task_id"] != m["trace_id"]:
+                k = (m["task_id"], m["idempotency_key"])
+                earlier = payloads.setdefault(k, [])
+                if earlier and not any(_same_payload(p, m) for p in earlier):
+                    tainted.setdefault(m["task_id"], m["message_id"])
+                earlier.append(m)
+        if e["type"] == "review_decided":
+            tainted.pop(e["task_id"], None)
+        elif e["type"] == "effect_committed" and tainted:
+            msg = run.message_of(run.delivery_by_id.get(did)) if did is not None else None
+            if msg is None or msg["type"] != "task_result":
+                continue
+            for ref in msg["evidence_refs"]:
+                src = art_task.get(ref) if ref.startswith("sha256:") else msg_task.get(ref)
+                if src is not None and src != msg["task_id"] and src in tainted:
+                    out.append({"problem": "committed from an input that was untrusted at that moment",
+                                "effect_key": e["data"].get("effect_key"), "task_id": msg["task_id"],
+                                "message_id": msg["message_id"], "input": ref, "input_task": src,
+                                "second_payload": tainted[src], "event_seq": e["seq"]})
+                    break
+    return out
+
+
 _CHECKS = {
+    "NO_EFFECT_FROM_UNTRUSTED": _no_effect_from_untrusted,
     "EFFECT_HAS_EVIDENCE": _effect_has_evidence,
     "PAYLOAD_MINIMIZATION": _payload_minimization,
     "CLOCK_MONOTONIC": _clock_monotonic,

@@ -39,6 +39,8 @@ class Policy:
     # needs, and keep [redacted] in the logs. The naive runtime sends everything and logs it.
     minimise: bool = True
     redact: bool = True
+    # A success resting on an input of a task frozen for review is frozen too, and commits nothing.
+    hold_untrusted: bool = True
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
@@ -71,7 +73,7 @@ NAIVE = Policy(
     "naive", naive_decide, False,
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
     "every recipient is sent everything and the logs keep it",
-    minimise=False, redact=False,
+    minimise=False, redact=False, hold_untrusted=False,
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

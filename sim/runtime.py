@@ -17,7 +17,7 @@ from typing import Callable
 from . import digest as _digest
 from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
-from .intake import Decision, IntentRecord, TaskView, Verdict, decide as _reference_decide
+from .intake import Decision, Move, TaskView, Verdict, decide as _reference_decide
 from .machine import RuleBook, TaskState
 from .store import EventDraft, Store
 
@@ -205,6 +205,20 @@ def _deliver_once(
             code="E_MESSAGE_ID_REUSED",
         )
 
+    # What rests on an untrusted result commits nothing: a success citing an input of a task frozen
+    # for review is frozen too (needs_review), until a reviewer releases the input and decides it.
+    if (policy.hold_untrusted and verdict.decision == Decision.ACCEPTED and env.type == "task_result"
+            and env.payload.get("status") == "succeeded" and task is not None):
+        tainted = store.untrusted_inputs(env.evidence_refs, besides=env.task_id)
+        if tainted and rules.allows(task.state, TaskState.NEEDS_REVIEW, "runtime"):
+            names = ", ".join(f"{r[:15]}… of {t}" if r.startswith("sha256:") else f"{r} of {t}" for r, t in tainted)
+            verdict = replace(
+                verdict, reason=f"{verdict.reason}; but it rests on untrusted input ({names}): frozen for review, "
+                                "no effect committed",
+                move=Move(task.state, TaskState.NEEDS_REVIEW, f"rests on untrusted input ({names})", "runtime", "runtime"),
+                held=tuple(r for r, _t in tainted),
+            )
+
     delivery_id = store.next_delivery_id()
     events, state, version = plan_events(store, logged, task, rules, verdict, policy.idempotent_effects, delivery_id,
                                          effect_rule=policy.effect_rule)
@@ -376,6 +390,14 @@ def plan_events(
                 },
             )
         )
+        # Effects already committed from this task's products now rest on an untrusted input: each
+        # goes to reconciliation (a reviewer keeps or retracts it).
+        by_task: dict[str, list[str]] = {}
+        for e in store.effects_resting_on(tid):
+            by_task.setdefault(e["task_id"], []).append(e["effect_key"])
+        for dep, keys in sorted(by_task.items()):
+            move_events.append(EventDraft("reconciliation_required", dep, mid,
+                                          {"effects": keys, "status": "untrusted input", "input": tid}))
         return out + move_events, state, version
 
     if d == Decision.LATE:
@@ -436,7 +458,9 @@ def plan_events(
             key = _ruled_key(effect_rule, env, delivery_id)
         elif not idempotent_effects:
             key = f"{key}#d{delivery_id}"
-    if key is not None and env.payload.get("status") == "succeeded":
+    if v.held:
+        out.append(EventDraft("input_untrusted", tid, mid, {"refs": list(v.held), "effect_key": key}))
+    elif key is not None and env.payload.get("status") == "succeeded":
         eff = env.payload["effect"]
         if store.effect_exists(key):
             out.append(EventDraft("effect_suppressed", tid, mid, {"effect_key": key}))

@@ -191,6 +191,7 @@ EVENT_TYPES = {
     "effect_suppressed": "nothing: the effect key was already committed",
     "review_decided": "approvals gains a row",
     "reconciliation_required": "nothing: a late result touched a committed side effect (open until resolved)",
+    "input_untrusted": "nothing: a success rested on an untrusted input, so it was frozen and committed no effect",
     "reconciliation_resolved": "approvals gains the reviewer's reconciliation (keep or retract), citing evidence",
     "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
     "lease_expired": "tasks.lease_holder is cleared; its lease_version is now stale",
@@ -641,6 +642,32 @@ class Store:
                 missing.add(ref)
         return frozenset(missing)
 
+    def untrusted_inputs(self, refs, *, besides: str) -> list[tuple[str, str]]:
+        """The refs (artifacts or message ids) that belong to a task other than ``besides`` which is
+        untrusted now (frozen for review): [(ref, task_id)], in the order given."""
+        out = []
+        for ref in refs:
+            if ref.startswith("sha256:"):
+                row = self.conn.execute(
+                    "SELECT t.task_id FROM artifacts a JOIN tasks t ON t.task_id = a.task_id WHERE a.ref = ? "
+                    "AND t.trusted = 0 AND t.task_id != ?", (ref, besides)).fetchone()
+            else:
+                row = self.conn.execute(
+                    "SELECT t.task_id FROM messages m JOIN tasks t ON t.task_id = m.task_id WHERE m.message_id = ? "
+                    "AND t.trusted = 0 AND t.task_id != ? LIMIT 1", (ref, besides)).fetchone()
+            if row is not None:
+                out.append((ref, row[0]))
+        return out
+
+    def effects_resting_on(self, task_id: str) -> list[dict]:
+        """Effects of other tasks committed by a message that cites an artifact or a message of ``task_id``."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT e.effect_key, e.task_id, e.message_id FROM effects e JOIN messages m ON m.message_id = "
+            "e.message_id, json_each(m.evidence_refs) r WHERE e.task_id != ? AND e.kind != 'retract' AND ("
+            "r.value IN (SELECT ref FROM artifacts WHERE task_id = ?) OR r.value IN (SELECT message_id FROM messages "
+            "WHERE task_id = ?)) ORDER BY e.effect_key", (task_id, task_id, task_id)).fetchall()
+        return [{"effect_key": k, "task_id": t, "message_id": m} for k, t, m in rows]
+
     def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
         """Every reconciliation_required event (of ``task_id``) that no reconciliation_resolved names
         yet: {seq, tick, task_id, message_id, effects, status}, oldest first."""
@@ -844,7 +871,7 @@ class Store:
                 "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
                 (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
             )
-        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "evidence_unresolved", "fault_injected",
+        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "input_untrusted", "evidence_unresolved", "fault_injected",
                        "fence_recorded"):
             pass
         else:  # pragma: no cover - the runtime only appends known types

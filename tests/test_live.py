@@ -71,7 +71,7 @@ def test_inject_duplicate_conflict_and_late_failure_on_a_delivered_message(sc):
     live.close()
 
 
-def test_a_conflicting_digest_by_hand_freezes_the_task_and_reviewer_release_reruns_it(sc):
+def test_a_conflicting_digest_by_hand_freezes_the_task_and_what_rests_on_it_and_reviewers_release_both(sc):
     live = LiveRun(sc)
     _step(live, 4)
     twin = live.inject("conflicting-digest", "M-3").split()[0]
@@ -89,7 +89,13 @@ def test_a_conflicting_digest_by_hand_freezes_the_task_and_reviewer_release_reru
     live.run_to_end()
     tasks = {t["task_id"]: t for t in live.store.tasks()}
     assert tasks["T-1"]["state"] == "succeeded" and tasks["T-1"]["lease_version"] == 2
-    assert tasks["T-2"]["state"] == "succeeded"
+    # T-2 was assigned from T-1's first table before the conflict: its success rested on an
+    # untrusted input, so it was frozen too and published nothing; a reviewer releases it.
+    assert tasks["T-2"]["state"] == "needs_review" and live.store.effects() == []
+    held = next(e for e in live.store.events() if e["type"] == "input_untrusted")
+    assert live.reconcile("T-2", "ready", [held["message_id"]]).decision == "accepted"
+    live.run_to_end()
+    assert {t["task_id"]: t["state"] for t in live.store.tasks()}["T-2"] == "succeeded"
     assert [e["effect_key"] for e in live.store.effects()] == ["publish:R-1:T-2"]
     assert all(r.ok for r in check(live.store))
     live.close()

@@ -72,6 +72,12 @@ def _env(mid, typ, payload, key, *, task="T-1", sender="researcher", recipient="
                                   evidence_refs=refs)
 
 
+def _unheld():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="unheld", hold_untrusted=False)
+
+
 def _unredacted():
     from ..policy import SAFE
 
@@ -304,6 +310,18 @@ CASES: tuple[Case, ...] = (
                                                                "effect": {"kind": "publish", "target": "R-1"}},
                                         "R-1:T-1:attempt-1", refs=("M-1",))),
          {"problem": "its evidence reaches no stored artifact", "message_id": "M-3", "evidence_refs": ["M-1"]}),
+    # NO_EFFECT_FROM_UNTRUSTED
+    Case("a late conflict freezes T-1 after its table was handed on, and T-2's result is held, not published",
+         "NO_EFFECT_FROM_UNTRUSTED", True, _scenario(faults=["late-conflict"])),
+    Case("a conflict that freezes T-1 before anything rests on it", "NO_EFFECT_FROM_UNTRUSTED", True,
+         _scenario(faults=["conflicting-digest"])),
+    Case("naive publishes T-2 from the table of a task that got two payloads under one key",
+         "NO_EFFECT_FROM_UNTRUSTED", False, _scenario(policy="naive", faults=["late-conflict"]),
+         {"problem": "committed from an input that was untrusted at that moment", "task_id": "T-2",
+          "input_task": "T-1"}),
+    Case("a runtime that freezes the conflict but lets the dependent result publish is caught",
+         "NO_EFFECT_FROM_UNTRUSTED", False, lambda: _scenario(policy=_unheld(), faults=["late-conflict"])(),
+         {"task_id": "T-2", "input_task": "T-1", "message_id": "M-7"}),
     # PAYLOAD_MINIMIZATION
     Case("the safe runtime sends the writer only the source's name and logs every sensitive value redacted",
          "PAYLOAD_MINIMIZATION", True, _scenario("sensitive-source")),
