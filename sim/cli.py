@@ -1861,12 +1861,23 @@ def lab_start(
         if fresh:
             prog.reset(lab.number)
         live = LiveRun(sc, policy=lab.policy, seed=lab.seed, faults=list(lab.faults), db=db)
+        naive = None
         try:
             prog.start_session(lab.number, str(db))
             session = LabSession(lab, live.store, prog)
-            ProtolabApp(live.store, live=live, play=False, lab=session).run()
+            if lab.mode == "workshop":
+                # naive beside the learner's (safe) run: same scenario, seed and faults, in memory;
+                # the checks read the learner's run, which is the file lab check and submit use
+                from .tui.workshop import WorkshopApp
+
+                naive = LiveRun(sc, policy="naive", seed=lab.seed, faults=list(lab.faults))
+                WorkshopApp(naive, live, lab=session).run()
+            else:
+                ProtolabApp(live.store, live=live, play=False, lab=session).run()
         finally:
             live.close()
+            if naive is not None:
+                naive.close()
         met = len(prog.met(lab.number))
         print(f"lab {lab.number}: {met}/{len(lab.checkpoints)} checkpoints met; your run is in {db} "
               f"(protolab lab check {lab.number} --db {db})")

@@ -319,7 +319,14 @@ async def test_the_reference_path_played_with_keys_in_the_tui_ticks_every_checkp
     live = _live(lab)
     progress = ProgressStore.open(None)
     session = LabSession(lab, live.store, progress)
-    app = ProtolabApp(live.store, live=live, lab=session)
+    naive = None
+    if lab.mode == "workshop":  # naive beside the learner's safe run, as 'protolab lab start' opens it
+        from sim.tui.workshop import WorkshopApp
+
+        naive = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy="naive", faults=list(lab.faults))
+        app = WorkshopApp(naive, live, lab=session)
+    else:
+        app = ProtolabApp(live.store, live=live, lab=session)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await _press_path(app, pilot, reference(lab))
@@ -332,6 +339,8 @@ async def test_the_reference_path_played_with_keys_in_the_tui_ticks_every_checkp
         assert all(session.answered(q) for q in lab.questions)
         assert "Lab complete" in guide or "done" in guide
     live.close()
+    if naive is not None:
+        naive.close()
 
 
 async def test_h_shows_the_hint_keyed_to_what_the_run_shows():

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 from ..errors import ProtolabError
 from ..live import LiveRun, Timeline
 from ..store import Store
+from .guide import LabHost
 from .logview import LogView
 from .player import SPEEDS, Player
 from .rows import DELIVERY_HEADER, EVENT_HEADER, TASK_HEADER, TaskSource, delivery_source, event_source
@@ -140,7 +141,7 @@ class RunScreen(Screen):
             )
 
 
-class ProtolabApp(Player, App):
+class ProtolabApp(LabHost, Player, App):
     """Browse (and, when live, drive) one run."""
 
     TITLE = "protolab"
@@ -286,40 +287,7 @@ class ProtolabApp(Player, App):
         if self.as_of is not None and self.as_of != self._visited:
             self._visited = self.as_of
             newly += self.lab.action("visit", {"seq": self.as_of})
-        newly += self.lab.refresh()
-        if newly:
-            self.guide.hint_text = ""
-            titles = ", ".join(self.lab.lab.checkpoint(c).title for c in newly)
-            self.notify(f"✓ {titles}", title="checkpoint met", timeout=4)
-        self.guide.show()
-
-    def lab_action(self, kind: str, data: dict) -> None:
-        if self.lab is not None:
-            if self.lab.action(kind, data):
-                self.guide.hint_text = ""
-            self.guide.show()
-
-    def check_action(self, action: str, parameters) -> bool | None:
-        if action in ("lab_hint", "lab_answer") and self.lab is None:
-            return False  # no lab: the keys are not shown
-        return True
-
-    def action_lab_hint(self) -> None:
-        self.lab.refresh(force=True)
-        self.guide.hint_text = self.lab.hint()
-        self.guide.show()
-        if not self.guide.compact:
-            self.guide.scroll_end(animate=False)
-
-    def action_lab_answer(self) -> None:
-        from .guide import AskQuestion
-
-        def done(result) -> None:
-            if result is not None:
-                self.notify(result[1], title="right", timeout=6)
-            self.guide.show()
-
-        self.push_screen(AskQuestion(self.lab), done)
+        self.lab_refresh(newly)
 
     def _fold_in_background(self, seq: int) -> None:
         """A long way back in a big run: rebuild state by replay in a thread, showing progress."""

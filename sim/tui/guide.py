@@ -17,7 +17,53 @@ from textual.widgets import DataTable, Footer, Input, OptionList, Static
 
 from ..labs.session import LabSession
 
-__all__ = ["Guide", "AskQuestion", "LabMenu", "progress_bar"]
+__all__ = ["Guide", "AskQuestion", "LabMenu", "LabHost", "progress_bar"]
+
+
+class LabHost:
+    """What an app playing a lab does (the run screen and the workshop alike): re-check after every
+    action and tick the Guide, record the learner's actions, and the h (hint) and a (answer) keys.
+    The app sets ``lab`` (a LabSession, or None) and ``guide`` (its Guide, or None)."""
+
+    lab = None
+    guide = None
+
+    def lab_refresh(self, newly=()) -> None:
+        """Re-check the lab; say which checkpoints this action met; redraw the Guide."""
+        if self.lab is None:
+            return
+        newly = list(newly) + self.lab.refresh()
+        if newly:
+            self.guide.hint_text = ""
+            titles = ", ".join(self.lab.lab.checkpoint(c).title for c in newly)
+            self.notify(f"✓ {titles}", title="checkpoint met", timeout=4)
+        self.guide.show()
+
+    def lab_action(self, kind: str, data: dict) -> None:
+        if self.lab is not None:
+            if self.lab.action(kind, data):
+                self.guide.hint_text = ""
+            self.guide.show()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in ("lab_hint", "lab_answer") and self.lab is None:
+            return False  # no lab: the keys are not shown
+        return True
+
+    def action_lab_hint(self) -> None:
+        self.lab.refresh(force=True)
+        self.guide.hint_text = self.lab.hint()
+        self.guide.show()
+        if not self.guide.compact:
+            self.guide.scroll_end(animate=False)
+
+    def action_lab_answer(self) -> None:
+        def done(result) -> None:
+            if result is not None:
+                self.notify(result[1], title="right", timeout=6)
+            self.guide.show()
+
+        self.push_screen(AskQuestion(self.lab), done)
 
 
 def progress_bar(done: int, total: int, width: int = 10) -> str:

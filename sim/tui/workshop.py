@@ -14,6 +14,7 @@ from textual.widgets import Footer, Static
 
 from ..invariants import check
 from ..live import LiveRun
+from .guide import LabHost
 from .player import SPEEDS, Player
 from .logview import LogView
 from .rows import COMPACT_DELIVERY_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
@@ -103,13 +104,16 @@ class Side(Vertical):
         self.query_one(".invariants", Static).update(inv)
 
 
-class WorkshopApp(Player, App):
-    """Step the naive and the safe run of one scenario together."""
+class WorkshopApp(LabHost, Player, App):
+    """Step the naive and the safe run of one scenario together (a lab in workshop mode adds its
+    Guide below, checked against the safe side after every step)."""
 
     TITLE = "protolab workshop"
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
     #sides { height: 1fr; }
+    WorkshopApp #guide { width: 1fr; height: 9; }
+    WorkshopApp.-short #guide { height: 7; }
     """
     BINDINGS = [
         Binding("space", "step", "Step both", tooltip="One delivery on each side"),
@@ -117,13 +121,21 @@ class WorkshopApp(Player, App):
         Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
         Binding("minus", "slower", "Slower", key_display="-"),
         Binding("e", "end", "To the end", tooltip="Run both to the end"),
+        Binding("h", "lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint"),
+        Binding("a", "lab_answer", "Answer", tooltip="Lab: answer the next question"),
         Binding("q", "quit", "Quit"),
     ]
 
     def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False,
-                 labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules")):
+                 labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules"), lab=None):
         super().__init__()
         self.naive, self.safe = naive, safe
+        self.live = safe  # in a lab, the learner's run
+        self.lab = lab  # a LabSession on the safe side's store
+        if lab is not None:
+            from .guide import Guide
+
+            self.guide = Guide(lab)
         self.labels = labels
         self._autoplay = play
 
@@ -132,7 +144,17 @@ class WorkshopApp(Player, App):
         with Horizontal(id="sides"):
             yield Side(self.naive, self.labels[0], id="naive")
             yield Side(self.safe, self.labels[1], id="safe")
+        if self.guide is not None:
+            yield self.guide
         yield Footer()
+
+    def on_resize(self) -> None:
+        short = self.size.height < 36
+        self.set_class(short, "-short")
+        if self.guide is not None and self.guide.compact != short:
+            self.guide.compact = short  # a short terminal: the Guide shows the current step only
+            if self.guide.is_mounted:
+                self.guide.show()
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.safe.scenario.name} · seed {self.safe.seed}"
@@ -149,6 +171,7 @@ class WorkshopApp(Player, App):
         )
         for side in self.query(Side):
             side.refresh_side()
+        self.lab_refresh()
 
     def _step(self) -> bool:
         a = self.naive.step()
