@@ -1860,6 +1860,9 @@ def lab_start(
     try:
         if fresh:
             prog.reset(lab.number)
+        if lab.mode == "hand-delivery":
+            _lab_by_hand(lab, db, prog)
+            return
         live = LiveRun(sc, policy=lab.policy, seed=lab.seed, faults=list(lab.faults), db=db)
         naive = None
         try:
@@ -1883,6 +1886,35 @@ def lab_start(
               f"(protolab lab check {lab.number} --db {db})")
     finally:
         prog.close()
+
+
+def _lab_by_hand(lab, db: Path, prog) -> None:
+    """A hand-delivery lab: no simulator. The run is an empty database of the lab's scenario (kept if
+    it is already one); the learner delivers with 'protolab deliver FILE --db DB' and the TUI follows."""
+    from .labs.session import LabSession
+    from .store import Store
+    from .tui.app import ProtolabApp
+
+    if db.exists():
+        store = Store.open(db)
+        held = store.get_meta("scenario")
+        if held not in (None, lab.scenario):
+            store.close()
+            raise InputError(f"{db} holds a run of {held}, not of lab {lab.number}'s {lab.scenario}; pass another "
+                             "--db", code="E_DB_OTHER_SCENARIO")
+    else:
+        store = Store.create(db, start_time="2026-07-13T04:00:00Z")
+        store.set_meta({"scenario": lab.scenario, "seed": str(lab.seed), "policy": lab.policy, "faults": ""})
+    try:
+        prog.start_session(lab.number, str(db))
+        session = LabSession(lab, store, prog)
+        ProtolabApp(store, lab=session, watch=True,
+                    label=f"lab {lab.number} · delivered by hand: protolab deliver FILE --db {db}").run()
+    finally:
+        store.close()
+    met = len(prog.met(lab.number))
+    print(f"lab {lab.number}: {met}/{len(lab.checkpoints)} checkpoints met; your run is in {db} "
+          f"(protolab lab check {lab.number} --db {db})")
 
 
 @lab_app.command("check")

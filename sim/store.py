@@ -473,6 +473,18 @@ class Store:
         if self.conn.execute("PRAGMA data_version").fetchone()[0] != self._data_version:
             self._load_meta()
 
+    def poll(self) -> bool:
+        """Whether another connection (another process) committed since this handle last looked;
+        if so, its counters and meta are read again. A view watching a file calls it on a timer."""
+        try:
+            now = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+        if now == self._data_version:
+            return False
+        self._load_meta()
+        return True
+
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()

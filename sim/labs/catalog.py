@@ -17,7 +17,10 @@ from ..resources import shipped
 
 __all__ = ["Lab", "Step", "Checkpoint", "Question", "labs", "get_lab", "load_lab", "MODES"]
 
-MODES = ("live", "workshop")
+# live: the simulator's run, stepped by hand in the TUI; workshop: naive beside the learner's safe
+# run; hand-delivery: no simulator, the learner delivers envelopes with 'protolab deliver' and the
+# TUI watches the file
+MODES = ("live", "workshop", "hand-delivery")
 
 
 @dataclass(frozen=True)

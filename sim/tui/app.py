@@ -175,8 +175,11 @@ class ProtolabApp(LabHost, Player, App):
     )
 
     def __init__(self, store: Store, *, live: LiveRun | None = None, play: bool = False, speed: int = 4,
-                 label: str | None = None, lab=None):
+                 label: str | None = None, lab=None, watch: bool = False):
         super().__init__()
+        # watch: no simulator; another process delivers into the file ('protolab deliver'), and the
+        # panes and the Guide follow it (a lab in hand-delivery mode)
+        self.watch = watch
         self.lab = lab  # a LabSession: the Guide panel, checkpoints checked after every action
         self.guide = None
         self._visited: int | None = None
@@ -214,6 +217,19 @@ class ProtolabApp(LabHost, Player, App):
     def on_mount(self) -> None:
         self.title = "protolab"
         self.sub_title = self.label
+        if self.watch:
+            self.set_interval(0.4, self._follow_file)
+
+    def _follow_file(self) -> None:
+        """Hand delivery: when another process committed into the file, show it (and re-check the lab)."""
+        try:
+            changed = self.store.poll()
+        except ProtolabError as e:
+            self.say(f"{e.code}: {e}", error=True)
+            return
+        if changed:
+            self.message_line = f"new deliveries in the file: {self.store.last_delivery()} in all"
+            self.reload()
 
     def screen_ready(self) -> None:
         """The main screen is composed: fill the panes, focus Messages, start playing if asked."""
@@ -391,6 +407,10 @@ class ProtolabApp(LabHost, Player, App):
     # ------------------------------------------------------------------ stepping
 
     def _need_live(self, what: str) -> bool:
+        if self.live is None and self.watch:
+            self.say(f"this run is delivered by hand, so it cannot {what} here: write the envelope and run "
+                     "'protolab deliver FILE --db ...' in another terminal")
+            return False
         if self.live is None:
             self.say(f"read-only: this run is finished, so it cannot {what}; use [ and ] to walk through it")
             return False
@@ -399,6 +419,10 @@ class ProtolabApp(LabHost, Player, App):
         return True
 
     def action_step(self) -> None:
+        if self.live is None and self.watch:
+            self.say("this run is delivered by hand: 'protolab deliver FILE --db ...' in another terminal; the panes "
+                     "follow the file")
+            return
         if self.live is None:
             # A finished run: step through it one delivery at a time, by time travel.
             self._travel_delivery()
