@@ -91,6 +91,8 @@ class Manager:
     id: str = "manager"
     sent: dict[str, _Req] = field(default_factory=dict)
     acks: list[Envelope] = field(default_factory=list)
+    gather_open: dict[str, int] = field(default_factory=dict)  # gathering task -> the round its first input was asked
+    timed_out: list[str] = field(default_factory=list)  # gathers whose deadline passed
 
     def on_delivery(self, env: Envelope, decision: str) -> None:
         if env.recipient == self.id and env.type in ("task_started", "task_result") and decision in ("accepted", "duplicate"):
@@ -127,11 +129,38 @@ class Manager:
                 out.update({k: res.body[k] for k in self.world.privacy.sensitive if k in res.body})
         return out
 
+    def _gather_deadlines(self, now: int) -> None:
+        """A task that waits for others gathers their results until its deadline. When it
+        passes with inputs missing, the manager stops waiting: it cancels the inputs still open and
+        the conversation ends TIMED_OUT, with the contributions that did arrive (nothing made up)."""
+        w = self.world
+        for spec in self.tasks():
+            if not spec.after or spec.id in self.timed_out or w.task(spec.id) is not None:
+                continue
+            asked = [self.sent[d].sent for d in spec.after if d in self.sent]
+            if not asked:
+                continue
+            opened = self.gather_open.setdefault(spec.id, min(asked))
+            if now - opened < w.settings.gather_ticks:
+                continue
+            missing = [d for d in spec.after if (t := w.task(d)) is None or t.state != TaskState.SUCCEEDED]
+            if not missing:
+                continue
+            self.timed_out.append(spec.id)
+            for d in missing:
+                t = w.task(d)
+                if t is not None and t.state not in DONE:
+                    worker = next((x.worker for x in self.tasks() if x.id == d), t.assignee or "")
+                    w.say("cancel", self.id, worker, d, {"reason": f"gather {spec.id} deadline passed"},
+                          attempt=t.lease_version)
+
     def act(self, now: int) -> None:
         w, s = self.world, self.world.settings
         for env in self.acks:
             w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
         self.acks = []
+        if s.gather_ticks:
+            self._gather_deadlines(now)
         for spec in self.tasks():
             t = w.task(spec.id)
             req = self.sent.get(spec.id)

@@ -84,8 +84,13 @@ def _gathers(store: Store, messages: list[dict], rows: list[dict]) -> list[dict]
                 m["gatherId"] = gid
         if opener is None:
             continue
-        last = max(m["at"] for m in messages)
-        out.append({"id": gid, "membership": members, "rule": "ALL", "deadline": _later(last, 3600), "opener": opener})
+        if sc.settings.gather_ticks:
+            # the manager's own deadline: gather_ticks rounds (a second each) after the opener was sent
+            at = next(m["at"] for m in messages if m["id"] == opener)
+            deadline = _later(at, sc.settings.gather_ticks)
+        else:
+            deadline = _later(max(m["at"] for m in messages), 3600)
+        out.append({"id": gid, "membership": members, "rule": "ALL", "deadline": deadline, "opener": opener})
     return out
 
 

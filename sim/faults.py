@@ -22,6 +22,9 @@ recorded as a ``fault_injected`` event, so the log says what was done to the run
 ``late-conflict``       like ``conflicting-digest``, but the second payload arrives ``LATE_CONFLICT_AFTER``
                         rounds later, after the manager has handed the first one's product on: what
                         rests on it must be held, or reconciled if it already took effect
+``silent``              the worker goes quiet on its work: from that message on, nothing it starts or
+                        answers arrives (it still acknowledges); a gather waiting on it misses its
+                        deadline (``gather_ticks``), and the manager fences the conversation TIMED_OUT
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -42,7 +45,7 @@ from .errors import InputError, friendly_list
 __all__ = ["FAULTS", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET"]
 
 FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema",
-          "resend", "transient", "lost-evidence", "late-conflict")
+          "resend", "transient", "lost-evidence", "late-conflict", "silent")
 
 #: How many rounds after the original a resent copy arrives (the sender's wait before it gives up).
 RESEND_AFTER = 2
@@ -63,6 +66,7 @@ DEFAULT_TARGET = {
     "transient": "first successful task_result",
     "lost-evidence": "publishing task_result (else the first successful task_result)",
     "late-conflict": "first task_result",
+    "silent": "first task_started (its worker goes quiet)",
 }
 
 _ONLY = {
@@ -70,6 +74,7 @@ _ONLY = {
     "crash": ("task_started",),
     "transient": ("task_result",),
     "lost-evidence": ("task_result",),
+    "silent": ("task_started", "task_result"),
 }
 _MSG_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
 
@@ -119,6 +124,8 @@ def _default_match(spec: FaultSpec, env: Envelope) -> bool:
         return env.type == "task_result" and env.payload.get("status") == "succeeded"
     if n in ("reorder", "crash"):
         return env.type == "task_started"
+    if n == "silent":
+        return env.type == "task_started"
     if n == "stale-schema":
         return env.type == "task_request"
     if n in ("duplicate", "resend", "lost-evidence"):
@@ -150,6 +157,7 @@ class Bus:
         self._default_used: set[str] = set()
         self.crashed: list[tuple[str, Envelope]] = []  # (worker, the message it died after)
         self.pending_late: list[Envelope] = []
+        self.silenced: set[str] = set()  # workers whose starts and results never arrive (fault silent)
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
@@ -180,6 +188,8 @@ class Bus:
         """Queue ``env`` for delivery next round, bent by whichever faults apply; return the
         envelope as it was sent (a ``transient`` fault turns a result into ``retry``)."""
         due = now + 1
+        if env.sender in self.silenced and env.type in ("task_started", "task_result"):
+            return env  # the worker is silent: it never arrives
         faults = [s for s in self.specs if self._applies(s, env)]
         held, released = self._held, []
         self._held = []
@@ -207,6 +217,10 @@ class Bus:
             elif n == "drop":
                 schedule = False
                 self._record(n, out, {"selector": spec.text})
+            elif n == "silent":
+                schedule = False
+                self.silenced.add(out.sender)
+                self._record(n, out, {"selector": spec.text, "worker": out.sender})
             elif n == "crash":
                 self.crashed.append((out.sender, out))
                 self._record(n, out, {"selector": spec.text, "worker": out.sender})

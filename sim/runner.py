@@ -127,9 +127,16 @@ class Run:
         if generation is None:
             w = self.workers.get(sender)
             generation = w.generation if w is not None else 1
+        if sender in self.bus.silenced and type in ("task_started", "task_result"):
+            return env  # a silent worker (fault silent) says nothing about its work: nothing is sent
         self._stamp(env, generation)
         self.sent_this_round += 1
         env = self.bus.send(env, self.now)
+        if sender in self.bus.silenced and type in ("task_started", "task_result"):
+            # the message that made it silent was never sent either: its sequence number is not used
+            self._seq[(sender, generation)] -= 1
+            self.sent_meta.pop(env.message_id, None)
+            self.sent_this_round -= 1
         for worker_id, after in self.bus.crashed:
             self._crash(worker_id, after.task_id, self.intents[after.message_id].attempt)
         self.bus.crashed.clear()
@@ -327,7 +334,9 @@ class Run:
     def _send_fence(self) -> None:
         """Every task has settled: the manager fences the conversation; the workers must ack it."""
         states = [self.task(s.id) for s in self.specs.values()] if self.scenario.stress is None else []
-        if any(t is None or t.state in (TaskState.NEEDS_REVIEW, TaskState.FAILED, TaskState.DENIED) for t in states):
+        if self.manager.timed_out:
+            terminal = "TIMED_OUT"  # a gather's deadline passed with inputs missing
+        elif any(t is None or t.state in (TaskState.NEEDS_REVIEW, TaskState.FAILED, TaskState.DENIED) for t in states):
             terminal = "BLOCKED"
         elif any(t.state == TaskState.CANCELED for t in states):
             terminal = "CANCELLED"

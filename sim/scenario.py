@@ -40,6 +40,7 @@ class Settings:
     retry_ticks: int = 6  # rounds a sender waits for its message to take effect before retrying
     delay_ticks: int = 9  # how late a delayed message arrives
     zombie_ticks: int = 0  # rounds after it notices the recovery before a crashed worker's stale commit is sent
+    gather_ticks: int = 0  # rounds a gather (a task after several) waits for its inputs; 0: no deadline
     max_rounds: int = 400
 
 
