@@ -920,8 +920,8 @@ def _write_output(output: Path, text: str) -> None:
 
 
 def _load_trace(file: Path) -> dict:
-    """Read a trace: refuse what is not UTF-8 JSON with one line and exit 2 (plain json for speed:
-    a trace can hold a million messages)."""
+    """Read a trace: refuse what is not UTF-8 JSON, or repeats a key in one object, with one line and
+    exit 2 (plain json with a small hook: a trace can hold a million messages)."""
     raw = _read_file(file, "trace file")
     try:
         text = raw.decode("utf-8")
@@ -931,8 +931,17 @@ def _load_trace(file: Path) -> dict:
     def refuse(name):
         raise InputError(f"trace file {file} holds {name}, which is not JSON", code="E_NAN")
 
+    def one_value_per_key(pairs):
+        # as for envelopes: a repeated key would let "the last one wins" decide what the trace says
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen = set()
+            k = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise InputError(f"trace file {file} repeats the key {k!r} in one object", code="E_DUPLICATE_KEY")
+        return d
+
     try:
-        return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse)
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse, object_pairs_hook=one_value_per_key)
     except json.JSONDecodeError as e:
         raise InputError(f"trace file {file} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON") from None
     except (RecursionError, ValueError) as e:

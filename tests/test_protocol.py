@@ -335,7 +335,7 @@ def test_filter_before_reduce_a_rejected_contribution_is_not_counted_by_the_gath
     assert g1.inputs == ("m2",) and g1.contributors == ("researcher-1",)
     assert (g1.status, g1.missing) == ("partial", ("researcher-2",))
     assert "researcher-2" not in g1.value  # nothing invented for the missing member
-    assert report.valid is False and report.terminal == "BLOCKED"
+    assert report.valid is False and report.terminal is None and report.terminal_if_valid == "BLOCKED"
 
 
 def test_a_duplicate_contribution_never_reaches_the_reducer():
@@ -346,7 +346,7 @@ def test_a_duplicate_contribution_never_reaches_the_reducer():
 
 def test_a_rejected_acknowledgement_does_not_count_toward_the_required_set():
     report = validate(json.loads((INVALID / "stale-generation.json").read_text(encoding="utf-8")))
-    assert "m10" not in report.accepted and report.terminal == "BLOCKED"
+    assert "m10" not in report.accepted and report.terminal is None and report.terminal_if_valid == "BLOCKED"
 
 
 # ---------------------------------------------------------------- gathers
@@ -473,7 +473,7 @@ def test_the_diagram_marks_a_rejected_message_with_its_code():
     text = mermaid(t, validate(t))
     assert "m10 rejected E_SEQUENCE_GAP" in text
     assert "--xP0: m10 ACK" in text
-    assert "terminal fence: BLOCKED" in text
+    assert "terminal fence: BLOCKED had it been valid (the trace is INVALID)" in text
 
 
 # ---------------------------------------------------------------- the contract around it
@@ -504,3 +504,22 @@ def test_a_synthetic_trace_of_any_length_is_valid_and_completed():
         assert len(t["messages"]) == n
         report = validate(t)
         assert report.valid and report.terminal == "COMPLETED", report.errors
+
+
+def test_an_invalid_trace_reports_no_terminal_at_face_value_only_what_it_would_have_been():
+    t = json.loads((INVALID / "sequence-gap.json").read_text(encoding="utf-8"))
+    report = validate(t)
+    d = report.to_dict()
+    assert d["valid"] is False and d["terminal"] is None and d["terminal_if_valid"] == "BLOCKED"
+    assert "had it been valid, its terminal would be BLOCKED" in report.reason
+
+
+def test_a_trace_that_repeats_a_key_is_refused_like_an_envelope(tmp_path):
+    import subprocess
+    import sys
+
+    f = tmp_path / "dup.json"
+    f.write_text((INVALID / "sequence-gap.json").read_text(encoding="utf-8").replace(
+        '"schema": "conversation-trace-v2"', '"schema": "conversation-trace-v2", "schema": "conversation-trace-v2"', 1))
+    out = subprocess.run([sys.executable, "-m", "sim", "trace", "validate", str(f)], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("error: E_DUPLICATE_KEY:") and out.stderr.count("\n") == 1

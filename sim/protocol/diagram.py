@@ -111,6 +111,8 @@ def mermaid(trace: dict, report: Report | None = None) -> str:
 
     terminal = trace.get("terminal") if isinstance(trace.get("terminal"), dict) else None
     state = report.terminal if report is not None and report.terminal else (terminal or {}).get("state")
+    if report is not None and not report.valid and (report.terminal_if_valid or state):
+        state = f"{report.terminal_if_valid or state} had it been valid (the trace is INVALID)"
     fence_id = _str((terminal or {}).get("fence"))
     fence_pos = pos.get(fence_id) if fence_id else None
     if fence_pos is None:

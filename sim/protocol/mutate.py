@@ -439,11 +439,12 @@ def run_mutations(trace: dict, mutations: tuple[Mutation, ...] = MUTATIONS) -> l
             exact = ok
         else:
             ok = mu.expected_code in produced and (
-                mu.expected_terminal is None or report.terminal == mu.expected_terminal)
+                mu.expected_terminal is None or report.terminal_if_valid == mu.expected_terminal)
             exact = produced == [mu.expected_code]
         rows.append({"name": mu.name, "rule": mu.rule, "expected": mu.expected_code,
                      "expected_terminal": mu.expected_terminal, "produced": produced,
-                     "terminal": report.terminal, "ok": ok, "exact": exact})
+                     "terminal": report.terminal if report.valid else report.terminal_if_valid, "ok": ok,
+                     "exact": exact})
     return rows
 
 

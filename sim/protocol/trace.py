@@ -197,9 +197,11 @@ class Report:
     """What ``validate`` found. ``valid`` is True exactly when ``errors`` is empty."""
 
     valid: bool
-    terminal: str | None
+    terminal: str | None  # None when invalid: an invalid trace has no terminal at face value
     reason: str
     errors: tuple[Finding, ...] = ()
+    #: the terminal the trace declares or would reach, had it been valid (said beside the errors, never as its terminal)
+    terminal_if_valid: str | None = None
     accepted: tuple[str, ...] = ()
     #: index in the supplied message list of each accepted message (a duplicated id is accepted once)
     accepted_positions: tuple[int, ...] = ()
@@ -214,6 +216,7 @@ class Report:
         return {
             "valid": self.valid,
             "terminal": self.terminal,
+            "terminal_if_valid": self.terminal_if_valid,
             "reason": self.reason,
             "errors": [f.to_dict() for f in self.errors],
             "accepted": list(self.accepted),
@@ -1184,7 +1187,8 @@ def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_ac
         n = len(out)
         codes = list(dict.fromkeys(f.code for f in out))
         reason = (f"invalid: {n} error{'s' if n != 1 else ''} ({', '.join(codes)}); first "
-                  f"{first.code} at {first.pointer or '/'}: {first.message}")
+                  f"{first.code} at {first.pointer or '/'}: {first.message}"
+                  + (f"; had it been valid, its terminal would be {effective}" if effective else ""))
     elif terminal is None:
         tail = f", fence {fence_id} appended" if fence_id else ", no terminal yet"
         reason = f"valid: open conversation, {len(accepted)} message(s) accepted{tail}"
@@ -1199,5 +1203,6 @@ def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_ac
     else:
         ackd = (f"acknowledged by {', '.join(acked_by)}" if acked_by else "with no acknowledgement required")
         reason = f"valid: {effective}, fence {fence_id} {ackd}"
-    return Report(valid=not out, terminal=effective, reason=reason, errors=tuple(out),
-                  accepted=tuple(accepted), accepted_positions=tuple(positions), gathers=results)
+    return Report(valid=not out, terminal=None if out else effective, reason=reason, errors=tuple(out),
+                  accepted=tuple(accepted), accepted_positions=tuple(positions), gathers=results,
+                  terminal_if_valid=effective)
