@@ -540,6 +540,18 @@ def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool
     return True
 
 
+def _require_retained(store: Store, evidence: list[str]) -> None:
+    """A reviewer decides from retained evidence: at least one ref, each a stored message or artifact."""
+    if not evidence:
+        raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
+    missing = store.unresolved_refs(evidence)
+    if missing:
+        raise ProtolabError(
+            f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
+            code="E_EVIDENCE_UNRESOLVED",
+        )
+
+
 def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str, evidence: list[str],
                            of: str | None = None, note: str = "") -> Outcome:
     """A reviewer resolves an open reconciliation of ``task_id`` (the late message ``of``; default the
@@ -559,14 +571,7 @@ def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str
     if not any(o["message_id"] == target for o in open_now):
         raise ProtolabError(f"no open reconciliation of {task_id} is about {target} (open: "
                             f"{', '.join(o['message_id'] for o in open_now)})", code="E_NOT_RECONCILING")
-    if not evidence:
-        raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
-    missing = store.unresolved_refs(evidence)
-    if missing:
-        raise ProtolabError(
-            f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
-            code="E_EVIDENCE_UNRESOLVED",
-        )
+    _require_retained(store, evidence)
     payload = {"reconcile": decision, "of": target}
     if note:
         payload["note"] = note
@@ -619,14 +624,7 @@ def review(
             f"machine {task.machine_version} has no needs_review -> {decision} move for {by}",
             code="E_TRANSITION_NOT_ALLOWED",
         )
-    if not evidence:
-        raise ProtolabError("cite at least one piece of retained evidence (--evidence)", code="E_EVIDENCE_REQUIRED")
-    missing = store.unresolved_refs(evidence)
-    if missing:
-        raise ProtolabError(
-            f"evidence {', '.join(sorted(missing))} is not retained in this database (cite a message id or an artifact ref)",
-            code="E_EVIDENCE_UNRESOLVED",
-        )
+    _require_retained(store, evidence)
     trace = store.task_trace(task_id)
     version = task.state_version if read_version is None else read_version
     payload = {"decision": decision, "expected_state_version": version}
