@@ -8,6 +8,7 @@ that need them so that ``protolab --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -289,8 +290,15 @@ def deliver(
     from .runtime import deliver as _deliver
 
     envelopes = parse_envelopes(_read_file(file, "envelope file"), source=str(file))
-    with _open(db) as store:
-        outcomes = [_deliver(store, env) for env in envelopes]
+    outcomes = []
+    try:
+        with _open(db) as store:
+            for env in envelopes:
+                with _signals_deferred():  # a signal lands between deliveries, so the count below is exact
+                    outcomes.append(_deliver(store, env))
+    except KeyboardInterrupt as e:  # each delivery is its own transaction, and each made stays
+        _interrupted(e, f"interrupted by {{sig}} after {len(outcomes)} of {len(envelopes)} deliveries into {db} "
+                        f"(each made stays); deliver the file again to finish: what landed comes back as duplicates")
     if as_json:
         _print_json([o.to_dict() for o in outcomes])
         return
@@ -2174,6 +2182,20 @@ def grade(
         raise InputError(f"grade {which} takes one folder of submissions (or one submission), not {len(paths)}",
                          code="E_USAGE")
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT, SIGTERM and SIGHUP until the block ends (one delivery: its commit and its
+    outcome stay together); a signal sent meanwhile is handled as soon as the block ends."""
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _interrupted(e: BaseException, message: str):

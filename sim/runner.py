@@ -520,9 +520,10 @@ def run_scenario(
         prepare_db_path(db, scenario.name)
         remove_stale_partials(db)
         tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
-    run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged)
-    store = run.store
-    try:
+    store = None
+    try:  # from the first byte written: whatever ends the run early, the partial file goes
+        run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged)
+        store = run.store
         run.run()
         unmatched = unmatched_faults(run) if strict_faults else []
         if unmatched:
@@ -530,11 +531,15 @@ def run_scenario(
                 f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}", code="E_FAULT_NO_MATCH"
             )
         run.seal()
-    except BaseException:
-        store.close()
+    except BaseException as e:
+        if store is not None:
+            store.close()
         if tmp is not None:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(tmp) + suffix).unlink(missing_ok=True)
+            if isinstance(e, StoreError):  # name the file the user asked for, not the partial one
+                raise StoreError(f"{e.message.replace(str(tmp), str(db))}; nothing was written to {db}",
+                                 code=e.code) from None
         raise
     if tmp is not None:
         store.close()

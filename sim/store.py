@@ -1372,6 +1372,10 @@ def _translate(e: sqlite3.Error, path: str | None = None) -> StoreError:
     """The one place a driver error becomes a :class:`StoreError` with a stable code."""
     msg = str(e)
     name = path or "the in-memory database"
+    kind = getattr(e, "sqlite_errorname", "") or ""
+    if kind in ("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_IOERR_SHMSIZE"):
+        return StoreError(f"cannot write {name}: {msg} (is the disk full, or the file over a size limit?)",
+                          code="E_DB_FULL")
     if isinstance(e, sqlite3.IntegrityError):
         return StoreError(f"{name} refused a write: {msg}", code="E_DB_CONSTRAINT")
     if "readonly" in msg or "read-only" in msg:

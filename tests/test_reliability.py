@@ -325,3 +325,170 @@ def test_bench_writers_small_loses_nothing_and_keeps_the_clock():
     for side in ("concurrent", "one_process"):
         assert r[side]["lost"] == 0 and r[side]["clock_violations"] == 0
         assert r[side]["deliveries"] == 2 * (30 + 2 * 3)
+
+
+# ---------------------------------------------------------------------------- full disk
+
+
+def _limited(limit: int):
+    """A child whose files may not grow past ``limit`` bytes (a full disk, as a write sees it):
+    SIGXFSZ ignored, so the write fails with EFBIG rather than killing the process."""
+    import resource
+
+    def pre():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return pre
+
+
+def test_a_run_on_a_full_disk_says_so_and_leaves_nothing(tmp_path):
+    p = cli("run", "--db", tmp_path / "out.db", preexec_fn=_limited(40_000))
+    line = one_error_line(p, "E_DB_FULL")
+    assert str(tmp_path / "out.db") in line and "nothing was written" in line and "partial" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_delivery_on_a_full_disk_is_refused_and_the_run_is_as_it_was(tmp_path):
+    db = _finished_run(tmp_path / "run")
+    before = db.read_bytes()
+    with Store.open(db, readonly=True) as s:
+        digest, n = s.state_digest(), len(s.deliveries())
+    for argv in (["deliver", DATA / "envelopes" / "duplicate.json", "--db", db],
+                 ["artifact", "put", DATA / "artifacts" / "facts-T-1.json", "--db", db]):
+        p = cli(*argv, preexec_fn=_limited(4000))  # not one page more, in the file or beside it
+        assert str(db) in one_error_line(p, "E_DB_FULL"), argv
+    assert db.read_bytes() == before
+    with Store.open(db, readonly=True) as s:
+        assert (s.state_digest(), len(s.deliveries())) == (digest, n)
+    assert cli("check", "--db", db).returncode == 0
+
+
+# ---------------------------------------------------------------------------- kill -9
+
+
+def _sound(db: Path) -> None:
+    """What must hold after any crash: SQLite finds the file whole, every invariant holds (the clock's
+    and delivery ids' too), and replaying the log rebuilds the same state."""
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
+    c = cli("check", "--db", db, "--json")
+    assert c.returncode == 0, c.stdout + c.stderr
+    assert cli("replay", "--db", db).returncode == 0
+
+
+@pytest.mark.parametrize("after", [0.3, pytest.param(0.9, marks=pytest.mark.slow), pytest.param(1.6, marks=pytest.mark.slow)])
+def test_kill_9_during_concurrent_delivers_leaves_a_sound_database_and_redelivery_finishes(tmp_path, after):
+    db = tmp_path / "run.db"
+    assert cli("init", "--db", db).returncode == 0
+    batches = []
+    for w in range(3):
+        batch = writers_workload(w, 1500, shared=5)
+        (tmp_path / f"w{w}.json").write_text(json.dumps(batch))
+        batches.append(batch)
+    procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(3)]
+    time.sleep(after)
+    for p in procs:
+        p.kill()
+        p.communicate(timeout=60)
+    _sound(db)
+    with Store.open(db, readonly=True) as s:
+        landed = len(s.deliveries())
+        assert [d["delivery_id"] for d in s.deliveries()] == list(range(1, landed + 1))
+    assert landed < sum(map(len, batches)), "the kill came after every delivery: nothing was tested"
+    for w in range(3):  # deliver everything again: what landed comes back as a duplicate, the rest lands
+        assert cli("deliver", tmp_path / f"w{w}.json", "--db", db, "--json").returncode == 0
+    _sound(db)
+    with Store.open(db, readonly=True) as s:
+        first = Counter(d["message_id"] for d in s.deliveries() if d["decision"] in ("accepted", "rejected"))
+        assert set(first) == {e["message_id"] for b in batches for e in b}
+        # each request landed once, however many times it was delivered
+        assert all(n == 1 for m, n in first.items() if not m.startswith("S-") or "request" in m)
+        assert len(s.tasks()) == 3 * 1500 + 5
+
+
+def test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_partial(tmp_path):
+    db = tmp_path / "out.db"
+    assert cli("run", "stress", "--tasks", "20", "--db", db, "--json").returncode == 0
+    before = files(tmp_path)
+    p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
+    partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
+    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial()))
+    p.kill()
+    p.communicate(timeout=60)
+    assert {q.name: q.read_bytes() for q in tmp_path.iterdir() if q.name == "out.db"} == before
+    assert partial(), "kill -9 leaves the partial file: nothing could remove it"
+    _sound(db)
+    assert cli("run", "stress", "--tasks", "20", "--db", db, "--json").returncode == 0
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["out.db"]
+    _sound(db)
+
+
+# ---------------------------------------------------------------------------- signals during deliver
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_got(tmp_path, sig):
+    db = tmp_path / "run.db"
+    assert cli("init", "--db", db).returncode == 0
+    batch = writers_workload(0, 20_000)
+    (tmp_path / "big.json").write_text(json.dumps(batch))
+    p = spawn("deliver", tmp_path / "big.json", "--db", db, "--json")
+
+    def landed():
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                return con.execute("SELECT count(*) FROM deliveries").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    assert _wait_for(lambda: landed() > 200)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    line = one_error_line(type("P", (), {"returncode": 2, "stderr": err})(), "E_ABORTED")
+    assert signal.Signals(sig).name in line and "deliver the file again" in line
+    made = int(line.split(" after ")[1].split(" of ")[0])
+    assert f"of {len(batch)} deliveries" in line
+    _sound(db)
+    with Store.open(db, readonly=True) as s:
+        assert len(s.deliveries()) == made
+
+
+# ---------------------------------------------------------------------------- every kind of writer at once
+
+
+def test_deliver_reconcile_and_artifact_put_processes_share_one_database(tmp_path):
+    """Two reviewers release one frozen task while two deliverers and four artifact puts write the
+    same file: exactly one review lands (the other is told the task is no longer in review), every
+    artifact is stored, every delivery is there once, and the run stays sound."""
+    db = tmp_path / "run.db"
+    assert cli("init", "--db", db).returncode == 0
+    for name in ("facts-T-1.json", "draft-T-2.json"):  # the evidence the envelopes cite, as the README stores it
+        assert cli("artifact", "put", DATA / "artifacts" / name, "--db", db).returncode == 0
+    assert cli("deliver", DATA / "envelopes" / "conflicting-digest.json", "--db", db).returncode == 0
+    for w in range(2):
+        (tmp_path / f"w{w}.json").write_text(json.dumps(writers_workload(w, 400, shared=4)))
+    for a in range(4):
+        (tmp_path / f"a{a}.json").write_text(json.dumps({"table": f"facts {a}", "rows": list(range(a * 50))}))
+    procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(2)]
+    procs += [spawn("artifact", "put", tmp_path / f"a{a}.json", "--kind", "fact-table", "--db", db) for a in range(4)]
+    reviews = [spawn("reconcile", "T-1", "--decision", "ready", "--by", f"reviewer-{r}", "--evidence", "M-3",
+                     "--evidence", "M-4", "--db", db, "--json") for r in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    results = [(p, *p.communicate(timeout=240)) for p in reviews]
+    assert sorted(p.returncode for p, _, _ in results) == [0, 2], [e for _, _, e in results]
+    refused = next(e for p, _, e in results if p.returncode == 2)
+    # the loser either finds the task released already, or its decision (the same one) recognised as a duplicate
+    assert refused.startswith(("error: E_NOT_IN_REVIEW: ", "error: E_REVIEW_NOT_APPLIED: ")), refused
+    assert len(refused.splitlines()) == 1 and "Traceback" not in refused
+    _sound(db)
+    with Store.open(db, readonly=True) as s:
+        assert len(s.approvals()) == 1
+        assert {t["task_id"]: t["state"] for t in s.tasks()}["T-1"] == "ready"
+        assert len(s.artifacts()) >= 4
+        mids = [d["message_id"] for d in s.deliveries()]
+        assert len(set(m for m in mids if m.startswith("M-0-") or m.startswith("M-1-"))) == 800
