@@ -585,8 +585,8 @@ def run(
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this): the partial file is gone
         _interrupted(e, f"the run was interrupted by {{sig}} and nothing was written ({db} is as it was)")
     try:
-        summary = summarize(store)
-        results = __import__("sim.invariants", fromlist=["check"]).check(store) if not as_json else None
+        results = __import__("sim.invariants", fromlist=["check"]).check(store)  # once: the summary reuses it
+        summary = summarize(store, results)
     finally:
         store.close()
     if as_json:
@@ -837,7 +837,8 @@ def compare(
     for label, pol, plugins in sides:
         store = run_scenario(sc, policy=pol, seed=seed, faults=fault, plugins=plugins)
         try:
-            out[label] = (summarize(store), check(store))
+            results = check(store)
+            out[label] = (summarize(store, results), results)
         finally:
             store.close()
     if as_json:

@@ -570,15 +570,14 @@ def remove_stale_partials(db: Path) -> list[Path]:
     return removed
 
 
-def summarize(store: Store) -> dict:
-    """What a run did: the figures ``run --json`` prints."""
+def summarize(store: Store, results=None) -> dict:
+    """What a run did: the figures ``run --json`` prints (``results``: the invariants' verdicts, when
+    the caller has them already; the figures themselves are aggregated in SQL)."""
     from .invariants import check
 
-    tasks = store.tasks()
-    deliveries = store.deliveries()
-    events = store.events()
-    effects = store.effects()
-    results = check(store)
+    agg = store.run_summary()
+    if results is None:
+        results = check(store)
     return {
         "scenario": store.get_meta("scenario"),
         "seed": int(store.get_meta("seed") or 0),
@@ -586,19 +585,10 @@ def summarize(store: Store) -> dict:
         "faults": [f for f in (store.get_meta("faults") or "").split(",") if f],
         "rounds": int(store.get_meta("rounds") or 0),
         "state_digest": store.state_digest(),
-        "tasks": {t["task_id"]: t["state"] for t in tasks},
-        "counts": {
-            "messages": len(store.messages()),
-            "deliveries": len(deliveries),
-            "events": len(events),
-            "deliveries_by_decision": dict(sorted(Counter(d["decision"] for d in deliveries).items())),
-            "events_by_type": dict(sorted(Counter(e["type"] for e in events).items())),
-        },
-        "effects": [e["effect_key"] for e in effects],
-        "faults_injected": [
-            {"fault": e["data"]["fault"], "message_id": e["message_id"], "task_id": e["task_id"]}
-            for e in events if e["type"] == "fault_injected"
-        ],
+        "tasks": agg["tasks"],
+        "counts": {k: agg[k] for k in ("messages", "deliveries", "events", "deliveries_by_decision", "events_by_type")},
+        "effects": agg["effects"],
+        "faults_injected": agg["faults_injected"],
         "invariants": {r.name: r.ok for r in results},
         "plugins": {k[len("plugin_"):]: store.get_meta(k) for k in ("plugin_design", "plugin_intake", "plugin_effects",
                                                                   "plugin_machine") if store.get_meta(k)},

@@ -1158,6 +1158,24 @@ class Store:
             out[t] = self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
         return out
 
+    def run_summary(self) -> dict:
+        """A run's figures aggregated in SQL (memory flat in the run's size): each task's state, the
+        effect keys, row counts, deliveries by decision, events by type and the faults injected."""
+        q = self.conn.execute
+        return {
+            "tasks": dict(q("SELECT task_id, state FROM tasks ORDER BY created_tick, task_id")),
+            "effects": [r[0] for r in q("SELECT effect_key FROM effects ORDER BY tick, effect_key")],
+            "messages": q("SELECT COUNT(*) FROM messages").fetchone()[0],
+            "deliveries": q("SELECT COUNT(*) FROM deliveries").fetchone()[0],
+            "events": q("SELECT COUNT(*) FROM events").fetchone()[0],
+            "deliveries_by_decision": dict(q("SELECT decision, COUNT(*) FROM deliveries GROUP BY decision ORDER BY decision")),
+            "events_by_type": dict(q("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type")),
+            "faults_injected": [
+                {"fault": json.loads(d)["fault"], "message_id": m, "task_id": t}
+                for d, m, t in q("SELECT data, message_id, task_id FROM events WHERE type = 'fault_injected' ORDER BY seq")
+            ],
+        }
+
     def state_digest(self) -> str:
         """sha256 over every state table, rows in primary-key order: equal digests, equal state."""
         h = hashlib.sha256()
