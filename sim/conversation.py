@@ -94,6 +94,37 @@ def _gathers(store: Store, messages: list[dict], rows: list[dict]) -> list[dict]
     return out
 
 
+def _earlier_generations(store: Store, messages: list[dict]) -> dict[str, list[dict]]:
+    """Each replaced body of each sender, oldest first, with the point of the trace where it was
+    replaced: right after the message it crashed after (the crash fault's event names it), or, with
+    no such event, right before the first message of the body that followed it. Messages the old body
+    sent before that point stay valid; any it sends after (a zombie's late result) are stale."""
+    ids = {m["id"] for m in messages}
+    gens: dict[str, list[int]] = {}
+    first_of: dict[tuple, int] = {}
+    for i, m in enumerate(messages):
+        gens.setdefault(m["sender"], [])
+        if m["generation"] not in gens[m["sender"]]:
+            gens[m["sender"]].append(m["generation"])
+        first_of.setdefault((m["sender"], m["generation"]), i)
+    crashes: dict[str, list[str]] = {}
+    for e in store.events_of_type("fault_injected"):
+        if e["data"].get("fault") == "crash" and e["message_id"] in ids:
+            crashes.setdefault(e["data"].get("worker"), []).append(e["message_id"])
+    out: dict[str, list[dict]] = {}
+    for sender, seen in gens.items():
+        order = sorted(seen)
+        for k, g in enumerate(order[:-1]):
+            points = crashes.get(sender, [])
+            if k < len(points):
+                after = points[k]
+            else:
+                at = first_of[(sender, order[k + 1])]
+                after = messages[at - 1]["id"] if at > 0 else None
+            out.setdefault(sender, []).append({"generation": g, "replacedAfter": after})
+    return out
+
+
 def export_trace(store: Store) -> dict:
     """The run in ``store`` as a conversation-trace-v2 trace (a JSON-ready dict)."""
     rows = list(store.iter_deliveries_with_messages())
@@ -143,6 +174,7 @@ def export_trace(store: Store) -> dict:
             msg["payloadDigest"] = r["payload_digest"]
         messages.append(msg)
         seen_at[r["message_id"]] = r["created_at"]
+    earlier = _earlier_generations(store, messages)
     last = max(m["at"] for m in messages)
     trace = {
         "schema": "conversation-trace-v2",
@@ -153,7 +185,8 @@ def export_trace(store: Store) -> dict:
         "deadline": _later(last, 3600),
         "messageCeiling": len(messages),
         "participants": [
-            {"ref": p, "principal": f"course:{p}", "generation": generation[p], "audiences": list(LABELS)}
+            {"ref": p, "principal": f"course:{p}", "generation": generation[p], "audiences": list(LABELS),
+             **({"earlierGenerations": earlier[p]} if earlier.get(p) else {})}
             for p in sorted(generation)
         ],
         "messages": messages,

@@ -472,7 +472,7 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
     ``design`` replaces the reference envelope design, ``rulebook`` the default machine;
     ``plugged`` (from :meth:`sim.plugins.Plugins.meta`) records which files were plugged in."""
     seed = scenario.seed if seed is None else seed
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-journal"):
         if path is not None:
             Path(str(path) + suffix).unlink(missing_ok=True)
     store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook)
@@ -535,7 +535,7 @@ def run_scenario(
         if store is not None:
             store.close()
         if tmp is not None:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(tmp) + suffix).unlink(missing_ok=True)
             if isinstance(e, StoreError):  # name the file the user asked for, not the partial one
                 raise StoreError(f"{e.message.replace(str(tmp), str(db))}; nothing was written to {db}",
@@ -543,7 +543,7 @@ def run_scenario(
         raise
     if tmp is not None:
         store.close()
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", "-journal"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         os.replace(tmp, db)
         store = Store.open(db, verify=False)  # just written and closed by this process
@@ -551,11 +551,14 @@ def run_scenario(
 
 
 def remove_stale_partials(db: Path) -> list[Path]:
-    """Remove the partial files (``.NAME.partial-PID`` and their -wal/-shm) that a run of ``db``
+    """Remove the partial files (``.NAME.partial-PID`` and their -wal/-shm/-journal) that a run of ``db``
     left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
     removed = []
     for p in db.parent.glob(f".{db.name}.partial-*"):
-        pid = p.name.rsplit("-", 1)[-1] if not p.name.endswith(("-wal", "-shm")) else p.name[:-4].rsplit("-", 1)[-1]
+        base = p.name
+        for side in ("-wal", "-shm", "-journal"):
+            base = base.removesuffix(side)
+        pid = base.rsplit("-", 1)[-1]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:

@@ -945,6 +945,13 @@ class Store:
             yield from rows
             after = rows[-1][key]
 
+    def events_of_type(self, etype: str) -> list[dict]:
+        """The events of one type, in order."""
+        rows = self._rows("SELECT * FROM events WHERE type = ? ORDER BY seq", (etype,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
     def iter_events(self, batch: int = 5000) -> Iterator[dict]:
         """Every event in order (replay of large runs)."""
         for r in self._paged("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", "seq", batch):

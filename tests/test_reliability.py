@@ -243,6 +243,14 @@ def test_read_only_opens_use_an_immutable_uri_when_no_wal_holds_changes(tmp_path
 # ---------------------------------------------------------------------------- 4. signals
 
 
+def _size(q: Path) -> int:
+    """A file's size, or 0 if it went meanwhile (SQLite's side files come and go)."""
+    try:
+        return q.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _wait_for(pred, timeout=60.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -257,7 +265,7 @@ def test_a_signal_during_run_removes_the_partial_files_and_says_so(tmp_path, sig
     db = tmp_path / "out.db"
     p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
     partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
-    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial())), p.stderr.read() if p.poll() else ""
+    assert _wait_for(lambda: any(_size(q) > 200_000 for q in partial())), p.stderr.read() if p.poll() else ""
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 128 + sig, (p.returncode, err)
@@ -274,7 +282,7 @@ def test_a_completed_db_is_kept_when_a_later_run_is_interrupted(tmp_path):
     before = files(tmp_path)
     p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
     partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
-    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial()))
+    assert _wait_for(lambda: any(_size(q) > 200_000 for q in partial()))
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=60)
     assert p.returncode == 128 + signal.SIGTERM
@@ -296,7 +304,7 @@ def test_a_signal_during_bench_sim_removes_its_temporary_folders(tmp_path, sig):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     p = subprocess.Popen([sys.executable, "-m", "sim.cli", "bench", "sim", "--sizes", "4000", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    found = lambda: [q for q in tmp_path.rglob("*.db*") if q.stat().st_size > 100_000]  # noqa: E731
+    found = lambda: [q for q in tmp_path.rglob("*.db*") if _size(q) > 100_000]  # noqa: E731
     assert _wait_for(lambda: bool(found()), 60), "the bench never started writing"
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
@@ -414,7 +422,7 @@ def test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_pa
     before = files(tmp_path)
     p = spawn("run", "stress", "--tasks", "3000", "--db", db, "--json")
     partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".out.db.partial-")]  # noqa: E731
-    assert _wait_for(lambda: any(q.stat().st_size > 200_000 for q in partial()))
+    assert _wait_for(lambda: any(_size(q) > 200_000 for q in partial()))
     p.kill()
     p.communicate(timeout=60)
     assert {q.name: q.read_bytes() for q in tmp_path.iterdir() if q.name == "out.db"} == before

@@ -100,7 +100,9 @@ CODES: dict[str, str] = {
     "E_SEQUENCE_GAP": "seq is not the exact next for its sender, epoch and generation (a gap or a later message "
                       "first)",
     "E_STALE_EPOCH": "the message epoch is not the conversation's epoch",
-    "E_STALE_GENERATION": "the sender's body generation is not the participant's current generation",
+    "E_STALE_GENERATION": "the sender's body generation is not the one speaking for it at that point of the trace "
+                          "(its current one, or an earlier body before it was replaced), or a participant's earlier "
+                          "generations are out of order or replaced at a point that is not in the trace",
     "E_CAUSATION_GAP": "a causedBy parent is unknown or is not an earlier accepted message",
     "E_MESSAGE_CEILING": "the trace holds more messages than its messageCeiling; the excess is rejected",
     "E_DEADLINE": "a message is dated after the conversation deadline",
@@ -240,7 +242,9 @@ _TOP_REQUIRED = ("schema", "protocol", "conversationId", "epoch", "scope", "dead
                  "participants", "messages", "gathers")
 _TOP_ALLOWED = frozenset(_TOP_REQUIRED + ("terminal", "stateDigest"))
 _PART_REQUIRED = ("ref", "principal", "generation", "audiences")
-_PART_ALLOWED = frozenset(_PART_REQUIRED)
+_PART_ALLOWED = frozenset(_PART_REQUIRED + ("earlierGenerations",))
+_EARLIER_REQUIRED = ("generation", "replacedAfter")
+_EARLIER_ALLOWED = frozenset(_EARLIER_REQUIRED)
 _MSG_REQUIRED_T = ("id", "sender", "generation", "seq", "epoch", "scope", "audienceLabels", "recipients",
                    "kind", "causedBy", "at", "payloadDigest")
 _MSG_REQUIRED = frozenset(_MSG_REQUIRED_T)
@@ -448,7 +452,9 @@ class _Shape:
         return ok
 
     def participants(self, v) -> list | None:
-        """Returns [(index, ref, generation or None, audiences frozenset or None)]."""
+        """Returns [(index, ref, generation or None, audiences frozenset or None, earlier)]; ``earlier``
+        lists the bodies this participant had before its current one, oldest first, as
+        (index, generation, id of the message after which it was replaced, or None: before the first)."""
         if v is _MISSING:
             return None
         if type(v) is not list:
@@ -470,9 +476,33 @@ class _Shape:
             gen_ok = gen is not _MISSING and self.integer(gen, f"{ptr}/generation", "generation")
             aud = p.get("audiences", _MISSING)
             aud_ok = aud is not _MISSING and self.strings(aud, f"{ptr}/audiences", "audiences", min_items=1)
+            earlier = self.earlier(p.get("earlierGenerations", _MISSING), ptr)
             if ref_ok:
-                rows.append((j, ref, gen if gen_ok else None, frozenset(aud) if aud_ok else None))
+                rows.append((j, ref, gen if gen_ok else None, frozenset(aud) if aud_ok else None, earlier))
         return rows
+
+    def earlier(self, v, ptr: str) -> tuple:
+        """A participant's earlier body generations, as written (their order is checked by
+        :func:`validate`); ``replacedAfter`` a message id, or null for a body replaced before the first."""
+        if v is _MISSING:
+            return ()
+        ptr = f"{ptr}/earlierGenerations"
+        if type(v) is not list:
+            self.add(ptr, f"earlierGenerations is {_jtype(v)}, expected an array")
+            return ()
+        out = []
+        for k, e in enumerate(v):
+            eptr = f"{ptr}/{k}"
+            if self.obj(e, eptr, f"earlier generation {k}", _EARLIER_REQUIRED, _EARLIER_ALLOWED) is None:
+                continue
+            gen = e.get("generation", _MISSING)
+            after = e.get("replacedAfter", _MISSING)
+            gen_ok = gen is not _MISSING and self.integer(gen, f"{eptr}/generation", "generation")
+            after_ok = after is None or (after is not _MISSING and self.string(after, f"{eptr}/replacedAfter",
+                                                                                "replacedAfter"))
+            if gen_ok and after_ok:
+                out.append((k, gen, after))
+        return tuple(out)
 
     def gathers(self, v) -> list | None:
         if v is _MISSING:
@@ -875,13 +905,38 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     # participants: ref -> (generation, audiences); a repeated ref is a fault
     parts: dict[str, tuple] = {}
     prows = head["participants"]
+    # ref -> [(generation, index of the last message it may send)] for each earlier body, oldest first
+    bodies: dict[str, list] = {}
     if prows is not None:
-        for j, ref, gen, aud in prows:
+        first_at: dict = {}
+        for i, m in enumerate(messages):
+            if type(m) is dict and type(m.get("id")) is str:
+                first_at.setdefault(m["id"], i)
+        for j, ref, gen, aud, earlier in prows:
             if ref in parts:
                 add(Finding("E_DUPLICATE_PARTICIPANT", None, f"/participants/{j}/ref",
                             f"participant ref {ref!r} is declared twice"))
                 continue
             parts[ref] = (gen, aud)
+            last, prev = -1, 0
+            for k, egen, after in earlier:
+                at = -1 if after is None else first_at.get(after)
+                ptr = f"/participants/{j}/earlierGenerations/{k}"
+                if egen <= prev or (gen is not None and egen >= gen):
+                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/generation",
+                                f"{ref}: earlier generation {egen} is not between {prev} and the current generation "
+                                f"{gen} (earlier generations come oldest first, each older than the next)"))
+                    continue
+                if at is None:
+                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
+                                f"{ref}: generation {egen} is replaced after {after}, which names no message of the trace"))
+                    continue
+                if at < last:
+                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
+                                f"{ref}: generation {egen} is replaced after {after}, before the body it replaced was"))
+                    continue
+                last, prev = at, egen
+                bodies.setdefault(ref, []).append((egen, at, after))
     known_parts = prows is not None
 
     # gathers: the first declaration of an id is the frozen one
@@ -951,7 +1006,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     accepted: list[str] = []
     positions: list[int] = []
     acc_index: dict[str, int] = {}
-    next_seq: dict[str, int] = {}
+    next_seq: dict[tuple, int] = {}
     acked: dict[str, str] = {}
     check_digests = check_payload_digests
     part_get = parts.get
@@ -964,13 +1019,14 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
             continue
         g = m.get
         mid = g("id")
+        dup = False
         if "id" in bad:
             mid = None
         else:
-            if mid in seen:
+            if mid in seen:  # rejected; what else is wrong with it is still reported, but it moves nothing
+                dup = True
                 add(Finding("E_DUPLICATE_MESSAGE", mid, f"/messages/{i}/id",
                             f"message id {mid} was seen earlier; a duplicate never reaches a reducer"))
-                continue
             seen.add(mid)
         if i == last_ok:
             after = len(messages) - i - 1
@@ -998,15 +1054,29 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                             f"{mid}: epoch {ep} is not the conversation's epoch {conv_epoch}"))
         if p is not None and p[0] is not None and "generation" not in bad:
             gen = g("generation")
-            if gen != p[0]:
+            in_force, until = p[0], None  # the body speaking for sender at this point of the trace
+            for egen, last, after in bodies.get(sender, ()):
+                if i <= last:
+                    in_force, until = egen, after
+                    break
+            if gen != in_force:
                 stale = True
-                add(Finding("E_STALE_GENERATION", mid, f"/messages/{i}/generation",
-                            f"{mid}: {sender} generation {gen} is not its current generation {p[0]}"))
-        if p is not None and not stale and "seq" not in bad and "epoch" not in bad and "generation" not in bad:
+                replaced = [after for egen, _, after in bodies.get(sender, ()) if egen == gen]
+                if replaced:
+                    why = (f"{sender} generation {gen} was replaced "
+                           + (f"after {replaced[0]}" if replaced[0] is not None else "before the first message")
+                           + f"; generation {in_force} speaks for it here")
+                elif until is not None or in_force != p[0]:
+                    why = f"{sender} generation {gen} is not yet in force: generation {in_force} is, until after {until}"
+                else:
+                    why = f"{sender} generation {gen} is not its current generation {p[0]}"
+                add(Finding("E_STALE_GENERATION", mid, f"/messages/{i}/generation", f"{mid}: {why}"))
+        if p is not None and not stale and not dup and "seq" not in bad and "epoch" not in bad and "generation" not in bad:
             seq = g("seq")
-            want = next_seq.get(sender, 1)
+            body = (sender, g("generation"))  # a new body starts its sequence again at 1
+            want = next_seq.get(body, 1)
             if seq == want:
-                next_seq[sender] = want + 1
+                next_seq[body] = want + 1
             else:
                 add(Finding("E_SEQUENCE_GAP", mid, f"/messages/{i}/seq",
                             f"{mid}: seq {seq} from {sender} where the exact next is {want}"
@@ -1055,7 +1125,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                             f"{mid}: dated {at}, after the conversation deadline {conv_deadline}"))
 
         # the fence and after it
-        if fence_at is not None and kind is not None:
+        if fence_at is not None and kind is not None and not dup:
             if i > fence_at:
                 if kind == "ACK":
                     if required_set is not None and sender not in required_set:
@@ -1088,7 +1158,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
             if gth is None:
                 add(Finding("E_UNKNOWN_GATHER", mid, f"/messages/{i}/gatherId",
                             f"{mid}: gatherId {gid!r} names no declared gather"))
-            elif kind == "CONTRIBUTION":
+            elif kind == "CONTRIBUTION" and not dup:
                 if gth.opener_known and gth.opener not in acc_index:
                     add(Finding("E_GATHER_NOT_OPEN", mid, f"/messages/{i}/gatherId",
                                 f"{mid}: contribution to {gid} before its opener {gth.opener} was accepted"))
@@ -1105,7 +1175,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                 if at is not None and gth.deadline is not None and at > gth.deadline:
                     add(Finding("E_LATE_GATHER_CONTRIBUTION", mid, f"/messages/{i}/at",
                                 f"{mid}: contribution dated {at}, after gather {gid}'s deadline {gth.deadline}"))
-            elif kind == "GATHER_RESULT" and gth.closed_by is not None:
+            elif kind == "GATHER_RESULT" and gth.closed_by is not None and not dup:
                 add(Finding("E_GATHER_CLOSED", mid, f"/messages/{i}/gatherId",
                             f"{mid}: a second result for gather {gid} after {gth.closed_by}"))
 
