@@ -390,15 +390,49 @@ def test_quorum_short_of_its_threshold_is_an_explicit_partial_and_two_tied_verdi
     assert tied.status == "blocked" and tied.value is None
 
 
-def test_first_success_takes_the_earliest_success_with_the_lowest_sender_as_tie_break():
-    g = _g("FIRST_SUCCESS", tieBreak="lowest-sender")
+def test_first_success_takes_the_first_success_in_the_supplied_order_and_a_backdated_clock_buys_nothing():
+    g = _g("FIRST_SUCCESS", tieBreak="supplied-order")
     early_failure = _c("m1", "a", at="2026-07-13T04:01:00Z", success=False, value="broken")
     c_first = _c("m2", "c", at="2026-07-13T04:02:00Z", value="from c")
-    b_same_time = _c("m3", "b", at="2026-07-13T04:02:00Z", value="from b")
-    for order in ([early_failure, c_first, b_same_time], [b_same_time, c_first, early_failure]):
+    b_backdated = _c("m3", "b", at="2026-07-13T03:00:00Z", value="from b")  # claims to be earliest; supplied last
+    r = evaluate_gather(g, [early_failure, c_first, b_backdated])
+    assert (r.status, r.selected, r.value) == ("complete", "m2", "from c")
+    assert "supplied order" in r.reason and "not a verdict" in r.reason
+    r = evaluate_gather(g, [b_backdated, c_first])  # supplied first, it is first, whatever its clock says
+    assert r.selected == "m3"
+
+
+def test_first_success_by_lowest_sender_ignores_both_order_and_clocks():
+    g = _g("FIRST_SUCCESS", tieBreak="lowest-sender")
+    c_first = _c("m2", "c", at="2026-07-13T04:02:00Z", value="from c")
+    b_later = _c("m3", "b", at="2026-07-13T04:09:00Z", value="from b")
+    for order in ([c_first, b_later], [b_later, c_first]):
         r = evaluate_gather(g, order)
         assert (r.status, r.selected, r.value) == ("complete", "m3", "from b")
-        assert "not a verdict" in r.reason
+        assert "lowest sender" in r.reason
+
+
+def test_the_shipped_first_success_trace_picks_by_supplied_order_not_by_the_earlier_clock():
+    t = load("first-success-trace.json")
+    r = validate(t)
+    assert r.valid and r.terminal == "COMPLETED"
+    res = r.gathers["f1"]
+    m3, m4 = msg(t, "m3"), msg(t, "m4")
+    assert m4["at"] < m3["at"] and res.selected == "m3"  # m4's clock is earlier; m3 was supplied first
+    assert t["gathers"][0]["result"] == res.to_json()
+
+
+def test_the_seeds_author_and_reviewer_fence_example_is_valid_and_completed():
+    t = load("fence-example-trace.json")
+    r = validate(t)
+    assert (r.valid, r.terminal) == (True, "COMPLETED")
+    assert [(m["id"], m["sender"], m["kind"], m["causedBy"]) for m in t["messages"]] == [
+        ("m1", "author", "REQUEST", []), ("m2", "reviewer", "CONTRIBUTION", ["m1"]),
+        ("m3", "author", "FENCE", ["m2"]), ("m4", "reviewer", "ACK", ["m3"])]
+    assert t["terminal"]["fence"] == "m3" and t["terminal"]["requiredAcks"] == ["reviewer"]
+    # without the acknowledgement it is a valid BLOCKED, never complete
+    t["messages"] = t["messages"][:3]
+    assert validate(t).terminal == "BLOCKED"
 
 
 def test_first_success_without_a_successful_candidate_is_blocked():

@@ -72,7 +72,9 @@ SCHEMA_NAME = "conversation-trace-v2"
 KINDS = ("REQUEST", "RESPONSE", "CONTRIBUTION", "CRITIQUE", "HANDOFF", "GATHER_RESULT", "FENCE", "ACK")
 TERMINALS = ("COMPLETED", "BLOCKED", "TIMED_OUT", "CANCELLED", "DISSENT_RECORDED")
 RULES = ("ALL", "QUORUM", "FIRST_SUCCESS")
-TIE_BREAKS = ("lowest-sender",)
+#: how FIRST_SUCCESS picks among successful candidates, never by the senders' clocks: the first in the
+#: supplied order, or the lowest sender ref (both deterministic replays of the same trace)
+TIE_BREAKS = ("supplied-order", "lowest-sender")
 GATHER_STATUSES = ("complete", "partial", "blocked")
 PAYLOAD_DIGEST_SCHEME = "jcs-v2"
 
@@ -546,7 +548,8 @@ class _Shape:
             tb = gd.get("tieBreak", _MISSING)
             if rule == "FIRST_SUCCESS":
                 if tb is _MISSING:
-                    self.add(ptr, "a FIRST_SUCCESS gather needs a deterministic tieBreak ('lowest-sender')",
+                    self.add(ptr, "a FIRST_SUCCESS gather needs a deterministic tieBreak ('supplied-order' or "
+                                  "'lowest-sender')",
                              code="E_FIRST_SUCCESS_TIE_BREAK")
                 elif self.enum(tb, f"{ptr}/tieBreak", "tieBreak", frozenset(TIE_BREAKS),
                                code="E_FIRST_SUCCESS_TIE_BREAK"):
@@ -773,9 +776,10 @@ def evaluate_gather(gather: dict, contributions: Iterable[dict]) -> GatherResult
       ``threshold`` contributions and more than any other; every contribution with
       another verdict is kept in ``dissent``. Short of the threshold: partial.
       Two verdicts tied at or above the threshold: blocked.
-    * FIRST_SUCCESS: the successful candidate with the earliest ``at``; among equals
-      the lowest sender ref (tie-break ``lowest-sender``). An inert candidate only,
-      never a verdict on truth. No success: blocked.
+    * FIRST_SUCCESS: a successful candidate, picked without the senders' clocks (a
+      backdated ``at`` buys nothing): under tie-break ``supplied-order`` the first in the
+      supplied order, under ``lowest-sender`` the one from the lowest sender ref. An inert
+      candidate only, never a verdict on truth. No success: blocked.
     """
     gid = gather.get("id")
     rule = gather.get("rule")
@@ -849,10 +853,13 @@ def evaluate_gather(gather: dict, contributions: Iterable[dict]) -> GatherResult
         if not ok:
             return GatherResult(status="blocked", value=None, dissent=(),
                                 reason=f"gather {gid}: blocked, no successful candidate{waiting}", **common)
-        chosen = min(ok, key=lambda c: (str(c.get("at")), str(c.get("sender"))))
+        if gather.get("tieBreak") == "lowest-sender":
+            chosen, how = min(ok, key=lambda c: str(c.get("sender"))), "the lowest sender"
+        else:
+            chosen, how = ok[0], "the first success in the supplied order"
         return GatherResult(status="complete", value=_value_of(chosen), dissent=(), selected=chosen.get("id"),
                             reason=f"gather {gid}: candidate {chosen.get('id')} from {chosen.get('sender')} "
-                                   "(earliest, lowest sender); a candidate, not a verdict", **common)
+                                   f"({how}, never the senders' clocks); a candidate, not a verdict", **common)
 
     return GatherResult(status="blocked", value=None, dissent=(),
                         reason=f"gather {gid}: unknown rule {rule!r}", **common)
