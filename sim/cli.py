@@ -989,18 +989,22 @@ def trace_validate(
 def trace_export(
     db: Path = DB_OPT,
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the trace here (default: stdout)."),
+    epoch: Optional[int] = typer.Option(None, "--epoch", help="Which epoch (default: the last). A reviewer's decision "
+                                        "after the fence reopens the conversation in the next epoch."),
 ):
     """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
-    from .conversation import export_trace
+    from .conversation import epoch_count, export_trace
 
     with _open(db, readonly=True) as store:
-        trace = export_trace(store)
+        trace = export_trace(store, epoch)
+        epochs = epoch_count(store)
     text = json.dumps(trace, indent=2, ensure_ascii=False) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
     _write_output(output, text)
-    typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}")
+    typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}"
+               + (f", epoch {trace['epoch']} of {epochs} (--epoch N for another)" if epochs > 1 else ""))
 
 
 @trace_app.command("replay")

@@ -25,7 +25,7 @@ from . import digest as _digest
 from .errors import InputError
 from .store import Store
 
-__all__ = ["export_trace", "KIND_OF", "AUDIENCE_OF"]
+__all__ = ["export_trace", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
 
 #: Message type -> conversation kind.
 KIND_OF = {
@@ -55,7 +55,7 @@ def _later(t: str, seconds: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _gathers(store: Store, messages: list[dict], rows: list[dict]) -> list[dict]:
+def _gathers(store: Store, messages: list[dict], rows: list[dict], reopened: bool = False) -> list[dict]:
     """A task that waits for several others (the fan-out's draft) gathers their results: ALL of
     the workers who answered them, opened by the first of their requests. The contributions are
     the results the transport delivered, marked as such; nothing is added."""
@@ -75,15 +75,19 @@ def _gathers(store: Store, messages: list[dict], rows: list[dict]) -> list[dict]
             continue
         gid = f"g-{spec.id}"
         members = sorted({worker_of[d] for d in spec.after})
-        opener = None
-        for m, r in zip(messages, rows):
-            if r["task_id"] in spec.after and r["type"] == "task_request" and opener is None:
-                opener = m["id"]
-            if r["task_id"] in spec.after and r["type"] == "task_result":
-                m["kind"] = "CONTRIBUTION"
-                m["gatherId"] = gid
+        opener = next((m["id"] for m, r in zip(messages, rows)
+                       if r["task_id"] in spec.after and r["type"] == "task_request"), None)
+        results = [m for m, r in zip(messages, rows) if r["task_id"] in spec.after and r["type"] == "task_result"]
+        if opener is None and results and reopened:
+            # a reopened epoch re-runs some inputs: a fresh gather over the work re-done in it,
+            # opened by the decision that reopened the conversation
+            opener = messages[0]["id"]
+            members = sorted({worker_of[r["task_id"]] for r in rows if r["task_id"] in spec.after})
         if opener is None:
             continue
+        for m in results:
+            m["kind"] = "CONTRIBUTION"
+            m["gatherId"] = gid
         if sc.settings.gather_ticks:
             # the manager's own deadline: gather_ticks rounds (a second each) after the opener was sent
             at = next(m["at"] for m in messages if m["id"] == opener)
@@ -125,17 +129,59 @@ def _earlier_generations(store: Store, messages: list[dict]) -> dict[str, list[d
     return out
 
 
-def export_trace(store: Store) -> dict:
-    """The run in ``store`` as a conversation-trace-v2 trace (a JSON-ready dict)."""
+def epochs_of(rows: list[dict]) -> list[int]:
+    """The protocol epoch of each delivery. A fence closes the conversation; a reviewer's accepted
+    decision after it (a release that re-runs a task, or a reconciliation) reopens it in the next
+    epoch, with a fresh participant snapshot. An acknowledgement of an earlier fence stays in that
+    fence's epoch, whenever it arrives; anything else after a fence that nobody reopened stays in
+    the closed epoch (and is E_POST_TERMINAL_MESSAGE there)."""
+    epoch, fenced = 1, False
+    fence_epoch: dict[str, int] = {}
+    out = []
+    for r in rows:
+        e = epoch
+        if r["type"] == "fence" and r.get("delivery_decision", "accepted") == "accepted":
+            fence_epoch.setdefault(r["message_id"], epoch)
+            fenced = True
+        elif r["type"] == "ack" and r["payload"].get("of") in fence_epoch:
+            e = fence_epoch[r["payload"]["of"]]
+        elif fenced and r["type"] == "review_decision" and r.get("delivery_decision") == "accepted":
+            epoch, fenced = epoch + 1, False
+            e = epoch
+        out.append(e)
+    return out
+
+
+def epoch_count(store: Store) -> int:
+    """How many epochs the run's conversation has had (1 unless it was reopened after a fence)."""
+    rows = list(store.iter_deliveries_with_messages())
+    return max(epochs_of(rows)) if rows else 1
+
+
+def export_trace(store: Store, epoch: int | None = None) -> dict:
+    """The run in ``store`` as a conversation-trace-v2 trace (a JSON-ready dict): one epoch of it
+    (``epoch``; default the last one, see :func:`epochs_of`)."""
     rows = list(store.iter_deliveries_with_messages())
     if not rows:
         raise InputError("the database holds no deliveries; there is no conversation to export", code="E_EMPTY")
+    of = epochs_of(rows)
+    last_epoch = max(of)
+    if epoch is None:
+        epoch = last_epoch
+    if not 1 <= epoch <= last_epoch:
+        raise InputError(f"the conversation has epoch{'s 1 to' if last_epoch > 1 else ''} {last_epoch}; "
+                         f"there is no epoch {epoch}", code="E_NO_SUCH_EPOCH")
+    base: Counter = Counter()  # per sender: the sequence numbers it used in earlier epochs
+    for r, e in zip(rows, of):
+        if e < epoch and r["sender_seq"] is not None:
+            base[r["sender"]] = max(base[r["sender"]], r["sender_seq"])
+    rows = [r for r, e in zip(rows, of) if e == epoch]
     traces = sorted({r["trace_id"] for r in rows})
     trace_id = traces[0]
     scenario = store.get_meta("scenario") or "hand-delivery"
     generation: dict[str, int] = {}
     for r in rows:
-        for p in (r["sender"], r["recipient"]):
+        for p in (r["sender"], r["recipient"], *(r["payload"]["to"] if r["type"] == "fence" else ())):
             generation.setdefault(p, 1)
         generation[r["sender"]] = max(generation[r["sender"]], r["sender_generation"] or 1)
     fallback: Counter = Counter()
@@ -147,19 +193,21 @@ def export_trace(store: Store) -> dict:
         if seq is None:
             fallback[r["sender"]] += 1
             seq = fallback[r["sender"]]
+        elif epoch > 1:  # a new epoch: each sender counts from 1 again
+            seq = max(1, seq - base[r["sender"]])
         caused = []
         if r["type"] == "ack" and isinstance(r["payload"].get("of"), str):
             caused = [r["payload"]["of"]]
         elif r["type"] in ("task_started", "task_result") and r["task_id"] in last_request:
             caused = [last_request[r["task_id"]]]
-        if r["type"] == "task_request":
-            last_request[r["task_id"]] = r["message_id"]
+        if r["type"] == "task_request" or (r["type"] == "review_decision" and epoch > 1):
+            last_request[r["task_id"]] = r["message_id"]  # in a reopened epoch, the release asks for the work again
         msg = {
             "id": r["message_id"],
             "sender": r["sender"],
             "generation": r["sender_generation"] or 1,
             "seq": seq,
-            "epoch": 1,
+            "epoch": epoch,
             "scope": f"trace:{trace_id}",
             "audienceLabels": [AUDIENCE_OF[r["type"]]],
             "recipients": list(r["payload"]["to"]) if r["type"] == "fence" else [r["recipient"]],
@@ -180,7 +228,7 @@ def export_trace(store: Store) -> dict:
         "schema": "conversation-trace-v2",
         "protocol": f"{scenario}/v1",
         "conversationId": trace_id,
-        "epoch": 1,
+        "epoch": epoch,
         "scope": f"trace:{trace_id}",
         "deadline": _later(last, 3600),
         "messageCeiling": len(messages),
@@ -190,7 +238,7 @@ def export_trace(store: Store) -> dict:
             for p in sorted(generation)
         ],
         "messages": messages,
-        "gathers": _gathers(store, messages, rows),
+        "gathers": _gathers(store, messages, rows, reopened=epoch > 1),
     }
     fences = [(m, r) for m, r in zip(messages, rows) if r["type"] == "fence"]
     if fences:

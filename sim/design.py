@@ -107,8 +107,8 @@ class ReferenceDesign:
         if i.type == "ack":
             # an ack of the fence speaks for the conversation: one per acknowledging worker
             return f"{t}:ack:{i.answers}:{i.sender}" if k == t else f"{t}:{k}:ack:{i.answers}"
-        if i.type == "fence":
-            return f"{t}:fence"
+        if i.type == "fence":  # one per epoch: a conversation reopened after its fence is fenced again
+            return f"{t}:fence" if i.attempt <= 1 else f"{t}:fence:epoch-{i.attempt}"
         return f"{t}:{k}:{i.type}{r}"  # cancel, review_decision
 
     def payload(self, i: Intent) -> dict:

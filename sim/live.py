@@ -136,6 +136,8 @@ class LiveRun:
         (``read_version``: decided from an earlier read of the task, see :func:`sim.runtime.review`)."""
         out = review(self.store, task_id, decision, by=by, evidence=evidence, read_version=read_version)
         self.run.reviewed(task_id, released=out.decision == "accepted" and decision == "ready")
+        if out.decision == "accepted":
+            self.run.reopen()
         self._resume = True
         return out
 
@@ -145,6 +147,8 @@ class LiveRun:
         from .runtime import resolve_reconciliation
 
         out = resolve_reconciliation(self.store, task_id, decision, by=by, evidence=evidence, of=of)
+        if out.decision == "accepted":
+            self.run.reopen()
         self._resume = True
         return out
 

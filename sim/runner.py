@@ -82,6 +82,7 @@ class Run:
         self.unfinished = 0
         self._tasks: dict[str, TaskView | None] = {}
         self.fence: Envelope | None = None
+        self.epoch = 1  # the conversation's protocol epoch: a reopening after the fence starts the next
 
     # ---------------------------------------------------------------- World
 
@@ -269,6 +270,13 @@ class Run:
         if released and spec is not None and worker is not None:
             worker.jobs[task_id] = _Job(spec, tuple(self.manager._inputs(spec) or ()))
 
+    def reopen(self) -> None:
+        """A reviewer's accepted decision after the fence reopens the conversation in its next epoch
+        (see :func:`sim.conversation.epochs_of`): the manager fences it again once all has settled."""
+        if self.fence is not None:
+            self.fence = None
+            self.epoch += 1
+
     def seal(self) -> None:
         """Record in meta how the run ended."""
         self.store.set_meta({"rounds": str(self.now), "unfinished": str(self.unfinished),
@@ -343,7 +351,8 @@ class Run:
         else:
             terminal = "COMPLETED"
         workers = sorted(self.workers)
-        self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal})
+        self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal},
+                              attempt=self.epoch)
 
     def _quiet(self) -> bool:
         if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies):

@@ -961,7 +961,8 @@ class Store:
     def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
         """Each delivery in order joined with the envelope it delivered."""
         sql = (
-            "SELECT d.delivery_id, d.tick AS delivery_tick, m.* FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
+            "SELECT d.delivery_id, d.tick AS delivery_tick, d.decision AS delivery_decision, m.* FROM deliveries d "
+            "JOIN messages m ON m.msg_seq = d.msg_seq "
             "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
         )
         for r in self._paged(sql, "delivery_id", batch):

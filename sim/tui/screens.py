@@ -217,12 +217,30 @@ class Conversation(Screen):
 
     @staticmethod
     def render_conversation(store: Store, width: int = 100):
+        """Every epoch of the conversation, oldest first (one unless a reviewer reopened it after a fence)."""
+        from ..conversation import epoch_count
+
+        n = epoch_count(store)
+        if n == 1:
+            return Conversation._render_epoch(store, None, width)
+        parts: list = []
+        title = ""
+        for e in range(1, n + 1):
+            t, body = Conversation._render_epoch(store, e, width)
+            parts.append(_section(f"Epoch {e} of {n}" + (": reopened by a reviewer's decision after the fence, "
+                                                          "a fresh participant snapshot" if e > 1 else "")))
+            parts.append(body)
+            title = t
+        return title.replace(" · per sender", f" (epoch {n}) · {n} epochs · per sender"), Group(*parts)
+
+    @staticmethod
+    def _render_epoch(store: Store, epoch: int | None, width: int):
         from ..conversation import export_trace
         from ..protocol.diagram import text_sequence
         from ..protocol.trace import validate
 
         try:
-            trace = export_trace(store)
+            trace = export_trace(store, epoch)
         except ProtolabError as e:
             return "conversation", Text(f"{e.code}: {e}", "yellow")
         report = validate(trace)
