@@ -104,3 +104,37 @@ async def test_the_conversation_view_shows_each_epoch_and_the_reopened_one_valid
             assert "2 epochs" in shown(app, "#conv-title")
     finally:
         live.close()
+
+
+def _samples() -> dict[str, dict]:
+    from sim.runner import run_scenario
+
+    live = _reopened()
+    try:
+        reopened = export_trace(live.store, 2)
+    finally:
+        live.close()
+    store = run_scenario(load_scenario("fan-out"), faults=["crash"], seed=3)
+    try:
+        crash = export_trace(store)
+    finally:
+        store.close()
+    return {"reopened-epoch-2-trace.json": reopened, "crash-generations-trace.json": crash}
+
+
+def test_the_shipped_reopened_and_crash_samples_are_what_the_runs_export():
+    """data/traces/reopened-epoch-2-trace.json (publish-report, a conflict released after the BLOCKED
+    fence: epoch 2, valid, COMPLETED) and crash-generations-trace.json (fan-out seed 3 with a crash:
+    the crashed body's messages before the crash accepted, its zombie's late one stale). Rewrite them
+    with PROTOLAB_UPDATE_SAMPLES=1 after a deliberate change."""
+    import os
+
+    folder = ROOT / "data" / "traces"
+    for name, trace in _samples().items():
+        if os.environ.get("PROTOLAB_UPDATE_SAMPLES"):
+            (folder / name).write_text(json.dumps(trace, indent=2, ensure_ascii=False) + "\n")
+        assert json.loads((folder / name).read_text()) == trace, f"{name} is stale"
+    r = validate(json.loads((folder / "reopened-epoch-2-trace.json").read_text()))
+    assert (r.valid, r.terminal) == (True, "COMPLETED")
+    r = validate(json.loads((folder / "crash-generations-trace.json").read_text()))
+    assert r.codes == ("E_STALE_GENERATION",) and "M-3" in r.accepted
