@@ -167,19 +167,80 @@ def _plain(text: str):
     return Text(text)
 
 
-def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None):
+def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None,
+           optional: tuple[str, ...] = ()):
+    """A plain table for the views. ``optional`` names columns, least important first, that are left
+    out (and said so under the table) when the table would not fit the terminal or pipe width."""
     from rich import box
+    from rich.measure import Measurement
     from rich.table import Table
     from rich.text import Text
+
+    if optional:
+        con = _console()
+        t = _table(title, columns, rows, caption=caption)
+        hidden: list[str] = []
+        for name in optional:
+            if Measurement.get(con, con.options.update_width(10_000), t).maximum <= con.width or name not in columns:
+                break
+            i = columns.index(name)
+            columns = columns[:i] + columns[i + 1:]
+            rows = [r[:i] + r[i + 1:] for r in rows]
+            hidden.append(name)
+            t = _table(title, columns, rows, caption=caption)
+        if hidden:
+            note = f"(narrow terminal: {', '.join(hidden)} not shown; --json has everything)"
+            caption = f"{caption}\n{note}" if caption else note
 
     t = Table(
         title=title, title_justify="left", title_style="bold", caption=caption, caption_justify="left",
         box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
     )
+    def plain(v) -> str:
+        if isinstance(v, Text):
+            return v.plain
+        try:
+            return Text.from_markup(str(v)).plain
+        except Exception:  # not markup after all: as written
+            return str(v)
+
+    def widest(i: int) -> int:
+        return max([len(columns[i])] + [max((len(x) for x in plain(r[i]).split("\n")), default=0)
+                                         for r in rows if i < len(r) and r[i] is not None])
+
+    def longest_word(i: int) -> int:
+        return max([len(w) for r in rows if i < len(r) and r[i] is not None for w in plain(r[i]).split()]
+                   + [len(w) for w in columns[i].split()] + [1])
+
+    # a wrapping column keeps its longest word whole whenever the table can afford it
+    n = len(columns)
+    shorts = [i for i in range(n) if widest(i) <= 18]
+    con = _console()
+    width = con.width
+    probe = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for _ in range(n):
+        probe.add_column(width=1)
+    overhead = Measurement.get(con, con.options.update_width(10_000), probe).maximum - n  # edges, gaps, padding
+    floor = sum(widest(i) for i in shorts) + sum(longest_word(i) for i in range(n) if i not in shorts) + overhead
+    fixed: dict[int, int] = {}
+    natural = sum(widest(i) for i in range(n)) + overhead
+    if floor <= width < natural:
+        # too wide as it is: each wrapping column gets its longest word, then a share of what is left
+        # in proportion to what it still lacks; Rich's own squeeze would cut words to fit
+        wrap = [i for i in range(n) if i not in shorts]
+        fixed = {i: longest_word(i) for i in wrap}
+        spare = width - floor
+        lack = {i: widest(i) - fixed[i] for i in wrap}
+        total = sum(lack.values()) or 1
+        for i in wrap:
+            fixed[i] += min(lack[i], spare * lack[i] // total)
     for i, c in enumerate(columns):
         last = i == len(columns) - 1
-        # Short columns never wrap; the last (free text) wraps in the width that is left.
-        t.add_column(c, no_wrap=not last, overflow="fold" if last else "ellipsis", )
+        # Short columns (ids, codes, states) never wrap; a long one that is not last (a list of roles,
+        # a key) wraps at word boundaries; the last (free text) keeps at least 24 columns, so on a
+        # narrow terminal or a pipe it reads as lines of words, not shreds.
+        short = widest(i) <= 18
+        t.add_column(c, no_wrap=short, overflow="ellipsis" if short else "fold", width=fixed.get(i))
     for r in rows:
         # a Text cell is shown as it is (no markup: "[redacted]" stays); a str cell may carry markup
         t.add_row(*["" if v is None else v if isinstance(v, Text) else str(v) for v in r])
@@ -329,7 +390,7 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
             "Messages (envelopes, one row per message_id)",
             ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
             [
-                [m["message_id"], m["type"], f"{m['sender']}→{m['recipient']}", m["task_id"], len(m["evidence_refs"]),
+                [m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
                  f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
                 for m in msgs
             ],
@@ -470,6 +531,7 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
                 for t in data["tasks"]
             ],
             caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
+            optional=("machine", "A2A"),
         )
     )
     con.print(
@@ -498,7 +560,7 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
     if data["approvals"]:
         con.print(_table("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
                          [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]]))
-    con.print(f"machine for new tasks: {data['current_machine']}    state digest: {data['state_digest']}", soft_wrap=True)
+    con.print(f"machine for new tasks: {data['current_machine']}\nstate digest (equal digests, equal state):\n  {data['state_digest']}", soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------- simulator
@@ -1193,7 +1255,8 @@ def machine_show(
         return
     con = _console()
     con.print(_table(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
-                     [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]] for r in rules]))
+                     [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]] for r in rules],
+                     optional=("machine",)))
     con.print(_table("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()]))
 
 

@@ -119,3 +119,32 @@ def test_the_read_only_refusal_in_the_tui_keeps_its_brackets(tmp_path, capsys):
     t.wait_for("use [ and ] to walk through it", timeout=20)
     t.press("q")
     assert t.finish() == 0
+
+
+def test_tables_at_80_columns_keep_words_keys_and_states_whole(tmp_path):
+    """Piped or in a small terminal: no line past 80 columns, the free text wraps between words, an
+    idempotency key and a state stay on one line, and columns left out say so."""
+    import os
+    import re
+
+    db = tmp_path / "r.db"
+    env = dict(os.environ, COLUMNS="80")
+    root = Path(__file__).resolve().parent.parent
+
+    def out(*args):
+        p = subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+                           env=env, cwd=root)
+        assert p.returncode in (0, 1), p.stderr
+        return p.stdout
+
+    out("run", "--db", db, "--fault", "conflicting-digest")
+    views = {v: out(v, "--db", db) for v in ("state", "messages", "events")}
+    views["machine"] = out("machine", "show", "--db", db)
+    for name, text in views.items():
+        assert all(len(line) <= 80 for line in text.splitlines()), name
+    words = lambda text: set(re.findall(r"[\w:-]+", text))  # noqa: E731
+    assert {"idempotency", "arrived", "payloads"} <= words(views["machine"])  # the reasons, in whole words
+    assert "R-1:T-1:attempt-1:started" in words(views["messages"])  # a key on one line
+    assert "needs_review" in words(views["state"]) and "…" not in views["state"].split("Transitions")[0]
+    assert "not shown; --json has everything" in views["state"]
+    assert "worker started and took" in views["state"] or "worker started and" in views["state"]
