@@ -993,3 +993,21 @@ async def test_hand_injected_conflict_does_not_fence_before_dispatched_work_ends
         await press(pilot, "v")
         body = shown(app, "#conv-body")
         assert "E_POST_TERMINAL_MESSAGE" not in body
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 35)])
+async def test_the_footer_shows_every_group_of_keys_and_quit_within_the_width(live, size):
+    from textual.widgets._footer import FooterKey, FooterLabel
+
+    app = ProtolabApp(live.store, live=live)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        keys = [k for k in app.screen.query(FooterKey) if not k.has_class("-command-palette")]
+        shown_keys = {k.key for k in keys}
+        for key in ("space", "p", "d", "c", "l", "s", "k", "r", "f", "v", "left_square_bracket", "g", "t",
+                    "question_mark", "q"):
+            assert key in shown_keys, key
+        assert all(k.region.right <= size[0] for k in keys), [(k.key, k.region) for k in keys]
+        labels = {str(lab.render()) for lab in app.screen.query(FooterLabel)}
+        assert {"Faults", "View", "Time"} <= labels
+        assert all(lab.region.right <= size[0] for lab in app.screen.query(FooterLabel))

@@ -56,28 +56,37 @@ class Pane(Vertical):
         yield self.view
 
 
+#: keys the footer shows under one label each (? lists every key with its own description)
+SPEED = Binding.Group("Speed", compact=True)
+FAULTS = Binding.Group("Faults", compact=True)
+TRAVEL = Binding.Group("Time", compact=True)
+LAB = Binding.Group("Lab", compact=True)
+VIEW = Binding.Group("View", compact=True)
+
+
 class RunScreen(Screen):
     """The main screen: the source-of-truth strip, the three panes, a status line, the footer."""
 
     BINDINGS = [
         Binding("space", "app.step", "Step", tooltip="Deliver the next envelope (one delivery)"),
         Binding("p", "app.toggle_play", "Play", tooltip="Deliver continuously at the current speed"),
-        Binding("plus,equals_sign", "app.faster", "Faster", key_display="+"),
-        Binding("minus", "app.slower", "Slower", key_display="-"),
-        Binding("d", "app.inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again"),
-        Binding("c", "app.inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload"),
-        Binding("l", "app.inject('late-failure')", "Late", tooltip="A late failure after the selected result"),
-        Binding("s", "app.inject('resend')", "Resend", tooltip="The sender resends the selected message's intent under a new id"),
-        Binding("k", "app.crash", "Crash", tooltip="Crash a worker mid-task"),
-        Binding("r", "app.reconcile", "Reconcile", tooltip="Decide a needs_review task as the reviewer"),
-        Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only"),
-        Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back"),
-        Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward"),
-        Binding("g", "app.goto", "Go to", tooltip="Time travel to the event selected in the Events pane"),
-        Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present"),
-        Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors"),
-        Binding("h", "app.lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint"),
-        Binding("a", "app.lab_answer", "Answer", tooltip="Lab: answer the next question"),
+        Binding("plus,equals_sign", "app.faster", "Faster", key_display="+", group=SPEED, show=False),  # ? lists them
+        Binding("minus", "app.slower", "Slower", key_display="-", group=SPEED, show=False),
+        Binding("d", "app.inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again", group=FAULTS),
+        Binding("c", "app.inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload", group=FAULTS),
+        Binding("l", "app.inject('late-failure')", "Late", tooltip="A late failure after the selected result", group=FAULTS),
+        Binding("s", "app.inject('resend')", "Resend", tooltip="The sender resends the selected message's intent under a new id", group=FAULTS),
+        Binding("k", "app.crash", "Crash", tooltip="Crash a worker mid-task", group=FAULTS),
+        Binding("r", "app.reconcile", "Review", tooltip="Decide a needs_review task as the reviewer"),
+        Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only", group=VIEW),
+        Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors",
+                group=VIEW),
+        Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back", group=TRAVEL),
+        Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward", group=TRAVEL),
+        Binding("g", "app.goto", "Go to", tooltip="Time travel to the event selected in the Events pane", group=TRAVEL),
+        Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present", group=TRAVEL),
+        Binding("h", "app.lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint", group=LAB),
+        Binding("a", "app.lab_answer", "Answer", tooltip="Lab: answer the next question", group=LAB),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -113,7 +122,8 @@ class RunScreen(Screen):
             if app.guide is not None:
                 yield app.guide
         yield Static(id="too-small")
-        yield Footer(compact=self.app.size.width < 160)
+        # every key fits at 80 columns: related keys share a label, the palette (ctrl+p) is named from 100
+        yield Footer(compact=self.app.size.width < 160, show_command_palette=self.app.size.width >= 100)
 
     def on_mount(self) -> None:
         self._fit(self.app.size.width, self.app.size.height)
@@ -147,6 +157,8 @@ class ProtolabApp(LabHost, Player, App):
     TITLE = "protolab"
     CSS = """
     Screen { background: $surface; }
+    Footer.-compact KeyGroup.-compact { padding-left: 0; }
+    Footer.-compact FooterLabel { margin: 0 1 0 0; }  /* a group label (Faults, Time) apart from the next key */
     """
 
     BINDINGS = [Binding("q", "quit", "Quit")]
