@@ -50,7 +50,55 @@ def corpus() -> dict[str, dict]:
                 out[f"{base} mutated: {mu.name}"] = mu.apply(out[base])
             except Exception:  # nothing of the kind this mutation breaks in this trace
                 continue
+    out.update(damaged(out["valid-trace.json"], "valid"))
+    out.update(damaged(out["quorum-trace.json"], "quorum"))
     return out
+
+
+ODD = [None, True, 1.5, -1, 0, "", "x", [], {}, ["x"], [1]]
+
+
+def _paths(trace: dict) -> list[tuple]:
+    """A path to every field worth damaging: the header, one participant, the first, a middle and the
+    last message, each gather and its recorded result, the terminal."""
+    paths = [(k,) for k in trace]
+    paths += [("participants", 0, k) for k in trace["participants"][0]]
+    for i in sorted({0, len(trace["messages"]) // 2, len(trace["messages"]) - 1}):
+        paths += [("messages", i, k) for k in trace["messages"][i]]
+    for j, g in enumerate(trace["gathers"]):
+        paths += [("gathers", j, k) for k in g]
+        paths += [("gathers", j, "result", k) for k in g.get("result", {})]
+    paths += [("terminal", k) for k in trace.get("terminal", {})]
+    return paths
+
+
+def damaged(trace: dict, name: str) -> dict[str, dict]:
+    """Each field of ``trace`` removed, and replaced by each odd value: the shape checker's every
+    refusal, with the words and pointer it chose."""
+    import copy
+
+    out = {}
+    for path in _paths(trace):
+        for k, value in enumerate(["(removed)"] + ODD):
+            t = copy.deepcopy(trace)
+            at = t
+            for step in path[:-1]:
+                at = at[step]
+            if value == "(removed)":
+                at.pop(path[-1], None)
+            else:
+                at[path[-1]] = copy.deepcopy(value)
+            out[f"damaged {name}: {'/'.join(map(str, path))} = {json.dumps(value)}"] = t
+    return out
+
+
+def _entry(key: str, trace: dict) -> dict:
+    """The whole report; for a damaged trace, what its damage made the validator say (the rest is
+    the undamaged report's, pinned once)."""
+    d = _report(trace)
+    if key.startswith("damaged "):
+        d = {k: d[k] for k in ("valid", "terminal", "terminal_if_valid", "reason", "errors")}
+    return d
 
 
 def _report(trace: dict) -> dict:
@@ -63,7 +111,7 @@ def _report(trace: dict) -> dict:
 
 @pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_REPORTS"), reason="rewrites the golden file")
 def test_rewrite_the_golden_reports():
-    GOLDEN.write_text(json.dumps({k: _report(t) for k, t in corpus().items()}, indent=1, sort_keys=True) + "\n")
+    GOLDEN.write_text(json.dumps({k: _entry(k, t) for k, t in corpus().items()}, indent=1, sort_keys=True) + "\n")
 
 
 def test_the_corpus_is_the_one_reviewed():
@@ -72,5 +120,26 @@ def test_the_corpus_is_the_one_reviewed():
 
 def test_the_validator_says_on_every_trace_exactly_what_was_reviewed():
     golden = json.loads(GOLDEN.read_text())
-    wrong = [k for k, t in corpus().items() if _report(t) != golden.get(k)]
+    wrong = [k for k, t in corpus().items() if _entry(k, t) != golden.get(k)]
     assert not wrong, f"{len(wrong)} reports differ, first: {wrong[0]}"
+
+
+def test_on_every_damaged_trace_the_shape_checker_and_the_json_schema_point_at_the_same_places():
+    from jsonschema import Draft202012Validator
+
+    from sim.protocol import load_schema
+    from sim.protocol.trace import check_shape
+
+    schema = Draft202012Validator(load_schema())
+
+    def pointer(err) -> str:
+        return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+
+    disagree = []
+    for key, t in corpus().items():
+        if key.startswith("damaged "):
+            mine = {f.pointer for f in check_shape(t)}
+            theirs = {pointer(e) for e in schema.iter_errors(t)}
+            if mine != theirs:
+                disagree.append((key, sorted(mine ^ theirs)))
+    assert not disagree, f"{len(disagree)} traces, first: {disagree[0]}"
