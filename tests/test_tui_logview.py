@@ -314,3 +314,28 @@ def test_move_cursor_before_mount_scrolls_on_mount():
         assert "row 5000" in visible_text(view)
 
     run(app, scenario)
+
+
+def test_a_reviewers_message_id_and_a_long_runs_id_are_shown_whole():
+    from sim.tui.rows import DELIVERY_HEADER, EVENT_HEADER, delivery_row, event_row
+
+    for mid in ("REV-T-1-v4", "M-1000000"):
+        d = {"delivery_id": 12, "tick": 40, "message_id": mid, "type": "review_decision", "sender": "reviewer",
+             "recipient": "manager", "task_id": "T-1", "decision": "rejected", "code": "E_NOT_IN_REVIEW"}
+        row = delivery_row(d).plain
+        assert f" {mid} " in row and row.endswith(" E_NOT_IN_REVIEW")
+        assert row.index(mid) == DELIVERY_HEADER.index("msg")
+        e = {"seq": 7, "tick": 40, "type": "review_decided", "task_id": "T-1", "message_id": mid,
+             "data": {"decision": "ready", "reviewer": "reviewer"}}
+        row = event_row(e).plain
+        assert f" {mid} " in row and row.index(mid) == EVENT_HEADER.index("msg")
+
+
+def test_a_route_too_long_for_its_column_closes_up_instead_of_losing_letters():
+    from sim.tui.rows import DELIVERY_HEADER, delivery_row
+
+    d = {"delivery_id": 3, "tick": 4, "message_id": "M-3", "type": "task_result", "sender": "researcher-1",
+         "recipient": "manager", "task_id": "T-1", "decision": "rejected", "code": "E_STALE_LEASE"}
+    row = delivery_row(d).plain
+    assert "researcher-1→manager" in row and "…" not in row
+    assert row.index("T-1") == DELIVERY_HEADER.index("task") and row.index("E_STALE_LEASE") == DELIVERY_HEADER.index("code")

@@ -52,8 +52,9 @@ EVENT_STYLE = {
 }
 
 TASK_HEADER = "task    state          ver  machine  lease           budget  trusted  late rej"
-EVENT_HEADER = "   seq tick type                 task  msg     what"
-DELIVERY_HEADER = "  dlv tick msg     type          sender → recipient     task  decision  code"
+# msg is 10 wide: a reviewer's decision (REV-T-1-v4) or a long run's ids (M-1000000) stay whole
+EVENT_HEADER = "   seq tick type                 task  msg        what"
+DELIVERY_HEADER = "  dlv tick msg        type          sender → recipient   task  decision  code"
 
 
 def _cell(text, width: int) -> str:
@@ -131,15 +132,18 @@ def event_row(e: dict) -> Text:
     out = Text()
     out.append(f"{e['seq']:>6} {e['tick']:>4} ")
     out.append(_cell(e["type"], 20) + " ", EVENT_STYLE.get(e["type"], ""))
-    out.append(_cell(e["task_id"] or "-", 5) + " " + _cell(e["message_id"] or "", 7) + " ")
+    out.append(_cell(e["task_id"] or "-", 5) + " " + _cell(e["message_id"] or "", 10) + " ")
     out.append(event_summary(e["type"], d), "dim")
     return out
 
 
 def delivery_row(r: dict) -> Text:
     out = Text()
-    out.append(f"{r['delivery_id']:>5} {r['tick']:>4} " + _cell(r["message_id"], 7) + " " + _cell(r["type"], 13) + " ")
-    out.append(_cell(f"{r['sender']} → {r['recipient']}", 22) + " " + _cell(r["task_id"], 5) + " ")
+    out.append(f"{r['delivery_id']:>5} {r['tick']:>4} " + _cell(r["message_id"], 10) + " " + _cell(r["type"], 13) + " ")
+    route = f"{r['sender']} → {r['recipient']}"
+    if len(route) > 20:
+        route = f"{r['sender']}→{r['recipient']}"  # researcher-1→manager: whole, in the same width
+    out.append(_cell(route, 20) + " " + _cell(r["task_id"], 5) + " ")
     out.append(_cell(r["decision"], 9), DECISION_STYLE.get(r["decision"], ""))
     if r["code"]:
         out.append(" " + r["code"], "red")
