@@ -1011,3 +1011,40 @@ async def test_the_footer_shows_every_group_of_keys_and_quit_within_the_width(li
         labels = {str(lab.render()) for lab in app.screen.query(FooterLabel)}
         assert {"Faults", "View", "Time"} <= labels
         assert all(lab.region.right <= size[0] for lab in app.screen.query(FooterLabel))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 35)])
+async def test_workshop_help_palette_state_and_footer_at_small_sizes(size):
+    from textual.widgets._footer import FooterKey
+
+    from sim.tui.screens import Help
+
+    naive, safe = _workshop()
+    try:
+        app = WorkshopApp(naive, safe)
+        async with app.run_test(size=size) as pilot:
+            await press(pilot, "e")
+            # the footer: every key within the width, Quit labelled
+            keys = [k for k in app.screen.query(FooterKey) if not k.has_class("-command-palette")]
+            assert {"space", "p", "e", "question_mark", "q"} <= {k.key for k in keys}
+            assert all(k.region.right <= size[0] for k in keys)
+            assert any(k.key == "q" and k.description == "Quit" for k in keys)
+            # one verdict per side: the banner says all hold, no second line repeats it
+            assert _banner(app, "safe") == "every invariant holds (finished)"
+            assert "invariants hold" not in text_of(app.query_one("#safe .invariants", Static).content) or size[1] >= 40
+            if size[0] >= 120:  # State shows lease, budget and trust
+                header = text_of(app.query_one("#safe .hdr-tasks", Static).content)
+                assert all(w in header for w in ("lease", "budget", "trusted"))
+                assert "yes" in rows(app.query_one("#safe", Side).tasks)[0]
+            # ? lists the workshop's keys and says what the sides show
+            await press(pilot, "question_mark")
+            assert isinstance(app.screen, Help)
+            text = text_of(app.screen.query_one(Static).content)
+            assert "Step both" in text and "To the end" in text and "What the two sides show" in text
+            await press(pilot, "escape")
+            # the palette offers the workshop's own actions
+            commands = {c.title for c in app.get_system_commands(app.screen)}
+            assert {"Step both", "To the end", "Play/pause", "Help"} <= commands
+    finally:
+        naive.close()
+        safe.close()

@@ -56,6 +56,12 @@ class Pane(Vertical):
         yield self.view
 
 
+#: a grouped key's label (Faults, Time) apart from the next key, in a compact footer
+FOOTER_CSS = """
+Footer.-compact KeyGroup.-compact { padding-left: 0; }
+Footer.-compact FooterLabel { margin: 0 1 0 0; }
+"""
+
 #: keys the footer shows under one label each (? lists every key with its own description)
 SPEED = Binding.Group("Speed", compact=True)
 FAULTS = Binding.Group("Faults", compact=True)
@@ -157,9 +163,7 @@ class ProtolabApp(LabHost, Player, App):
     TITLE = "protolab"
     CSS = """
     Screen { background: $surface; }
-    Footer.-compact KeyGroup.-compact { padding-left: 0; }
-    Footer.-compact FooterLabel { margin: 0 1 0 0; }  /* a group label (Faults, Time) apart from the next key */
-    """
+    """ + FOOTER_CSS
 
     BINDINGS = [Binding("q", "quit", "Quit")]
 

@@ -62,6 +62,21 @@ def _cell(text, width: int) -> str:
     return s[: width - 1] + "…" if len(s) > width else s.ljust(width)
 
 
+COMPACT_TASK_HEADER = "task    state         ver lease           budget trusted"
+
+
+def compact_task_row(t: dict) -> Text:
+    """A task in a narrow side (the workshop, 56 columns): state, version, lease, budget and trust."""
+    out = Text()
+    out.append(_cell(t["task_id"], 7) + " ")
+    out.append(_cell(t["state"], 13), STATE_STYLE.get(t["state"], ""))
+    out.append(" " + _cell(f"v{t['state_version']}", 3) + " ")
+    out.append(_cell(f"{t['lease_holder'] or '-'} v{t['lease_version']}", 15) + " ")
+    out.append(_cell(f"{t['budget_left']}/{t['budget_total']}", 6) + " ", "red" if t["budget_left"] <= 0 else "")
+    out.append(_cell("yes" if t["trusted"] else "NO", 7), "green" if t["trusted"] else "bold red")
+    return out
+
+
 def task_row(t: dict) -> Text:
     """One task of the State pane: needs_review and rejected moves stand out."""
     out = Text()
@@ -150,13 +165,13 @@ def delivery_row(r: dict) -> Text:
     return out
 
 
-COMPACT_DELIVERY_HEADER = " dlv msg   type         task decision  code"
+COMPACT_DELIVERY_HEADER = "dlv msg   type         task decision  code"
 
 
 def compact_delivery_row(r: dict) -> Text:
     """A delivery in 40 columns (the workshop's narrow sides): what arrived and what intake decided."""
     out = Text()
-    out.append(f"{r['delivery_id']:>4} " + _cell(r["message_id"], 5) + " " + _cell(r["type"], 12) + " " + _cell(r["task_id"], 4) + " ")
+    out.append(f"{r['delivery_id']:>3} " + _cell(r["message_id"], 5) + " " + _cell(r["type"], 12) + " " + _cell(r["task_id"], 4) + " ")
     out.append(_cell(r["decision"], 9), DECISION_STYLE.get(r["decision"], ""))
     if r["code"]:
         out.append(" " + r["code"], "red")
@@ -193,11 +208,12 @@ def delivery_source(store: Store, ids: Sequence[int], *, compact: bool = False) 
 class TaskSource:
     """The State pane: every task (a few, or a stress run's thousands) as of some moment."""
 
-    def __init__(self, tasks: list[dict]):
+    def __init__(self, tasks: list[dict], *, compact: bool = False):
         self.tasks = tasks
+        self.render = compact_task_row if compact else task_row
 
     def __len__(self) -> int:
         return len(self.tasks)
 
     def rows(self, start: int, stop: int) -> list[Text]:
-        return [task_row(t) for t in self.tasks[start:stop]]
+        return [self.render(t) for t in self.tasks[start:stop]]

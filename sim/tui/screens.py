@@ -307,13 +307,26 @@ class Help(Screen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Back")]
     DEFAULT_CSS = "Help VerticalScroll { padding: 0 2; }"
 
-    def __init__(self, bindings):
+    def __init__(self, bindings, *, notes: str | None = None):
         super().__init__()
         self.keys = bindings
+        self.notes = notes  # what the screen shows, in place of the run screen's panes
 
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("protolab: keys\n\n", "bold")
+        if self.notes is not None:
+            for b in self.keys:
+                key = b.key_display or b.key.split(",")[0]
+                t.append(f"  {key:<8}", "bold cyan")
+                t.append(f"{b.description}" + (f" — {b.tooltip}" if b.tooltip else "") + "\n")
+            t.append("  ctrl+p  ", "bold cyan")
+            t.append("Command palette: every action above, by name\n\n")
+            t.append(self.notes)
+            with VerticalScroll():
+                yield Static(t)
+            yield Footer()
+            return
         for b in self.keys:
             key = b.key_display or b.key.split(",")[0]
             t.append(f"  {key:<8}", "bold cyan")

@@ -14,10 +14,12 @@ from textual.widgets import Footer, Static
 
 from ..invariants import check
 from ..live import LiveRun
+from .app import FOOTER_CSS, LAB, SPEED
 from .guide import LabHost
 from .player import SPEEDS, Player
 from .logview import LogView
-from .rows import COMPACT_DELIVERY_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource, delivery_source
+from .rows import (COMPACT_DELIVERY_HEADER, COMPACT_TASK_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource,
+                   delivery_source)
 
 
 def _witness(w: dict) -> str:
@@ -49,7 +51,7 @@ class Side(Vertical):
     Side .hdr { height: 1; color: $text-muted; text-style: bold; }
     Side .tasks { height: 5; }
     Side .invariants { height: auto; padding: 0 1; }
-    Side LogView.msgs { height: 1fr; }
+    Side LogView.msgs { height: 1fr; scrollbar-size-vertical: 1; }  /* the decision column stays clear of it */
     """
 
     def __init__(self, live: LiveRun, title: str, *, id: str):
@@ -62,7 +64,7 @@ class Side(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="banner")
-        yield Static(Text(TASK_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr")
+        yield Static(Text(TASK_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr hdr-tasks")
         yield self.tasks
         yield Static("", classes="invariants")
         yield Static(Text(DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr hdr-msgs")
@@ -71,9 +73,11 @@ class Side(Vertical):
     def refresh_side(self) -> None:
         store = self.live.store
         tasks = store.tasks()
-        self.tasks.set_source(TaskSource(tasks), keep_cursor=True)
-        self.tasks.styles.height = max(2, min(len(tasks), 8))
         compact = self.app.size.width < 160
+        self.tasks.set_source(TaskSource(tasks, compact=compact), keep_cursor=True)
+        self.query_one(".hdr-tasks", Static).update(
+            Text(COMPACT_TASK_HEADER if compact else TASK_HEADER, no_wrap=True, overflow="ellipsis"))
+        self.tasks.styles.height = max(2, min(len(tasks), 8))
         self.msgs.set_source(delivery_source(store, store.delivery_ids(), compact=compact))
         self.query_one(".hdr-msgs", Static).update(
             Text(COMPACT_DELIVERY_HEADER if compact else DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"))
@@ -92,16 +96,16 @@ class Side(Vertical):
         inv = Text()
         if self.app.size.height < 40:  # short terminal: the invariants in one line
             bad = [r.name for r in self.results if not r.ok]
-            if bad:
-                inv.append("FAIL " + ", ".join(bad), "bold red")
-                inv.append(f" · the other {len(self.results) - len(bad)} hold", "green")
-            else:
-                inv.append(f"all {len(self.results)} invariants hold", "green")
+            if bad:  # the banner names the broken ones
+                inv.append(f"the other {len(self.results) - len(bad)} invariants hold", "green")
+            # all hold: the banner above says so already
         else:
             for r in self.results:
                 inv.append("  ok   " if r.ok else "  FAIL ", "green" if r.ok else "bold red")
                 inv.append(r.name + "\n", "" if r.ok else "bold red")
-        self.query_one(".invariants", Static).update(inv)
+        box = self.query_one(".invariants", Static)
+        box.update(inv)
+        box.display = bool(inv.plain)
 
 
 class WorkshopApp(LabHost, Player, App):
@@ -114,17 +118,42 @@ class WorkshopApp(LabHost, Player, App):
     #sides { height: 1fr; }
     WorkshopApp #guide { width: 1fr; height: 9; }
     WorkshopApp.-short #guide { height: 7; }
-    """
+    """ + FOOTER_CSS
     BINDINGS = [
         Binding("space", "step", "Step both", tooltip="One delivery on each side"),
         Binding("p", "toggle_play", "Play/pause"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
-        Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", group=SPEED),
+        Binding("minus", "slower", "Slower", key_display="-", group=SPEED),
         Binding("e", "end", "To the end", tooltip="Run both to the end"),
-        Binding("h", "lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint"),
-        Binding("a", "lab_answer", "Answer", tooltip="Lab: answer the next question"),
-        Binding("q", "quit", "Quit"),
+        Binding("h", "lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint", group=LAB),
+        Binding("a", "lab_answer", "Answer", tooltip="Lab: answer the next question", group=LAB),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, and what the two sides show"),
+        Binding("q", "quit", "Quit", tooltip="Leave the workshop"),
     ]
+    NOTES = (
+        "What the two sides show\n"
+        "  Both sides run the same scenario, seed and faults: the left under the naive policy (last write\n"
+        "  wins, no deduplication), the right under the safe one (the course's rules).\n"
+        "  The banner names every invariant a side breaks, with its first witness (the task, the move, the\n"
+        "  message that did it); a side that keeps every invariant says so.\n"
+        "  State: each task's state, version, lease, budget and whether its results are trusted.\n"
+        "  Messages: every delivery and what intake decided; the decisions differ where the policies do.\n"
+    )
+
+    def action_help(self) -> None:
+        from .screens import Help
+
+        keys = [b for b in self.BINDINGS if self.lab is not None or not b.action.startswith("lab_")]
+        self.push_screen(Help(keys, notes=self.NOTES))
+
+    def get_system_commands(self, screen):
+        from textual.app import SystemCommand
+
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if b.action in ("quit",) or (b.action.startswith("lab_") and self.lab is None):
+                continue
+            yield SystemCommand(b.description, b.tooltip or b.description, lambda a=b.action: self.run_action(a))
 
     def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False,
                  labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules"), lab=None):
@@ -146,7 +175,7 @@ class WorkshopApp(LabHost, Player, App):
             yield Side(self.safe, self.labels[1], id="safe")
         if self.guide is not None:
             yield self.guide
-        yield Footer()
+        yield Footer(compact=self.size.width < 160, show_command_palette=self.size.width >= 100)
 
     def on_resize(self) -> None:
         short = self.size.height < 36
