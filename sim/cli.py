@@ -1387,6 +1387,35 @@ def bench_writers_cmd(
     ))
 
 
+@bench_app.command("crash")
+def bench_crash_cmd(
+    cycles: int = typer.Option(200, "--cycles", help="How many runs to kill (200 x 20,000 tasks takes about an hour)."),
+    tasks: int = typer.Option(20_000, "--tasks", help="Tasks in the stress run that is killed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seeds the moments of the kills."),
+    as_json: bool = JSON_OPT,
+):
+    """The crash loop: kill -9 a run at random moments; the partial file must be whole, hold every invariant and replay."""
+    from .bench import bench_crash
+
+    if cycles < 1 or tasks < 100:
+        raise InputError("--cycles must be at least 1 and --tasks at least 100", code="E_USAGE")
+    if as_json:
+        _print_json(bench_crash(cycles, tasks, seed=seed))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        r = bench_crash(cycles, tasks, seed=seed, progress=bar)
+    _console().print(_table(
+        f"bench crash: {r['cycles']} x kill -9 of a {tasks:,}-task run ({r['whole_run_seconds']} s whole)",
+        ["corrupt", "replay mismatches", "invariant failures", "completed db replaced", "killed before the schema",
+         "deliveries in the partials"],
+        [[r["corrupt"], r["replay_mismatches"], r["invariant_failures"], r["replaced"], r["empty"],
+          f"{r['partial_deliveries_min']:,} to {r['partial_deliveries_max']:,}"]],
+        caption="the first four must be 0",
+    ))
+
+
 @bench_app.command("lab")
 def bench_lab_cmd(
     events: int = typer.Option(100_000, "--events", help="Events in the run the checkpoints are evaluated on (100,000 takes a few minutes)."),

@@ -500,3 +500,17 @@ def test_deliver_reconcile_and_artifact_put_processes_share_one_database(tmp_pat
         assert len(s.artifacts()) >= 4
         mids = [d["message_id"] for d in s.deliveries()]
         assert len(set(m for m in mids if m.startswith("M-0-") or m.startswith("M-1-"))) == 800
+
+
+@pytest.mark.slow
+def test_bench_crash_small_finds_no_damage_no_mismatch_and_keeps_the_completed_db():
+    from sim.bench import bench_crash
+
+    r = bench_crash(3, 400, seed=1)
+    assert r["cycles"] == 3
+    assert (r["corrupt"], r["replay_mismatches"], r["invariant_failures"], r["replaced"]) == (0, 0, 0, 0), r
+
+
+def test_bench_crash_refuses_sizes_it_cannot_use():
+    p = cli("bench", "crash", "--cycles", "0")
+    one_error_line(p, "E_USAGE")
