@@ -235,10 +235,8 @@ def _table(title: str, columns: list[str], rows: list[list], *, caption: str | N
         for i in wrap:
             fixed[i] += min(lack[i], spare * lack[i] // total)
     for i, c in enumerate(columns):
-        last = i == len(columns) - 1
-        # Short columns (ids, codes, states) never wrap; a long one that is not last (a list of roles,
-        # a key) wraps at word boundaries; the last (free text) keeps at least 24 columns, so on a
-        # narrow terminal or a pipe it reads as lines of words, not shreds.
+        # Short columns (ids, codes, states) never wrap; a long one (free text, a list of roles, a key)
+        # wraps at word boundaries, in the width worked out above when the table is too wide.
         short = widest(i) <= 18
         t.add_column(c, no_wrap=short, overflow="ellipsis" if short else "fold", width=fixed.get(i))
     for r in rows:
