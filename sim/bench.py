@@ -87,11 +87,12 @@ def bench_intake(n: int, *, progress: bool = False) -> dict:
         bar.update(job, completed=n)
         batches = [b for b in rows_by_tick(store) if b[0] > 0]  # tick 0 is init (schema, machine)
         counts = store.counts()
+        machines = [tuple(r) for r in store.conn.execute("SELECT * FROM machines")]
         store.close()
 
         job2 = bar.add_task("bare sqlite3 floor", total=1)
         t1 = time.perf_counter()
-        write_rows_bare(str(Path(tmp) / "floor.db"), batches)
+        write_rows_bare(str(Path(tmp) / "floor.db"), batches, machines=machines)
         floor_s = time.perf_counter() - t1
         bar.update(job2, completed=1)
     project = n / project_s

@@ -1348,24 +1348,40 @@ def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple
     return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
 
 
-def write_rows_bare(path: str, batches) -> None:
-    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, no logic."""
+def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
+    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, and
+    the reads a delivery cannot do without, the plainest way: the intent under the message's key
+    (deduplication), the task row, and each task update as a compare-and-swap on ``state_version``.
+    Same schema, same foreign keys (``machines``: the machine rows they point at), same durability;
+    no parsing, no validation, no decisions."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
     for statement in _SCHEMA.split(";"):
         if statement.strip():
-            conn.execute(statement.replace("REFERENCES machines (version)", "").replace("REFERENCES messages (msg_seq)", ""))
+            conn.execute(statement)
+    if machines:
+        conn.executemany("INSERT INTO machines VALUES (?, ?, ?)", machines)
+    order = ("messages", "tasks", "deliveries", "events", "intents", "transitions", "budget", "effects", "artifacts")
     sql: dict[str, str] = {}
+    dedup = ("SELECT * FROM intents WHERE task_id = ? AND idempotency_key = "
+             "(SELECT idempotency_key FROM messages WHERE msg_seq = ?)")
     for tick, tables, updates in batches:
         conn.execute("BEGIN IMMEDIATE")
-        for table, rows in tables.items():
+        for table in sorted(tables, key=lambda t: order.index(t) if t in order else len(order)):
+            rows = tables[table]
+            if table == "deliveries":  # what intake reads before it decides
+                for d in rows:
+                    conn.execute(dedup, (d[4], d[2])).fetchall()
+                    conn.execute("SELECT * FROM tasks WHERE task_id = ?", (d[4],)).fetchone()
             q = sql.get(table)
             if q is None:
                 q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
             conn.executemany(q, rows)
         if updates:
-            conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ?", updates)
+            conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ? AND state_version = ?",
+                             [(st, v, tid, v - 1) for st, v, tid in updates])
         conn.execute("COMMIT")
     conn.close()
 

@@ -55,3 +55,29 @@ def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_star
     assert out["events"] >= 400 and out["steps"] == 10
     assert out["tick_median_ms"] > 0 and out["floor_median_ms"] > 0 and out["ratio"] > 0
     assert out["lab_start_ms"] > 0 and out["plain_start_ms"] > 0
+
+
+def test_the_intake_floor_writes_the_projects_rows_under_the_same_foreign_keys_and_compare_and_swap(tmp_path):
+    """Like for like: the floor ends with the same tasks, deliveries, events, intents and transitions
+    as the project, with foreign keys on; its task updates are compare-and-swaps that all matched."""
+    import sqlite3
+
+    from sim.bench import intake_workload
+    from sim.envelope import loads_strict, parse_envelope
+    from sim.runtime import deliver
+    from sim.store import Store, rows_by_tick, write_rows_bare
+
+    st = Store.create(tmp_path / "p.db")
+    for t in intake_workload(300):
+        deliver(st, parse_envelope(loads_strict(t)))
+    batches = [b for b in rows_by_tick(st) if b[0] > 0]
+    machines = [tuple(r) for r in st.conn.execute("SELECT * FROM machines")]
+    q = {"tasks": "SELECT * FROM tasks", "deliveries": "SELECT * FROM deliveries", "intents": "SELECT * FROM intents",
+         "transitions": "SELECT * FROM transitions", "events": "SELECT * FROM events WHERE tick > 0"}
+    project = {k: sorted(st.conn.execute(v).fetchall()) for k, v in q.items()}
+    st.close()
+    write_rows_bare(str(tmp_path / "f.db"), batches, machines=machines)
+    con = sqlite3.connect(tmp_path / "f.db")
+    assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+    for k, v in q.items():
+        assert sorted(con.execute(v).fetchall()) == project[k], k
