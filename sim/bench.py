@@ -219,7 +219,23 @@ def trace_one(n: int) -> dict:
         t1 = time.perf_counter()
         report = validate(trace)
         validate_s = time.perf_counter() - t1
+        del trace
+        # what a user runs, end to end (start-up, read, strict parse, validate, report), beside the
+        # plainest reading of the same file by the same interpreter
+        t2 = time.perf_counter()
+        cmd = subprocess.run([sys.executable, "-m", "sim.cli", "trace", "validate", str(path), "--json"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command_s = time.perf_counter() - t2
+        if cmd.returncode not in (0, 1):
+            raise RuntimeError(f"trace validate failed: {cmd.stderr.strip()[-300:]}")
+        t3 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))",
+                        str(path)], check=True)
+        floor_cmd_s = time.perf_counter() - t3
     return {
+        "command_seconds": round(command_s, 2),
+        "json_load_command_seconds": round(floor_cmd_s, 2),
+        "command_ratio": round(command_s / floor_cmd_s, 3),
         "messages": n,
         "file_mb": round(size / 2**20, 1),
         "valid": report.valid,
