@@ -1039,8 +1039,11 @@ def trace_validate(
         con = _console()
         if report.valid:
             why = report.reason.removeprefix("valid: ").removeprefix(f"{report.terminal}, ").removeprefix(f"{report.terminal}")
-            con.print(f"[green]valid[/]: terminal {report.terminal}" + (f", {why.lstrip(', ')}" if why.strip(" ,.") else ""),
-                      soft_wrap=True)
+            if report.terminal is None:  # still open: nothing fenced it (yet)
+                con.print(f"[green]valid[/]: {why.lstrip(', ')}", soft_wrap=True)
+            else:
+                con.print(f"[green]valid[/]: terminal {report.terminal}" + (f", {why.lstrip(', ')}" if why.strip(" ,.") else ""),
+                          soft_wrap=True)
             for gid, g in report.gathers.items():
                 con.print(f"  gather {gid} ({g.rule}): {g.status}, value {json.dumps(g.value)}"
                           + (f", dissent from {', '.join(d['sender'] for d in g.dissent)}" if g.dissent else "")

@@ -138,3 +138,20 @@ def test_the_shipped_reopened_and_crash_samples_are_what_the_runs_export():
     assert (r.valid, r.terminal) == (True, "COMPLETED")
     r = validate(json.loads((folder / "crash-generations-trace.json").read_text()))
     assert r.codes == ("E_STALE_GENERATION",) and "M-3" in r.accepted
+
+
+def test_a_reconcile_on_a_finished_file_opens_epoch_2_which_validates_as_open(tmp_path):
+    """No simulator to re-run the work: the reviewer's decision is epoch 2's only message, an open
+    conversation (valid, no terminal yet); epoch 1 keeps its BLOCKED fence."""
+    from sim.runner import run_scenario
+    from sim.runtime import review
+
+    store = run_scenario(load_scenario("publish-report"), faults=["conflicting-digest"])
+    try:
+        assert review(store, "T-1", "ready", by="reviewer", evidence=["M-3", "M-4"]).decision == "accepted"
+        assert epoch_count(store) == 2
+        r = validate(export_trace(store))
+        assert (r.valid, r.terminal, len(r.accepted)) == (True, None, 1)
+        assert export_trace(store, 1)["terminal"]["state"] == "BLOCKED"
+    finally:
+        store.close()
