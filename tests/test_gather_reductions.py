@@ -37,6 +37,11 @@ POOL = {
     "c backdated success": _c("m9", "c", 0, success=True, value="from c"),
     "a plain value": _c("m10", "a", 8, value={"n": 1}),
     "b no payload": _c("m11", "b", 9),
+    "a votes a table": _c("m12", "a", 10, vote={"source": "S-1", "rows": 3}),
+    "b votes the same table": _c("m13", "b", 11, vote={"rows": 3, "source": "S-1"}),  # other key order, same verdict
+    "c votes in French": _c("m14", "c", 12, vote="adopté"),
+    "a votes in French": _c("m15", "a", 13, vote="adopté"),
+    "c rejects with a value": _c("m16", "c", 14, vote="reject", value="not this one"),
 }
 SETS = {
     "none": [],
@@ -49,6 +54,9 @@ SETS = {
     "candidates reversed": ["a plain value", "c backdated success", "b failed"],
     "no payloads": ["b no payload", "a plain value"],
     "only failures": ["b failed"],
+    "tables in two key orders": ["a votes a table", "b votes the same table", "c accepts"],
+    "accents": ["c votes in French", "a votes in French", "b rejects"],
+    "a rejection is no success": ["c rejects with a value", "a plain value"],
 }
 BASE = {"id": "g", "membership": ["a", "b", "c"], "deadline": T.format(30), "opener": "m0"}
 DECLS = {
@@ -103,3 +111,6 @@ def test_the_reviewed_reductions_say_what_the_rules_promise():
     assert r("FIRST_SUCCESS without tie-break / candidates")["status"] == "blocked"
     assert set(r("ALL / repeat and outsider")["ignored"]) == {"m4", "m5"}
     assert set(r("ALL / late and other gather")["ignored"]) == {"m6", "m7"}
+    assert r("QUORUM 2 / tables in two key orders")["status"] == "complete"  # one verdict, whatever the key order
+    assert "adopté" in r("QUORUM 2 / accents")["reason"]
+    assert r("FIRST_SUCCESS supplied-order / a rejection is no success")["selected"] == "m10"

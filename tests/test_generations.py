@@ -149,3 +149,18 @@ async def test_the_conversation_view_accepts_what_the_crashed_body_sent_before_i
         assert "E_STALE_GENERATION: M-3" not in body and "M-3 RESPONSE ✗" not in body
         assert "E_STALE_GENERATION: M-8: researcher-1 generation 1 was replaced after M-3" in body
     store.close()
+
+
+def test_an_invalid_report_raises_its_first_finding_as_pointer_and_words():
+    from sim.errors import InputError
+
+    t = json.loads((TRACES / "invalid" / "sequence-gap.json").read_text())
+    r = validate(t)
+    first = r.errors[0]
+    with pytest.raises(InputError) as e:
+        r.raise_if_invalid()
+    assert (e.value.code, str(e.value)) == (first.code, f"{first.pointer}: {first.message}")
+    with pytest.raises(InputError) as e:
+        validate([]).raise_if_invalid()  # a finding about the whole document points at the root
+    assert str(e.value).startswith("/: ")
+    validate(json.loads((TRACES / "valid-trace.json").read_text())).raise_if_invalid()  # valid: nothing raised
