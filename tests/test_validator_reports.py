@@ -28,7 +28,7 @@ RUNS = [("publish-report", "safe", ()), ("publish-report", "naive", ("duplicate"
 
 
 @lru_cache(maxsize=None)
-def corpus() -> dict[str, dict]:
+def corpus() -> dict[str, object]:
     from sim.conversation import export_trace
     from sim.runner import run_scenario
     from sim.scenario import load_scenario
@@ -50,12 +50,61 @@ def corpus() -> dict[str, dict]:
                 out[f"{base} mutated: {mu.name}"] = mu.apply(out[base])
             except Exception:  # nothing of the kind this mutation breaks in this trace
                 continue
+    out.update(planted(out["valid-trace.json"]))
     out.update(damaged(out["valid-trace.json"], "valid"))
     out.update(damaged(out["quorum-trace.json"], "quorum"))
     return out
 
 
 ODD = [None, True, 1.5, -1, 0, "", "x", [], {}, ["x"], [1]]
+
+
+def planted(valid: dict) -> dict[str, object]:
+    """Traces with faults the samples and mutations do not plant: not an object at all, two faults in
+    one loop (so a check that stops at the first is caught), bodies replaced at several points, a
+    ceiling that cuts several messages, a message whose id is not a string."""
+    import copy
+
+    out: dict[str, object] = {f"planted: the document is {json.dumps(v)}": v for v in ([], "trace", None, 3)}
+
+    def variant(name, change):
+        t = copy.deepcopy(valid)
+        change(t)
+        out[f"planted: {name}"] = t
+
+    def dup_participants(t):
+        t["participants"][1:1] = [copy.deepcopy(t["participants"][0]), copy.deepcopy(t["participants"][0])]
+    variant("the first participant declared three times", dup_participants)
+
+    def dup_gathers(t):
+        t["gathers"] += [copy.deepcopy(t["gathers"][0]), copy.deepcopy(t["gathers"][0])]
+    variant("a gather declared three times", dup_gathers)
+
+    r1 = [m for m in valid["messages"] if m["sender"] == "researcher-1"]
+    ids = [m["id"] for m in valid["messages"]]
+
+    def bodies(earlier, current=3):
+        def change(t):
+            (p,) = [p for p in t["participants"] if p["ref"] == "researcher-1"]
+            p["generation"], p["earlierGenerations"] = current, earlier
+        return change
+    variant("researcher-1 replaced before the first message", bodies([{"generation": 1, "replacedAfter": None}], 2))
+    variant("researcher-1 replaced twice at one point", bodies([{"generation": 1, "replacedAfter": ids[1]},
+                                                                 {"generation": 2, "replacedAfter": ids[1]}]))
+    variant("researcher-1 replaced at points out of order", bodies([{"generation": 1, "replacedAfter": ids[4]},
+                                                                     {"generation": 2, "replacedAfter": ids[1]}]))
+    variant("researcher-1 with two earlier bodies, messages from the first only",
+            bodies([{"generation": 1, "replacedAfter": r1[-1]["id"]}, {"generation": 2, "replacedAfter": ids[-1]}]))
+
+    def ceiling(t):
+        t["messageCeiling"] = 5
+    variant("a ceiling of 5 under more messages", ceiling)
+
+    def bad_id(t):
+        t["messages"][2]["id"] = 3
+        t["messages"][2]["scope"] = "trace:elsewhere"
+    variant("a message whose id is a number, in the wrong scope", bad_id)
+    return out
 
 
 def _paths(trace: dict) -> list[tuple]:
