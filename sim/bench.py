@@ -71,7 +71,7 @@ def bench_intake(n: int, *, progress: bool = False) -> dict:
     """Run the intake benchmark; return figures (``project_per_s``, ``floor_per_s``, ``ratio``)."""
     from .envelope import parse_envelope, loads_strict
     from .runtime import deliver
-    from .store import Store, rows_by_tick, write_rows_bare
+    from .store import Store, machine_rows, rows_by_tick, write_rows_bare
 
     texts = intake_workload(n)
     with tempfile.TemporaryDirectory(prefix="protolab-bench-") as tmp, _progress(progress) as bar:
@@ -87,7 +87,7 @@ def bench_intake(n: int, *, progress: bool = False) -> dict:
         bar.update(job, completed=n)
         batches = [b for b in rows_by_tick(store) if b[0] > 0]  # tick 0 is init (schema, machine)
         counts = store.counts()
-        machines = [tuple(r) for r in store.conn.execute("SELECT * FROM machines")]
+        machines = machine_rows(store)
         store.close()
 
         job2 = bar.add_task("bare sqlite3 floor", total=1)
@@ -362,17 +362,16 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
     """The crash loop: ``cycles`` times, a ``protolab run stress --tasks N`` over a completed database
     is killed with SIGKILL at a random moment (seeded), and what it leaves is checked: the completed
     database is byte for byte as it was; the partial file the dead run left is whole
-    (``PRAGMA integrity_check``), holds every invariant (the clock's and delivery ids' included) and
+    (SQLite's integrity check), holds every invariant (the clock's and delivery ids' included) and
     replays to the same state (every delivery is one transaction: a kill leaves a consistent prefix);
     and the next run sweeps it. ``corrupt``, ``replay_mismatches``, ``invariant_failures`` and
     ``replaced`` must all be 0."""
     import random
     import signal
-    import sqlite3
 
     from .invariants import check
     from .replay import replay_report
-    from .store import Store
+    from .store import Store, probe_file
 
     rng = random.Random(seed)
     out = {"cycles": 0, "corrupt": 0, "replay_mismatches": 0, "invariant_failures": 0, "replaced": 0,
@@ -403,13 +402,7 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
                 out["replaced"] += 1
             partials = [q for q in root.glob(".out.db.partial-*") if not q.name.endswith(("-wal", "-shm", "-journal"))]
             for part in partials:
-                try:
-                    con = sqlite3.connect(part)
-                    ok = con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-                    has_schema = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0]
-                    con.close()
-                except sqlite3.Error:
-                    ok, has_schema = False, 0
+                ok, has_schema = probe_file(part)
                 if not ok:
                     out["corrupt"] += 1
                     continue

@@ -1386,6 +1386,27 @@ def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
     conn.close()
 
 
+def machine_rows(store: "Store") -> list[tuple]:
+    """Every row of the machines table as it is stored (the floor's foreign keys point at them)."""
+    return [tuple(r) for r in store.conn.execute("SELECT * FROM machines")]
+
+
+def probe_file(path) -> tuple[bool, bool]:
+    """What the crash bench asks of a file a killed run left: is it whole (``PRAGMA
+    integrity_check`` ok) and does it hold protolab's schema? ``(False, False)`` if SQLite cannot
+    read it at all."""
+    try:
+        con = sqlite3.connect(str(path))
+        try:
+            ok = con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            has_schema = bool(con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False, False
+    return ok, has_schema
+
+
 def bare_read_first(path: str, rows: int) -> float:
     """The TUI bench's floor: bare sqlite3 opens the file read-only and reads the first screenful
     of events and of deliveries. Returns seconds."""
