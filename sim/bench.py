@@ -358,6 +358,20 @@ def bench_writers(processes: int = 4, n: int = 10_000, *, shared: int = 100) -> 
             "ratio": round(out["concurrent"]["per_s"] / out["one_process"]["per_s"], 3), "python": sys.version.split()[0]}
 
 
+def _whole_run(path: Path, tasks: int) -> bool:
+    """Is ``path`` a finished stress run of ``tasks`` tasks: whole, and every task there?"""
+    from .store import Store, probe_file
+
+    ok, has_schema = probe_file(path)
+    if not (ok and has_schema):
+        return False
+    try:
+        with Store.open(path, verify=False) as store:
+            return store.counts()["tasks"] == tasks
+    except Exception:
+        return False
+
+
 def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progress=None) -> dict:
     """The crash loop: ``cycles`` times, a ``protolab run stress --tasks N`` over a completed database
     is killed with SIGKILL at a random moment (seeded), and what it leaves is checked: the completed
@@ -375,7 +389,7 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
 
     rng = random.Random(seed)
     out = {"cycles": 0, "corrupt": 0, "replay_mismatches": 0, "invariant_failures": 0, "replaced": 0,
-           "empty": 0, "deliveries_in_partials": []}
+           "empty": 0, "finished_before_kill": 0, "deliveries_in_partials": []}
     with tempfile.TemporaryDirectory(prefix="protolab-bench-crash-") as tmp:
         root = Path(tmp)
         db = root / "out.db"
@@ -394,11 +408,29 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
         for _ in range(cycles):
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0.3, max(0.4, whole * 0.95)))
+            if p.poll() is not None:
+                # On a busy machine the run can end before its moment to die: a whole run rightly
+                # replaced the database. That cycle tested no crash; put the database back.
+                out["finished_before_kill"] += 1
+                db.write_bytes(kept)
+                for side in (root / "out.db-wal", root / "out.db-shm"):
+                    side.unlink(missing_ok=True)
+                if progress is not None:
+                    progress.update(job, advance=1)
+                continue
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(signal.SIGKILL)
             p.wait()
+            if db.exists() and db.read_bytes() != kept and _whole_run(db, tasks):
+                # killed after its last step (the atomic rename) while exiting: a whole run rightly
+                # replaced the database, so this cycle tested no crash either
+                out["finished_before_kill"] += 1
+                db.write_bytes(kept)
+                if progress is not None:
+                    progress.update(job, advance=1)
+                continue
             out["cycles"] += 1
-            if db.read_bytes() != kept:
+            if not db.exists() or db.read_bytes() != kept:
                 out["replaced"] += 1
             partials = [q for q in root.glob(".out.db.partial-*") if not q.name.endswith(("-wal", "-shm", "-journal"))]
             for part in partials:

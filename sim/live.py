@@ -24,7 +24,8 @@ from .policy import get_policy
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
 from .runtime import Outcome, review
 from .scenario import Scenario
-from .store import EventDraft, Store
+from .events import EventDraft
+from .store import Store
 
 __all__ = ["LiveRun", "Timeline", "envelope_of", "INJECTABLE"]
 

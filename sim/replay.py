@@ -14,7 +14,8 @@ from collections import Counter
 from .envelope import FIELDS, Envelope
 from .policy import get_policy
 from .runtime import deliver
-from .store import EventDraft, Store
+from .events import EventDraft
+from .store import Store
 
 __all__ = ["rebuild", "redeliver", "replay_report"]
 

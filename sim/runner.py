@@ -552,7 +552,10 @@ def run_scenario(
         raise
     if tmp is not None:
         store.close()
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        # The old file's side files go first (a stale -wal would be read into the new file); the
+        # old file itself is replaced in one atomic rename, so a kill at any moment leaves either
+        # the old database or the new one whole, never neither.
+        for suffix in ("-wal", "-shm", "-journal"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         os.replace(tmp, db)
         store = Store.open(db, verify=False)  # just written and closed by this process

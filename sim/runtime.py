@@ -19,7 +19,9 @@ from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
 from .intake import Decision, Move, TaskView, Verdict, decide as _reference_decide
 from .machine import RuleBook, TaskState
-from .store import EventDraft, Store
+from . import events as ev_
+from .events import EventDraft
+from .store import Store
 
 if False:  # pragma: no cover - typing only, avoids an import cycle
     from .policy import Policy
@@ -224,7 +226,7 @@ def _deliver_once(
                                          effect_rule=policy.effect_rule)
     if unresolved and verdict.decision != Decision.REJECTED:
         events.append(
-            EventDraft("evidence_unresolved", env.task_id, env.message_id, {"refs": sorted(unresolved)})
+            ev_.EvidenceUnresolved(refs=sorted(unresolved)).draft(env.task_id, env.message_id)
         )
     effects = []
     for ev in events:
@@ -240,20 +242,10 @@ def _deliver_once(
 
 
 def _intent_event(env: Envelope, store: Store, decision: str, state: str | None, version: int | None) -> EventDraft:
-    return EventDraft(
-        "intent_recorded",
-        env.task_id,
-        env.message_id,
-        {
-            "key": env.idempotency_key,
-            "digest": env.payload_digest,
-            "scheme": env.digest_scheme,
-            "arrival": store.next_arrival(),
-            "decision": decision,
-            "payload": env.payload,
-            "result": {"decision": decision, "state": state, "state_version": version},
-        },
-    )
+    return ev_.IntentRecorded(
+        key=env.idempotency_key, digest=env.payload_digest, scheme=env.digest_scheme, arrival=store.next_arrival(),
+        decision=decision, payload=env.payload, result={"decision": decision, "state": state, "state_version": version},
+    ).draft(env.task_id, env.message_id)
 
 
 def _artifact_event(content, kind: str, task_id: str | None, message_id: str | None) -> EventDraft:
@@ -261,12 +253,7 @@ def _artifact_event(content, kind: str, task_id: str | None, message_id: str | N
 
     raw = _digest.canonical_bytes(content, "json-sorted-v1")
     ref, size = "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw)
-    return EventDraft(
-        "artifact_stored",
-        task_id,
-        message_id,
-        {"ref": ref, "scheme": "json-sorted-v1", "kind": kind, "size": size, "content": content},
-    )
+    return ev_.ArtifactStored(ref=ref, scheme="json-sorted-v1", kind=kind, size=size, content=content).draft(task_id, message_id)
 
 
 def plan_events(
@@ -284,18 +271,10 @@ def plan_events(
         p = v.duplicate_of
         assert p is not None
         out.append(
-            EventDraft(
-                "duplicate_recorded",
-                tid,
-                mid,
-                {
-                    "key": p.idempotency_key,
-                    "digest": p.payload_digest,
-                    "scheme": p.digest_scheme,
-                    "first_message_id": p.message_id,
-                    "reused": p.result,
-                },
-            )
+            ev_.DuplicateRecorded(
+                key=p.idempotency_key, digest=p.payload_digest, scheme=p.digest_scheme, first_message_id=p.message_id,
+                reused=p.result,
+            ).draft(tid, mid)
         )
         return out, state, version
 
@@ -307,32 +286,19 @@ def plan_events(
             t = target_state(env)
             target = t.value if t else None
         out.append(
-            EventDraft(
-                "transition_rejected",
-                tid if task is not None else None,
-                mid,
-                {
-                    "code": v.code,
-                    "reason": v.reason,
-                    "type": env.type,
-                    "sender": env.sender,
-                    "from": task.state.value if task else None,
-                    "proposed": target,
-                    "task_id": tid,
-                },
-            )
+            ev_.TransitionRejected(
+                code=v.code, reason=v.reason, type_=env.type, sender=env.sender,
+                from_state=task.state.value if task else None, proposed=target, task_id=tid,
+            ).draft(tid if task is not None else None, mid)
         )
         return out, state, version
 
     if v.create:
         budget = env.payload.get("budget", DEFAULT_BUDGET)
         out.append(
-            EventDraft(
-                "task_created",
-                tid,
-                mid,
-                {"trace_id": env.trace_id, "goal": env.payload.get("goal", ""), "budget": budget, "machine_version": rules.version},
-            )
+            ev_.TaskCreated(
+                trace_id=env.trace_id, goal=env.payload.get("goal", ""), budget=budget, machine_version=rules.version,
+            ).draft(tid, mid)
         )
         state, version = TaskState.PENDING.value, 0
 
@@ -340,21 +306,11 @@ def plan_events(
     if v.move is not None:
         m = v.move
         move_events.append(
-            EventDraft(
-                "transition_applied",
-                tid,
-                mid,
-                {
-                    "from": m.from_state.value,
-                    "to": m.to_state.value,
-                    "from_version": version,
-                    "reason": m.reason,
-                    "executor": m.executor,
-                    "role": m.role,
-                    "machine_version": rules.version,
-                    "assignee": env.recipient if env.type == "task_request" and d == Decision.ACCEPTED else None,
-                },
-            )
+            ev_.TransitionApplied(
+                from_state=m.from_state.value, to=m.to_state.value, from_version=version, reason=m.reason,
+                executor=m.executor, role=m.role, machine_version=rules.version,
+                assignee=env.recipient if env.type == "task_request" and d == Decision.ACCEPTED else None,
+            ).draft(tid, mid)
         )
         state, version = m.to_state.value, (version or 0) + 1
 
@@ -365,30 +321,25 @@ def plan_events(
         a2 = _artifact_event(env.payload, "conflicting-payload", tid, mid)
         out += [a1, a2, _intent_event(env, store, d.value, state, version)]
         out.append(
-            EventDraft(
-                "conflict_recorded",
-                tid,
-                mid,
-                {
-                    "key": env.idempotency_key,
-                    "first": {
+            ev_.ConflictRecorded(
+                key=env.idempotency_key,
+                first={
                         "message_id": first.message_id,
                         "digest": first.payload_digest,
                         "scheme": first.digest_scheme,
                         "artifact": a1.data["ref"],
-                        "arrival": first.arrival,
-                    },
-                    "second": {
+                    "arrival": first.arrival,
+                },
+                second={
                         "message_id": mid,
                         "digest": env.payload_digest,
                         "scheme": env.digest_scheme,
                         "artifact": a2.data["ref"],
-                        "arrival": store.next_arrival(),
-                    },
-                    "state_version": task.state_version if task else None,
-                    "trusted": False,
+                    "arrival": store.next_arrival(),
                 },
-            )
+                state_version=task.state_version if task else None,
+                trusted=False,
+            ).draft(tid, mid)
         )
         # Effects already committed from this task's products now rest on an untrusted input: each
         # goes to reconciliation (a reviewer keeps or retracts it).
@@ -396,41 +347,35 @@ def plan_events(
         for e in store.effects_resting_on(tid):
             by_task.setdefault(e["task_id"], []).append(e["effect_key"])
         for dep, keys in sorted(by_task.items()):
-            move_events.append(EventDraft("reconciliation_required", dep, mid,
-                                          {"effects": keys, "status": "untrusted input", "input": tid}))
+            move_events.append(ev_.ReconciliationRequired(effects=keys, status="untrusted input", input=tid).draft(dep, mid))
         return out + move_events, state, version
 
     if d == Decision.LATE:
         out.append(_intent_event(env, store, d.value, state, version))
         out.append(
-            EventDraft(
-                "late_recorded",
-                tid,
-                mid,
-                {"type": env.type, "status": env.payload.get("status"), "state": state, "reason": v.reason},
-            )
+            ev_.LateRecorded(type_=env.type, status=env.payload.get("status"), state=state, reason=v.reason).draft(tid, mid)
         )
         if v.needs_reconciliation:
             keys = [e["effect_key"] for e in store.effects() if e["task_id"] == tid]
-            out.append(EventDraft("reconciliation_required", tid, mid, {"effects": keys, "status": env.payload.get("status")}))
+            out.append(ev_.ReconciliationRequired(effects=keys, status=env.payload.get("status")).draft(tid, mid))
         return out, state, version
 
     # ACCEPTED
     out += move_events
     if v.grant_lease is not None:
-        out.append(EventDraft("lease_granted", tid, mid, {"holder": env.sender, "lease_version": v.grant_lease}))
-        out.append(EventDraft("budget_charged", tid, mid, {"amount": ATTEMPT_COST, "reason": f"attempt {v.grant_lease}"}))
+        out.append(ev_.LeaseGranted(holder=env.sender, lease_version=v.grant_lease).draft(tid, mid))
+        out.append(ev_.BudgetCharged(amount=ATTEMPT_COST, reason=f"attempt {v.grant_lease}").draft(tid, mid))
     if env.type == "ack":
-        out.append(EventDraft("ack_recorded", tid, mid, {"of": env.payload.get("of"), "from": env.sender}))
+        out.append(ev_.AckRecorded(of=env.payload.get("of"), from_sender=env.sender).draft(tid, mid))
     if env.type == "fence":
-        out.append(EventDraft("fence_recorded", tid, mid, {"to": env.payload["to"], "terminal": env.payload["terminal"]}))
+        out.append(ev_.FenceRecorded(to=env.payload["to"], terminal=env.payload["terminal"]).draft(tid, mid))
     if env.type == "review_decision" and "reconcile" in env.payload:
         of = env.payload["of"]
         opened = next((o for o in store.open_reconciliations(tid) if o["message_id"] == of), None)
         effects = opened["effects"] if opened else []
-        out.append(EventDraft("reconciliation_resolved", tid, mid, {
-            "of": of, "decision": env.payload["reconcile"], "reviewer": env.sender,
-            "evidence": list(env.evidence_refs), "effects": effects}))
+        out.append(ev_.ReconciliationResolved(
+            of=of, decision=env.payload["reconcile"], reviewer=env.sender, evidence=list(env.evidence_refs),
+            effects=effects).draft(tid, mid))
         if env.payload["reconcile"] == "retract":
             by_key = {e["effect_key"]: e for e in store.effects() if e["task_id"] == tid}
             for k in effects:
@@ -438,18 +383,12 @@ def plan_events(
                 retract = f"retract:{k}"
                 if orig is not None and not store.effect_exists(retract):
                     # A compensating effect: the publication is withdrawn, under its own unique key.
-                    out.append(EventDraft("effect_committed", tid, mid, {
-                        "effect_key": retract, "kind": "retract", "target": orig["target"],
-                        "result_digest": env.payload_digest}))
+                    out.append(ev_.EffectCommitted(
+                        effect_key=retract, kind="retract", target=orig["target"],
+                        result_digest=env.payload_digest).draft(tid, mid))
     if env.type == "review_decision" and v.move is not None:
-        out.append(
-            EventDraft(
-                "review_decided",
-                tid,
-                mid,
-                {"decision": env.payload["decision"], "reviewer": env.sender, "evidence": list(env.evidence_refs)},
-            )
-        )
+        out.append(ev_.ReviewDecided(
+            decision=env.payload["decision"], reviewer=env.sender, evidence=list(env.evidence_refs)).draft(tid, mid))
     key = effect_key(env)
     if key is not None and env.payload.get("status") == "succeeded":
         # Only an accepted success reaches here. Idempotent effects are keyed by what they do;
@@ -459,20 +398,14 @@ def plan_events(
         elif not idempotent_effects:
             key = f"{key}#d{delivery_id}"
     if v.held:
-        out.append(EventDraft("input_untrusted", tid, mid, {"refs": list(v.held), "effect_key": key}))
+        out.append(ev_.InputUntrusted(refs=list(v.held), effect_key=key).draft(tid, mid))
     elif key is not None and env.payload.get("status") == "succeeded":
         eff = env.payload["effect"]
         if store.effect_exists(key):
-            out.append(EventDraft("effect_suppressed", tid, mid, {"effect_key": key}))
+            out.append(ev_.EffectSuppressed(effect_key=key).draft(tid, mid))
         else:
-            out.append(
-                EventDraft(
-                    "effect_committed",
-                    tid,
-                    mid,
-                    {"effect_key": key, "kind": eff["kind"], "target": eff["target"], "result_digest": env.payload_digest},
-                )
-            )
+            out.append(ev_.EffectCommitted(
+                effect_key=key, kind=eff["kind"], target=eff["target"], result_digest=env.payload_digest).draft(tid, mid))
     out.append(_intent_event(env, store, d.value, state, version))
     return out, state, version
 
@@ -507,7 +440,7 @@ def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: s
     """Record that the transport did something to the run (so the log says what was done)."""
     with store.transaction():
         store.advance(to=tick)
-        store.append_event(EventDraft("fault_injected", task_id, message_id, {"fault": fault, **detail}))
+        store.append_event(ev_.FaultInjected(fault=fault, detail=dict(detail)).draft(task_id, message_id))
 
 
 def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool:
@@ -525,17 +458,14 @@ def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool
             return False
         store.advance(to=tick)
         store.append_event(
-            EventDraft("lease_expired", task_id, None, {"holder": task.lease_holder, "lease_version": task.lease_version})
+            ev_.LeaseExpired(holder=task.lease_holder, lease_version=task.lease_version).draft(task_id, None)
         )
         store.append_event(
-            EventDraft(
-                "transition_applied", task_id, None,
-                {
-                    "from": "running", "to": "retry_wait", "from_version": task.state_version,
-                    "reason": f"lease v{task.lease_version} of {task.lease_holder} expired", "executor": "runtime",
-                    "role": "runtime", "machine_version": task.machine_version, "assignee": None,
-                },
-            )
+            ev_.TransitionApplied(
+                from_state="running", to="retry_wait", from_version=task.state_version,
+                reason=f"lease v{task.lease_version} of {task.lease_holder} expired", executor="runtime",
+                role="runtime", machine_version=task.machine_version, assignee=None,
+            ).draft(task_id, None)
         )
     return True
 

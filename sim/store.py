@@ -28,7 +28,6 @@ import os
 import sqlite3
 import time
 import urllib.parse
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +36,8 @@ import sqlite_utils
 
 from .envelope import Envelope
 from .errors import StaleWrite, StoreError
+from .events import REGISTRY as EVENT_REGISTRY
+from .events import EventDraft, MachineLoaded
 from .intake import IntentRecord, TaskView
 from .machine import Rule, RuleBook, TaskState
 from .privacy import Privacy
@@ -173,31 +174,8 @@ CREATE TABLE budget (
 );
 """
 
-#: Every event type the runtime may append, and what folding it changes.
-EVENT_TYPES = {
-    "machine_loaded": "machines and transition_rules gain a version",
-    "task_created": "tasks gains a row in pending; budget is credited",
-    "transition_applied": "tasks.state moves (compare-and-swap on state_version); transitions gains a row",
-    "lease_granted": "tasks.lease_holder and lease_version change",
-    "budget_charged": "budget gains a debit; tasks.budget_left drops",
-    "intent_recorded": "intents gains (task_id, key, digest, scheme)",
-    "duplicate_recorded": "intents.seen rises; nothing is executed",
-    "conflict_recorded": "the key's intents and the task become untrusted",
-    "late_recorded": "tasks.late_results rises; state unchanged",
-    "transition_rejected": "tasks.rejected rises; state unchanged",
-    "ack_recorded": "nothing: a receipt is not a state change",
-    "artifact_stored": "artifacts gains a content-addressed row",
-    "effect_committed": "effects gains a row under its unique effect key",
-    "effect_suppressed": "nothing: the effect key was already committed",
-    "review_decided": "approvals gains a row",
-    "reconciliation_required": "nothing: a late result touched a committed side effect (open until resolved)",
-    "input_untrusted": "nothing: a success rested on an untrusted input, so it was frozen and committed no effect",
-    "reconciliation_resolved": "approvals gains the reviewer's reconciliation (keep or retract), citing evidence",
-    "evidence_unresolved": "nothing: a message cited evidence that is not stored (yet)",
-    "lease_expired": "tasks.lease_holder is cleared; its lease_version is now stale",
-    "fault_injected": "nothing: the transport records what it did to the run",
-    "fence_recorded": "nothing: the conversation's terminal fence (a protocol fact, not task state)",
-}
+#: Every event type the runtime may append, and what folding it changes (from sim.events).
+EVENT_TYPES = {t: cls.FOLDS for t, cls in EVENT_REGISTRY.items()}
 
 _TASK_COLS = (
     "task_id, state, state_version, machine_version, assignee, lease_holder, lease_version, budget_left, trusted"
@@ -206,16 +184,6 @@ _TASK_COLS = (
 
 def _dumps(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class EventDraft:
-    """An event the runtime wants appended (and folded) in the current transaction."""
-
-    type: str
-    task_id: str | None
-    message_id: str | None
-    data: dict
 
 
 class Store:
@@ -459,12 +427,15 @@ class Store:
         # The logical clock is the tick of the newest event: every tick appends at least one.
         # Each read is an index lookup (newest row by rowid), never a scan: it runs inside every
         # write transaction that follows another process's commit.
+        # data_version is read first: outside a transaction (at open) another process may commit
+        # between these reads, and then the next transaction sees a newer data_version and reads
+        # everything again. Read last, it could hide that commit and leave the counters stale.
         c = self.conn
+        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
         self._tick = c.execute("SELECT COALESCE((SELECT tick FROM events ORDER BY seq DESC LIMIT 1), 0)").fetchone()[0]
         self._next_delivery = c.execute("SELECT COALESCE(MAX(delivery_id), 0) + 1 FROM deliveries").fetchone()[0]
         self._next_arrival = c.execute(
             "SELECT COALESCE((SELECT arrival FROM intents ORDER BY rowid DESC LIMIT 1), 0) + 1").fetchone()[0]
-        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
 
     def _refresh(self) -> None:
         """Inside BEGIN IMMEDIATE: if another connection committed since this handle last looked,
@@ -775,119 +746,149 @@ class Store:
         return cur.lastrowid
 
     def _fold(self, etype: str, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
-        """The reducer: how each event type changes state. Replay runs exactly this."""
-        c = self.conn
-        if etype == "machine_loaded":
-            c.execute(
-                "INSERT INTO machines (version, description, loaded_tick) VALUES (?, ?, ?)",
-                (d["version"], d["description"], tick),
-            )
-            c.executemany(
-                "INSERT INTO transition_rules (machine_version, from_state, to_state, roles, reason) VALUES (?, ?, ?, ?, ?)",
-                [(d["version"], r[0], r[1], ",".join(r[2]), r[3]) for r in d["rules"]],
-            )
-            c.execute("UPDATE meta SET value = ? WHERE key = 'current_machine'", (d["version"],))
-            self._meta["current_machine"] = d["version"]
-        elif etype == "task_created":
-            c.execute(
-                "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
-                "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
-                "VALUES (?, ?, ?, 'pending', 0, ?, NULL, NULL, 0, ?, ?, 1, 0, 0, ?, ?)",
-                (task_id, d["trace_id"], d["goal"], d["machine_version"], d["budget"], d["budget"], tick, tick),
-            )
-            c.execute(
-                "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, 'allotted', ?, ?)",
-                (task_id, d["budget"], message_id, tick),
-            )
-        elif etype == "transition_applied":
-            trusted = 0 if d["to"] == "needs_review" else (1 if d["from"] == "needs_review" else None)
-            cur = c.execute(
-                "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
-                "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
-                "WHERE task_id = ? AND state = ? AND state_version = ?",
-                (d["to"], tick, d.get("assignee"), trusted, task_id, d["from"], d["from_version"]),
-            )
-            if cur.rowcount != 1:
-                raise StaleWrite(
-                    f"task {task_id} is no longer {d['from']} at state_version {d['from_version']}; reread and retry",
-                    task_id=task_id,
-                )
-            c.execute(
-                "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
-                "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    task_id, d["from"], d["to"], d["reason"], d["executor"], d["role"], tick, self.time_at(tick),
-                    d["from_version"] + 1, d["machine_version"], message_id,
-                ),
-            )
-        elif etype == "lease_granted":
-            c.execute(
-                "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
-                (d["holder"], d["lease_version"], tick, task_id),
-            )
-        elif etype == "lease_expired":
-            c.execute("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
-        elif etype == "budget_charged":
-            c.execute(
-                "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
-                (task_id, -d["amount"], d["reason"], message_id, tick),
-            )
-            c.execute("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (d["amount"], task_id))
-        elif etype == "intent_recorded":
-            c.execute(
-                "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
-                "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
-                # Under the safe policy a (key, digest, scheme) is recorded once; a policy that
-                # does not deduplicate records it again, and the last write wins.
-                "ON CONFLICT (task_id, idempotency_key, payload_digest, digest_scheme) DO UPDATE SET "
-                "seen = seen + 1, message_id = excluded.message_id, result = excluded.result",
-                (
-                    task_id, d["key"], d["digest"], d["scheme"], message_id, d["arrival"], d["decision"],
-                    0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
-                ),
-            )
-            self._next_arrival = max(self._next_arrival, d["arrival"] + 1)
-        elif etype == "duplicate_recorded":
-            c.execute(
-                "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
-                "AND digest_scheme = ?",
-                (task_id, d["key"], d["digest"], d["scheme"]),
-            )
-        elif etype == "conflict_recorded":
-            c.execute("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, d["key"]))
-            c.execute("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
-        elif etype == "late_recorded":
-            c.execute("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
-        elif etype == "transition_rejected":
-            if task_id is not None:
-                c.execute("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
-        elif etype == "artifact_stored":
-            c.execute(
-                "INSERT OR IGNORE INTO artifacts (ref, scheme, kind, size, content, task_id, message_id, first_tick) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (d["ref"], d["scheme"], d["kind"], d["size"], _dumps(d["content"]), task_id, message_id, tick),
-            )
-        elif etype == "effect_committed":
-            c.execute(
-                "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (d["effect_key"], task_id, d["kind"], d["target"], message_id, d["result_digest"], tick),
-            )
-        elif etype == "reconciliation_resolved":
-            c.execute(
-                "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
-                (task_id, f"reconcile:{d['decision']}", d["reviewer"], _dumps(d["evidence"]), message_id, tick),
-            )
-        elif etype == "review_decided":
-            c.execute(
-                "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
-                (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
-            )
-        elif etype in ("ack_recorded", "effect_suppressed", "reconciliation_required", "input_untrusted", "evidence_unresolved", "fault_injected",
-                       "fence_recorded"):
-            pass
-        else:  # pragma: no cover - the runtime only appends known types
+        """The reducer: how each event type changes state (one ``_fold_<type>`` per type that
+        changes any; the others change nothing). Replay runs exactly this."""
+        fold = _FOLDS.get(etype)
+        if fold is not None:
+            fold(self, task_id, message_id, d, tick)
+        elif etype not in EVENT_REGISTRY:  # pragma: no cover - the runtime only appends known types
             raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")
+
+    def _fold_machine_loaded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO machines (version, description, loaded_tick) VALUES (?, ?, ?)",
+            (d["version"], d["description"], tick),
+        )
+        c.executemany(
+            "INSERT INTO transition_rules (machine_version, from_state, to_state, roles, reason) VALUES (?, ?, ?, ?, ?)",
+            [(d["version"], r[0], r[1], ",".join(r[2]), r[3]) for r in d["rules"]],
+        )
+        c.execute("UPDATE meta SET value = ? WHERE key = 'current_machine'", (d["version"],))
+        self._meta["current_machine"] = d["version"]
+
+    def _fold_task_created(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
+            "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
+            "VALUES (?, ?, ?, 'pending', 0, ?, NULL, NULL, 0, ?, ?, 1, 0, 0, ?, ?)",
+            (task_id, d["trace_id"], d["goal"], d["machine_version"], d["budget"], d["budget"], tick, tick),
+        )
+        c.execute(
+            "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, 'allotted', ?, ?)",
+            (task_id, d["budget"], message_id, tick),
+        )
+
+    def _fold_transition_applied(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        trusted = 0 if d["to"] == "needs_review" else (1 if d["from"] == "needs_review" else None)
+        cur = c.execute(
+            "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
+            "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
+            "WHERE task_id = ? AND state = ? AND state_version = ?",
+            (d["to"], tick, d.get("assignee"), trusted, task_id, d["from"], d["from_version"]),
+        )
+        if cur.rowcount != 1:
+            raise StaleWrite(
+                f"task {task_id} is no longer {d['from']} at state_version {d['from_version']}; reread and retry",
+                task_id=task_id,
+            )
+        c.execute(
+            "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
+            "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                task_id, d["from"], d["to"], d["reason"], d["executor"], d["role"], tick, self.time_at(tick),
+                d["from_version"] + 1, d["machine_version"], message_id,
+            ),
+        )
+
+    def _fold_lease_granted(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
+            (d["holder"], d["lease_version"], tick, task_id),
+        )
+
+    def _fold_lease_expired(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+
+    def _fold_budget_charged(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
+            (task_id, -d["amount"], d["reason"], message_id, tick),
+        )
+        c.execute("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (d["amount"], task_id))
+
+    def _fold_intent_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
+            "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
+            # Under the safe policy a (key, digest, scheme) is recorded once; a policy that
+            # does not deduplicate records it again, and the last write wins.
+            "ON CONFLICT (task_id, idempotency_key, payload_digest, digest_scheme) DO UPDATE SET "
+            "seen = seen + 1, message_id = excluded.message_id, result = excluded.result",
+            (
+                task_id, d["key"], d["digest"], d["scheme"], message_id, d["arrival"], d["decision"],
+                0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
+            ),
+        )
+        self._next_arrival = max(self._next_arrival, d["arrival"] + 1)
+
+    def _fold_duplicate_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
+            "AND digest_scheme = ?",
+            (task_id, d["key"], d["digest"], d["scheme"]),
+        )
+
+    def _fold_conflict_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, d["key"]))
+        c.execute("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+
+    def _fold_late_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
+
+    def _fold_transition_rejected(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        if task_id is not None:
+            c.execute("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
+
+    def _fold_artifact_stored(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT OR IGNORE INTO artifacts (ref, scheme, kind, size, content, task_id, message_id, first_tick) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (d["ref"], d["scheme"], d["kind"], d["size"], _dumps(d["content"]), task_id, message_id, tick),
+        )
+
+    def _fold_effect_committed(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (d["effect_key"], task_id, d["kind"], d["target"], message_id, d["result_digest"], tick),
+        )
+
+    def _fold_reconciliation_resolved(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+            (task_id, f"reconcile:{d['decision']}", d["reviewer"], _dumps(d["evidence"]), message_id, tick),
+        )
+
+    def _fold_review_decided(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+            (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
+        )
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
         """Load a machine version (inside a transaction); new tasks use it from now on."""
@@ -896,18 +897,10 @@ class Store:
                 f"machine version {rb.version!r} is already loaded; give the new machine a new version",
                 code="E_MACHINE_EXISTS",
             )
-        self.append_event(
-            EventDraft(
-                "machine_loaded",
-                None,
-                None,
-                {
-                    "version": rb.version,
-                    "description": description,
-                    "rules": [[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
-                },
-            )
-        )
+        self.append_event(MachineLoaded(
+            version=rb.version, description=description,
+            rules=[[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
+        ).draft(None, None))
 
     # ------------------------------------------------------------------ views
 
@@ -1279,6 +1272,11 @@ class _CapturingConnection(_Connection):
         if _WRITE_SINK is not None:
             _WRITE_SINK.write(json.dumps(["*", sql, rows], ensure_ascii=False) + "\n")
         return super().executemany(sql, rows)
+
+
+#: The reducer by event type: each type whose folding changes state has its ``Store._fold_<type>``
+#: (a type declared as changing state without one fails here, at import).
+_FOLDS = {t: getattr(Store, f"_fold_{t}") for t, cls in EVENT_REGISTRY.items() if cls.CHANGES_STATE}
 
 
 @contextlib.contextmanager

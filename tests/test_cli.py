@@ -949,3 +949,16 @@ def test_bare_protolab_prints_help_listing_every_command_and_exits_0(capsys):
     assert code == 0 and err == ""
     for command in ("init", "tour", "run", "compare", "replay", "check", "deliver", "messages", "events", "state", "reconcile", "digest", "machine", "artifact", "bench"):
         assert command in out
+
+
+def test_run_help_names_every_fault_the_transport_knows():
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+    from sim.faults import FAULTS
+
+    out = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    text = " ".join(out.output.split())
+    for name in FAULTS:
+        assert name in text, name

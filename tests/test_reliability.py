@@ -507,7 +507,8 @@ def test_bench_crash_small_finds_no_damage_no_mismatch_and_keeps_the_completed_d
     from sim.bench import bench_crash
 
     r = bench_crash(3, 400, seed=1)
-    assert r["cycles"] == 3
+    # a run that ended before its kill (a busy machine) tested no crash and is counted apart
+    assert r["cycles"] + r["finished_before_kill"] == 3 and r["cycles"] >= 1, r
     assert (r["corrupt"], r["replay_mismatches"], r["invariant_failures"], r["replaced"]) == (0, 0, 0, 0), r
 
 

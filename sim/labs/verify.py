@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..envelope import FIELDS, Envelope
 from ..policy import get_policy
 from ..runtime import deliver
-from ..store import EventDraft, Store
+from ..events import EventDraft
+from ..store import Store
 
 __all__ = ["rebuild_by_redelivery", "verify_run"]
 

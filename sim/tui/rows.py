@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from ..events import REGISTRY as EVENT_REGISTRY
+from ..events import summarize
 from ..store import Store
 
 DECISION_STYLE = {
@@ -34,22 +36,8 @@ STATE_STYLE = {
     "pending": "white",
 }
 
-EVENT_STYLE = {
-    "transition_applied": "bold",
-    "transition_rejected": "bold red",
-    "conflict_recorded": "bold magenta",
-    "late_recorded": "yellow",
-    "duplicate_recorded": "cyan",
-    "effect_committed": "bold green",
-    "effect_suppressed": "green",
-    "fault_injected": "bold yellow",
-    "lease_expired": "yellow",
-    "review_decided": "bold magenta",
-    "reconciliation_required": "bold red",
-    "reconciliation_resolved": "bold magenta",
-    "evidence_unresolved": "red",
-    "fence_recorded": "bold cyan",
-}
+#: Each event type's colour, as sim.events declares it.
+EVENT_STYLE = {t: cls.STYLE for t, cls in EVENT_REGISTRY.items() if cls.STYLE}
 
 TASK_HEADER = "task    state          ver  machine  lease           budget  trusted  late rej"
 # msg is 10 wide: a reviewer's decision (REV-T-1-v4) or a long run's ids (M-1000000) stay whole
@@ -93,53 +81,8 @@ def task_row(t: dict) -> Text:
 
 
 def event_summary(etype: str, d: dict) -> str:
-    if etype == "transition_applied":
-        return f"{d.get('from')} → {d.get('to')} (v{d.get('from_version')}→v{d.get('from_version', 0) + 1}) by {d.get('executor')}"
-    if etype == "transition_rejected":
-        return f"{d.get('code') or 'refused'}: {d.get('reason', '')}"
-    if etype == "late_recorded":
-        return f"{d.get('type')} ({d.get('status') or '-'}) after the task was {d.get('state')}: state unchanged"
-    if etype == "duplicate_recorded":
-        return f"same key and digest as {d.get('first_message_id')}: nothing re-executed"
-    if etype == "conflict_recorded":
-        first, second = d.get("first") or {}, d.get("second") or {}
-        return f"key {d.get('key')}: {first.get('message_id')} and {second.get('message_id')} differ; frozen"
-    if etype == "lease_granted":
-        return f"lease v{d.get('lease_version')} to {d.get('holder')}"
-    if etype == "fault_injected":
-        made = d.get("twin") or d.get("late")
-        return f"{d.get('fault')} ({d.get('selector', '')})" + (f" → {made}" if made else "")
-    if etype in ("effect_committed", "effect_suppressed"):
-        return str(d.get("effect_key", ""))
-    if etype == "artifact_stored":
-        return f"{d.get('kind')} {str(d.get('ref', ''))[:19]}…"
-    if etype == "budget_charged":
-        return f"-{d.get('amount', d.get('delta', 1))} ({d.get('reason', '')})"
-    if etype == "task_created":
-        return f"{d.get('goal', '')} (budget {d.get('budget')})"
-    if etype == "intent_recorded":
-        return f"{d.get('key', '')} {str(d.get('digest', ''))[:15]}"
-    if etype == "ack_recorded":
-        return f"receipt of {d.get('of')} from {d.get('from')}"
-    if etype == "review_decided":
-        return f"{d.get('decision')} by {d.get('reviewer')}"
-    if etype == "reconciliation_required":
-        return f"late {d.get('status') or 'result'} touches {', '.join(d.get('effects') or [])}: a reviewer must decide (r)"
-    if etype == "reconciliation_resolved":
-        return f"{d.get('decision')} {', '.join(d.get('effects') or [])} (late {d.get('of')}) by {d.get('reviewer')}"
-    if etype == "evidence_unresolved":
-        return f"cites {', '.join(d.get('refs') or [])}, not stored here"
-    if etype == "lease_expired":
-        return f"{d.get('holder')} lost lease v{d.get('lease_version')}"
-    if etype == "fence_recorded":
-        return f"terminal {d.get('terminal', '')}"
-    if etype == "machine_loaded":
-        return f"machine {d.get('version', '')}"
-    keys = ("decision", "key", "idempotency_key", "reason")
-    for k in keys:
-        if k in d:
-            return f"{k}={d[k]}"
-    return ""
+    """The one line the CLI's ``events`` prints too (sim.events)."""
+    return summarize(etype, d)
 
 
 def event_row(e: dict) -> Text:

@@ -1,0 +1,463 @@
+"""The event vocabulary: every event type the runtime may append, one frozen dataclass each.
+
+A class says what an event carries (its fields, named as the stored JSON names them), what
+folding it changes (``FOLDS``; the store's reducer does it), how it reads in one line
+(``summary``) and how it is coloured (``STYLE``). The CLI's ``events`` and the TUI's Events
+pane both render through :func:`summarize`, so the two faces cannot disagree.
+
+Adding an event type is one class here (registered by defining it) plus, if folding it changes
+state, one fold in the store (``tests/test_events.py`` checks both sides agree).
+
+This module is part of the domain: no I/O, no SQL, no imports from above.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
+
+__all__ = ["Event", "EventDraft", "REGISTRY", "summarize", "style_of", "event_class"]
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    """An event the runtime wants appended (and folded) in the current transaction."""
+
+    type: str
+    task_id: str | None
+    message_id: str | None
+    data: dict
+
+
+#: The digest scheme most envelopes use; a summary names a scheme only when it is another.
+DEFAULT_SCHEME = "json-sorted-v1"
+
+#: Every event type, by its stored name.
+REGISTRY: dict[str, type["Event"]] = {}
+
+
+def _as(name: str, **kw):
+    """A field stored under another name (``from`` and ``type`` are Python words)."""
+    return field(metadata={"key": name}, **kw)
+
+
+def _optional(**kw):
+    """A field left out of the stored data when it is None (older events never had it)."""
+    return field(default=None, metadata={"omit_none": True}, **kw)
+
+
+def _short(digest) -> str:
+    s = str(digest or "")
+    return s[:19] + "…" if len(s) > 20 else s
+
+
+def _list(values) -> str:
+    return ", ".join(str(v) for v in (values or []))
+
+
+@dataclass(frozen=True)
+class Event:
+    """The base of every event type: ``data()`` is what the store keeps, ``draft`` is what the
+    runtime hands it, ``summary()`` is the one line both faces show."""
+
+    TYPE: ClassVar[str] = ""
+    FOLDS: ClassVar[str] = ""
+    #: True when folding the event changes a state table (the store must have a fold for it).
+    CHANGES_STATE: ClassVar[bool] = False
+    STYLE: ClassVar[str] = ""
+    #: The field that takes every stored key no other field names (fault_injected's details).
+    REST: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.TYPE:
+            if cls.TYPE in REGISTRY:
+                raise ValueError(f"event type {cls.TYPE!r} is declared twice")
+            REGISTRY[cls.TYPE] = cls
+
+    def data(self) -> dict:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == self.REST:
+                out.update(value or {})
+            elif not (f.metadata.get("omit_none") and value is None):
+                out[f.metadata.get("key", f.name)] = value
+        return out
+
+    def draft(self, task_id: str | None, message_id: str | None) -> EventDraft:
+        return EventDraft(self.TYPE, task_id, message_id, self.data())
+
+    @classmethod
+    def from_data(cls, d: dict) -> "Event":
+        """The event a stored ``data`` holds. Forgiving: a key an older run did not write reads
+        as None, so any stored event can still be rendered."""
+        kw: dict[str, Any] = {}
+        named = set()
+        for f in fields(cls):
+            if f.name == cls.REST:
+                continue
+            key = f.metadata.get("key", f.name)
+            named.add(key)
+            if key in d:
+                kw[f.name] = d[key]
+            elif f.default is not MISSING:
+                kw[f.name] = f.default
+            else:
+                kw[f.name] = None
+        if cls.REST:
+            kw[cls.REST] = {k: v for k, v in d.items() if k not in named}
+        return cls(**kw)
+
+    def summary(self) -> str:  # pragma: no cover - every registered type overrides it
+        return json.dumps(self.data(), sort_keys=True)[:80]
+
+
+# ---------------------------------------------------------------- the machine and tasks
+
+
+@dataclass(frozen=True)
+class MachineLoaded(Event):
+    TYPE = "machine_loaded"
+    FOLDS = "machines and transition_rules gain a version"
+    CHANGES_STATE = True
+    version: str
+    description: str
+    rules: list
+
+    def summary(self) -> str:
+        return f"machine {self.version} ({len(self.rules or [])} rules)"
+
+
+@dataclass(frozen=True)
+class TaskCreated(Event):
+    TYPE = "task_created"
+    FOLDS = "tasks gains a row in pending; budget is credited"
+    CHANGES_STATE = True
+    trace_id: str
+    goal: str
+    budget: int
+    machine_version: str
+
+    def summary(self) -> str:
+        return f"{self.goal!r} budget {self.budget} machine {self.machine_version}"
+
+
+@dataclass(frozen=True)
+class TransitionApplied(Event):
+    TYPE = "transition_applied"
+    FOLDS = "tasks.state moves (compare-and-swap on state_version); transitions gains a row"
+    CHANGES_STATE = True
+    STYLE = "bold"
+    from_state: str = _as("from")
+    to: str = None
+    from_version: int = None
+    reason: str = None
+    executor: str = None
+    role: str = None
+    machine_version: str = None
+    assignee: str | None = None
+
+    def summary(self) -> str:
+        v = self.from_version or 0
+        return f"{self.from_state} → {self.to} (v{v}→v{v + 1}) by {self.executor} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class TransitionRejected(Event):
+    TYPE = "transition_rejected"
+    FOLDS = "tasks.rejected rises; state unchanged"
+    CHANGES_STATE = True
+    STYLE = "bold red"
+    code: str
+    reason: str
+    type_: str = _as("type", default=None)
+    sender: str = None
+    from_state: str | None = _as("from", default=None)
+    proposed: str | None = None
+    task_id: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.code or 'refused'}: {self.reason or ''}"
+
+
+@dataclass(frozen=True)
+class LeaseGranted(Event):
+    TYPE = "lease_granted"
+    FOLDS = "tasks.lease_holder and lease_version change"
+    CHANGES_STATE = True
+    holder: str
+    lease_version: int
+
+    def summary(self) -> str:
+        return f"lease v{self.lease_version} to {self.holder}"
+
+
+@dataclass(frozen=True)
+class LeaseExpired(Event):
+    TYPE = "lease_expired"
+    FOLDS = "tasks.lease_holder is cleared; its lease_version is now stale"
+    CHANGES_STATE = True
+    STYLE = "yellow"
+    holder: str
+    lease_version: int
+
+    def summary(self) -> str:
+        return f"{self.holder} lost lease v{self.lease_version}"
+
+
+@dataclass(frozen=True)
+class BudgetCharged(Event):
+    TYPE = "budget_charged"
+    FOLDS = "budget gains a debit; tasks.budget_left drops"
+    CHANGES_STATE = True
+    amount: int
+    reason: str
+
+    def summary(self) -> str:
+        return f"-{self.amount} ({self.reason})"
+
+
+# ---------------------------------------------------------------- intents: dedup and conflict
+
+
+@dataclass(frozen=True)
+class IntentRecorded(Event):
+    TYPE = "intent_recorded"
+    FOLDS = "intents gains (task_id, key, digest, scheme)"
+    CHANGES_STATE = True
+    key: str
+    digest: str
+    scheme: str
+    arrival: int
+    decision: str
+    payload: Any
+    result: dict
+
+    def summary(self) -> str:
+        scheme = "" if self.scheme == DEFAULT_SCHEME else f" {self.scheme}"  # only the unusual one is news
+        return f"{self.key} {_short(self.digest)}{scheme} ({self.decision})"
+
+
+@dataclass(frozen=True)
+class DuplicateRecorded(Event):
+    TYPE = "duplicate_recorded"
+    FOLDS = "intents.seen rises; nothing is executed"
+    CHANGES_STATE = True
+    STYLE = "cyan"
+    key: str
+    digest: str
+    scheme: str
+    first_message_id: str
+    reused: Any = None
+
+    def summary(self) -> str:
+        return f"{self.key}: same key and digest as {self.first_message_id}; nothing re-executed"
+
+
+@dataclass(frozen=True)
+class ConflictRecorded(Event):
+    TYPE = "conflict_recorded"
+    FOLDS = "the key's intents and the task become untrusted"
+    CHANGES_STATE = True
+    STYLE = "bold magenta"
+    key: str
+    first: dict
+    second: dict
+    state_version: int | None = None
+    trusted: bool = False
+
+    def summary(self) -> str:
+        a, b = self.first or {}, self.second or {}
+        return (f"key {self.key}: {a.get('message_id')} {_short(a.get('digest'))} and "
+                f"{b.get('message_id')} {_short(b.get('digest'))} differ; frozen, untrusted")
+
+
+@dataclass(frozen=True)
+class LateRecorded(Event):
+    TYPE = "late_recorded"
+    FOLDS = "tasks.late_results rises; state unchanged"
+    CHANGES_STATE = True
+    STYLE = "yellow"
+    type_: str = _as("type", default=None)
+    status: str | None = None
+    state: str = None
+    reason: str = None
+
+    def summary(self) -> str:
+        return f"{self.type_} ({self.status or '-'}) after the task was {self.state}: state unchanged"
+
+
+# ---------------------------------------------------------------- receipts, artifacts, effects
+
+
+@dataclass(frozen=True)
+class AckRecorded(Event):
+    TYPE = "ack_recorded"
+    FOLDS = "nothing: a receipt is not a state change"
+    of: str | None
+    from_sender: str = _as("from", default=None)
+
+    def summary(self) -> str:
+        return f"receipt of {self.of or '?'} from {self.from_sender}"
+
+
+@dataclass(frozen=True)
+class ArtifactStored(Event):
+    TYPE = "artifact_stored"
+    FOLDS = "artifacts gains a content-addressed row"
+    CHANGES_STATE = True
+    ref: str
+    scheme: str
+    kind: str
+    size: int
+    content: Any
+
+    def summary(self) -> str:
+        return f"{self.kind} {_short(self.ref)} ({self.size} bytes)"
+
+
+@dataclass(frozen=True)
+class EffectCommitted(Event):
+    TYPE = "effect_committed"
+    FOLDS = "effects gains a row under its unique effect key"
+    CHANGES_STATE = True
+    STYLE = "bold green"
+    effect_key: str
+    kind: str
+    target: str
+    result_digest: str
+
+    def summary(self) -> str:
+        return f"{self.effect_key} ({self.kind} {self.target})"
+
+
+@dataclass(frozen=True)
+class EffectSuppressed(Event):
+    TYPE = "effect_suppressed"
+    FOLDS = "nothing: the effect key was already committed"
+    STYLE = "green"
+    effect_key: str
+
+    def summary(self) -> str:
+        return f"{self.effect_key}: already committed, not again"
+
+
+@dataclass(frozen=True)
+class EvidenceUnresolved(Event):
+    TYPE = "evidence_unresolved"
+    FOLDS = "nothing: a message cited evidence that is not stored (yet)"
+    STYLE = "red"
+    refs: list
+
+    def summary(self) -> str:
+        return f"cites {', '.join(_short(r) for r in self.refs or [])}, not stored here"
+
+
+@dataclass(frozen=True)
+class InputUntrusted(Event):
+    TYPE = "input_untrusted"
+    FOLDS = "nothing: a success rested on an untrusted input, so it was frozen and committed no effect"
+    STYLE = "bold red"
+    refs: list
+    effect_key: str | None = None
+
+    def summary(self) -> str:
+        return f"rests on untrusted {_list(self.refs)}: held, {self.effect_key or 'no effect'} not committed"
+
+
+# ---------------------------------------------------------------- review and reconciliation
+
+
+@dataclass(frozen=True)
+class ReviewDecided(Event):
+    TYPE = "review_decided"
+    FOLDS = "approvals gains a row"
+    CHANGES_STATE = True
+    STYLE = "bold magenta"
+    decision: str
+    reviewer: str
+    evidence: list
+
+    def summary(self) -> str:
+        return f"{self.decision} by {self.reviewer} citing {_list(self.evidence)}"
+
+
+@dataclass(frozen=True)
+class ReconciliationRequired(Event):
+    TYPE = "reconciliation_required"
+    FOLDS = "nothing: a late result touched a committed side effect (open until resolved)"
+    STYLE = "bold red"
+    effects: list
+    status: str | None = None
+    input: str | None = _optional()
+
+    def summary(self) -> str:
+        return f"late {self.status or 'result'} touches {_list(self.effects)}: open until a reviewer decides (reconcile)"
+
+
+@dataclass(frozen=True)
+class ReconciliationResolved(Event):
+    TYPE = "reconciliation_resolved"
+    FOLDS = "approvals gains the reviewer's reconciliation (keep or retract), citing evidence"
+    CHANGES_STATE = True
+    STYLE = "bold magenta"
+    of: str
+    decision: str
+    reviewer: str
+    evidence: list
+    effects: list
+
+    def summary(self) -> str:
+        return f"{self.decision} {_list(self.effects)} (late {self.of}) by {self.reviewer} citing {_list(self.evidence)}"
+
+
+# ---------------------------------------------------------------- the transport and the conversation
+
+
+@dataclass(frozen=True)
+class FaultInjected(Event):
+    TYPE = "fault_injected"
+    FOLDS = "nothing: the transport records what it did to the run"
+    STYLE = "bold yellow"
+    REST = "detail"
+    fault: str
+    detail: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        d = self.detail or {}
+        made = d.get("twin") or d.get("late")
+        said = [str(x) for x in (d.get("selector"), d.get("worker")) if x and x != self.fault]
+        return self.fault + (f" ({', '.join(said)})" if said else "") + (f" → {made}" if made else "")
+
+
+@dataclass(frozen=True)
+class FenceRecorded(Event):
+    TYPE = "fence_recorded"
+    FOLDS = "nothing: the conversation's terminal fence (a protocol fact, not task state)"
+    STYLE = "bold cyan"
+    to: Any
+    terminal: str
+
+    def summary(self) -> str:
+        return f"terminal {self.terminal}"
+
+
+def event_class(etype: str) -> type[Event] | None:
+    return REGISTRY.get(etype)
+
+
+def summarize(etype: str, data) -> str:
+    """The one line an event reads as, in the CLI and in the TUI alike."""
+    if isinstance(data, str):
+        data = json.loads(data)
+    cls = REGISTRY.get(etype)
+    if cls is None:
+        return json.dumps(data, sort_keys=True)[:80]
+    return cls.from_data(data or {}).summary()
+
+
+def style_of(etype: str) -> str:
+    cls = REGISTRY.get(etype)
+    return cls.STYLE if cls else ""
