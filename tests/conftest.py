@@ -1,6 +1,12 @@
 import pytest
+from hypothesis import settings
 
 from sim.store import Store
+
+# Property tests judge what the code does, never how fast: on a loaded machine (CI on two cores, a
+# mutation run) one example can take longer than hypothesis's default 200 ms deadline.
+settings.register_profile("protolab", deadline=None)
+settings.load_profile("protolab")
 
 
 @pytest.fixture
