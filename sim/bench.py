@@ -385,7 +385,7 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
 
     from .invariants import check
     from .replay import replay_report
-    from .store import Store, probe_file
+    from .store import SIDE_FILES, Store, probe_file
 
     rng = random.Random(seed)
     out = {"cycles": 0, "corrupt": 0, "replay_mismatches": 0, "invariant_failures": 0, "replaced": 0,
@@ -432,7 +432,7 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
             out["cycles"] += 1
             if not db.exists() or db.read_bytes() != kept:
                 out["replaced"] += 1
-            partials = [q for q in root.glob(".out.db.partial-*") if not q.name.endswith(("-wal", "-shm", "-journal"))]
+            partials = [q for q in root.glob(".out.db.partial-*") if not q.name.endswith(SIDE_FILES)]
             for part in partials:
                 ok, has_schema = probe_file(part)
                 if not ok:

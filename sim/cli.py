@@ -288,12 +288,11 @@ def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tou
     """A guided hand-delivery: the default story and each fault, delivered one step at a time."""
     from .runtime import deliver as _deliver, put_artifact, review
     from .samples import FACTS, demo_steps, draft
-    from .store import Store
+    from .store import Store, remove_database
 
     if db.exists():
         Store.open(db).close()  # refuses a file that is not a protolab database
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(db) + suffix).unlink(missing_ok=True)
+        remove_database(db)
     con = _console()
     store = Store.create(db)
     try:
@@ -663,8 +662,9 @@ def _default_db_for(db: Path, scenario: str) -> None:
     previous = scenario_of(db)
     if previous is None or previous == scenario:
         return  # hand-delivered: refused as before; the same scenario: replaced as before
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    from .store import remove_database
+
+    remove_database(db)
     sys.stderr.write(f"note: {db} held a run of {previous}; it now holds this run of {scenario} "
                      "(use --db FILE to keep runs side by side)\n")
 

@@ -61,6 +61,11 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
 _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 
 
+def envelope_from_row(row: dict) -> Envelope:
+    """The envelope a stored message row holds (its FIELDS; evidence_refs back to a tuple)."""
+    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
+
+
 def role_of(participant: str) -> str:
     """The role of a participant id: ``researcher-2`` plays ``researcher``."""
     m = _PARTICIPANT_RE.match(participant)

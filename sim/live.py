@@ -18,7 +18,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .envelope import FIELDS, Envelope
+from .envelope import envelope_from_row
 from .errors import InputError, ProtolabError
 from .policy import get_policy
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
@@ -27,7 +27,7 @@ from .scenario import Scenario
 from .events import EventDraft
 from .store import Store
 
-__all__ = ["LiveRun", "Timeline", "envelope_of", "INJECTABLE"]
+__all__ = ["LiveRun", "Timeline", "INJECTABLE"]
 
 #: What the TUI can do to a message that was sent: the name of the fault and what it means.
 INJECTABLE = {
@@ -38,9 +38,6 @@ INJECTABLE = {
 }
 
 
-def envelope_of(row: dict) -> Envelope:
-    """The envelope a stored message row holds."""
-    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
 
 
 class LiveRun:
@@ -113,7 +110,7 @@ class LiveRun:
         row = self.store.message_by_id(message_id)
         if row is None:
             raise InputError(f"no message {message_id} has been delivered yet", code="E_UNKNOWN_MESSAGE")
-        env = envelope_of(row)
+        env = envelope_from_row(row)
         if env.task_id == env.trace_id:
             raise InputError(f"{message_id} is a {env.type} about the conversation, not a task message", code="E_FAULT_NOT_APPLICABLE")
         # The transport knows the send's sequence (forgotten at its first delivery): a second

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .envelope import FIELDS, Envelope
+from .envelope import envelope_from_row
 from .policy import get_policy
 from .runtime import deliver
 from .events import EventDraft
@@ -30,8 +30,6 @@ def rebuild(store: Store) -> Store:
     return fresh
 
 
-def _envelope(row: dict) -> Envelope:
-    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
 
 
 def redeliver(store: Store, *, policy=None) -> dict:
@@ -49,7 +47,7 @@ def redeliver(store: Store, *, policy=None) -> dict:
         decisions: Counter = Counter()
         n = 0
         for row in store.iter_deliveries_with_messages():
-            out = deliver(copy, _envelope(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
+            out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
             decisions[out.decision] += 1
             n += 1
         after = copy.effects()

@@ -31,7 +31,7 @@ from .machine import TaskState
 from .policy import Policy, get_policy
 from .runtime import Outcome, deliver, expire_lease, put_artifact, record_fault
 from .scenario import Scenario, TaskSpec
-from .store import Store
+from .store import SIDE_FILES, Store, remove_database
 
 __all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
 
@@ -481,9 +481,8 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
     ``design`` replaces the reference envelope design, ``rulebook`` the default machine;
     ``plugged`` (from :meth:`sim.plugins.Plugins.meta`) records which files were plugged in."""
     seed = scenario.seed if seed is None else seed
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        if path is not None:
-            Path(str(path) + suffix).unlink(missing_ok=True)
+    if path is not None:
+        remove_database(path)
     store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook)
     try:
         meta = {
@@ -544,8 +543,7 @@ def run_scenario(
         if store is not None:
             store.close()
         if tmp is not None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(tmp) + suffix).unlink(missing_ok=True)
+            remove_database(tmp)
             if isinstance(e, StoreError):  # name the file the user asked for, not the partial one
                 raise StoreError(f"{e.message.replace(str(tmp), str(db))}; nothing was written to {db}",
                                  code=e.code) from None
@@ -555,8 +553,7 @@ def run_scenario(
         # The old file's side files go first (a stale -wal would be read into the new file); the
         # old file itself is replaced in one atomic rename, so a kill at any moment leaves either
         # the old database or the new one whole, never neither.
-        for suffix in ("-wal", "-shm", "-journal"):
-            Path(str(db) + suffix).unlink(missing_ok=True)
+        remove_database(db, side_files_only=True)
         os.replace(tmp, db)
         store = Store.open(db, verify=False)  # just written and closed by this process
     return store
@@ -568,7 +565,7 @@ def remove_stale_partials(db: Path) -> list[Path]:
     removed = []
     for p in db.parent.glob(f".{db.name}.partial-*"):
         base = p.name
-        for side in ("-wal", "-shm", "-journal"):
+        for side in SIDE_FILES:
             base = base.removesuffix(side)
         pid = base.rsplit("-", 1)[-1]
         if not pid.isdigit() or int(pid) == os.getpid():

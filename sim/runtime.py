@@ -23,8 +23,7 @@ from . import events as ev_
 from .events import EventDraft
 from .store import Store
 
-if False:  # pragma: no cover - typing only, avoids an import cycle
-    from .policy import Policy
+from .policy import Policy
 
 __all__ = [
     "Outcome",

@@ -682,9 +682,6 @@ class Store:
         out["content"] = json.loads(out["content"])
         return out
 
-    def has_message(self, message_id: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (message_id,)).fetchone() is not None
-
     # ------------------------------------------------------------------ message log
 
     def record_message(
@@ -1272,6 +1269,17 @@ class _CapturingConnection(_Connection):
         if _WRITE_SINK is not None:
             _WRITE_SINK.write(json.dumps(["*", sql, rows], ensure_ascii=False) + "\n")
         return super().executemany(sql, rows)
+
+
+#: The files SQLite keeps beside a database while it is open or after it was not closed cleanly.
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def remove_database(path, *, side_files_only: bool = False) -> None:
+    """Remove a database file and its side files (``side_files_only``: leave the file itself, as
+    before an atomic rename over it: a stale -wal must never be read into the new file)."""
+    for suffix in SIDE_FILES if side_files_only else ("",) + SIDE_FILES:
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 #: The reducer by event type: each type whose folding changes state has its ``Store._fold_<type>``

@@ -8,7 +8,7 @@ where they part is named.
 
 from __future__ import annotations
 
-from ..envelope import FIELDS, Envelope
+from ..envelope import envelope_from_row
 from ..policy import get_policy
 from ..runtime import deliver
 from ..events import EventDraft
@@ -19,8 +19,6 @@ __all__ = ["rebuild_by_redelivery", "verify_run"]
 _COMPARED = ("type", "task_id", "message_id", "data")
 
 
-def _envelope(row: dict) -> Envelope:
-    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
 
 
 def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
@@ -45,7 +43,7 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
         row = pending
         pending = next(rows, None)
         sent = (row["sender_seq"], row["sender_generation"]) if row.get("sender_seq") is not None else None
-        out = deliver(fresh, _envelope(row), policy=pol, tick=row["delivery_tick"], sent=sent)
+        out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent)
         regenerated.extend(fresh.events_of_delivery(fresh.last_delivery()))
         if check and difference is None:
             was = recorded.get(row["delivery_id"])

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, OptionList, RadioButton, RadioSet, Static
 
+from ..envelope import FIELDS as ENVELOPE_FIELDS
 from .. import digest as _digest
 from ..errors import ProtolabError
 from ..privacy import REDACTED
@@ -66,9 +67,7 @@ class Detail(Screen):
         parts.append(head)
 
         parts.append(_section("Envelope (as stored)"))
-        envelope = {k: msg[k] for k in (
-            "message_id", "trace_id", "task_id", "sender", "recipient", "type", "schema_version", "created_at",
-            "idempotency_key", "payload_digest", "digest_scheme", "payload", "evidence_refs")}
+        envelope = {k: msg[k] for k in ENVELOPE_FIELDS}
         parts.append(Text(_json(envelope)))
 
         parts.append(_section("Digest"))
