@@ -22,13 +22,14 @@ How rows are joined (all through public views):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from . import digest as _digest
 from .errors import DigestError
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
 
-__all__ = ["InvariantResult", "INVARIANTS", "DESCRIPTIONS", "check"]
+__all__ = ["InvariantResult", "Invariant", "INVARIANTS", "DESCRIPTIONS", "REGISTRY", "check", "invariant"]
 
 
 @dataclass(frozen=True)
@@ -44,84 +45,30 @@ class InvariantResult:
         return {"name": self.name, "ok": self.ok, "description": self.description, "witnesses": list(self.witnesses)}
 
 
-INVARIANTS: tuple[str, ...] = (
-    "NO_STATE_REGRESSION",
-    "EFFECT_AT_MOST_ONCE",
-    "CONFLICT_FROZEN",
-    "NO_LOST_UPDATE",
-    "EVIDENCE_RESOLVES",
-    "ACK_IS_NOT_COMPLETION",
-    "TRANSITIONS_ALLOWED",
-    "RESEND_DEDUPLICATED",
-    "CLOCK_MONOTONIC",
-    "PAYLOAD_MINIMIZATION",
-    "EFFECT_HAS_EVIDENCE",
-    "NO_EFFECT_FROM_UNTRUSTED",
-)
+@dataclass(frozen=True)
+class Invariant:
+    """One invariant: a name, the rule in words (what a student reads), and the check that returns
+    its witnesses over a run (none: it holds)."""
+
+    name: str
+    description: str
+    check: Callable[["_Run"], list[dict]]
+
+
+#: The one registry: adding an invariant is one decorated function (``@invariant(NAME, words)``).
+REGISTRY: dict[str, Invariant] = {}
+
+
+def invariant(name: str, description: str):
+    def register(fn):
+        if name in REGISTRY:
+            raise ValueError(f"invariant {name} is declared twice")
+        REGISTRY[name] = Invariant(name, description, fn)
+        return fn
+    return register
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
 
-DESCRIPTIONS: dict[str, str] = {
-    "RESEND_DEDUPLICATED": (
-        "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
-        "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
-        "delivered before it with any decision but rejected. A key derived from the message id or the clock "
-        "makes a resend a new intent (late, rejected or accepted again) and breaks this."
-    ),
-    "NO_STATE_REGRESSION": (
-        "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
-        "needs_review: a finished task is never moved anywhere else, only frozen for review."
-    ),
-    "EFFECT_AT_MOST_ONCE": (
-        "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
-        "(a runtime that keys effects by delivery hides a second publication behind a new key)."
-    ),
-    "CONFLICT_FROZEN": (
-        "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
-        "from every payload already delivered under it, the task is in needs_review right after that delivery "
-        "and makes no move until a delivery that records review_decided for it."
-    ),
-    "NO_LOST_UPDATE": (
-        "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
-        "holder of that moment and carries the lease_version of that moment (replaying lease_granted and "
-        "lease_expired in event order; an expired lease is no lease), and every move applied by a message whose "
-        "payload carries expected_state_version left exactly that state_version."
-    ),
-    "EVIDENCE_RESOLVES": (
-        "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
-        "a stored artifact (sha256:...) or a stored message id other than the message itself."
-    ),
-    "ACK_IS_NOT_COMPLETION": (
-        "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
-        "(a receipt that contradicts an earlier receipt under the same key)."
-    ),
-    "TRANSITIONS_ALLOWED": (
-        "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
-        "machine_version whose comma-separated roles include the role."
-    ),
-    "EFFECT_HAS_EVIDENCE": (
-        "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
-        "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
-        "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check."
-    ),
-    "NO_EFFECT_FROM_UNTRUSTED": (
-        "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
-        "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
-        "different payloads (any decision but rejected), and no review_decided had released that task since. Read "
-        "from the message log in delivery order, whatever the runtime marked."
-    ),
-    "PAYLOAD_MINIMIZATION": (
-        "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
-        "a recipient the declaration does not say needs it, and neither the message log nor the event log keeps "
-        "a sensitive value in the clear (only [redacted], beside the digest of what was sent). A run that declares "
-        "none holds it trivially."
-    ),
-    "CLOCK_MONOTONIC": (
-        "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
-        "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
-        "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one."
-    ),
-}
 
 
 # ---------------------------------------------------------------------------- the run, loaded once
@@ -224,6 +171,11 @@ def _message_brief(msg: dict, delivery: dict) -> dict:
 # ---------------------------------------------------------------------------- the checks
 
 
+@invariant(
+    "NO_STATE_REGRESSION",
+    "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
+    "needs_review: a finished task is never moved anywhere else, only frozen for review.",
+)
 def _no_state_regression(run: _Run) -> list[dict]:
     out = []
     for t in run.transitions:
@@ -232,6 +184,11 @@ def _no_state_regression(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "EFFECT_AT_MOST_ONCE",
+    "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
+    "(a runtime that keys effects by delivery hides a second publication behind a new key).",
+)
 def _effect_at_most_once(run: _Run) -> list[dict]:
     committed_by = {
         e["data"]["effect_key"]: e for e in run.events if e["type"] == "effect_committed"
@@ -286,6 +243,12 @@ def _same_payload(a: dict, b: dict) -> bool:
         return False
 
 
+@invariant(
+    "CONFLICT_FROZEN",
+    "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
+    "from every payload already delivered under it, the task is in needs_review right after that delivery "
+    "and makes no move until a delivery that records review_decided for it.",
+)
 def _conflict_frozen(run: _Run) -> list[dict]:
     # The last event seq of each delivery: "right after the delivery" is that point in the log.
     last_seq: dict[int, int] = {}
@@ -360,6 +323,13 @@ def _conflict_frozen(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "NO_LOST_UPDATE",
+    "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
+    "holder of that moment and carries the lease_version of that moment (replaying lease_granted and "
+    "lease_expired in event order; an expired lease is no lease), and every move applied by a message whose "
+    "payload carries expected_state_version left exactly that state_version.",
+)
 def _no_lost_update(run: _Run) -> list[dict]:
     moves_by_seq = {m["event_seq"]: m for m in run.moves}
     lease: dict[str, dict] = {}  # task_id -> {"holder", "lease_version", "expired", "event_seq"}
@@ -420,6 +390,11 @@ def _no_lost_update(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "EVIDENCE_RESOLVES",
+    "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
+    "a stored artifact (sha256:...) or a stored message id other than the message itself.",
+)
 def _evidence_resolves(run: _Run) -> list[dict]:
     out = []
     for dv in run.deliveries:
@@ -448,6 +423,11 @@ def _evidence_resolves(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "ACK_IS_NOT_COMPLETION",
+    "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
+    "(a receipt that contradicts an earlier receipt under the same key).",
+)
 def _ack_is_not_completion(run: _Run) -> list[dict]:
     out = []
     for m in run.moves:
@@ -470,6 +450,11 @@ def _ack_is_not_completion(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "TRANSITIONS_ALLOWED",
+    "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
+    "machine_version whose comma-separated roles include the role.",
+)
 def _transitions_allowed(run: _Run) -> list[dict]:
     rules = {
         (r["machine_version"], r["from_state"], r["to_state"]): tuple(r["roles"].split(",")) for r in run.rules
@@ -484,6 +469,13 @@ def _transitions_allowed(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "RESEND_DEDUPLICATED",
+    "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
+    "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
+    "delivered before it with any decision but rejected. A key derived from the message id or the clock "
+    "makes a resend a new intent (late, rejected or accepted again) and breaks this.",
+)
 def _resend_deduplicated(run: _Run) -> list[dict]:
     first: dict[str, dict] = {}  # message_id -> its first delivery
     for dv in run.deliveries:
@@ -516,6 +508,12 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "CLOCK_MONOTONIC",
+    "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
+    "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
+    "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one.",
+)
 def _clock_monotonic(run: _Run) -> list[dict]:
     out = []
     prev = None
@@ -552,6 +550,13 @@ def _clock_monotonic(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "PAYLOAD_MINIMIZATION",
+    "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
+    "a recipient the declaration does not say needs it, and neither the message log nor the event log keeps "
+    "a sensitive value in the clear (only [redacted], beside the digest of what was sent). A run that declares "
+    "none holds it trivially.",
+)
 def _payload_minimization(run: _Run) -> list[dict]:
     p = run.privacy
     if not p:
@@ -576,6 +581,12 @@ def _payload_minimization(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "EFFECT_HAS_EVIDENCE",
+    "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
+    "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
+    "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check.",
+)
 def _effect_has_evidence(run: _Run) -> list[dict]:
     refs_of: dict[str, list[str]] = {}
     for m in run.messages:
@@ -611,6 +622,13 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "NO_EFFECT_FROM_UNTRUSTED",
+    "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
+    "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
+    "different payloads (any decision but rejected), and no review_decided had released that task since. Read "
+    "from the message log in delivery order, whatever the runtime marked.",
+)
 def _no_effect_from_untrusted(run: _Run) -> list[dict]:
     msg_task = {m["message_id"]: m["task_id"] for m in run.messages}
     art_task = {a["ref"]: a["task_id"] for a in run.artifacts}
@@ -647,20 +665,9 @@ def _no_effect_from_untrusted(run: _Run) -> list[dict]:
     return out
 
 
-_CHECKS = {
-    "NO_EFFECT_FROM_UNTRUSTED": _no_effect_from_untrusted,
-    "EFFECT_HAS_EVIDENCE": _effect_has_evidence,
-    "PAYLOAD_MINIMIZATION": _payload_minimization,
-    "CLOCK_MONOTONIC": _clock_monotonic,
-    "RESEND_DEDUPLICATED": _resend_deduplicated,
-    "NO_STATE_REGRESSION": _no_state_regression,
-    "EFFECT_AT_MOST_ONCE": _effect_at_most_once,
-    "CONFLICT_FROZEN": _conflict_frozen,
-    "NO_LOST_UPDATE": _no_lost_update,
-    "EVIDENCE_RESOLVES": _evidence_resolves,
-    "ACK_IS_NOT_COMPLETION": _ack_is_not_completion,
-    "TRANSITIONS_ALLOWED": _transitions_allowed,
-}
+#: Every invariant: its name, what it says, and its check, in the order they were declared above.
+INVARIANTS: tuple[str, ...] = tuple(REGISTRY)
+DESCRIPTIONS: dict[str, str] = {name: inv.description for name, inv in REGISTRY.items()}
 
 
 def check(store) -> list[InvariantResult]:
@@ -668,6 +675,7 @@ def check(store) -> list[InvariantResult]:
     run = _Run(store)
     results = []
     for name in INVARIANTS:
-        witnesses = tuple(_CHECKS[name](run))
-        results.append(InvariantResult(name, not witnesses, DESCRIPTIONS[name], witnesses))
+        inv = REGISTRY[name]
+        witnesses = tuple(inv.check(run))
+        results.append(InvariantResult(name, not witnesses, inv.description, witnesses))
     return results

@@ -1,4 +1,4 @@
-"""The event vocabulary (sim/events.py): one declaration per event type, used by the runtime,
+"""The event vocabulary (sim/events.py) and the one-shape registries: one declaration per event type, used by the runtime,
 folded by the store, rendered the same by the CLI and the TUI."""
 
 import dataclasses
@@ -136,3 +136,12 @@ def test_the_stored_data_keeps_the_words_the_database_has_always_used():
     assert "input" not in ev_.ReconciliationRequired(effects=["e"], status="failed").data()
     # the transport's details are stored beside the fault's name, as before
     assert ev_.FaultInjected(fault="crash", detail={"worker": "w1"}).data() == {"fault": "crash", "worker": "w1"}
+
+
+def test_invariants_are_one_registry_and_a_name_cannot_be_declared_twice():
+    from sim import invariants
+
+    assert invariants.INVARIANTS == tuple(invariants.REGISTRY)
+    assert all(invariants.DESCRIPTIONS[n] == inv.description and inv.description for n, inv in invariants.REGISTRY.items())
+    with pytest.raises(ValueError, match="declared twice"):
+        invariants.invariant("NO_LOST_UPDATE", "again")(lambda run: [])
