@@ -668,8 +668,17 @@ class Store:
                         "status": d.get("status")})
         return out
 
-    def effect_exists(self, key: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM effects WHERE effect_key = ?", (key,)).fetchone() is not None
+    def effects_of(self, task_id: str) -> list[dict]:
+        """The effects ``task_id`` committed, in the order :meth:`effects` lists them."""
+        return self._rows("SELECT * FROM effects WHERE task_id = ? ORDER BY tick, effect_key", (task_id,))
+
+    def committed_among(self, keys) -> frozenset[str]:
+        """Which of ``keys`` are committed effect keys."""
+        keys = list(keys)
+        if not keys:
+            return frozenset()
+        marks = ", ".join("?" * len(keys))
+        return frozenset(r[0] for r in self.conn.execute(f"SELECT effect_key FROM effects WHERE effect_key IN ({marks})", keys))
 
     def artifact(self, ref: str) -> dict | None:
         row = self.conn.execute(

@@ -1,0 +1,369 @@
+"""The planner: what one delivery means, as a pure function of what was read for it.
+
+The runtime reads a :class:`Context` from the store (the task, the intents under the key, the
+machine, which evidence resolves, whether the message id was used before, what rests on what),
+then asks :func:`judge` for the verdict and :func:`plan` for the events that record it. Neither
+reads anything else: the same planner serves the runtime, replay and the grader, and every rule
+that decides what a delivery means lives here or in :mod:`sim.intake`, never in the runtime.
+
+``judge`` routes the message (a conversation's fence and its acks, a reviewer's reconciliation,
+or the intake function of the policy), then applies the two rules that hold whatever intake said:
+a message id reused for another envelope is refused, and a success that rests on an untrusted
+input is frozen for review. ``plan`` turns the verdict into events (``sim.events``) and says the
+task's state and version after them.
+
+Part of the domain: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from . import digest as _digest
+from . import events as ev_
+from .envelope import RECONCILE_DECISIONS, Envelope, role_of
+from .errors import ProtolabError
+from .events import EventDraft
+from .intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
+from .machine import RuleBook, TaskState
+
+__all__ = [
+    "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
+    "DEFAULT_BUDGET", "ATTEMPT_COST",
+]
+
+DEFAULT_BUDGET = 5
+ATTEMPT_COST = 1
+
+IntakeFn = Callable[[Envelope, "TaskView | None", tuple, RuleBook, frozenset], Verdict]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the store said about one delivery, read before deciding (``judge`` needs the first
+    part) and, for what only some verdicts need, after (``plan`` needs the rest)."""
+
+    task: TaskView | None
+    prior: tuple[IntentRecord, ...]
+    rules: RuleBook
+    #: evidence refs naming neither a stored artifact nor another stored message
+    unresolved: frozenset[str]
+    #: the message id was first stored with a different envelope
+    id_reused: bool
+    next_arrival: int
+    delivery_id: int
+    #: for a reviewer's reconciliation: the task's open reconciliations, oldest first
+    open_reconciliations: tuple[dict, ...] = ()
+    #: for a success under a policy that holds untrusted inputs: [(ref, task)] of cited inputs
+    #: whose task is untrusted now
+    untrusted_inputs: tuple[tuple[str, str], ...] = ()
+    # -- read after the verdict, only when it needs them
+    #: the key this delivery's side effect commits under (None: none)
+    effect_key: str | None = None
+    #: of the keys this delivery could commit (its effect's, retractions), those already committed
+    committed_keys: frozenset[str] = frozenset()
+    #: the effects this task committed ({effect_key, target, ...}), in commit order
+    task_effects: tuple[dict, ...] = ()
+    #: effects of other tasks committed from this task's products ({effect_key, task_id, ...})
+    resting_on: tuple[dict, ...] = field(default=())
+
+
+def effect_key(env: Envelope) -> str | None:
+    """The unique key of the side effect a successful result asks for, if any."""
+    eff = env.payload.get("effect") if env.type == "task_result" else None
+    if not eff:
+        return None
+    return f"{eff['kind']}:{eff['target']}:{env.task_id}"
+
+
+def planned_effect_key(env: Envelope, delivery_id: int, *, idempotent_effects: bool = True, effect_rule=None) -> str | None:
+    """The key an accepted ``env`` commits its effect under: keyed by what it does (idempotent), by
+    delivery (naive: a redelivered result does it again), or by a plugged-in effect rule."""
+    key = effect_key(env)
+    if key is not None and env.payload.get("status") == "succeeded":
+        if effect_rule is not None:
+            key = _ruled_key(effect_rule, env, delivery_id)
+        elif not idempotent_effects:
+            key = f"{key}#d{delivery_id}"
+    return key
+
+
+def wants_untrusted_check(env: Envelope, hold_untrusted: bool) -> bool:
+    """Whether judging ``env`` asks which of its inputs are untrusted (a success, under a policy
+    that holds what rests on untrusted results)."""
+    return (hold_untrusted and env.type == "task_result" and env.payload.get("status") == "succeeded"
+            and bool(env.evidence_refs))
+
+
+def is_reconciliation(env: Envelope) -> bool:
+    return env.type == "review_decision" and "reconcile" in env.payload
+
+
+def route(env: Envelope, ctx: Context, decide: IntakeFn) -> IntakeFn:
+    """Who decides ``env``: a message about the conversation (its task_id is its trace_id) is
+    recorded or refused by the conversation's own rule, a reviewer's reconciliation by the
+    reconciliation rule, anything else by the policy's intake function."""
+    if env.task_id == env.trace_id:
+        return _conversation_decide
+    if is_reconciliation(env):
+        open_now = list(ctx.open_reconciliations)
+        return lambda e, t, p, r, u=frozenset(): _reconcile_decide(e, t, p, r, u, open_now)
+    return decide
+
+
+def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool = True) -> Verdict:
+    """The verdict on ``env``: the routed intake function's, then the rules that hold whatever it
+    said (a reused message id is refused; a success resting on an untrusted input is frozen)."""
+    verdict = _check_verdict(route(env, ctx, decide)(env, ctx.task, ctx.prior, ctx.rules, ctx.unresolved))
+
+    # One message_id, two different envelopes, and not the same intent: the id was reused.
+    if verdict.decision in (Decision.ACCEPTED, Decision.LATE) and ctx.id_reused:
+        verdict = Verdict(
+            Decision.REJECTED,
+            f"message_id {env.message_id} was already used for a different envelope",
+            code="E_MESSAGE_ID_REUSED",
+        )
+
+    # What rests on an untrusted result commits nothing: a success citing an input of a task frozen
+    # for review is frozen too (needs_review), until a reviewer releases the input and decides it.
+    task = ctx.task
+    if (hold_untrusted and verdict.decision == Decision.ACCEPTED and env.type == "task_result"
+            and env.payload.get("status") == "succeeded" and task is not None):
+        tainted = ctx.untrusted_inputs
+        if tainted and ctx.rules.allows(task.state, TaskState.NEEDS_REVIEW, "runtime"):
+            names = ", ".join(f"{r[:15]}… of {t}" if r.startswith("sha256:") else f"{r} of {t}" for r, t in tainted)
+            verdict = replace(
+                verdict, reason=f"{verdict.reason}; but it rests on untrusted input ({names}): frozen for review, "
+                                "no effect committed",
+                move=Move(task.state, TaskState.NEEDS_REVIEW, f"rests on untrusted input ({names})", "runtime", "runtime"),
+                held=tuple(r for r, _t in tainted),
+            )
+    return verdict
+
+
+def _conversation_decide(env: Envelope, task, prior, rules, unresolved=frozenset()) -> Verdict:
+    """A message whose task_id is its trace_id speaks about the conversation: only a fence and
+    acknowledgements of it may; they are recorded (deduplicated by key and digest) and never
+    touch task state."""
+    if env.type not in ("fence", "ack"):
+        return Verdict(
+            Decision.REJECTED, f"{env.type} names the trace {env.trace_id} as its task; only a fence or an ack may",
+            code="E_NOT_A_TASK",
+        )
+    for p in prior:
+        if p.payload_digest == env.payload_digest and p.digest_scheme == env.digest_scheme:
+            return Verdict(Decision.DUPLICATE, f"{env.type} {env.idempotency_key} already recorded", duplicate_of=p)
+    if prior:
+        return Verdict(Decision.REJECTED, f"key {env.idempotency_key} was recorded with another payload",
+                       code="E_CONVERSATION_CONFLICT")
+    return Verdict(Decision.ACCEPTED, f"{env.type} recorded for conversation {env.trace_id}", record_intent=True)
+
+
+def _reconcile_decide(env: Envelope, task, prior, rules, unresolved, open_now: list[dict]) -> Verdict:
+    """A reviewer's decision on an open reconciliation: keep the committed effect, or retract it (a
+    compensating effect). Never a move of the task's state; refused unless a reviewer decides a
+    reconciliation that is open, citing retained evidence."""
+    for p in prior:
+        if p.payload_digest == env.payload_digest and p.digest_scheme == env.digest_scheme:
+            return Verdict(Decision.DUPLICATE, f"reconciliation {env.idempotency_key} already recorded", duplicate_of=p)
+    if role_of(env.sender) != "reviewer":
+        return Verdict(Decision.REJECTED, f"{env.sender} is a {role_of(env.sender)}; only a reviewer reconciles",
+                       code="E_ROLE_NOT_ALLOWED")
+    if env.payload.get("reconcile") not in RECONCILE_DECISIONS:
+        return Verdict(Decision.REJECTED, f"reconcile {env.payload.get('reconcile')!r}; expected one of: 'keep' or "
+                       "'retract'", code="E_UNKNOWN_VALUE")
+    if not env.evidence_refs:
+        return Verdict(Decision.REJECTED, "a reconciliation must cite retained evidence in evidence_refs",
+                       code="E_EVIDENCE_REQUIRED")
+    if unresolved:
+        return Verdict(Decision.REJECTED, f"evidence_refs {', '.join(sorted(unresolved))} name no stored artifact or "
+                       "message", code="E_EVIDENCE_UNRESOLVED")
+    of = env.payload.get("of")
+    if not any(o["message_id"] == of for o in open_now):
+        opened = ", ".join(o["message_id"] for o in open_now) or "none"
+        return Verdict(Decision.REJECTED, f"no open reconciliation of {env.task_id} is about {of!r} (open: {opened})",
+                       code="E_NOT_RECONCILING")
+    return Verdict(Decision.ACCEPTED, f"reconciliation of {of}: {env.payload['reconcile']}, decided by {env.sender}",
+                   record_intent=True)
+
+
+def _check_verdict(v) -> Verdict:
+    if not isinstance(v, Verdict) or not isinstance(v.decision, Decision):
+        raise ProtolabError(
+            f"the intake function returned {type(v).__name__}, not a Verdict with a Decision",
+            code="E_BAD_VERDICT",
+        )
+    return v
+
+
+def _ruled_key(rule, env: Envelope, delivery_id: int) -> str | None:
+    """A pluggable effect-commit rule's key for ``env``'s side effect (``None``: nothing commits)."""
+    try:
+        key = rule(env, delivery_id)
+    except ProtolabError:
+        raise
+    except Exception as e:
+        raise ProtolabError(f"the effect rule raised {type(e).__name__} on {env.message_id}: {e}",
+                            code="E_EFFECT_RULE") from e
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ProtolabError(f"the effect rule returned {key!r} for {env.message_id}; expected a non-empty string or None",
+                            code="E_EFFECT_RULE")
+    return key
+
+
+def artifact_event(content, kind: str, task_id: str | None, message_id: str | None) -> EventDraft:
+    """The event that stores ``content`` content-addressed (its ref is the digest of its bytes)."""
+    raw = _digest.canonical_bytes(content, "json-sorted-v1")
+    ref, size = "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw)
+    return ev_.ArtifactStored(ref=ref, scheme="json-sorted-v1", kind=kind, size=size, content=content).draft(task_id, message_id)
+
+
+def _intent_event(env: Envelope, arrival: int, decision: str, state: str | None, version: int | None) -> EventDraft:
+    return ev_.IntentRecorded(
+        key=env.idempotency_key, digest=env.payload_digest, scheme=env.digest_scheme, arrival=arrival,
+        decision=decision, payload=env.payload, result={"decision": decision, "state": state, "state_version": version},
+    ).draft(env.task_id, env.message_id)
+
+
+def plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], str | None, int | None]:
+    """Turn a verdict into the events that record it; also return the task's state and version after them.
+    ``env`` is the envelope as the logs keep it (redacted where the policy redacts). Evidence that
+    resolves to nothing stored is recorded last, for every decision but a refusal."""
+    events, state, version = _plan(env, ctx, v)
+    if ctx.unresolved and v.decision != Decision.REJECTED:
+        events.append(ev_.EvidenceUnresolved(refs=sorted(ctx.unresolved)).draft(env.task_id, env.message_id))
+    return events, state, version
+
+
+def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], str | None, int | None]:
+    task, rules = ctx.task, ctx.rules
+    tid, mid = env.task_id, env.message_id
+    out: list[EventDraft] = []
+    d = v.decision
+    state = task.state.value if task else None
+    version = task.state_version if task else None
+
+    if d == Decision.DUPLICATE:
+        p = v.duplicate_of
+        assert p is not None
+        out.append(
+            ev_.DuplicateRecorded(
+                key=p.idempotency_key, digest=p.payload_digest, scheme=p.digest_scheme, first_message_id=p.message_id,
+                reused=p.result,
+            ).draft(tid, mid)
+        )
+        return out, state, version
+
+    if d == Decision.REJECTED:
+        target = None
+        if env.type not in ("ack",):
+            t = target_state(env)
+            target = t.value if t else None
+        out.append(
+            ev_.TransitionRejected(
+                code=v.code, reason=v.reason, type_=env.type, sender=env.sender,
+                from_state=task.state.value if task else None, proposed=target, task_id=tid,
+            ).draft(tid if task is not None else None, mid)
+        )
+        return out, state, version
+
+    if v.create:
+        budget = env.payload.get("budget", DEFAULT_BUDGET)
+        out.append(
+            ev_.TaskCreated(
+                trace_id=env.trace_id, goal=env.payload.get("goal", ""), budget=budget, machine_version=rules.version,
+            ).draft(tid, mid)
+        )
+        state, version = TaskState.PENDING.value, 0
+
+    move_events: list[EventDraft] = []
+    if v.move is not None:
+        m = v.move
+        move_events.append(
+            ev_.TransitionApplied(
+                from_state=m.from_state.value, to=m.to_state.value, from_version=version, reason=m.reason,
+                executor=m.executor, role=m.role, machine_version=rules.version,
+                assignee=env.recipient if env.type == "task_request" and d == Decision.ACCEPTED else None,
+            ).draft(tid, mid)
+        )
+        state, version = m.to_state.value, (version or 0) + 1
+
+    if d == Decision.CONFLICT:
+        first = v.conflict_with
+        assert first is not None
+        a1 = artifact_event(first.payload, "conflicting-payload", tid, first.message_id)
+        a2 = artifact_event(env.payload, "conflicting-payload", tid, mid)
+        out += [a1, a2, _intent_event(env, ctx.next_arrival, d.value, state, version)]
+        out.append(
+            ev_.ConflictRecorded(
+                key=env.idempotency_key,
+                first={"message_id": first.message_id, "digest": first.payload_digest, "scheme": first.digest_scheme,
+                       "artifact": a1.data["ref"], "arrival": first.arrival},
+                second={"message_id": mid, "digest": env.payload_digest, "scheme": env.digest_scheme,
+                        "artifact": a2.data["ref"], "arrival": ctx.next_arrival},
+                state_version=task.state_version if task else None,
+                trusted=False,
+            ).draft(tid, mid)
+        )
+        # Effects already committed from this task's products now rest on an untrusted input: each
+        # goes to reconciliation (a reviewer keeps or retracts it).
+        by_task: dict[str, list[str]] = {}
+        for e in ctx.resting_on:
+            by_task.setdefault(e["task_id"], []).append(e["effect_key"])
+        for dep, keys in sorted(by_task.items()):
+            move_events.append(ev_.ReconciliationRequired(effects=keys, status="untrusted input", input=tid).draft(dep, mid))
+        return out + move_events, state, version
+
+    if d == Decision.LATE:
+        out.append(_intent_event(env, ctx.next_arrival, d.value, state, version))
+        out.append(
+            ev_.LateRecorded(type_=env.type, status=env.payload.get("status"), state=state, reason=v.reason).draft(tid, mid)
+        )
+        if v.needs_reconciliation:
+            keys = [e["effect_key"] for e in ctx.task_effects]
+            out.append(ev_.ReconciliationRequired(effects=keys, status=env.payload.get("status")).draft(tid, mid))
+        return out, state, version
+
+    # ACCEPTED
+    out += move_events
+    if v.grant_lease is not None:
+        out.append(ev_.LeaseGranted(holder=env.sender, lease_version=v.grant_lease).draft(tid, mid))
+        out.append(ev_.BudgetCharged(amount=ATTEMPT_COST, reason=f"attempt {v.grant_lease}").draft(tid, mid))
+    if env.type == "ack":
+        out.append(ev_.AckRecorded(of=env.payload.get("of"), from_sender=env.sender).draft(tid, mid))
+    if env.type == "fence":
+        out.append(ev_.FenceRecorded(to=env.payload["to"], terminal=env.payload["terminal"]).draft(tid, mid))
+    if is_reconciliation(env):
+        of = env.payload["of"]
+        opened = next((o for o in ctx.open_reconciliations if o["message_id"] == of), None)
+        effects = opened["effects"] if opened else []
+        out.append(ev_.ReconciliationResolved(
+            of=of, decision=env.payload["reconcile"], reviewer=env.sender, evidence=list(env.evidence_refs),
+            effects=effects).draft(tid, mid))
+        if env.payload["reconcile"] == "retract":
+            by_key = {e["effect_key"]: e for e in ctx.task_effects}
+            for k in effects:
+                orig = by_key.get(k)
+                retract = f"retract:{k}"
+                if orig is not None and retract not in ctx.committed_keys:
+                    # A compensating effect: the publication is withdrawn, under its own unique key.
+                    out.append(ev_.EffectCommitted(
+                        effect_key=retract, kind="retract", target=orig["target"],
+                        result_digest=env.payload_digest).draft(tid, mid))
+    if env.type == "review_decision" and v.move is not None:
+        out.append(ev_.ReviewDecided(
+            decision=env.payload["decision"], reviewer=env.sender, evidence=list(env.evidence_refs)).draft(tid, mid))
+    key = ctx.effect_key
+    if v.held:
+        out.append(ev_.InputUntrusted(refs=list(v.held), effect_key=key).draft(tid, mid))
+    elif key is not None and env.payload.get("status") == "succeeded":
+        eff = env.payload["effect"]
+        if key in ctx.committed_keys:
+            out.append(ev_.EffectSuppressed(effect_key=key).draft(tid, mid))
+        else:
+            out.append(ev_.EffectCommitted(
+                effect_key=key, kind=eff["kind"], target=eff["target"], result_digest=env.payload_digest).draft(tid, mid))
+    out.append(_intent_event(env, ctx.next_arrival, d.value, state, version))
+    return out, state, version
