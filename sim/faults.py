@@ -3,7 +3,9 @@
 A fault is written ``NAME`` (its default target), ``NAME:M-3`` (one message id),
 ``NAME:task_result`` (every message of a type) or ``NAME:0.1`` (each eligible message with
 that probability, drawn from the run's one seeded RNG). Every fault the transport applies is
-recorded as a ``fault_injected`` event, so the log says what was done to the run.
+recorded as a ``fault_injected`` event, so the log says what was done to the run. Each fault is
+declared once, by ``@fault(...)`` on what it does to a send (``REGISTRY``); the lists the CLI and
+the TUI show are read from there.
 
 ``duplicate``           deliver the same envelope again one round later
 ``conflicting-digest``  send a second envelope under the same idempotency key with another payload
@@ -37,46 +39,198 @@ import heapq
 import random
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from . import digest as _digest
 from .envelope import MESSAGE_TYPES, Envelope
 from .errors import InputError, friendly_list
 
-__all__ = ["FAULTS", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET"]
+__all__ = ["FAULTS", "REGISTRY", "Fault", "FaultSpec", "parse_fault", "Bus", "DEFAULT_TARGET", "INJECTABLE", "fault"]
 
-FAULTS = ("duplicate", "conflicting-digest", "late-failure", "reorder", "delay", "drop", "crash", "stale-schema",
-          "resend", "transient", "lost-evidence", "late-conflict", "silent")
 
 #: How many rounds after the original a resent copy arrives (the sender's wait before it gives up).
 RESEND_AFTER = 2
 #: How many rounds after the original a late-conflict's second payload arrives.
 LATE_CONFLICT_AFTER = 3
 
-#: With no selector, each fault picks the first message it makes sense for.
-DEFAULT_TARGET = {
-    "duplicate": "publishing task_result (else the first task_result)",
-    "conflicting-digest": "first task_result",
-    "late-failure": "first successful task_result",
-    "reorder": "first task_started",
-    "delay": "first task_result",
-    "drop": "first task_result",
-    "crash": "first task_started",
-    "stale-schema": "first task_request",
-    "resend": "publishing task_result (else the first task_result)",
-    "transient": "first successful task_result",
-    "lost-evidence": "publishing task_result (else the first successful task_result)",
-    "late-conflict": "first task_result",
-    "silent": "first task_started (its worker goes quiet)",
-}
-
-_ONLY = {
-    "late-failure": ("task_result",),
-    "crash": ("task_started",),
-    "transient": ("task_result",),
-    "lost-evidence": ("task_result",),
-    "silent": ("task_started", "task_result"),
-}
 _MSG_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
+
+
+@dataclass
+class _Send:
+    """One send as the faults bend it: the envelope as it goes out, when it is due, whether it is
+    scheduled at all, and the extra envelopes the faults made (due, envelope)."""
+
+    out: Envelope
+    due: int
+    now: int
+    schedule: bool = True
+    extra: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault the transport can do: its name, what it does (one line), the message it picks
+    with no selector (in words, and as a test), the message types it can touch, whether the TUI
+    can inject it on a message already sent (and what that means there), and what it does to a
+    send (``apply(bus, spec, step)``)."""
+
+    name: str
+    what: str
+    default_target: str
+    default_match: Callable[[Envelope], bool]
+    apply: Callable[["Bus", "FaultSpec", _Send], None]
+    only: tuple[str, ...] = ()
+    #: with a rate selector, acknowledgements are never picked
+    rate_skips_acks: bool = False
+    #: what injecting it by hand on a sent message does (None: it cannot be injected)
+    by_hand: str | None = None
+
+    @property
+    def injectable(self) -> bool:
+        return self.by_hand is not None
+
+
+#: Every fault, in the order they are listed; adding one is one ``@fault(...)`` handler below.
+REGISTRY: dict[str, Fault] = {}
+
+
+def fault(name: str, what: str, *, default_target: str, default_match: Callable[[Envelope], bool],
+          only: tuple[str, ...] = (), rate_skips_acks: bool = False, by_hand: str | None = None):
+    def register(apply):
+        if name in REGISTRY:
+            raise ValueError(f"fault {name!r} is declared twice")
+        REGISTRY[name] = Fault(name, what, default_target, default_match, apply, only, rate_skips_acks, by_hand)
+        return apply
+    return register
+
+
+def _result(env: Envelope) -> bool:
+    return env.type == "task_result"
+
+
+def _success(env: Envelope) -> bool:
+    return env.type == "task_result" and env.payload.get("status") == "succeeded"
+
+
+def _publishing(env: Envelope) -> bool:
+    return env.type == "task_result" and "effect" in env.payload
+
+
+def _started(env: Envelope) -> bool:
+    return env.type == "task_started"
+
+
+@fault("duplicate", "deliver the same envelope again one round later",
+       default_target="publishing task_result (else the first task_result)", default_match=_publishing,
+       by_hand="deliver the same envelope once more")
+def _duplicate(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.extra.append((s.due + 1, s.out))
+    bus._record(spec.name, s.out, {"selector": spec.text, "again_at": s.due + 1})
+
+
+def _copying(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    offset, copy, same_seq, detail = bus._copy(spec.name, s.out)
+    s.extra.append((s.due + offset, copy))
+    bus._on_copy(s.out, copy, same_seq)
+    bus._record(spec.name, s.out, {"selector": spec.text, **detail})
+
+
+fault("conflicting-digest", "send a second envelope under the same idempotency key with another payload",
+      default_target="first task_result", default_match=_result,
+      by_hand="send the same idempotency key again with another payload")(_copying)
+fault("late-failure", "after a successful result, a failed one for the same task under a new key",
+      default_target="first successful task_result", default_match=_success, only=("task_result",),
+      rate_skips_acks=True, by_hand="a failure for the same attempt arrives after its result")(_copying)
+
+
+@fault("reorder", "hold the message back until the next message has been sent, then deliver it right after",
+       default_target="first task_started", default_match=_started)
+def _reorder(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    bus._held.append((s.now, s.out))
+    s.schedule = False
+    bus._record(spec.name, s.out, {"selector": spec.text, "held_until": "the next message is sent"})
+
+
+@fault("delay", "deliver it delay_ticks rounds late", default_target="first task_result", default_match=_result)
+def _delay(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.due += bus.delay_ticks
+    bus._record(spec.name, s.out, {"selector": spec.text, "arrives_at": s.due})
+
+
+@fault("drop", "never deliver it (the sender retries with a new attempt and key)",
+       default_target="first task_result", default_match=_result)
+def _drop(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.schedule = False
+    bus._record(spec.name, s.out, {"selector": spec.text})
+
+
+@fault("crash", "the worker dies right after sending it; its lease expires and a restarted worker recovers",
+       default_target="first task_started", default_match=_started, only=("task_started",), rate_skips_acks=True)
+def _crash(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    bus.crashed.append((s.out.sender, s.out))
+    bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
+
+
+@fault("stale-schema", "send it with an unsupported schema_version",
+       default_target="first task_request", default_match=lambda env: env.type == "task_request")
+def _stale_schema(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.out = dataclasses.replace(s.out, schema_version="0")
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "0"})
+
+
+@fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",
+       default_target="publishing task_result (else the first task_result)", default_match=_publishing,
+       by_hand="the sender sends the same intent again under a new message id")
+def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    out = s.out
+    again = bus._rebuild(out, "resend", s.due + RESEND_AFTER)
+    s.extra.append((s.due + RESEND_AFTER, again))
+    bus._on_copy(out, again, False)
+    bus._record(spec.name, out, {"selector": spec.text, "resend": again.message_id, "again_at": s.due + RESEND_AFTER,
+                                 "key": out.idempotency_key, "resend_key": again.idempotency_key})
+
+
+@fault("transient", "the worker's attempt fails transiently (retry); a new attempt succeeds with another payload",
+       default_target="first successful task_result", default_match=_success, only=("task_result",))
+def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, "transient", s.due)
+    bus._record(spec.name, s.out, {"selector": spec.text, "status": "retry"})
+
+
+@fault("lost-evidence", "the worker paraphrases: its success cites nothing; refused, it sends the result it meant",
+       default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
+       only=("task_result",))
+def _lost_evidence(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, "paraphrase", s.due)
+    bus._record(spec.name, s.out, {"selector": spec.text, "evidence_refs": []})
+
+
+fault("late-conflict", "like conflicting-digest, but the second payload arrives after the first was handed on",
+      default_target="first task_result", default_match=_result)(_copying)
+
+
+@fault("silent", "the worker goes quiet on its work: nothing it starts or answers arrives (it still acknowledges)",
+       default_target="first task_started (its worker goes quiet)", default_match=_started,
+       only=("task_started", "task_result"))
+def _silent(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.schedule = False
+    bus.silenced.add(s.out.sender)
+    bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
+
+
+#: The fault names, in the registry's order.
+FAULTS: tuple[str, ...] = tuple(REGISTRY)
+#: With no selector, each fault picks the first message it makes sense for.
+DEFAULT_TARGET: dict[str, str] = {name: f.default_target for name, f in REGISTRY.items()}
+#: What the TUI can do to a message already sent: the fault's name and what it means there.
+INJECTABLE: dict[str, str] = {name: f.by_hand for name, f in REGISTRY.items() if f.by_hand is not None}
 
 
 @dataclass(frozen=True)
@@ -93,13 +247,14 @@ class FaultSpec:
 def parse_fault(text: str) -> FaultSpec:
     """Parse ``NAME[:SELECTOR]``; refuse unknown names and malformed selectors."""
     name, _, sel = text.partition(":")
-    if name not in FAULTS:
+    if name not in REGISTRY:
         raise InputError(f"unknown fault {name!r}; expected one of: {friendly_list(FAULTS)}", code="E_UNKNOWN_FAULT")
     if not sel:
         return FaultSpec(name, "default")
     if sel in MESSAGE_TYPES:
-        if name in _ONLY and sel not in _ONLY[name]:
-            raise InputError(f"{name} applies to {friendly_list(_ONLY[name])} messages, not {sel}", code="E_FAULT_SELECTOR")
+        only = REGISTRY[name].only
+        if only and sel not in only:
+            raise InputError(f"{name} applies to {friendly_list(only)} messages, not {sel}", code="E_FAULT_SELECTOR")
         return FaultSpec(name, "type", sel)
     if _MSG_RE.match(sel):
         return FaultSpec(name, "message", sel)
@@ -114,23 +269,6 @@ def parse_fault(text: str) -> FaultSpec:
     if not 0 < rate <= 1:
         raise InputError(f"fault rate {sel} must be greater than 0 and at most 1", code="E_FAULT_SELECTOR")
     return FaultSpec(name, "rate", rate)
-
-
-def _default_match(spec: FaultSpec, env: Envelope) -> bool:
-    n = spec.name
-    if n in ("conflicting-digest", "delay", "drop", "late-conflict"):
-        return env.type == "task_result"
-    if n in ("late-failure", "transient"):
-        return env.type == "task_result" and env.payload.get("status") == "succeeded"
-    if n in ("reorder", "crash"):
-        return env.type == "task_started"
-    if n == "silent":
-        return env.type == "task_started"
-    if n == "stale-schema":
-        return env.type == "task_request"
-    if n in ("duplicate", "resend", "lost-evidence"):
-        return env.type == "task_result" and "effect" in env.payload
-    return False
 
 
 class Bus:
@@ -167,19 +305,20 @@ class Bus:
         heapq.heappush(self._heap, (due, self._seq, env))
 
     def _applies(self, spec: FaultSpec, env: Envelope) -> bool:
-        if spec.name in _ONLY and env.type not in _ONLY[spec.name]:
+        fault = REGISTRY[spec.name]
+        if fault.only and env.type not in fault.only:
             return False
         if spec.kind == "message":
             return env.message_id == spec.value
         if spec.kind == "type":
             return env.type == spec.value
         if spec.kind == "rate":
-            if env.type == "ack" and spec.name in ("crash", "late-failure"):
+            if env.type == "ack" and fault.rate_skips_acks:
                 return False
             return self.rng.random() < spec.value
         if spec.text in self._default_used:
             return False
-        if _default_match(spec, env):
+        if fault.default_match(env):
             self._default_used.add(spec.text)
             return True
         return False
@@ -191,69 +330,20 @@ class Bus:
         if env.sender in self.silenced and env.type in ("task_started", "task_result"):
             return env  # the worker is silent: it never arrives
         faults = [s for s in self.specs if self._applies(s, env)]
-        held, released = self._held, []
+        held = self._held
         self._held = []
-        out = env
-        schedule = True
-        extra: list[tuple[int, Envelope]] = []
+        step = _Send(env, due, now)
         for spec in faults:
             self.matched[spec.text] += 1
-            n = spec.name
-            if n == "duplicate":
-                extra.append((due + 1, out))
-                self._record(n, out, {"selector": spec.text, "again_at": due + 1})
-            elif n in ("conflicting-digest", "late-failure", "late-conflict"):
-                offset, copy, same_seq, detail = self._copy(n, out)
-                extra.append((due + offset, copy))
-                self._on_copy(out, copy, same_seq)
-                self._record(n, out, {"selector": spec.text, **detail})
-            elif n == "reorder":
-                self._held.append((now, out))
-                schedule = False
-                self._record(n, out, {"selector": spec.text, "held_until": "the next message is sent"})
-            elif n == "delay":
-                due += self.delay_ticks
-                self._record(n, out, {"selector": spec.text, "arrives_at": due})
-            elif n == "drop":
-                schedule = False
-                self._record(n, out, {"selector": spec.text})
-            elif n == "silent":
-                schedule = False
-                self.silenced.add(out.sender)
-                self._record(n, out, {"selector": spec.text, "worker": out.sender})
-            elif n == "crash":
-                self.crashed.append((out.sender, out))
-                self._record(n, out, {"selector": spec.text, "worker": out.sender})
-            elif n == "stale-schema":
-                out = dataclasses.replace(out, schema_version="0")
-                self._record(n, out, {"selector": spec.text, "schema_version": "0"})
-            elif n == "transient":
-                if out.payload.get("status") != "succeeded" or self._rebuild is None:
-                    continue
-                out = self._rebuild(out, "transient", due)
-                self._record(n, out, {"selector": spec.text, "status": "retry"})
-            elif n == "lost-evidence":
-                if out.payload.get("status") != "succeeded" or self._rebuild is None:
-                    continue
-                out = self._rebuild(out, "paraphrase", due)
-                self._record(n, out, {"selector": spec.text, "evidence_refs": []})
-            elif n == "resend":
-                if self._rebuild is None:
-                    continue
-                again = self._rebuild(out, "resend", due + RESEND_AFTER)
-                extra.append((due + RESEND_AFTER, again))
-                self._on_copy(out, again, False)
-                self._record(n, out, {"selector": spec.text, "resend": again.message_id, "again_at": due + RESEND_AFTER,
-                                      "key": out.idempotency_key, "resend_key": again.idempotency_key})
-        if schedule:
-            self._push(due, out)
-        for d, e in extra:
+            REGISTRY[spec.name].apply(self, spec, step)
+        if step.schedule:
+            self._push(step.due, step.out)
+        for d, e in step.extra:
             self._push(d, e)
         # A reordered message goes right after the next one.
         for _, h in held:
-            released.append(h)
-            self._push(due, h)
-        return out
+            self._push(step.due, h)
+        return step.out
 
     def _copy(self, name: str, env: Envelope) -> tuple[int, Envelope, bool, dict]:
         """The envelope a copying fault makes from ``env``: (rounds after due, copy, same sequence?, detail)."""
@@ -283,9 +373,10 @@ class Bus:
     def inject(self, name: str, env: Envelope, now: int) -> Envelope:
         """Apply one fault by hand to a message already sent (the TUI's keys): the copy it makes
         arrives next round. ``duplicate`` delivers ``env`` itself again."""
-        if name in _ONLY and env.type not in _ONLY[name]:
+        only = REGISTRY[name].only if name in REGISTRY else ()
+        if only and env.type not in only:
             raise InputError(
-                f"{name} applies to {' or '.join(_ONLY[name])} messages; {env.message_id} is a {env.type}",
+                f"{name} applies to {' or '.join(only)} messages; {env.message_id} is a {env.type}",
                 code="E_FAULT_NOT_APPLICABLE",
             )
         if name == "duplicate":
@@ -301,7 +392,7 @@ class Bus:
             self._record(name, env, {"selector": "by hand", "resend": again.message_id, "again_at": now + 1,
                                      "key": env.idempotency_key, "resend_key": again.idempotency_key})
             return again
-        if name not in ("conflicting-digest", "late-failure"):
+        if name not in REGISTRY or not REGISTRY[name].injectable:
             raise InputError(f"fault {name!r} cannot be injected on a sent message", code="E_UNKNOWN_FAULT")
         _offset, copy, same_seq, detail = self._copy(name, env)
         self._push(now + 1, copy)

@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 
 from .envelope import envelope_from_row
+from .faults import INJECTABLE
 from .errors import InputError, ProtolabError
 from .policy import get_policy
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
@@ -29,13 +30,6 @@ from .store import Store
 
 __all__ = ["LiveRun", "Timeline", "INJECTABLE"]
 
-#: What the TUI can do to a message that was sent: the name of the fault and what it means.
-INJECTABLE = {
-    "duplicate": "deliver the same envelope once more",
-    "conflicting-digest": "send the same idempotency key again with another payload",
-    "late-failure": "a failure for the same attempt arrives after its result",
-    "resend": "the sender sends the same intent again under a new message id",
-}
 
 
 

@@ -145,3 +145,18 @@ def test_invariants_are_one_registry_and_a_name_cannot_be_declared_twice():
     assert all(invariants.DESCRIPTIONS[n] == inv.description and inv.description for n, inv in invariants.REGISTRY.items())
     with pytest.raises(ValueError, match="declared twice"):
         invariants.invariant("NO_LOST_UPDATE", "again")(lambda run: [])
+
+
+def test_faults_are_one_registry_that_every_list_is_read_from():
+    from sim import faults, live
+    from sim.tui.app import RunScreen
+
+    assert faults.FAULTS == tuple(faults.REGISTRY)
+    assert all(f.what and f.default_target and callable(f.apply) for f in faults.REGISTRY.values())
+    assert live.INJECTABLE is faults.INJECTABLE
+    assert set(faults.INJECTABLE) == {"duplicate", "conflicting-digest", "late-failure", "resend"}
+    # every fault key of the TUI injects a fault the transport can inject by hand
+    keyed = [b.action for b in RunScreen.BINDINGS if b.action.startswith("app.inject(")]
+    assert keyed and all(a.split("'")[1] in faults.INJECTABLE for a in keyed)
+    with pytest.raises(ValueError, match="declared twice"):
+        faults.fault("drop", "again", default_target="x", default_match=lambda env: False)(lambda bus, spec, s: None)
