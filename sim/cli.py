@@ -530,7 +530,15 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
 
 from .faults import FAULTS as _FAULT_NAMES  # noqa: E402  (the help lists the registry's names)
 
-SCENARIO_ARG = typer.Argument("publish-report", help="A shipped scenario (publish-report, fan-out, stress) or a .toml file.")
+def _shipped_scenarios() -> str:
+    """The shipped scenarios' names, read from the data folder (not a list kept by hand)."""
+    from .resources import shipped
+
+    return ", ".join(sorted(p.stem for p in shipped("data", "scenarios").glob("*.toml")))
+
+
+_SCENARIOS = _shipped_scenarios()
+SCENARIO_ARG = typer.Argument("publish-report", help=f"A shipped scenario ({_SCENARIOS}) or a .toml file.")
 FAULT_OPT = typer.Option(
     [], "--fault", "-f",
     help="NAME, NAME:M-3, NAME:task_result or NAME:0.1. Names: " + ", ".join(_FAULT_NAMES) + ". Repeat for more.",
@@ -788,7 +796,7 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
 
 @app.command()
 def tui(
-    scenario: Optional[str] = typer.Argument(None, help="A scenario to run live (publish-report, fan-out, stress, or a .toml)."),
+    scenario: Optional[str] = typer.Argument(None, help=f"A scenario to run live ({_SCENARIOS}, or a .toml)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
     fault: List[str] = FAULT_OPT,
     policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),

@@ -962,3 +962,17 @@ def test_run_help_names_every_fault_the_transport_knows():
     text = " ".join(out.output.split())
     for name in FAULTS:
         assert name in text, name
+
+
+def test_help_names_every_shipped_scenario_and_every_policy():
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+    from sim.policy import POLICIES
+    from sim.scenario import scenario_names
+
+    for cmd in (["run", "--help"], ["tui", "--help"]):
+        out = CliRunner().invoke(app, cmd, env={"COLUMNS": "200"})
+        text = " ".join(out.output.split()).replace("- ", "-")  # a name wrapped at its hyphen
+        assert all(name in text for name in scenario_names()), (cmd, text)
+        assert all(name in text for name in POLICIES), (cmd, text)
