@@ -149,7 +149,7 @@ def sim_one(n: int, seed: int = 0) -> dict:
 
     from .runner import run_scenario
     from .scenario import load_scenario
-    from .store import capture_writes, replay_writes
+    from .store import replay_writes, write_recorder
 
     sc = load_scenario("stress")
     sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=n))
@@ -162,8 +162,8 @@ def sim_one(n: int, seed: int = 0) -> dict:
         digest = store.state_digest()
         store.close()
         sql_path = Path(tmp) / "writes.sql"
-        with open(sql_path, "w", encoding="utf-8") as fh, capture_writes(fh):
-            again = run_scenario(sc, seed=seed, db=Path(tmp) / "capture.db")
+        with open(sql_path, "w", encoding="utf-8") as fh:
+            again = run_scenario(sc, seed=seed, db=Path(tmp) / "capture.db", tracer=write_recorder(fh))
             same = again.state_digest() == digest
             again.close()
         with open(sql_path, encoding="utf-8") as lines:

@@ -475,7 +475,8 @@ def unmatched_faults(run: Run) -> list[str]:
 
 
 def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[FaultSpec], path: Path | None,
-            progress=None, *, design: EnvelopeDesign | None = None, rulebook=None, plugged: dict | None = None) -> Run:
+            progress=None, *, design: EnvelopeDesign | None = None, rulebook=None, plugged: dict | None = None,
+            tracer=None) -> Run:
     """A run not yet started, on a new store at ``path`` (``None``: in memory), its meta recorded.
 
     ``design`` replaces the reference envelope design, ``rulebook`` the default machine;
@@ -483,7 +484,7 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
     seed = scenario.seed if seed is None else seed
     if path is not None:
         remove_database(path)
-    store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook)
+    store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook, tracer=tracer)
     try:
         meta = {
             "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
@@ -510,11 +511,13 @@ def run_scenario(
     progress=None,
     plugins=None,
     strict_faults: bool = True,
+    tracer=None,
 ) -> Store:
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success.
 
     ``plugins`` (a :class:`sim.plugins.Plugins`) names files that replace the reference envelope
-    design, intake, effect rule or machine; each is loaded (and refused) before anything is written."""
+    design, intake, effect rule or machine; each is loaded (and refused) before anything is written.
+    ``tracer`` sees every statement the run's store executes (a benchmark records the writes)."""
     design, rulebook, plugged = None, None, None
     if plugins is not None and plugins.any():
         design, pol, rulebook = plugins.load(policy)
@@ -530,7 +533,8 @@ def run_scenario(
         tmp = db.with_name(f".{db.name}.partial-{os.getpid()}")
     store = None
     try:  # from the first byte written: whatever ends the run early, the partial file goes
-        run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged)
+        run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged,
+                      tracer=tracer)
         store = run.store
         run.run()
         unmatched = unmatched_faults(run) if strict_faults else []

@@ -51,7 +51,7 @@ __all__ = [
     "EVENT_TYPES",
     "rows_by_tick",
     "write_rows_bare",
-    "capture_writes",
+    "write_recorder",
     "replay_writes",
 ]
 
@@ -211,16 +211,16 @@ class Store:
     # ------------------------------------------------------------------ opening
 
     @staticmethod
-    def _connect(path: str) -> sqlite_utils.Database:
+    def _connect(path: str, tracer=None) -> sqlite_utils.Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
         # timeout: how long BEGIN IMMEDIATE waits for another process's write transaction.
-        factory = _CapturingConnection if _WRITE_SINK is not None else _Connection
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory,
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=_Connection,
                                    timeout=_BUSY_SECONDS)
         except sqlite3.Error as e:
             raise _translate(e, path) from e
         conn.path = path
+        conn.tracer = tracer
         return sqlite_utils.Database(conn)
 
     @staticmethod
@@ -253,11 +253,13 @@ class Store:
     @classmethod
     def create(
         cls, path: str | os.PathLike | None, *, start_time: str = DEFAULT_START, rulebook: RuleBook | None = None,
-        empty: bool = False,
+        empty: bool = False, tracer=None,
     ) -> "Store":
         """Create a new database at ``path`` (``None`` for in-memory). Refuses an existing file.
 
         ``empty`` leaves out the default machine (a replay folds the run's own machine_loaded event).
+        ``tracer(sql, params, many)`` (see :func:`write_recorder`) sees every statement the store
+        executes (``many``: an executemany, ``params`` its rows).
         """
         if path is not None:
             p = Path(path)
@@ -269,7 +271,7 @@ class Store:
                 raise StoreError(f"cannot write in {p.parent.resolve()}: the folder is read-only", code="E_DB_READONLY")
         _parse_time(start_time)
         try:
-            db = cls._connect(str(path) if path is not None else ":memory:")
+            db = cls._connect(str(path) if path is not None else ":memory:", tracer)
             store = cls(db, str(path) if path is not None else None)
             store._pragmas()
             with store.transaction():
@@ -1198,7 +1200,6 @@ class Store:
 
 # ---------------------------------------------------------------------------- benchmark floor
 
-_WRITE_SINK = None
 _READS = ("SELECT", "WITH", "EXPLAIN", "PRAGMA DATA_VERSION", "PRAGMA QUICK_CHECK")
 _BUSY_SECONDS = 60.0  # how long a writer waits for another process's transaction before E_DB_BUSY
 
@@ -1248,14 +1249,22 @@ class _Connection(sqlite3.Connection):
     so every sqlite3 error, on reads as on writes, is translated in one place (:func:`_translate`)."""
 
     path: str | None = None
+    #: called with (sql, params, many) before each statement runs (a benchmark records the writes); see
+    #: :func:`write_recorder`. Passed in when the store is created, never a global.
+    tracer = None
 
     def cursor(self, factory=_Cursor):
         return super().cursor(factory)
 
     def execute(self, sql, params=()):
+        if self.tracer is not None:
+            self.tracer(sql, params, False)
         return self.cursor().execute(sql, params)
 
     def executemany(self, sql, rows):
+        if self.tracer is not None:
+            rows = [list(r) for r in rows]
+            self.tracer(sql, rows, True)
         return self.cursor().executemany(sql, rows)
 
     def backup(self, target, **kw):
@@ -1263,21 +1272,6 @@ class _Connection(sqlite3.Connection):
             return super().backup(target, **kw)
         except sqlite3.Error as e:
             raise _translate(e, self.path) from e
-
-
-class _CapturingConnection(_Connection):
-    """Records every write statement with its parameters (JSON lines) while capturing."""
-
-    def execute(self, sql, params=()):
-        if _WRITE_SINK is not None and not sql.lstrip().upper().startswith(_READS):
-            _WRITE_SINK.write(json.dumps([sql, list(params)], ensure_ascii=False) + "\n")
-        return super().execute(sql, params)
-
-    def executemany(self, sql, rows):
-        rows = [list(r) for r in rows]
-        if _WRITE_SINK is not None:
-            _WRITE_SINK.write(json.dumps(["*", sql, rows], ensure_ascii=False) + "\n")
-        return super().executemany(sql, rows)
 
 
 #: The files SQLite keeps beside a database while it is open or after it was not closed cleanly.
@@ -1296,16 +1290,17 @@ def remove_database(path, *, side_files_only: bool = False) -> None:
 _FOLDS = {t: getattr(Store, f"_fold_{t}") for t, cls in EVENT_REGISTRY.items() if cls.CHANGES_STATE}
 
 
-@contextlib.contextmanager
-def capture_writes(fh):
-    """Record every statement but reads, with its parameters, that stores opened inside this
-    block execute, one JSON line each: the benchmark floor replays them."""
-    global _WRITE_SINK
-    _WRITE_SINK = fh
-    try:
-        yield
-    finally:
-        _WRITE_SINK = None
+def write_recorder(fh):
+    """A tracer (``Store.create(..., tracer=...)``) that writes every statement but reads, with its
+    parameters, to ``fh`` as one JSON line each: the benchmark floor replays them."""
+
+    def record(sql, params, many: bool):
+        if many:
+            fh.write(json.dumps(["*", sql, params], ensure_ascii=False) + "\n")
+        elif not sql.lstrip().upper().startswith(_READS):
+            fh.write(json.dumps([sql, list(params)], ensure_ascii=False) + "\n")
+
+    return record
 
 
 def replay_writes(path: str, lines) -> tuple[float, int]:

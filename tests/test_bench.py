@@ -81,3 +81,24 @@ def test_the_intake_floor_writes_the_projects_rows_under_the_same_foreign_keys_a
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     for k, v in q.items():
         assert sorted(con.execute(v).fetchall()) == project[k], k
+
+
+def test_the_write_recorder_is_passed_to_one_store_and_sees_only_that_stores_writes(tmp_path):
+    import io
+    import json
+
+    from sim.runtime import put_artifact
+    from sim.store import Store, write_recorder
+
+    fh = io.StringIO()
+    traced = Store.create(tmp_path / "traced.db", tracer=write_recorder(fh))
+    other = Store.create(tmp_path / "other.db")
+    before = fh.getvalue()
+    put_artifact(other, {"untraced": True})
+    assert fh.getvalue() == before  # another store's writes are not recorded: no global
+    put_artifact(traced, {"traced": True})
+    lines = [json.loads(x) for x in fh.getvalue()[len(before):].splitlines()]
+    sql = [x[0] if x[0] != "*" else x[1] for x in lines]
+    assert sql[0].startswith("BEGIN") and sql[-1].startswith("COMMIT")
+    assert any("INTO artifacts" in q for q in sql) and not any(q.lstrip().upper().startswith("SELECT") for q in sql)
+    traced.close(), other.close()
