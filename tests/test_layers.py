@@ -31,10 +31,10 @@ def test_the_domain_layer_does_no_io():
         assert not imported & {"sqlite3", "sqlite_utils", "os", "subprocess", "socket"}, name
 
 
-def test_all_sql_lives_in_the_store_module():
+def test_all_sql_lives_in_the_store_package():
     offenders = []
     for path in SIM.rglob("*.py"):
-        if path.name == "store.py":
+        if path.parent == SIM / "store":
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -51,7 +51,7 @@ FLOORS = [
     ("base", {"sim", "sim.errors", "sim.resources"}),
     ("domain", {"sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner",
                 "sim.protocol*"}),
-    ("store", {"sim.store"}),
+    ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
                 "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.samples",
                 "sim.contracts*"}),
@@ -127,3 +127,25 @@ def test_the_domain_is_as_pure_as_the_protocol_package():
             reads = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                      and c.func.attr in ("read_text", "read_bytes", "write_text", "write_bytes", "open")]
             assert not reads or (path.name, fn.name) in readers, f"{path.name}: {fn.name} touches a file"
+
+
+def test_the_store_is_split_by_job_and_its_connections_translate_errors():
+    """schema, driver, core, writes, reducer, reads, floor, progress: each a module; a fold is in the
+    reducer, a write in writes; the Store's connections are made with the driver's class (every
+    error translated); the few plain connections catch sqlite3 errors where they are made."""
+    plain = {("driver", "probe_file"), ("core", "save_copy"), ("progress", "open")}
+    store = SIM / "store"
+    assert {p.stem for p in store.glob("*.py")} >= {"schema", "driver", "core", "writes", "reducer", "reads", "floor",
+                                                     "progress"}
+    reducer = (store / "reducer.py").read_text()
+    assert "def _fold_transition_applied" in reducer and "def _fold_" not in (store / "writes.py").read_text()
+    for path in store.glob("*.py"):
+        if path.stem == "floor":  # the benchmark floors are bare sqlite3 on purpose
+            continue
+        tree = ast.parse(path.read_text())
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect":
+                    kw = {k.arg for k in node.keywords}
+                    assert "factory" in kw or (path.stem, fn.name) in plain, \
+                        f"{path.name}:{node.lineno} ({fn.name}) connects without the driver's connection class"

@@ -1,0 +1,148 @@
+"""The benchmark floors: the same rows or statements a run wrote, written again by bare sqlite3
+(the fastest plain way at the same durability), and the tracer that records a store's writes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import urllib.parse
+
+from .schema import _SCHEMA
+from .driver import _READS
+from .core import Store
+
+
+def write_recorder(fh):
+    """A tracer (``Store.create(..., tracer=...)``) that writes every statement but reads, with its
+    parameters, to ``fh`` as one JSON line each: the benchmark floor replays them."""
+
+    def record(sql, params, many: bool):
+        if many:
+            fh.write(json.dumps(["*", sql, params], ensure_ascii=False) + "\n")
+        elif not sql.lstrip().upper().startswith(_READS):
+            fh.write(json.dumps([sql, list(params)], ensure_ascii=False) + "\n")
+
+    return record
+
+
+def replay_writes(path: str, lines) -> tuple[float, int]:
+    """The floor: bare sqlite3 executing recorded write statements with their parameters (so
+    prepared statements are reused), no reads, no logic. Returns (seconds executing, commits)."""
+    import time
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    clock = time.perf_counter
+    spent, commits = 0.0, 0
+    for line in lines:
+        item = json.loads(line)
+        t0 = clock()
+        if item[0] == "*":
+            conn.executemany(item[1], item[2])
+        else:
+            conn.execute(item[0], item[1])
+            if item[0].startswith("COMMIT"):
+                commits += 1
+        spent += clock() - t0
+    conn.close()
+    return spent, commits
+
+
+def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
+    """Every row the store holds, grouped by the tick (delivery) that wrote it.
+
+    Returns ``[(tick, {table: [row, ...]}, [(state, state_version, task_id), ...])]``: the
+    inserts of that tick and the task updates it made. The benchmark floor writes exactly
+    these rows with bare sqlite3, so the floor and the project write the same data.
+    """
+    c = store.conn
+    tick_col = {
+        "messages": "first_tick", "deliveries": "tick", "events": "tick", "transitions": "tick",
+        "budget": "tick", "effects": "tick", "artifacts": "first_tick", "tasks": "created_tick",
+    }
+    hi = 2**62 if hi is None else hi
+    out: dict[int, dict[str, list[tuple]]] = {}
+    for table, col in tick_col.items():
+        for row in c.execute(f"SELECT *, {col} FROM {table} WHERE {col} >= ? AND {col} < ? ORDER BY rowid", (lo, hi)):
+            out.setdefault(row[-1], {}).setdefault(table, []).append(tuple(row[:-1]))
+    # intents carry no tick of their own: the intent_recorded event that made each one does.
+    for row in c.execute(
+        "SELECT i.*, e.tick FROM intents i JOIN events e ON e.type = 'intent_recorded' AND e.task_id = i.task_id "
+        "AND e.message_id = i.message_id AND json_extract(e.data, '$.arrival') = i.arrival "
+        "WHERE e.tick >= ? AND e.tick < ? ORDER BY i.arrival",
+        (lo, hi),
+    ):
+        out.setdefault(row[-1], {}).setdefault("intents", []).append(tuple(row[:-1]))
+    updates: dict[int, list[tuple]] = {}
+    for tick, state, version, task_id in c.execute(
+        "SELECT tick, new_state, state_version, task_id FROM transitions WHERE tick >= ? AND tick < ? ORDER BY seq", (lo, hi)
+    ):
+        updates.setdefault(tick, []).append((state, version, task_id))
+    return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
+
+
+def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
+    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, and
+    the reads a delivery cannot do without, the plainest way: the intent under the message's key
+    (deduplication), the task row, and each task update as a compare-and-swap on ``state_version``.
+    Same schema, same foreign keys (``machines``: the machine rows they point at), same durability;
+    no parsing, no validation, no decisions."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    if machines:
+        conn.executemany("INSERT INTO machines VALUES (?, ?, ?)", machines)
+    order = ("messages", "tasks", "deliveries", "events", "intents", "transitions", "budget", "effects", "artifacts")
+    sql: dict[str, str] = {}
+    dedup = ("SELECT * FROM intents WHERE task_id = ? AND idempotency_key = "
+             "(SELECT idempotency_key FROM messages WHERE msg_seq = ?)")
+    for tick, tables, updates in batches:
+        conn.execute("BEGIN IMMEDIATE")
+        for table in sorted(tables, key=lambda t: order.index(t) if t in order else len(order)):
+            rows = tables[table]
+            if table == "deliveries":  # what intake reads before it decides
+                for d in rows:
+                    conn.execute(dedup, (d[4], d[2])).fetchall()
+                    conn.execute("SELECT * FROM tasks WHERE task_id = ?", (d[4],)).fetchone()
+            q = sql.get(table)
+            if q is None:
+                q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
+            conn.executemany(q, rows)
+        if updates:
+            conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ? AND state_version = ?",
+                             [(st, v, tid, v - 1) for st, v, tid in updates])
+        conn.execute("COMMIT")
+    conn.close()
+
+
+def machine_rows(store: "Store") -> list[tuple]:
+    """Every row of the machines table as it is stored (the floor's foreign keys point at them)."""
+    return [tuple(r) for r in store.conn.execute("SELECT * FROM machines")]
+
+
+def bare_read_first(path: str, rows: int) -> float:
+    """The TUI bench's floor: bare sqlite3 opens the file read-only and reads the first screenful
+    of events and of deliveries. Returns seconds."""
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1", uri=True)
+    conn.execute("SELECT COUNT(*) FROM events").fetchone()
+    conn.execute("SELECT * FROM events ORDER BY seq LIMIT ?", (rows,)).fetchall()
+    conn.execute("SELECT * FROM deliveries ORDER BY delivery_id LIMIT ?", (rows,)).fetchall()
+    conn.close()
+    return time.perf_counter() - t0
+
+
+def bare_read_at(path: str, starts: list[int], rows: int) -> list[float]:
+    """The TUI bench's floor: one screenful of events read at each of ``starts``; seconds each."""
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1", uri=True)
+    out = []
+    for at in starts:
+        t0 = time.perf_counter()
+        conn.execute("SELECT * FROM events WHERE seq BETWEEN ? AND ?", (at, at + rows - 1)).fetchall()
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out

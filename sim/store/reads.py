@@ -1,0 +1,423 @@
+"""Reads: what intake needs, the views and the pages the TUI browses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Iterator
+
+from ..errors import StoreError
+from ..intake import IntentRecord, TaskView
+from ..machine import Rule, RuleBook, TaskState
+from .schema import STATE_TABLES, _TASK_COLS, _dumps
+
+
+class Reads:
+    """Mixin of :class:`~sim.store.Store`: everything that reads."""
+
+    def get_task(self, task_id: str) -> TaskView | None:
+        row = self.conn.execute(
+            f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
+            "FROM tasks WHERE task_id = ?",
+            (task_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return TaskView(
+            task_id=row[0],
+            state=TaskState(row[1]),
+            state_version=row[2],
+            machine_version=row[3],
+            assignee=row[4],
+            lease_holder=row[5],
+            lease_version=row[6],
+            budget_left=row[7],
+            trusted=bool(row[8]),
+            has_effects=bool(row[9]),
+        )
+
+    def task_trace(self, task_id: str) -> str | None:
+        row = self.conn.execute("SELECT trace_id FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        return row[0] if row else None
+
+    def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
+        rows = self.conn.execute(
+            "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "
+            "FROM intents WHERE task_id = ? AND idempotency_key = ? ORDER BY arrival",
+            (task_id, key),
+        ).fetchall()
+        return tuple(
+            IntentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], json.loads(r[7])) for r in rows
+        )
+
+    def next_arrival(self) -> int:
+        """The arrival number the next recorded intent gets (arrival order is kept)."""
+        return self._next_arrival
+
+    def next_delivery_id(self) -> int:
+        return self._next_delivery
+
+    def rulebook(self, version: str | None = None) -> RuleBook:
+        """The rules of ``version`` (default: the version new tasks get)."""
+        version = version or self.current_machine
+        rb = self._rulebooks.get(version)
+        if rb is None:
+            rows = self.conn.execute(
+                "SELECT from_state, to_state, roles, reason FROM transition_rules WHERE machine_version = ? "
+                "ORDER BY from_state, to_state",
+                (version,),
+            ).fetchall()
+            if not rows:
+                raise StoreError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
+            rb = RuleBook(
+                version,
+                tuple(Rule(version, TaskState(f), TaskState(t), tuple(r.split(",")), reason) for f, t, r, reason in rows),
+            )
+            self._rulebooks[version] = rb
+        return rb
+
+    def machine_versions(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT version FROM machines ORDER BY loaded_tick, version")]
+
+    def unresolved_refs(self, refs) -> frozenset[str]:
+        """Which evidence refs name neither a stored artifact (sha256:...) nor a stored message id."""
+        missing = set()
+        for ref in refs:
+            if ref.startswith("sha256:"):
+                hit = self.conn.execute("SELECT 1 FROM artifacts WHERE ref = ?", (ref,)).fetchone()
+            else:
+                hit = self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (ref,)).fetchone()
+            if hit is None:
+                missing.add(ref)
+        return frozenset(missing)
+
+    def untrusted_inputs(self, refs, *, besides: str) -> list[tuple[str, str]]:
+        """The refs (artifacts or message ids) that belong to a task other than ``besides`` which is
+        untrusted now (frozen for review): [(ref, task_id)], in the order given."""
+        out = []
+        for ref in refs:
+            if ref.startswith("sha256:"):
+                row = self.conn.execute(
+                    "SELECT t.task_id FROM artifacts a JOIN tasks t ON t.task_id = a.task_id WHERE a.ref = ? "
+                    "AND t.trusted = 0 AND t.task_id != ?", (ref, besides)).fetchone()
+            else:
+                row = self.conn.execute(
+                    "SELECT t.task_id FROM messages m JOIN tasks t ON t.task_id = m.task_id WHERE m.message_id = ? "
+                    "AND t.trusted = 0 AND t.task_id != ? LIMIT 1", (ref, besides)).fetchone()
+            if row is not None:
+                out.append((ref, row[0]))
+        return out
+
+    def effects_resting_on(self, task_id: str) -> list[dict]:
+        """Effects of other tasks committed by a message that cites an artifact or a message of ``task_id``."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT e.effect_key, e.task_id, e.message_id FROM effects e JOIN messages m ON m.message_id = "
+            "e.message_id, json_each(m.evidence_refs) r WHERE e.task_id != ? AND e.kind != 'retract' AND ("
+            "r.value IN (SELECT ref FROM artifacts WHERE task_id = ?) OR r.value IN (SELECT message_id FROM messages "
+            "WHERE task_id = ?)) ORDER BY e.effect_key", (task_id, task_id, task_id)).fetchall()
+        return [{"effect_key": k, "task_id": t, "message_id": m} for k, t, m in rows]
+
+    def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
+        """Every reconciliation_required event (of ``task_id``) that no reconciliation_resolved names
+        yet: {seq, tick, task_id, message_id, effects, status}, oldest first."""
+        rows = self.conn.execute(
+            "SELECT r.seq, r.tick, r.task_id, r.message_id, r.data FROM events r WHERE r.type = 'reconciliation_required' "
+            "AND (? IS NULL OR r.task_id = ?) AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = "
+            "'reconciliation_resolved' AND x.task_id = r.task_id AND json_extract(x.data, '$.of') = r.message_id) "
+            "ORDER BY r.seq",
+            (task_id, task_id),
+        ).fetchall()
+        out = []
+        for seq, tick, tid, mid, data in rows:
+            d = json.loads(data)
+            out.append({"seq": seq, "tick": tick, "task_id": tid, "message_id": mid, "effects": d.get("effects", []),
+                        "status": d.get("status")})
+        return out
+
+    def effects_of(self, task_id: str) -> list[dict]:
+        """The effects ``task_id`` committed, in the order :meth:`effects` lists them."""
+        return self._rows("SELECT * FROM effects WHERE task_id = ? ORDER BY tick, effect_key", (task_id,))
+
+    def committed_among(self, keys) -> frozenset[str]:
+        """Which of ``keys`` are committed effect keys."""
+        keys = list(keys)
+        if not keys:
+            return frozenset()
+        marks = ", ".join("?" * len(keys))
+        return frozenset(r[0] for r in self.conn.execute(f"SELECT effect_key FROM effects WHERE effect_key IN ({marks})", keys))
+
+    def artifact(self, ref: str) -> dict | None:
+        row = self.conn.execute(
+            "SELECT ref, scheme, kind, size, content, task_id, message_id, first_tick FROM artifacts WHERE ref = ?", (ref,)
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("ref", "scheme", "kind", "size", "content", "task_id", "message_id", "first_tick")
+        out = dict(zip(keys, row))
+        out["content"] = json.loads(out["content"])
+        return out
+
+    def first_msg_seq(self, message_id: str) -> int | None:
+        """The message-log row of the first envelope that used ``message_id``."""
+        row = self.conn.execute("SELECT MIN(msg_seq) FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+        return row[0]
+
+    def _rows(self, sql: str, params=()) -> list[dict]:
+        return list(self.db.query(sql, params))
+
+    def messages(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM messages ORDER BY msg_seq")
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["evidence_refs"] = json.loads(r["evidence_refs"])
+        return rows
+
+    def deliveries(self) -> list[dict]:
+        return self._rows("SELECT * FROM deliveries ORDER BY delivery_id")
+
+    def events(self, *, after: int = 0, limit: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM events WHERE seq > ? ORDER BY seq"
+        params: tuple = (after,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (after, limit)
+        rows = self._rows(sql, params)
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
+    def _paged(self, sql: str, key: str, batch: int) -> Iterator[dict]:
+        """Rows of ``sql`` (which takes ``key > ?`` and ``LIMIT ?``) a batch at a time, in flat memory."""
+        after = 0
+        while True:
+            rows = self._rows(sql, (after, batch))
+            if not rows:
+                return
+            yield from rows
+            after = rows[-1][key]
+
+    def events_of_type(self, etype: str) -> list[dict]:
+        """The events of one type, in order."""
+        rows = self._rows("SELECT * FROM events WHERE type = ? ORDER BY seq", (etype,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
+    def iter_events(self, batch: int = 5000) -> Iterator[dict]:
+        """Every event in order (replay of large runs)."""
+        for r in self._paged("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", "seq", batch):
+            r["data"] = json.loads(r["data"])
+            yield r
+
+    def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
+        """Each delivery in order joined with the envelope it delivered."""
+        sql = (
+            "SELECT d.delivery_id, d.tick AS delivery_tick, d.decision AS delivery_decision, m.* FROM deliveries d "
+            "JOIN messages m ON m.msg_seq = d.msg_seq "
+            "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
+        )
+        for r in self._paged(sql, "delivery_id", batch):
+            r["payload"] = json.loads(r["payload"])
+            r["evidence_refs"] = json.loads(r["evidence_refs"])
+            yield r
+
+    def _scope(self, task_id: str | None, trace_id: str | None, col: str = "task_id") -> tuple[str, list]:
+        where, params = [], []
+        if task_id is not None:
+            where.append(f"{col} = ?")
+            params.append(task_id)
+        if trace_id is not None:
+            where.append(f"({col} = ? OR {col} IN (SELECT task_id FROM tasks WHERE trace_id = ?))")
+            params += [trace_id, trace_id]
+        return where, params
+
+    def event_ids(self, *, task_id: str | None = None, trace_id: str | None = None, upto: int | None = None) -> list[int]:
+        """Event sequence numbers in log order, filtered by task or trace, up to event ``upto``."""
+        where, params = self._scope(task_id, trace_id)
+        if upto is not None:
+            where.append("seq <= ?")
+            params.append(upto)
+        sql = "SELECT seq FROM events" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq"
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def events_at(self, seqs: list[int]) -> list[dict]:
+        """The events with these sequence numbers, in the order given (data left as JSON text)."""
+        if not seqs:
+            return []
+        lo, hi = min(seqs), max(seqs)
+        rows = {r["seq"]: r for r in self._rows("SELECT * FROM events WHERE seq BETWEEN ? AND ?", (lo, hi))} \
+            if hi - lo < 4 * len(seqs) + 64 else \
+            {r["seq"]: r for r in self._rows(f"SELECT * FROM events WHERE seq IN ({','.join('?' * len(seqs))})", seqs)}
+        return [rows[s] for s in seqs if s in rows]
+
+    def delivery_ids(
+        self, *, task_id: str | None = None, trace_id: str | None = None, upto_event: int | None = None
+    ) -> list[int]:
+        """Delivery ids in order, filtered by task or trace; with ``upto_event``, only the
+        deliveries whose events (or absence of any) came at or before that event."""
+        where, params = self._scope(task_id, trace_id)
+        if upto_event is not None:
+            last = self.conn.execute(
+                "SELECT COALESCE(MAX(delivery_id), 0) FROM events WHERE seq <= ? AND delivery_id IS NOT NULL", (upto_event,)
+            ).fetchone()[0]
+            where.append("delivery_id <= ?")
+            params.append(last)
+        sql = "SELECT delivery_id FROM deliveries" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY delivery_id"
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    _DELIVERY_SQL = (
+        "SELECT d.*, m.sender, m.recipient, m.trace_id, m.idempotency_key, m.sender_seq, m.sender_generation "
+        "FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
+    )
+
+    def deliveries_at(self, ids: list[int]) -> list[dict]:
+        """These deliveries joined with who sent what to whom, in the order given."""
+        if not ids:
+            return []
+        lo, hi = min(ids), max(ids)
+        if hi - lo < 4 * len(ids) + 64:
+            rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id BETWEEN ? AND ?", (lo, hi))
+        else:
+            rows = self._rows(self._DELIVERY_SQL + f"WHERE d.delivery_id IN ({','.join('?' * len(ids))})", ids)
+        by = {r["delivery_id"]: r for r in rows}
+        return [by[i] for i in ids if i in by]
+
+    def delivery(self, delivery_id: int) -> dict | None:
+        rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id = ?", (delivery_id,))
+        return rows[0] if rows else None
+
+    def message_at(self, msg_seq: int) -> dict | None:
+        """One stored envelope, whole (payload and evidence parsed)."""
+        rows = self._rows("SELECT * FROM messages WHERE msg_seq = ?", (msg_seq,))
+        if not rows:
+            return None
+        r = rows[0]
+        r["payload"] = json.loads(r["payload"])
+        r["evidence_refs"] = json.loads(r["evidence_refs"])
+        return r
+
+    def deliveries_of(self, message_id: str) -> list[dict]:
+        return self._rows("SELECT * FROM deliveries WHERE message_id = ? ORDER BY delivery_id", (message_id,))
+
+    def events_of_delivery(self, delivery_id: int) -> list[dict]:
+        rows = self._rows("SELECT * FROM events WHERE delivery_id = ? ORDER BY seq", (delivery_id,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
+
+    def event(self, seq: int) -> dict | None:
+        rows = self._rows("SELECT * FROM events WHERE seq = ?", (seq,))
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows[0] if rows else None
+
+    def next_delivery_span(self, after: int) -> tuple[int, int] | None:
+        """The first delivery with events after event ``after``: (delivery_id, its last event)."""
+        row = self.conn.execute(
+            "SELECT delivery_id FROM events WHERE seq > ? AND delivery_id IS NOT NULL ORDER BY seq LIMIT 1", (after,)
+        ).fetchone()
+        if row is None:
+            return None
+        end = self.conn.execute("SELECT MAX(seq) FROM events WHERE delivery_id = ?", (row[0],)).fetchone()[0]
+        return row[0], end
+
+    def last_delivery(self) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(delivery_id), 0) FROM deliveries").fetchone()[0]
+
+    def last_event(self) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+
+    def intent_of(self, task_id: str, key: str, payload_digest: str, scheme: str) -> dict | None:
+        rows = self._rows(
+            "SELECT * FROM intents WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? AND digest_scheme = ?",
+            (task_id, key, payload_digest, scheme),
+        )
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows[0] if rows else None
+
+    def message_by_id(self, message_id: str) -> dict | None:
+        """The first envelope stored under ``message_id`` (evidence may cite a message)."""
+        rows = self._rows("SELECT msg_seq FROM messages WHERE message_id = ? ORDER BY msg_seq LIMIT 1", (message_id,))
+        return self.message_at(rows[0]["msg_seq"]) if rows else None
+
+    def tasks(self) -> list[dict]:
+        return self._rows("SELECT * FROM tasks ORDER BY created_tick, task_id")
+
+    def transitions(self, task_id: str | None = None) -> list[dict]:
+        if task_id is None:
+            return self._rows("SELECT * FROM transitions ORDER BY seq")
+        return self._rows("SELECT * FROM transitions WHERE task_id = ? ORDER BY seq", (task_id,))
+
+    def transition_rules(self) -> list[dict]:
+        return self._rows("SELECT * FROM transition_rules ORDER BY machine_version, from_state, to_state")
+
+    def machines(self) -> list[dict]:
+        return self._rows("SELECT * FROM machines ORDER BY loaded_tick, version")
+
+    def intents(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM intents ORDER BY arrival")
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows
+
+    def intents_of_task(self, task_id: str) -> list[dict]:
+        rows = self._rows("SELECT * FROM intents WHERE task_id = ? ORDER BY arrival", (task_id,))
+        for r in rows:
+            r["payload"] = json.loads(r["payload"])
+            r["result"] = json.loads(r["result"])
+        return rows
+
+    def artifacts(self) -> list[dict]:
+        return self._rows("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts ORDER BY first_tick, ref")
+
+    def effects(self) -> list[dict]:
+        return self._rows("SELECT * FROM effects ORDER BY tick, effect_key")
+
+    def approvals(self) -> list[dict]:
+        rows = self._rows("SELECT * FROM approvals ORDER BY approval_id")
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"])
+        return rows
+
+    def budget_ledger(self) -> list[dict]:
+        return self._rows("SELECT * FROM budget ORDER BY entry")
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of every table, for summaries."""
+        out = {}
+        for t in ("messages", "deliveries", "events") + STATE_TABLES:
+            out[t] = self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+        return out
+
+    def run_summary(self) -> dict:
+        """A run's figures aggregated in SQL (memory flat in the run's size): each task's state, the
+        effect keys, row counts, deliveries by decision, events by type and the faults injected."""
+        q = self.conn.execute
+        return {
+            "tasks": dict(q("SELECT task_id, state FROM tasks ORDER BY created_tick, task_id")),
+            "effects": [r[0] for r in q("SELECT effect_key FROM effects ORDER BY tick, effect_key")],
+            "messages": q("SELECT COUNT(*) FROM messages").fetchone()[0],
+            "deliveries": q("SELECT COUNT(*) FROM deliveries").fetchone()[0],
+            "events": q("SELECT COUNT(*) FROM events").fetchone()[0],
+            "deliveries_by_decision": dict(q("SELECT decision, COUNT(*) FROM deliveries GROUP BY decision ORDER BY decision")),
+            "events_by_type": dict(q("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type")),
+            "faults_injected": [
+                {"fault": json.loads(d)["fault"], "message_id": m, "task_id": t}
+                for d, m, t in q("SELECT data, message_id, task_id FROM events WHERE type = 'fault_injected' ORDER BY seq")
+            ],
+        }
+
+    def state_digest(self) -> str:
+        """sha256 over every state table, rows in primary-key order: equal digests, equal state."""
+        h = hashlib.sha256()
+        for t in STATE_TABLES:
+            h.update(t.encode() + b"\n")
+            ncols = len(self.conn.execute(f"PRAGMA table_info({t})").fetchall())
+            order = ", ".join(str(i) for i in range(1, min(ncols, 4) + 1))
+            cur = self.conn.execute(f"SELECT * FROM {t} ORDER BY {order}")
+            for row in cur:
+                h.update(_dumps(list(row)).encode("utf-8") + b"\n")
+        return "sha256:" + h.hexdigest()

@@ -1,0 +1,161 @@
+"""The reducer: how each event type changes the state tables. Replay folds through exactly this."""
+
+from __future__ import annotations
+
+from ..errors import StaleWrite, StoreError
+from ..events import REGISTRY as EVENT_REGISTRY
+from .schema import _dumps
+
+
+class Reducer:
+    """Mixin of :class:`~sim.store.Store`: one ``_fold_<type>`` per event type that changes state."""
+
+    def _fold(self, etype: str, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        """The reducer: how each event type changes state (one ``_fold_<type>`` per type that
+        changes any; the others change nothing). Replay runs exactly this."""
+        fold = _FOLDS.get(etype)
+        if fold is not None:
+            fold(self, task_id, message_id, d, tick)
+        elif etype not in EVENT_REGISTRY:  # pragma: no cover - the runtime only appends known types
+            raise StoreError(f"unknown event type {etype!r}", code="E_UNKNOWN_EVENT")
+
+    def _fold_machine_loaded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO machines (version, description, loaded_tick) VALUES (?, ?, ?)",
+            (d["version"], d["description"], tick),
+        )
+        c.executemany(
+            "INSERT INTO transition_rules (machine_version, from_state, to_state, roles, reason) VALUES (?, ?, ?, ?, ?)",
+            [(d["version"], r[0], r[1], ",".join(r[2]), r[3]) for r in d["rules"]],
+        )
+        c.execute("UPDATE meta SET value = ? WHERE key = 'current_machine'", (d["version"],))
+        self._meta["current_machine"] = d["version"]
+
+    def _fold_task_created(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
+            "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
+            "VALUES (?, ?, ?, 'pending', 0, ?, NULL, NULL, 0, ?, ?, 1, 0, 0, ?, ?)",
+            (task_id, d["trace_id"], d["goal"], d["machine_version"], d["budget"], d["budget"], tick, tick),
+        )
+        c.execute(
+            "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, 'allotted', ?, ?)",
+            (task_id, d["budget"], message_id, tick),
+        )
+
+    def _fold_transition_applied(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        trusted = 0 if d["to"] == "needs_review" else (1 if d["from"] == "needs_review" else None)
+        cur = c.execute(
+            "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
+            "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
+            "WHERE task_id = ? AND state = ? AND state_version = ?",
+            (d["to"], tick, d.get("assignee"), trusted, task_id, d["from"], d["from_version"]),
+        )
+        if cur.rowcount != 1:
+            raise StaleWrite(
+                f"task {task_id} is no longer {d['from']} at state_version {d['from_version']}; reread and retry",
+                task_id=task_id,
+            )
+        c.execute(
+            "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
+            "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                task_id, d["from"], d["to"], d["reason"], d["executor"], d["role"], tick, self.time_at(tick),
+                d["from_version"] + 1, d["machine_version"], message_id,
+            ),
+        )
+
+    def _fold_lease_granted(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
+            (d["holder"], d["lease_version"], tick, task_id),
+        )
+
+    def _fold_lease_expired(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+
+    def _fold_budget_charged(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
+            (task_id, -d["amount"], d["reason"], message_id, tick),
+        )
+        c.execute("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (d["amount"], task_id))
+
+    def _fold_intent_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
+            "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
+            # Under the safe policy a (key, digest, scheme) is recorded once; a policy that
+            # does not deduplicate records it again, and the last write wins.
+            "ON CONFLICT (task_id, idempotency_key, payload_digest, digest_scheme) DO UPDATE SET "
+            "seen = seen + 1, message_id = excluded.message_id, result = excluded.result",
+            (
+                task_id, d["key"], d["digest"], d["scheme"], message_id, d["arrival"], d["decision"],
+                0 if d["decision"] == "conflict" else 1, _dumps(d["payload"]), _dumps(d["result"]),
+            ),
+        )
+        self._next_arrival = max(self._next_arrival, d["arrival"] + 1)
+
+    def _fold_duplicate_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
+            "AND digest_scheme = ?",
+            (task_id, d["key"], d["digest"], d["scheme"]),
+        )
+
+    def _fold_conflict_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, d["key"]))
+        c.execute("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+
+    def _fold_late_recorded(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
+
+    def _fold_transition_rejected(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        if task_id is not None:
+            c.execute("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
+
+    def _fold_artifact_stored(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT OR IGNORE INTO artifacts (ref, scheme, kind, size, content, task_id, message_id, first_tick) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (d["ref"], d["scheme"], d["kind"], d["size"], _dumps(d["content"]), task_id, message_id, tick),
+        )
+
+    def _fold_effect_committed(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (d["effect_key"], task_id, d["kind"], d["target"], message_id, d["result_digest"], tick),
+        )
+
+    def _fold_reconciliation_resolved(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+            (task_id, f"reconcile:{d['decision']}", d["reviewer"], _dumps(d["evidence"]), message_id, tick),
+        )
+
+    def _fold_review_decided(self, task_id: str | None, message_id: str | None, d: dict, tick: int) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
+            (task_id, d["decision"], d["reviewer"], _dumps(d["evidence"]), message_id, tick),
+        )
+
+
+#: The reducer by event type: each type whose folding changes state has its ``Store._fold_<type>``
+#: (a type declared as changing state without one fails here, at import).
+_FOLDS = {t: getattr(Reducer, f"_fold_{t}") for t, cls in EVENT_REGISTRY.items() if cls.CHANGES_STATE}

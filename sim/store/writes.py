@@ -1,0 +1,134 @@
+"""Writes: transactions, the logical clock, the message log and appending events (each folded)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from datetime import timedelta
+from typing import TYPE_CHECKING, Iterator
+
+from ..envelope import Envelope
+from ..errors import StoreError
+from ..events import EventDraft, MachineLoaded
+from ..machine import RuleBook
+from .schema import _dumps
+from .driver import _translate
+
+if TYPE_CHECKING:  # typing only: core imports this module
+    from .core import Store
+
+
+class Writes:
+    """Mixin of :class:`~sim.store.Store`: everything that writes."""
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Store"]:
+        """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+        saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
+                 self._data_version)
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+        try:
+            if self._start is not None:  # (a store being created has no meta yet)
+                self._refresh()
+            yield self
+            self.conn.execute("COMMIT")
+            self.commits += 1
+        except BaseException as e:
+            (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
+             self._data_version) = saved
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                self.conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise _translate(e, self.path) from e
+            raise
+
+    @property
+    def tick(self) -> int:
+        return self._tick
+
+    def advance(self, to: int | None = None) -> int:
+        """Move the logical clock (inside a transaction): one tick, or to tick ``to``.
+
+        The simulator delivers several messages in one round and passes the round as ``to``;
+        time never goes backwards.
+        """
+        if to is None:
+            self._tick += 1
+        else:
+            if to < self._tick:
+                raise StoreError(f"tick {to} is before the store's clock {self._tick}", code="E_CLOCK")
+            self._tick = to
+        return self._tick
+
+    def time_at(self, tick: int) -> str:
+        """``created_at`` of a tick: time zero plus one second per tick (logical time)."""
+        if self._time_cache[0] != tick:
+            assert self._start is not None
+            self._time_cache = (tick, (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._time_cache[1]
+
+    def record_message(
+        self, env: Envelope, envelope_digest: str, sent: tuple[int, int] | None = None
+    ) -> tuple[int, bool]:
+        """Store the envelope unless this exact envelope is stored; return (msg_seq, new).
+
+        ``sent`` is what the transport knows of the send: (per-sender sequence, sender generation).
+        """
+        seq, gen = sent if sent is not None else (None, None)
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
+            "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, "
+            "sender_seq, sender_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                env.message_id, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
+                env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
+                _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick, seq, gen,
+            ),
+        )
+        if cur.rowcount == 1:
+            return cur.lastrowid, True
+        row = self.conn.execute(
+            "SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
+            (env.message_id, envelope_digest),
+        ).fetchone()
+        return row[0], False
+
+    def record_delivery(
+        self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str,
+        state_after: str | None, version_after: int | None,
+    ) -> int:
+        """Write the delivery row (after its events, which already carry its id)."""
+        if delivery_id != self._next_delivery:
+            raise StoreError(f"delivery id {delivery_id} is not the next one ({self._next_delivery})", code="E_DB_WRITE")
+        self.conn.execute(
+            "INSERT INTO deliveries (delivery_id, tick, msg_seq, message_id, task_id, type, decision, code, reason, "
+            "state_after, state_version_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (delivery_id, self._tick, msg_seq, env.message_id, env.task_id, env.type, decision, code, reason,
+             state_after, version_after),
+        )
+        self._next_delivery = delivery_id + 1
+        return delivery_id
+
+    def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
+        """Append one event at the current tick and fold it into state. Inside a transaction."""
+        cur = self.conn.execute(
+            "INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self._tick, self.time_at(self._tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
+        )
+        self._fold(ev.type, ev.task_id, ev.message_id, ev.data, self._tick)
+        return cur.lastrowid
+
+    def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
+        """Load a machine version (inside a transaction); new tasks use it from now on."""
+        if rb.version in self.machine_versions():
+            raise StoreError(
+                f"machine version {rb.version!r} is already loaded; give the new machine a new version",
+                code="E_MACHINE_EXISTS",
+            )
+        self.append_event(MachineLoaded(
+            version=rb.version, description=description,
+            rules=[[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
+        ).draft(None, None))
