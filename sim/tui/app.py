@@ -70,31 +70,45 @@ LAB = Binding.Group("Lab", compact=True)
 VIEW = Binding.Group("View", compact=True)
 
 
+#: Every key of the run screen, once: (key, action, footer label, palette title, what it does, group,
+#: more Binding arguments). The footer, ? Help and the command palette are all read from here.
+KEYS = [
+    ("space", "step", "Step", "Step one delivery", "Deliver the next envelope (one delivery)", None, {}),
+    ("p", "toggle_play", "Play", "Play / pause", "Deliver continuously at the current speed", None, {}),
+    ("plus,equals_sign", "faster", "Faster", "Faster", "Raise the play speed", SPEED,
+     {"key_display": "+", "show": False}),  # ? lists them
+    ("minus", "slower", "Slower", "Slower", "Lower the play speed", SPEED, {"key_display": "-", "show": False}),
+    ("d", "inject('duplicate')", "Duplicate", "Inject a duplicate delivery", "Deliver the selected message again", FAULTS, {}),
+    ("c", "inject('conflicting-digest')", "Conflict", "Inject a conflicting digest",
+     "Send the selected message's key with another payload", FAULTS, {}),
+    ("l", "inject('late-failure')", "Late", "Inject a late failure", "A late failure after the selected result", FAULTS, {}),
+    ("s", "inject('resend')", "Resend", "Inject a resend", "The sender resends the selected message's intent under a new id",
+     FAULTS, {}),
+    ("k", "crash", "Crash", "Crash a worker", "Crash a worker mid-task", FAULTS, {}),
+    ("r", "reconcile", "Review", "Reconcile a needs_review task", "Decide a needs_review task as the reviewer", None, {}),
+    ("f", "filter", "Filter", "Filter by task or trace", "Show one task or trace only", VIEW, {}),
+    ("v", "conversation", "Conversation", "Conversation view", "Per-sender sequence, fence, acks and validator errors",
+     VIEW, {}),
+    ("left_square_bracket", "back", "Back", "Time travel: one event back", "Time travel: one event back", TRAVEL,
+     {"key_display": "["}),
+    ("right_square_bracket", "forward", "Fwd", "Time travel: one event forward", "Time travel: one event forward", TRAVEL,
+     {"key_display": "]"}),
+    ("g", "goto", "Go to", "Time travel to the selected event", "Time travel to the event selected in the Events pane",
+     TRAVEL, {}),
+    ("t", "present", "Now", "Back to the present", "Leave time travel: back to the present", TRAVEL, {}),
+    ("h", "lab_hint", "Hint", "Lab: hint", "Lab: the hint for the next unmet checkpoint", LAB, {}),
+    ("a", "lab_answer", "Answer", "Lab: answer a question", "Lab: answer the next question", LAB, {}),
+    ("question_mark", "help", "Help", "Help", "Every key and what the panes mean", None, {"key_display": "?"}),
+    ("q", "quit", "Quit", "Quit", "", None, {}),
+]
+
+
 class RunScreen(Screen):
     """The main screen: the source-of-truth strip, the three panes, a status line, the footer."""
 
     BINDINGS = [
-        Binding("space", "app.step", "Step", tooltip="Deliver the next envelope (one delivery)"),
-        Binding("p", "app.toggle_play", "Play", tooltip="Deliver continuously at the current speed"),
-        Binding("plus,equals_sign", "app.faster", "Faster", key_display="+", group=SPEED, show=False),  # ? lists them
-        Binding("minus", "app.slower", "Slower", key_display="-", group=SPEED, show=False),
-        Binding("d", "app.inject('duplicate')", "Duplicate", tooltip="Deliver the selected message again", group=FAULTS),
-        Binding("c", "app.inject('conflicting-digest')", "Conflict", tooltip="Send the selected message's key with another payload", group=FAULTS),
-        Binding("l", "app.inject('late-failure')", "Late", tooltip="A late failure after the selected result", group=FAULTS),
-        Binding("s", "app.inject('resend')", "Resend", tooltip="The sender resends the selected message's intent under a new id", group=FAULTS),
-        Binding("k", "app.crash", "Crash", tooltip="Crash a worker mid-task", group=FAULTS),
-        Binding("r", "app.reconcile", "Review", tooltip="Decide a needs_review task as the reviewer"),
-        Binding("f", "app.filter", "Filter", tooltip="Show one task or trace only", group=VIEW),
-        Binding("v", "app.conversation", "Conversation", tooltip="Per-sender sequence, fence, acks and validator errors",
-                group=VIEW),
-        Binding("left_square_bracket", "app.back", "Back", key_display="[", tooltip="Time travel: one event back", group=TRAVEL),
-        Binding("right_square_bracket", "app.forward", "Fwd", key_display="]", tooltip="Time travel: one event forward", group=TRAVEL),
-        Binding("g", "app.goto", "Go to", tooltip="Time travel to the event selected in the Events pane", group=TRAVEL),
-        Binding("t", "app.present", "Now", tooltip="Leave time travel: back to the present", group=TRAVEL),
-        Binding("h", "app.lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint", group=LAB),
-        Binding("a", "app.lab_answer", "Answer", tooltip="Lab: answer the next question", group=LAB),
-        Binding("question_mark", "app.help", "Help", key_display="?"),
-        Binding("q", "app.quit", "Quit"),
+        Binding(key, f"app.{action}", label, tooltip=what, group=group, **extra)
+        for key, action, label, _title, what, group, extra in KEYS
     ]
 
     DEFAULT_CSS = """
@@ -168,27 +182,8 @@ class ProtolabApp(LabHost, Player, App):
     BINDINGS = [Binding("q", "quit", "Quit")]
 
     #: (action, title, help) for the command palette: the same actions as the keys.
-    COMMANDS_LIST = (
-        ("step", "Step one delivery", "Deliver the next envelope"),
-        ("toggle_play", "Play / pause", "Deliver continuously at the current speed"),
-        ("faster", "Faster", "Raise the play speed"),
-        ("slower", "Slower", "Lower the play speed"),
-        ("inject('duplicate')", "Inject a duplicate delivery", "Deliver the selected message once more"),
-        ("inject('conflicting-digest')", "Inject a conflicting digest", "The selected message's key again, with another payload"),
-        ("inject('late-failure')", "Inject a late failure", "A failure for the selected result's attempt arrives late"),
-        ("inject('resend')", "Inject a resend", "The sender sends the selected message's intent again under a new message id"),
-        ("crash", "Crash a worker", "A worker dies holding its lease"),
-        ("reconcile", "Reconcile a needs_review task", "Decide ready or canceled as the reviewer, citing evidence"),
-        ("filter", "Filter by task or trace", "Show one task or one trace only"),
-        ("lab_hint", "Lab: hint", "The hint for the next unmet checkpoint, from what your run shows"),
-        ("lab_answer", "Lab: answer a question", "The next unanswered question of the lab"),
-        ("back", "Time travel: one event back", "All three panes as of the previous event"),
-        ("forward", "Time travel: one event forward", "All three panes as of the next event"),
-        ("goto", "Time travel to the selected event", "All three panes as of the event selected in Events"),
-        ("present", "Back to the present", "Leave time travel"),
-        ("conversation", "Conversation view", "Per-sender messages, fence, acknowledgements, validator errors"),
-        ("help", "Help", "Every key and what the panes mean"),
-    )
+    #: The command palette: every key's action but quit (Textual's own commands offer that), read from KEYS.
+    COMMANDS_LIST = tuple((action, title, what) for _k, action, _l, title, what, _g, _x in KEYS if action != "quit")
 
     def __init__(self, store: Store, *, live: LiveRun | None = None, play: bool = False, speed: int = 4,
                  label: str | None = None, lab=None, watch: bool = False):
