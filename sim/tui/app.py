@@ -39,12 +39,6 @@ SOURCE_OF_TRUTH = (
 class Pane(Vertical):
     """A titled pane holding one LogView and a column header."""
 
-    DEFAULT_CSS = """
-    Pane { border: round $primary 50%; height: 1fr; }
-    Pane:focus-within { border: round $accent; }
-    Pane > .pane--header { height: 1; color: $text-muted; text-style: bold; }
-    """
-
     def __init__(self, title: str, header: str, view: LogView, *, id: str):
         super().__init__(id=id)
         self.border_title = title
@@ -56,11 +50,6 @@ class Pane(Vertical):
         yield self.view
 
 
-#: a grouped key's label (Faults, Time) apart from the next key, in a compact footer
-FOOTER_CSS = """
-Footer.-compact KeyGroup.-compact { padding-left: 0; }
-Footer.-compact FooterLabel { margin: 0 1 0 0; }
-"""
 
 #: keys the footer shows under one label each (? lists every key with its own description)
 SPEED = Binding.Group("Speed", compact=True)
@@ -111,24 +100,6 @@ class RunScreen(Screen):
         for key, action, label, _title, what, group, extra in KEYS
     ]
 
-    DEFAULT_CSS = """
-    RunScreen { layout: vertical; }
-    #status { height: 1; background: $boost; padding: 0 1; }
-    #truth { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
-    #main { layout: horizontal; height: 1fr; }
-    #panes { height: 1fr; width: 1fr; }
-    RunScreen.-guide-below #main { layout: vertical; }
-    RunScreen.-guide-below #guide { width: 1fr; height: 12; }
-    RunScreen.-guide-compact #guide { height: 7; }
-    RunScreen.-guide-compact #truth { display: none; }
-    #state-pane { height: 7; }
-    #logs { layout: horizontal; height: 1fr; }
-    #too-small { display: none; height: 1fr; content-align: center middle; text-style: bold; }
-    RunScreen.-small #too-small { display: block; }
-    RunScreen.-small #main, RunScreen.-small #panes, RunScreen.-small #truth, RunScreen.-small #status { display: none; }
-    RunScreen.-narrow #logs { layout: vertical; }
-    """
-
     def compose(self) -> ComposeResult:
         app: ProtolabApp = self.app  # type: ignore[assignment]
         yield Static(id="status")
@@ -175,9 +146,7 @@ class ProtolabApp(LabHost, Player, App):
     """Browse (and, when live, drive) one run."""
 
     TITLE = "protolab"
-    CSS = """
-    Screen { background: $surface; }
-    """ + FOOTER_CSS
+    CSS_PATH = ["protolab.tcss", "run.tcss"]
 
     BINDINGS = [Binding("q", "quit", "Quit")]
 

@@ -74,11 +74,6 @@ def progress_bar(done: int, total: int, width: int = 10) -> str:
 class Guide(VerticalScroll):
     """The lab's steps, the checkpoints of each, and the hint when asked for."""
 
-    DEFAULT_CSS = """
-    Guide { width: 44; border: round $success 60%; padding: 0 1; }
-    Guide > Static { width: 1fr; }
-    """
-
     def __init__(self, session: LabSession):
         super().__init__(id="guide")
         self.session = session
@@ -155,12 +150,6 @@ class Guide(VerticalScroll):
 class AskQuestion(ModalScreen):
     """One of the lab's questions: a choice or an exact value, with feedback on a wrong answer."""
 
-    DEFAULT_CSS = """
-    AskQuestion { align: center middle; }
-    AskQuestion > Vertical { width: 76; max-width: 95%; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
-    AskQuestion .feedback { color: $warning; height: auto; }
-    AskQuestion .right { color: $success; }
-    """
     BINDINGS = [Binding("escape", "close", "Close")]
 
     def __init__(self, session: LabSession):
@@ -213,11 +202,7 @@ class AskQuestion(ModalScreen):
 class LabMenu(App):
     """``protolab lab``: every lab with its progress; enter starts the highlighted one."""
 
-    CSS = """
-    Screen { background: $surface; }
-    #menu-title { height: auto; padding: 0 1; text-style: bold; }
-    DataTable { height: 1fr; }
-    """
+    CSS_PATH = ["protolab.tcss", "labmenu.tcss"]
     BINDINGS = [Binding("enter", "start", "Start"), Binding("q", "quit", "Quit")]
 
     def __init__(self, rows: list[dict]):

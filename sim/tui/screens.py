@@ -35,10 +35,6 @@ class Detail(Screen):
     """Everything behind one row: the envelope, its digest, its intent, its evidence, its events."""
 
     BINDINGS = [Binding("escape,q,enter", "app.pop_screen", "Back")]
-    DEFAULT_CSS = """
-    Detail VerticalScroll { padding: 0 1; }
-    Detail #detail-title { background: $boost; padding: 0 1; text-style: bold; }
-    """
 
     def __init__(self, title: str, body):
         super().__init__()
@@ -198,10 +194,6 @@ class Conversation(Screen):
     """Per sender: its messages in sequence, the fence and the acks, validator errors in place."""
 
     BINDINGS = [Binding("escape,q,v", "app.pop_screen", "Back")]
-    DEFAULT_CSS = """
-    Conversation VerticalScroll { padding: 0 1; }
-    Conversation #conv-title { background: $boost; padding: 0 1; text-style: bold; }
-    """
 
     def __init__(self, store: Store):
         super().__init__()
@@ -304,7 +296,6 @@ class Conversation(Screen):
 
 class Help(Screen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Back")]
-    DEFAULT_CSS = "Help VerticalScroll { padding: 0 2; }"
 
     def __init__(self, bindings, *, notes: str | None = None):
         super().__init__()
@@ -356,12 +347,6 @@ class Help(Screen):
 
 
 class _Dialog(ModalScreen):
-    DEFAULT_CSS = """
-    _Dialog { align: center middle; }
-    _Dialog > Vertical { width: 70; max-width: 95%; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
-    _Dialog Horizontal { height: auto; }
-    _Dialog .error { color: $error; }
-    """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def action_cancel(self) -> None:

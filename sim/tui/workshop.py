@@ -14,7 +14,7 @@ from textual.widgets import Footer, Static
 
 from ..invariants import check
 from ..live import LiveRun
-from .app import FOOTER_CSS, LAB, SPEED
+from .app import LAB, SPEED
 from .guide import LabHost
 from .player import SPEEDS, Player
 from .logview import LogView
@@ -42,17 +42,6 @@ def _witness(w: dict) -> str:
 
 class Side(Vertical):
     """One policy's run: verdict banner, State, invariants, Messages."""
-
-    DEFAULT_CSS = """
-    Side { width: 1fr; border: round $primary 50%; }
-    Side .banner { height: auto; padding: 0 1; text-style: bold; }
-    Side .banner.-broken { background: $error 40%; }
-    Side .banner.-holds { background: $success 30%; }
-    Side .hdr { height: 1; color: $text-muted; text-style: bold; }
-    Side .tasks { height: 5; }
-    Side .invariants { height: auto; padding: 0 1; }
-    Side LogView.msgs { height: 1fr; scrollbar-size-vertical: 1; }  /* the decision column stays clear of it */
-    """
 
     def __init__(self, live: LiveRun, title: str, *, id: str):
         super().__init__(id=id)
@@ -113,12 +102,7 @@ class WorkshopApp(LabHost, Player, App):
     Guide below, checked against the safe side after every step)."""
 
     TITLE = "protolab workshop"
-    CSS = """
-    #status { height: 1; background: $boost; padding: 0 1; }
-    #sides { height: 1fr; }
-    WorkshopApp #guide { width: 1fr; height: 9; }
-    WorkshopApp.-short #guide { height: 7; }
-    """ + FOOTER_CSS
+    CSS_PATH = ["protolab.tcss", "workshop.tcss"]
     BINDINGS = [
         Binding("space", "step", "Step both", tooltip="One delivery on each side"),
         Binding("p", "toggle_play", "Play/pause"),

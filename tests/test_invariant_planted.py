@@ -1,0 +1,194 @@
+"""Judges judged on doctored logs: a finished run whose rows are changed the way a broken writer
+would leave them (a clock gone backwards, an id used twice or skipped, an event naming no
+delivery), read through a proxy so the store itself never holds the damage. Each planted fault must
+break exactly its invariant, and the witness must name exactly the rows, in words a student reads.
+Also the payload comparison the judges share with intake (_same_payload), case by case."""
+
+import copy
+
+import pytest
+
+from sim import digest as _digest
+from sim.invariants import _same_payload, check
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+
+
+class Doctored:
+    """A store as the judges see it, with some rows replaced (``events`` and ``deliveries``)."""
+
+    def __init__(self, store, *, events=None, deliveries=None):
+        self._store = store
+        self._events = events
+        self._deliveries = deliveries
+
+    def events(self):
+        return self._events if self._events is not None else self._store.events()
+
+    def deliveries(self):
+        return self._deliveries if self._deliveries is not None else self._store.deliveries()
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+@pytest.fixture(scope="module")
+def run():
+    store = run_scenario(load_scenario("publish-report"))
+    yield store
+    store.close()
+
+
+def _clock(store) -> list[dict]:
+    (r,) = [r for r in check(store) if r.name == "CLOCK_MONOTONIC"]
+    broken = [r.name for r in check(store) if not r.ok]
+    assert broken in ([], ["CLOCK_MONOTONIC"]), broken
+    return list(r.witnesses)
+
+
+def test_the_untouched_run_keeps_its_clock(run):
+    assert _clock(run) == []
+
+
+def test_an_event_dated_before_the_one_before_it_is_named_with_both_ticks(run):
+    events = copy.deepcopy(run.events())
+    k = next(i for i, e in enumerate(events) if i > 0 and e["tick"] > 1 and e["delivery_id"] is not None)
+    prev = events[k - 1]
+    events[k]["tick"] = prev["tick"] - 1
+    e = events[k]
+    assert _clock(Doctored(run, events=events)) == [{
+        "problem": "an event's tick is before the previous event's", "event_seq": e["seq"], "tick": e["tick"],
+        "previous_event_seq": prev["seq"], "previous_tick": prev["tick"], "type": e["type"], "task_id": e["task_id"],
+        "message_id": e["message_id"], "delivery_id": e["delivery_id"],
+    }]
+
+
+def test_a_delivery_id_used_twice_names_both_messages(run):
+    dels = copy.deepcopy(run.deliveries())
+    twin = dict(dels[2], message_id="M-twin", task_id="T-9")
+    dels.insert(3, twin)
+    assert _clock(Doctored(run, deliveries=dels)) == [{
+        "problem": "a delivery id is used twice", "delivery_id": dels[2]["delivery_id"], "message_id": "M-twin",
+        "other_message_id": dels[2]["message_id"], "task_id": "T-9",
+    }]
+
+
+def test_a_skipped_delivery_id_is_named_with_what_is_missing(run):
+    dels = copy.deepcopy(run.deliveries())
+    for d in dels[3:]:
+        d["delivery_id"] += 2  # ids 4 and 5 never written
+    events = copy.deepcopy(run.events())
+    for e in events:
+        if e["delivery_id"] is not None and e["delivery_id"] >= 4:
+            e["delivery_id"] += 2
+    assert _clock(Doctored(run, events=events, deliveries=dels)) == [{
+        "problem": "delivery ids skip", "delivery_id": 4, "missing": [4, 5], "next_delivery_id": 6,
+        "previous_delivery_id": 3,
+    }]
+
+
+def test_a_first_delivery_id_other_than_one_is_a_gap_with_no_previous(run):
+    dels = copy.deepcopy(run.deliveries())
+    events = copy.deepcopy(run.events())
+    for d in dels:
+        d["delivery_id"] += 1
+    for e in events:
+        if e["delivery_id"] is not None:
+            e["delivery_id"] += 1
+    assert _clock(Doctored(run, events=events, deliveries=dels)) == [{
+        "problem": "delivery ids skip", "delivery_id": 1, "missing": [1], "next_delivery_id": 2,
+        "previous_delivery_id": None,
+    }]
+
+
+def test_a_long_gap_lists_its_first_ten_missing_ids(run):
+    dels = copy.deepcopy(run.deliveries())
+    events = copy.deepcopy(run.events())
+    for d in dels[1:]:
+        d["delivery_id"] += 20
+    for e in events:
+        if e["delivery_id"] is not None and e["delivery_id"] >= 2:
+            e["delivery_id"] += 20
+    (w,) = _clock(Doctored(run, events=events, deliveries=dels))
+    assert w["missing"] == list(range(2, 12)) and w["next_delivery_id"] == 22 and w["delivery_id"] == 2
+
+
+def test_a_delivery_dated_before_the_one_before_it_is_named_with_both_ticks(run):
+    dels = copy.deepcopy(run.deliveries())
+    d, prev = dels[4], dels[3]
+    d["tick"] = prev["tick"] - 1
+    assert _clock(Doctored(run, deliveries=dels)) == [{
+        "problem": "a delivery's tick is before the previous delivery's", "delivery_id": d["delivery_id"],
+        "tick": d["tick"], "previous_delivery_id": prev["delivery_id"], "previous_tick": prev["tick"],
+        "message_id": d["message_id"], "task_id": d["task_id"],
+    }]
+
+
+def test_a_delivery_at_the_same_tick_as_the_one_before_is_no_violation(run):
+    dels = copy.deepcopy(run.deliveries())
+    dels[4]["tick"] = dels[3]["tick"]
+    events = copy.deepcopy(run.events())
+    assert _clock(Doctored(run, events=events, deliveries=dels)) == []
+
+
+def test_an_event_naming_a_delivery_that_is_not_recorded_is_named(run):
+    events = copy.deepcopy(run.events())
+    e = next(e for e in events if e["delivery_id"] is not None)
+    e["delivery_id"] = 999
+    assert _clock(Doctored(run, events=events)) == [{
+        "problem": "an event names a delivery that is not recorded", "event_seq": e["seq"], "delivery_id": 999,
+        "type": e["type"], "task_id": e["task_id"], "message_id": e["message_id"],
+    }]
+
+
+# ---------------------------------------------------------------------------- the payload comparison
+
+P = {"status": "succeeded", "facts": ["a", "b"], "n": 1}
+Q = {"status": "succeeded", "facts": ["a", "c"], "n": 1}
+
+
+def _row(payload, scheme):
+    return {"payload": payload, "digest_scheme": scheme, "payload_digest": _digest.digest(payload, scheme)}
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (_row(P, "json-sorted-v1"), _row(P, "json-sorted-v1"), True),
+    (_row(P, "json-sorted-v1"), _row(Q, "json-sorted-v1"), False),
+    (_row(P, "json-sorted-v1"), _row(P, "jcs-v2"), True),  # one payload, two schemes: the same intent
+    (_row(P, "jcs-v2"), _row(P, "json-sorted-v1"), True),
+    (_row(P, "json-sorted-v1"), _row(Q, "jcs-v2"), False),
+    (_row(Q, "jcs-v2"), _row(P, "json-sorted-v1"), False),
+    # a digest that does not match its own payload: compared across schemes, the recomputed one decides
+    (dict(_row(P, "json-sorted-v1"), payload_digest="sha256:" + "0" * 64), _row(P, "jcs-v2"), False),
+    (_row(P, "json-sorted-v1"), dict(_row(P, "jcs-v2"), payload_digest="sha256:" + "0" * 64), False),
+])
+def test_two_deliveries_carry_the_same_payload_exactly_when_their_digests_agree_under_one_scheme(a, b, same):
+    assert _same_payload(a, b) is same
+
+
+def test_redacted_payloads_are_compared_as_the_log_kept_them():
+    shown = {"source": "[redacted]", "claim": "x"}
+    other = {"source": "[redacted]", "claim": "y"}
+    a = {"payload": shown, "digest_scheme": "json-sorted-v1", "payload_digest": "sha256:" + "1" * 64}
+    b = {"payload": dict(shown), "digest_scheme": "jcs-v2", "payload_digest": "sha256:" + "2" * 64}
+    assert _same_payload(a, b) is True  # both redacted: what the log kept is all there is, and it agrees
+    assert _same_payload(a, dict(b, payload=other)) is False
+    # one side redacted: only the other side's digest can be checked against the redacted one's payload
+    clear = _row({"source": "Ann", "claim": "x"}, "jcs-v2")
+    assert _same_payload(a, clear) is False
+    assert _same_payload(_row({"source": "[redacted]", "claim": "x"}, "json-sorted-v1") | {"payload": shown},
+                         _row(shown, "jcs-v2")) is True
+
+
+def test_a_payload_with_no_canonical_bytes_is_never_the_same():
+    bad = {"payload": {"x": float("nan")}, "digest_scheme": "jcs-v2", "payload_digest": "sha256:" + "3" * 64}
+    assert _same_payload(_row(P, "json-sorted-v1"), bad) is False
+
+
+def test_a_verdict_reads_as_json_with_its_name_words_and_witnesses(run):
+    from sim.invariants import DESCRIPTIONS, InvariantResult
+
+    r = InvariantResult("CLOCK_MONOTONIC", False, DESCRIPTIONS["CLOCK_MONOTONIC"], ({"delivery_id": 4},))
+    assert r.to_dict() == {"name": "CLOCK_MONOTONIC", "ok": False, "description": DESCRIPTIONS["CLOCK_MONOTONIC"],
+                           "witnesses": [{"delivery_id": 4}]}
+    assert [x.to_dict()["witnesses"] for x in check(run)] == [[] for _ in check(run)]
