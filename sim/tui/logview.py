@@ -91,6 +91,23 @@ class LogView(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"logview--cursor"}
 
+    DEFAULT_CSS = """
+    LogView {
+        overflow-x: hidden;
+        overflow-y: auto;
+        background: $surface;
+        color: $foreground;
+        & > .logview--cursor {
+            background: $accent 40%;
+        }
+        &:focus > .logview--cursor {
+            color: $block-cursor-foreground;
+            background: $block-cursor-background;
+            text-style: $block-cursor-text-style;
+        }
+    }
+    """
+
     cursor: reactive[int] = reactive(-1, repaint=False, init=False)
     """Index of the cursor row, or -1 when the source is empty."""
 
