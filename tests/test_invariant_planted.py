@@ -192,3 +192,73 @@ def test_a_verdict_reads_as_json_with_its_name_words_and_witnesses(run):
     assert r.to_dict() == {"name": "CLOCK_MONOTONIC", "ok": False, "description": DESCRIPTIONS["CLOCK_MONOTONIC"],
                            "witnesses": [{"delivery_id": 4}]}
     assert [x.to_dict()["witnesses"] for x in check(run)] == [[] for _ in check(run)]
+
+
+# ---------------------------------------------------------------------------- NO_LOST_UPDATE on doctored logs
+
+
+class DoctoredAll(Doctored):
+    def __init__(self, store, *, events=None, deliveries=None, messages=None):
+        super().__init__(store, events=events, deliveries=deliveries)
+        self._messages = messages
+
+    def messages(self):
+        return self._messages if self._messages is not None else self._store.messages()
+
+
+def _lost(store) -> list[dict]:
+    (r,) = [r for r in check(store) if r.name == "NO_LOST_UPDATE"]
+    return list(r.witnesses)
+
+
+def _moves(store):
+    from sim.invariants import _move_witness, _Run
+
+    return {m["event_seq"]: (m, _move_witness(m)) for m in _Run(store).moves}
+
+
+def _result_moves(store):
+    return [(m, w) for m, w in _moves(store).values() if m["message"] and m["message"]["type"] == "task_result"]
+
+
+def test_a_result_on_a_task_no_lease_was_ever_granted_for_is_a_lost_update(run):
+    events = [e for e in copy.deepcopy(run.events()) if e["type"] != "lease_granted"]
+    doctored = Doctored(run, events=events)
+    expected = [{"problem": "no lease was ever granted", "task_id": m["task_id"], "message_id": m["message"]["message_id"],
+                 "sender": m["message"]["sender"], "carried_lease_version": m["message"]["payload"].get("lease_version"),
+                 "current_lease": None, "transition": w} for m, w in _result_moves(doctored)]
+    assert expected and _lost(doctored) == expected
+
+
+def test_a_lease_that_expired_without_a_grant_on_record_still_fences_the_commit(run):
+    events = copy.deepcopy(run.events())
+    first_result = min(m["event_seq"] for m, _w in _result_moves(run))
+    i = next(i for i, e in enumerate(events) if e["seq"] == first_result)
+    target = events[i]
+    events = [e for e in events if not (e["type"] == "lease_granted" and e["task_id"] == target["task_id"])]
+    expired = {"seq": target["seq"] - 0.5, "tick": target["tick"], "type": "lease_expired", "task_id": target["task_id"],
+               "message_id": None, "delivery_id": None, "data": {"holder": "researcher", "lease_version": 1},
+               "created_at": target.get("created_at")}
+    events.insert(events.index(target), expired)
+    doctored = Doctored(run, events=events)
+    got = [w for w in _lost(doctored) if w["task_id"] == target["task_id"]]
+    assert got[0]["problem"] == "the lease had expired"
+    assert got[0]["current_lease"] == {"holder": "researcher", "lease_version": 1, "expired": True,
+                                       "event_seq": target["seq"] - 0.5}
+
+
+def test_a_move_made_from_a_state_version_its_message_did_not_expect_is_a_lost_update(run):
+    msgs = copy.deepcopy(run.messages())
+    (m, w) = next((m, w) for m, w in _moves(run).values()
+                  if m["message"] and m["message"]["type"] == "task_request")
+    doctored_msg = next(x for x in msgs if x["msg_seq"] == m["message"]["msg_seq"])
+    doctored_msg["payload"]["expected_state_version"] = m["from_version"] + 5
+    doctored = DoctoredAll(run, messages=msgs)
+    assert _lost(doctored) == [{
+        "problem": "stale expected_state_version", "task_id": m["task_id"], "message_id": doctored_msg["message_id"],
+        "sender": doctored_msg["sender"], "expected_state_version": m["from_version"] + 5,
+        "actual_state_version": m["from_version"], "transition": _moves(doctored)[m["event_seq"]][1],
+    }]
+    # the version it did expect is no violation
+    doctored_msg["payload"]["expected_state_version"] = m["from_version"]
+    assert _lost(DoctoredAll(run, messages=msgs)) == []
