@@ -110,7 +110,6 @@ class _Run:
         row = self.transition_by_version.get((e["task_id"], d["from_version"] + 1))
         return {
             "event_seq": e["seq"],
-            "tick": e["tick"],
             "task_id": e["task_id"],
             "from": d["from"],
             "to": d["to"],
