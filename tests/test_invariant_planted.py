@@ -262,3 +262,53 @@ def test_a_move_made_from_a_state_version_its_message_did_not_expect_is_a_lost_u
     # the version it did expect is no violation
     doctored_msg["payload"]["expected_state_version"] = m["from_version"]
     assert _lost(DoctoredAll(run, messages=msgs)) == []
+
+
+# ---------------------------------------------------------------------------- CONFLICT_FROZEN on doctored logs
+
+
+@pytest.fixture(scope="module")
+def conflicted():
+    store = run_scenario(load_scenario("publish-report"), seed=2, faults=["conflicting-digest"])
+    yield store
+    store.close()
+
+
+def _frozen(store) -> list[dict]:
+    (r,) = [r for r in check(store) if r.name == "CONFLICT_FROZEN"]
+    return list(r.witnesses)
+
+
+def _conflict_delivery(store):
+    return next(d for d in store.deliveries() if d["decision"] == "conflict")
+
+
+def test_the_conflicting_run_holds_conflict_frozen(conflicted):
+    assert _frozen(conflicted) == []
+
+
+def test_a_second_payload_whose_delivery_left_no_events_is_judged_at_the_last_event_before_it(conflicted):
+    """Another implementation's log may write no event for a delivery: the point 'right after it' is
+    then the last event of the deliveries before it, where the task was not yet frozen."""
+    second = _conflict_delivery(conflicted)
+    events = [e for e in copy.deepcopy(conflicted.events()) if e["delivery_id"] != second["delivery_id"]]
+    before = max(e["seq"] for e in events if e["delivery_id"] is not None and e["delivery_id"] < second["delivery_id"])
+    (w,) = _frozen(Doctored(conflicted, events=events))
+    assert w["problem"] == "not frozen when the second payload was delivered"
+    assert w["event_seq"] == before and w["state_instead"] == "succeeded" and w["expected_state"] == "needs_review"
+
+
+def test_a_refused_delivery_with_another_payload_under_the_key_is_no_conflict(conflicted):
+    second = _conflict_delivery(conflicted)
+    dels = copy.deepcopy(conflicted.deliveries())
+    for d in dels:
+        if d["delivery_id"] == second["delivery_id"]:
+            d["decision"] = "rejected"
+    events = [e for e in copy.deepcopy(conflicted.events())
+              if not (e["delivery_id"] == second["delivery_id"] and e["type"] == "transition_applied")]
+    # the freeze is gone from the log too: with the second payload refused there is nothing to freeze
+    assert _frozen(Doctored(conflicted, events=events, deliveries=dels)) == []
+    # counted as delivered, the same log is a conflict nobody froze
+    dels2 = copy.deepcopy(conflicted.deliveries())
+    (w,) = _frozen(Doctored(conflicted, events=events, deliveries=dels2))
+    assert w["problem"] == "not frozen when the second payload was delivered" and w["second"]["message_id"] == second["message_id"]
