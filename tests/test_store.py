@@ -218,3 +218,26 @@ def test_read_only_open_never_writes_the_file_even_to_migrate_it(tmp_path):
     with pytest.raises(StoreError):
         deliver(ro, samples.m1())
     ro.close()
+
+
+@pytest.mark.parametrize("errorname, code", [
+    ("SQLITE_FULL", "E_DB_FULL"), ("SQLITE_IOERR_WRITE", "E_DB_FULL"), ("SQLITE_IOERR_SHMSIZE", "E_DB_FULL"),
+    ("SQLITE_IOERR_READ", "E_DB_IO"), ("SQLITE_CONSTRAINT_UNIQUE", "E_DB_CONSTRAINT"),
+    ("SQLITE_READONLY", "E_DB_READONLY"), ("SQLITE_READONLY_DBMOVED", "E_DB_READONLY"),
+    ("SQLITE_BUSY", "E_DB_BUSY"), ("SQLITE_LOCKED", "E_DB_BUSY"), ("SQLITE_CORRUPT", "E_DB_CORRUPT"),
+    ("SQLITE_NOTADB", "E_DB_CORRUPT"), ("SQLITE_CANTOPEN", "E_DB_UNREADABLE"), ("SQLITE_ERROR", "E_DB_WRITE"),
+])
+def test_a_driver_error_gets_its_code_from_sqlites_result_code_not_its_words(errorname, code):
+    from sim.store.driver import _translate
+
+    e = sqlite3.OperationalError("something went wrong")  # words that name no cause
+    e.sqlite_errorname = errorname
+    out = _translate(e, "run.db")
+    assert out.code == code and "run.db" in str(out)
+
+
+def test_an_error_the_python_module_raises_itself_is_still_translated():
+    from sim.store.driver import _translate
+
+    assert _translate(sqlite3.ProgrammingError("Cannot operate on a closed database.")).code == "E_DB_WRITE"
+    assert _translate(sqlite3.IntegrityError("UNIQUE constraint failed: x")).code == "E_DB_CONSTRAINT"

@@ -88,29 +88,59 @@ class _Connection(sqlite3.Connection):
             raise _translate(e, self.path) from e
 
 
+#: SQLite's primary result codes (``sqlite_errorname`` without its extended part) -> protolab's code.
+_CODE_BY_SQLITE = {
+    "SQLITE_FULL": "E_DB_FULL", "SQLITE_TOOBIG": "E_DB_FULL",
+    "SQLITE_CONSTRAINT": "E_DB_CONSTRAINT",
+    "SQLITE_READONLY": "E_DB_READONLY",
+    "SQLITE_BUSY": "E_DB_BUSY", "SQLITE_LOCKED": "E_DB_BUSY",
+    "SQLITE_CORRUPT": "E_DB_CORRUPT", "SQLITE_NOTADB": "E_DB_CORRUPT",
+    "SQLITE_CANTOPEN": "E_DB_UNREADABLE",
+    "SQLITE_IOERR": "E_DB_IO",
+}
+#: extended I/O errors that mean a write could not be made room for (a full disk, a size limit)
+_FULL_IO = ("SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_IOERR_SHMSIZE")
+
+
+def _code_of(e: sqlite3.Error) -> str:
+    """protolab's code for a driver error: by SQLite's result code where the driver gives one (every
+    error SQLite itself raises), by the exception's class and words only where it does not (errors
+    the Python module raises itself, such as a closed connection)."""
+    kind = getattr(e, "sqlite_errorname", "") or ""
+    if kind in _FULL_IO:
+        return "E_DB_FULL"
+    primary = "_".join(kind.split("_")[:2])
+    if primary in _CODE_BY_SQLITE:
+        return _CODE_BY_SQLITE[primary]
+    if isinstance(e, sqlite3.IntegrityError):
+        return "E_DB_CONSTRAINT"
+    msg = str(e)
+    for words, code in (
+        (("readonly", "read-only"), "E_DB_READONLY"), (("locked", "busy"), "E_DB_BUSY"),
+        (("disk is full", "too big"), "E_DB_FULL"), (("malformed", "not a database", "corrupt"), "E_DB_CORRUPT"),
+        (("unable to open",), "E_DB_UNREADABLE"), (("disk I/O",), "E_DB_IO"),
+    ):
+        if any(w in msg for w in words):
+            return code
+    return "E_DB_WRITE"
+
+
+_SAYS = {
+    "E_DB_FULL": "cannot write {name}: {msg} (is the disk full, or the file over a size limit?)",
+    "E_DB_CONSTRAINT": "{name} refused a write: {msg}",
+    "E_DB_READONLY": "cannot write {name}: {msg} (the file or its folder is read-only)",
+    "E_DB_BUSY": "{name} is busy (another process holds it too long): {msg}",
+    "E_DB_CORRUPT": "{name} is damaged: {msg}",
+    "E_DB_UNREADABLE": "cannot open {name}: {msg}",
+    "E_DB_IO": "{name} could not be read or written: {msg}",
+    "E_DB_WRITE": "database error on {name}: {msg}",
+}
+
+
 def _translate(e: sqlite3.Error, path: str | None = None) -> StoreError:
     """The one place a driver error becomes a :class:`StoreError` with a stable code."""
-    msg = str(e)
-    name = path or "the in-memory database"
-    kind = getattr(e, "sqlite_errorname", "") or ""
-    if kind in ("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_IOERR_SHMSIZE"):
-        return StoreError(f"cannot write {name}: {msg} (is the disk full, or the file over a size limit?)",
-                          code="E_DB_FULL")
-    if isinstance(e, sqlite3.IntegrityError):
-        return StoreError(f"{name} refused a write: {msg}", code="E_DB_CONSTRAINT")
-    if "readonly" in msg or "read-only" in msg:
-        return StoreError(f"cannot write {name}: {msg} (the file or its folder is read-only)", code="E_DB_READONLY")
-    if "locked" in msg or "busy" in msg:
-        return StoreError(f"{name} is busy (another process holds it too long): {msg}", code="E_DB_BUSY")
-    if "disk is full" in msg or "too big" in msg:
-        return StoreError(f"cannot write {name}: {msg}", code="E_DB_FULL")
-    if "malformed" in msg or "not a database" in msg or "corrupt" in msg:
-        return StoreError(f"{name} is damaged: {msg}", code="E_DB_CORRUPT")
-    if "unable to open" in msg:
-        return StoreError(f"cannot open {name}: {msg}", code="E_DB_UNREADABLE")
-    if "disk I/O" in msg:
-        return StoreError(f"{name} could not be read or written: {msg}", code="E_DB_IO")
-    return StoreError(f"database error on {name}: {msg}", code="E_DB_WRITE")
+    code = _code_of(e)
+    return StoreError(_SAYS[code].format(name=path or "the in-memory database", msg=str(e)), code=code)
 
 
 def _check_writable(p: Path) -> None:
