@@ -17,7 +17,7 @@ import json
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
-__all__ = ["Event", "EventDraft", "REGISTRY", "summarize", "style_of", "event_class"]
+__all__ = ["Event", "EventDraft", "REGISTRY", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -444,10 +444,6 @@ class FenceRecorded(Event):
         return f"terminal {self.terminal}"
 
 
-def event_class(etype: str) -> type[Event] | None:
-    return REGISTRY.get(etype)
-
-
 def summarize(etype: str, data) -> str:
     """The one line an event reads as, in the CLI and in the TUI alike."""
     if isinstance(data, str):
@@ -457,7 +453,3 @@ def summarize(etype: str, data) -> str:
         return json.dumps(data, sort_keys=True)[:80]
     return cls.from_data(data or {}).summary()
 
-
-def style_of(etype: str) -> str:
-    cls = REGISTRY.get(etype)
-    return cls.STYLE if cls else ""

@@ -18,7 +18,7 @@ Part of the domain: no I/O.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from . import digest as _digest
@@ -67,7 +67,7 @@ class Context:
     #: the effects this task committed ({effect_key, target, ...}), in commit order
     task_effects: tuple[dict, ...] = ()
     #: effects of other tasks committed from this task's products ({effect_key, task_id, ...})
-    resting_on: tuple[dict, ...] = field(default=())
+    resting_on: tuple[dict, ...] = ()
 
 
 def effect_key(env: Envelope) -> str | None:
