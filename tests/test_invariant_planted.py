@@ -312,3 +312,308 @@ def test_a_refused_delivery_with_another_payload_under_the_key_is_no_conflict(co
     dels2 = copy.deepcopy(conflicted.deliveries())
     (w,) = _frozen(Doctored(conflicted, events=events, deliveries=dels2))
     assert w["problem"] == "not frozen when the second payload was delivered" and w["second"]["message_id"] == second["message_id"]
+
+
+# ---------------------------------------------------------------------------- EFFECT_HAS_EVIDENCE on doctored logs
+# publish-report under safe: T-2's result M-6 (delivery 9) commits publish:R-1:T-2 and cites T-2's own
+# artifact and T-1's. M-4 (T-2's request) cites T-1's artifact; M-5 (T-2's start) cites nothing.
+
+
+class DoctoredRows(DoctoredAll):
+    def __init__(self, store, *, artifacts=None, **kw):
+        super().__init__(store, **kw)
+        self._artifacts = artifacts
+
+    def artifacts(self):
+        return self._artifacts if self._artifacts is not None else self._store.artifacts()
+
+
+def _only(store, name) -> list[dict]:
+    results = check(store)
+    (r,) = [r for r in results if r.name == name]
+    return list(r.witnesses)
+
+
+def _with_refs(store, **refs) -> list[dict]:
+    msgs = copy.deepcopy(store.messages())
+    for m in msgs:
+        if m["message_id"] in refs:
+            m["evidence_refs"] = refs[m["message_id"]]
+    return msgs
+
+
+def _effect_event(store, key="publish:R-1:T-2"):
+    return next(e for e in store.events() if e["type"] == "effect_committed" and e["data"]["effect_key"] == key)
+
+
+def test_the_untouched_run_publishes_with_evidence(run):
+    assert _only(run, "EFFECT_HAS_EVIDENCE") == []
+
+
+def test_a_result_that_cites_nothing_is_named_with_its_effect_and_delivery(run):
+    e = _effect_event(run)
+    got = _only(DoctoredAll(run, messages=_with_refs(run, **{"M-6": []})), "EFFECT_HAS_EVIDENCE")
+    assert got == [{"problem": "committed from a result that cites no stored evidence", "effect_key": "publish:R-1:T-2",
+                    "task_id": "T-2", "message_id": "M-6", "delivery_id": e["delivery_id"], "event_seq": e["seq"],
+                    "evidence_refs": []}]
+
+
+def test_a_result_whose_citations_reach_no_stored_artifact_is_named_with_what_it_cited(run):
+    ghost = "sha256:" + "0" * 64
+    got = _only(DoctoredAll(run, messages=_with_refs(run, **{"M-6": [ghost, "M-5"]})), "EFFECT_HAS_EVIDENCE")
+    assert [(w["problem"], w["message_id"], w["evidence_refs"]) for w in got] == [
+        ("its evidence reaches no stored artifact", "M-6", [ghost, "M-5"])]
+
+
+def test_evidence_reached_through_a_chain_of_cited_messages_counts(run):
+    msgs = _with_refs(run, **{"M-6": ["M-5"], "M-5": ["M-4"]})  # M-4 cites T-1's artifact
+    assert _only(DoctoredAll(run, messages=msgs), "EFFECT_HAS_EVIDENCE") == []
+
+
+def test_messages_that_cite_each_other_in_a_circle_reach_nothing_and_the_judge_stops(run):
+    msgs = _with_refs(run, **{"M-6": ["M-5"], "M-5": ["M-6", "M-5"]})
+    got = _only(DoctoredAll(run, messages=msgs), "EFFECT_HAS_EVIDENCE")
+    assert [(w["problem"], w["evidence_refs"]) for w in got] == [("its evidence reaches no stored artifact", ["M-5"])]
+
+
+def test_evidence_that_is_a_message_citing_a_later_dropped_artifact_does_not_count(run):
+    t1_art = next(a for a in run.artifacts() if a["task_id"] == "T-1")
+    arts = [a for a in run.artifacts() if a["ref"] != t1_art["ref"]]
+    msgs = _with_refs(run, **{"M-6": ["M-4"]})
+    got = _only(DoctoredRows(run, messages=msgs, artifacts=arts), "EFFECT_HAS_EVIDENCE")
+    assert [w["message_id"] for w in got] == ["M-6"]
+
+
+def test_a_compensating_effect_of_a_review_rests_on_the_reconciliation_not_on_citations(run):
+    msgs = _with_refs(run, **{"M-6": []})
+    for m in msgs:
+        if m["message_id"] == "M-6":
+            m["type"] = "review_decision"
+    assert _only(DoctoredAll(run, messages=msgs), "EFFECT_HAS_EVIDENCE") == []
+
+
+def test_an_effect_no_delivery_committed_is_named_as_citing_nothing(run):
+    events = copy.deepcopy(run.events())
+    e = next(x for x in events if x["type"] == "effect_committed")
+    e["delivery_id"] = None
+    got = _only(Doctored(run, events=events), "EFFECT_HAS_EVIDENCE")
+    assert got == [{"problem": "committed from a result that cites no stored evidence", "effect_key": "publish:R-1:T-2",
+                    "task_id": "T-2", "message_id": "M-6", "delivery_id": None, "event_seq": e["seq"],
+                    "evidence_refs": []}]
+
+
+def test_every_effect_without_evidence_is_named_not_only_the_first(run):
+    events = copy.deepcopy(run.events())
+    first = next(x for x in events if x["type"] == "effect_committed")
+    m3_delivery = next(d["delivery_id"] for d in run.deliveries() if d["message_id"] == "M-3")
+    second = dict(copy.deepcopy(first), seq=first["seq"] + 0.5, task_id="T-1", message_id="M-3",
+                  delivery_id=m3_delivery, data={"effect_key": "publish:R-1:T-1"})
+    events.insert(events.index(first) + 1, second)
+    msgs = _with_refs(run, **{"M-6": [], "M-3": []})
+    got = _only(DoctoredAll(run, events=events, messages=msgs), "EFFECT_HAS_EVIDENCE")
+    assert [(w["message_id"], w["effect_key"]) for w in got] == [("M-6", "publish:R-1:T-2"), ("M-3", "publish:R-1:T-1")]
+
+
+# ---------------------------------------------------------------------------- NO_EFFECT_FROM_UNTRUSTED on doctored logs
+# To make T-1 untrusted before T-2 publishes, A-2 (T-1's ack, delivered before M-6) is rewritten to
+# carry T-1's result key (M-3's) with another payload digest: one key, two payloads.
+
+OTHER = "sha256:" + "e" * 64
+
+
+def _taint(store, via="A-2", *, key="R-1:T-1:attempt-1", digest=OTHER, **changes):
+    msgs = copy.deepcopy(store.messages())
+    for m in msgs:
+        if m["message_id"] == via:
+            m.update(idempotency_key=key, payload_digest=digest, **changes)
+    return msgs
+
+
+def _untrusted(store) -> list[dict]:
+    return _only(store, "NO_EFFECT_FROM_UNTRUSTED")
+
+
+def _t1_artifact(store):
+    return next(a["ref"] for a in store.artifacts() if a["task_id"] == "T-1")
+
+
+def test_the_untouched_run_publishes_from_trusted_inputs(run):
+    assert _untrusted(run) == []
+
+
+def test_a_result_citing_an_artifact_of_a_task_with_two_payloads_under_one_key_is_named(run):
+    e = _effect_event(run)
+    got = _untrusted(DoctoredAll(run, messages=_taint(run)))
+    assert got == [{"problem": "committed from an input that was untrusted at that moment",
+                    "effect_key": "publish:R-1:T-2", "task_id": "T-2", "message_id": "M-6",
+                    "input": _t1_artifact(run), "input_task": "T-1", "second_payload": "A-2", "event_seq": e["seq"]}]
+
+
+def test_the_same_payload_twice_under_one_key_taints_nothing(run):
+    m3 = run.message_by_id("M-3")
+    assert _untrusted(DoctoredAll(run, messages=_taint(run, digest=m3["payload_digest"]))) == []
+
+
+def test_a_second_payload_that_intake_rejected_taints_nothing(run):
+    dels = copy.deepcopy(run.deliveries())
+    next(d for d in dels if d["message_id"] == "A-2")["decision"] = "rejected"
+    assert _untrusted(DoctoredAll(run, messages=_taint(run), deliveries=dels)) == []
+
+
+def test_a_second_payload_that_arrives_after_the_publication_taints_nothing_before_it(run):
+    # A-4 (T-2's ack of M-6) is delivered after the effect: rewritten onto T-1's key, it is too late
+    msgs = _taint(run, via="A-4", task_id="T-1")
+    assert _untrusted(DoctoredAll(run, messages=msgs)) == []
+
+
+def test_a_review_of_the_untrusted_task_before_the_publication_releases_it(run):
+    events = copy.deepcopy(run.events())
+    e = next(x for x in events if x["type"] == "effect_committed")
+    review = {"seq": e["seq"] - 0.5, "tick": e["tick"], "type": "review_decided", "task_id": "T-1", "message_id": None,
+              "delivery_id": None, "data": {}, "created_at": e.get("created_at")}
+    events.insert(events.index(e), review)
+    assert _untrusted(DoctoredAll(run, messages=_taint(run), events=events)) == []
+    other = dict(review, task_id="T-9")
+    events[events.index(review)] = other
+    assert [w["input_task"] for w in _untrusted(DoctoredAll(run, messages=_taint(run), events=events))] == ["T-1"]
+
+
+def test_an_input_from_the_results_own_task_is_not_an_outside_input(run):
+    # T-2 is tainted by its own result (A-3 carries M-6's key with another payload); M-6 cites T-2's artifact too
+    msgs = _taint(run, via="A-3", key="R-1:T-2:attempt-1")
+    assert _untrusted(DoctoredAll(run, messages=msgs)) == []
+
+
+def test_a_cited_message_of_the_untrusted_task_is_an_input_too(run):
+    msgs = _taint(run)
+    for m in msgs:
+        if m["message_id"] == "M-6":
+            m["evidence_refs"] = ["M-3"]
+    got = _untrusted(DoctoredAll(run, messages=msgs))
+    assert [(w["input"], w["input_task"]) for w in got] == [("M-3", "T-1")]
+
+
+def test_one_witness_per_effect_however_many_of_its_inputs_are_untrusted(run):
+    msgs = _taint(run)
+    for m in msgs:
+        if m["message_id"] == "M-6":
+            m["evidence_refs"] = ["M-3", _t1_artifact(run), "M-1"]
+    got = _untrusted(DoctoredAll(run, messages=msgs))
+    assert [w["input"] for w in got] == ["M-3"]
+
+
+def test_every_effect_from_an_untrusted_input_is_named_not_only_the_first(run):
+    events = copy.deepcopy(run.events())
+    first = next(x for x in events if x["type"] == "effect_committed")
+    second = dict(copy.deepcopy(first), seq=first["seq"] + 0.5, data={"effect_key": "publish:R-1:T-2:again"})
+    events.insert(events.index(first) + 1, second)
+    got = _untrusted(DoctoredAll(run, messages=_taint(run), events=events))
+    assert [w["effect_key"] for w in got] == ["publish:R-1:T-2", "publish:R-1:T-2:again"]
+
+
+def test_an_effect_of_a_message_that_is_not_a_result_is_not_judged_here(run):
+    msgs = _taint(run)
+    for m in msgs:
+        if m["message_id"] == "M-6":
+            m["type"] = "review_decision"
+    assert _untrusted(DoctoredAll(run, messages=msgs)) == []
+
+
+def test_two_payloads_under_a_key_of_the_conversation_itself_taint_no_task(run):
+    # a message whose task is its conversation (a fence, its acks) is not a task's intent
+    assert _untrusted(DoctoredAll(run, messages=_taint(run, trace_id="T-1"))) == []
+
+
+# ---------------------------------------------------------------------------- RESEND_DEDUPLICATED on doctored logs
+
+
+@pytest.fixture(scope="module")
+def resent():
+    store = run_scenario(load_scenario("publish-report"), faults=["resend"])
+    yield store
+    store.close()
+
+
+def _resend(store) -> list[dict]:
+    return _only(store, "RESEND_DEDUPLICATED")
+
+
+def _fault(store):
+    return next(e for e in store.events() if e["type"] == "fault_injected" and e["data"].get("fault") == "resend")
+
+
+def _decide(store, message_id, decision, dels=None):
+    dels = copy.deepcopy(store.deliveries()) if dels is None else dels
+    next(d for d in dels if d["message_id"] == message_id)["decision"] = decision
+    return dels
+
+
+def test_the_untouched_resend_is_recorded_duplicate(resent):
+    assert _resend(resent) == []
+
+
+@pytest.mark.parametrize("decision", ["accepted", "late"])
+def test_a_resend_recorded_anything_but_duplicate_is_named_with_both_keys(resent, decision):
+    f = _fault(resent)
+    orig, copy_id = f["message_id"], f["data"]["resend"]
+    dels = _decide(resent, copy_id, decision)
+    d = next(x for x in dels if x["message_id"] == copy_id)
+    key = resent.message_by_id(orig)["idempotency_key"]
+    assert _resend(Doctored(resent, deliveries=dels)) == [{
+        "problem": f"a resend of one intent was recorded {decision}, not duplicate", "task_id": f["task_id"],
+        "message_id": copy_id, "original_message_id": orig, "original_decision": "accepted", "original_key": key,
+        "resend_key": key, "resend_decision": decision, "resend_code": d["code"], "delivery_id": d["delivery_id"]}]
+
+
+def test_a_resend_of_a_refused_original_repeats_nothing(resent):
+    f = _fault(resent)
+    dels = _decide(resent, f["data"]["resend"], "accepted", _decide(resent, f["message_id"], "rejected"))
+    assert _resend(Doctored(resent, deliveries=dels)) == []
+
+
+def test_a_resend_that_reached_intake_before_its_original_repeats_nothing(resent):
+    f = _fault(resent)
+    dels = _decide(resent, f["data"]["resend"], "accepted")
+    next(d for d in dels if d["message_id"] == f["message_id"])["delivery_id"] = 999
+    assert _resend(Doctored(resent, deliveries=dels)) == []
+
+
+def test_a_resend_that_was_never_delivered_is_not_judged(resent):
+    f = _fault(resent)
+    dels = [d for d in resent.deliveries() if d["message_id"] != f["data"]["resend"]]
+    assert _resend(Doctored(resent, deliveries=dels)) == []
+    dels = [d for d in resent.deliveries() if d["message_id"] != f["message_id"]]
+    assert _resend(Doctored(resent, deliveries=_decide(resent, f["data"]["resend"], "accepted", dels))) == []
+
+
+def test_the_first_delivery_of_each_message_is_the_one_judged(resent):
+    f = _fault(resent)
+    dels = copy.deepcopy(resent.deliveries())
+    orig = next(d for d in dels if d["message_id"] == f["message_id"])
+    copy_d = next(d for d in dels if d["message_id"] == f["data"]["resend"])
+    # a later redelivery of the original refused, and a later redelivery of the copy duplicate: neither counts
+    dels.append(dict(orig, delivery_id=900, decision="rejected"))
+    copy_d["decision"] = "accepted"
+    dels.append(dict(copy_d, delivery_id=901, decision="duplicate"))
+    got = _resend(Doctored(resent, deliveries=dels))
+    assert [(w["original_decision"], w["resend_decision"], w["delivery_id"]) for w in got] == [
+        ("accepted", "accepted", copy_d["delivery_id"])]
+
+
+def test_a_fault_that_is_not_a_resend_or_names_no_copy_is_not_judged(resent):
+    f = _fault(resent)
+    dels = _decide(resent, f["data"]["resend"], "accepted")
+    for change in ({"fault": "duplicate"}, {"resend": None}):
+        events = copy.deepcopy(resent.events())
+        e = next(x for x in events if x["seq"] == f["seq"])
+        e["data"].update(change)
+        assert _resend(Doctored(resent, events=events, deliveries=dels)) == []
+
+
+def test_every_resend_recorded_wrong_is_named_not_only_the_first(resent):
+    f = _fault(resent)
+    events = copy.deepcopy(resent.events())
+    i = next(i for i, x in enumerate(events) if x["seq"] == f["seq"])
+    events.insert(i + 1, dict(copy.deepcopy(events[i]), seq=f["seq"] + 0.5))
+    dels = _decide(resent, f["data"]["resend"], "late")
+    assert len(_resend(Doctored(resent, events=events, deliveries=dels))) == 2
