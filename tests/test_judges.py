@@ -568,3 +568,69 @@ def test_a_value_with_no_canonical_bytes_is_refused_saying_where_and_why(value, 
     assert e.value.code == code
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+# ------------------------------------------------------------------------------------- intake under a student's machine
+# task-v1 never lets anyone but a reviewer leave needs_review, nor leaves a state with no move out; a
+# student's machine may do both, and intake's own rules must still hold under it.
+
+
+def _student_view(state, *, version=3, lease=0, holder=None, assignee="researcher"):
+    from sim.intake import TaskView
+    from sim.machine import TaskState
+
+    return TaskView(task_id="T-1", state=TaskState(state), state_version=version, machine_version="student-v1",
+                    assignee=assignee, lease_holder=holder, lease_version=lease, budget_left=3)
+
+
+def _student_book(*rules):
+    return parse_rulebook({"version": "student-v1", "rule": [
+        {"from": f, "to": t, "roles": roles, "reason": "student rule"} for f, t, roles in rules]})
+
+
+def test_a_machine_letting_a_manager_cancel_a_frozen_task_still_needs_a_review_decision_to_leave_needs_review():
+    rb = _student_book(("pending", "ready", ["manager"]), ("needs_review", "canceled", ["manager", "reviewer"]))
+    cancel = _env("C-1", "cancel", {"reason": "stop"}, "R-1:T-1:cancel", sender="manager", recipient="researcher")
+    v = reference_decide(cancel, _student_view("needs_review"), (), rb)
+    assert (v.decision, v.code, v.reason) == (
+        Decision.REJECTED, "E_EVIDENCE_REQUIRED", "needs_review is left only through a review_decision citing retained evidence")
+    # the same machine lets the manager cancel from anywhere else it lists
+    rb2 = _student_book(("pending", "ready", ["manager"]), ("ready", "canceled", ["manager"]))
+    assert reference_decide(cancel, _student_view("ready"), (), rb2).decision == Decision.ACCEPTED
+
+
+def test_a_state_with_no_move_out_says_so_in_words():
+    rb = _student_book(("pending", "ready", ["manager"]))
+    start = _env("M-2", "task_started", {"lease_version": 1}, "R-1:T-1:attempt-1:started")
+    v = reference_decide(start, _student_view("ready"), (), rb)
+    assert (v.code, v.reason) == ("E_TRANSITION_NOT_ALLOWED",
+                                  "ready -> running is not in student-v1; from ready the allowed moves are to: nothing")
+
+
+def test_a_result_for_a_task_never_leased_is_not_said_to_carry_an_expired_lease():
+    from sim.intake import decide
+    from sim.machine import default_rulebook
+
+    result = _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1, "summary": "s"},
+                  "R-1:T-1:attempt-1", refs=("sha256:" + "a" * 64,))
+    v = decide(result, _student_view("ready", version=1, lease=0), (), default_rulebook())
+    assert (v.code, v.reason) == ("E_STALE_LEASE", "result carries lease_version 1; the current lease is 0 "
+                                                   "(a fenced, stale worker)")
+    # once that lease was granted and has expired, the same result is fenced as expired
+    v = decide(result, _student_view("running", version=2, lease=1), (), default_rulebook())
+    assert v.code == "E_STALE_LEASE" and "expired and nobody holds it" in v.reason
+
+
+def test_a_payload_the_earlier_scheme_cannot_digest_is_a_conflict_not_a_duplicate():
+    from sim.intake import IntentRecord, decide
+    from sim.machine import default_rulebook
+
+    first = _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1, "n": 1}, "R-1:T-1:attempt-1",
+                 refs=("sha256:" + "a" * 64,), scheme="jcs-v2")
+    prior = IntentRecord(task_id="T-1", idempotency_key=first.idempotency_key, payload_digest=first.payload_digest,
+                         digest_scheme="jcs-v2", message_id="M-3", payload=dict(first.payload), arrival=3,
+                         result={"decision": "accepted", "state": "succeeded", "state_version": 3})
+    huge = _env("M-9", "task_result", {"status": "succeeded", "lease_version": 1, "n": 2 ** 60}, "R-1:T-1:attempt-1",
+                refs=("sha256:" + "a" * 64,))  # json-sorted-v1 writes it; jcs-v2 cannot represent it exactly
+    v = decide(huge, _student_view("succeeded", lease=1, holder="researcher"), (prior,), default_rulebook())
+    assert v.decision == Decision.CONFLICT, (v.decision, v.reason)
