@@ -487,6 +487,31 @@ async def test_f_with_an_unknown_id_is_an_error_and_a_trace_id_filters_by_trace(
 # ---------------------------------------------------------------------------- [ ] t
 
 
+async def test_setting_as_of_or_filter_redraws_every_pane_with_no_reload_call(live):
+    # as_of and filter are reactive: code (a lab, a palette command, a test) sets them and the panes follow
+    app = ProtolabApp(advance(live, 8).store, live=live)
+    async with app.run_test(size=SIZE) as pilot:
+        last = live.store.last_event()
+        app.as_of = 5
+        await pilot.pause()
+        assert [(t["task_id"], t["state"]) for t in app._tasks] == [("T-1", "running")]
+        assert len(app.events_view.source) == 5 and "TIME TRAVEL: after event 5" in status(app)
+        app.as_of = None
+        await pilot.pause()
+        assert len(app.events_view.source) == last and "TIME TRAVEL" not in status(app)
+        tasks = {t["task_id"] for t in live.store.tasks()}
+        assert len(tasks) > 1
+        app.filter = ("task", "T-1")
+        await pilot.pause()
+        assert [t["task_id"] for t in app._tasks] == ["T-1"] and "filter task=T-1" in status(app)
+        assert len(app.events_view.source) == len(live.store.event_ids(task_id="T-1"))
+        app.filter = None
+        await pilot.pause()
+        assert {t["task_id"] for t in app._tasks} == tasks
+
+
+
+
 async def test_g_travels_to_the_event_selected_in_the_events_pane(live):
     app = ProtolabApp(advance(live).store, live=live)
     async with app.run_test(size=SIZE) as pilot:

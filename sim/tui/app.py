@@ -14,6 +14,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.reactive import reactive
 from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -154,6 +155,11 @@ class ProtolabApp(LabHost, Player, App):
     #: The command palette: every key's action but quit (Textual's own commands offer that), read from KEYS.
     COMMANDS_LIST = tuple((action, title, what) for _k, action, _l, title, what, _g, _x in KEYS if action != "quit")
 
+    #: Time travel: the event the panes show state after (None: the present). Setting it redraws the panes.
+    as_of: reactive[int | None] = reactive(None, init=False)
+    #: ("task" | "trace", id) the panes are narrowed to (None: everything). Setting it redraws the panes.
+    filter: reactive[tuple[str, str] | None] = reactive(None, init=False)
+
     def __init__(self, store: Store, *, live: LiveRun | None = None, play: bool = False, speed: int = 4,
                  label: str | None = None, lab=None, watch: bool = False):
         super().__init__()
@@ -172,9 +178,7 @@ class ProtolabApp(LabHost, Player, App):
         self.label = label or self._label()
         self.speed_i = SPEEDS.index(speed) if speed in SPEEDS else 2
         self._autoplay = play and live is not None
-        self.as_of: int | None = None  # time travel: the event the panes show state after
         self.timeline = Timeline(store)
-        self.filter: tuple[str, str] | None = None  # ("task" | "trace", id)
         self.state_view = LogView(id="state")
         self.events_view = LogView(id="events", follow=True)
         self.messages_view = LogView(id="messages", follow=True)
@@ -229,6 +233,12 @@ class ProtolabApp(LabHost, Player, App):
             yield SystemCommand(title, help, lambda a=action: self.run_action(a))
 
     # ------------------------------------------------------------------ what the panes show
+
+    def watch_as_of(self) -> None:
+        self.reload()
+
+    def watch_filter(self) -> None:
+        self.reload()
 
     def _scope(self) -> dict:
         if self.filter is None:
@@ -394,8 +404,7 @@ class ProtolabApp(LabHost, Player, App):
         if self.live is None:
             self.say(f"read-only: this run is finished, so it cannot {what}; use [ and ] to walk through it")
             return False
-        if self.as_of is not None:
-            self.as_of = None
+        self.as_of = None
         return True
 
     def action_step(self) -> None:
@@ -407,8 +416,7 @@ class ProtolabApp(LabHost, Player, App):
             # A finished run: step through it one delivery at a time, by time travel.
             self._travel_delivery()
             return
-        if self.as_of is not None:
-            self.as_of = None
+        self.as_of = None
         out = self.live.step()
         if out is None:
             self._stop_play()
@@ -426,11 +434,10 @@ class ProtolabApp(LabHost, Player, App):
             self.say("at the end of the run (t: back to the present, [ and ]: one event at a time)")
             return
         delivery_id, end = span
-        self.as_of = end
         d = self.store.delivery(delivery_id)
         self.message_line = (f"walking the run: after delivery #{delivery_id} {d['message_id']} {d['type']}: {d['decision']}"
                              if d else "")
-        self.reload()
+        self.as_of = end
 
     def action_toggle_play(self) -> None:
         if self.live is None:
@@ -576,8 +583,6 @@ class ProtolabApp(LabHost, Player, App):
                 self.say(f"showing trace {value} only")
             else:
                 self.say(f"no task or trace {value!r} in this run", error=True)
-                return
-            self.reload()
 
         current = self.filter[1] if self.filter else ""
         self.push_screen(AskFilter(current), done)
@@ -592,17 +597,13 @@ class ProtolabApp(LabHost, Player, App):
             return
         self._stop_play()
         self.as_of = cur - 1
-        self.reload()
 
     def action_forward(self) -> None:
         if self.as_of is None:
             self.say("already at the present; [ goes back")
             return
-        last = self.store.last_event()
-        self.as_of = self.as_of + 1
-        if self.as_of >= last:
-            self.as_of = None
-        self.reload()
+        nxt = self.as_of + 1
+        self.as_of = None if nxt >= self.store.last_event() else nxt
 
     def action_goto(self) -> None:
         seq = self.events_view.source.id_at(self.events_view.cursor) if len(self.events_view.source) else None
@@ -611,13 +612,12 @@ class ProtolabApp(LabHost, Player, App):
             return
         self._stop_play()
         self.as_of = None if seq >= self.store.last_event() else seq
-        self.reload()
         self.events_view.focus()
 
     def action_present(self) -> None:
-        self.as_of = None
         self.message_line = "back to the present"
-        self.reload()
+        self.as_of = None
+        self._status()
 
     # ------------------------------------------------------------------ other screens
 
