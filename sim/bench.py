@@ -160,6 +160,7 @@ def sim_one(n: int, seed: int = 0) -> dict:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         counts = store.counts()
         digest = store.state_digest()
+        commits = int(store.get_meta("commits") or 0)  # as the run sealed it
         store.close()
         sql_path = Path(tmp) / "writes.sql"
         with open(sql_path, "w", encoding="utf-8") as fh:
@@ -174,6 +175,7 @@ def sim_one(n: int, seed: int = 0) -> dict:
     return {
         "tasks": n,
         "deliveries": deliveries,
+        "project_transactions": commits,
         "floor_transactions": floor_commits,
         "deterministic": same,
         "project_per_s": round(project, 1),

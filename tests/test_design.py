@@ -24,9 +24,13 @@ WRONG = ROOT / "solutions" / "01-envelope-design" / "wrong"
 
 
 def _dump_hash(path: Path) -> str:
+    """Every row of the file but meta.commits, which says how it was written: a run commits in
+    groups since issue 12 (the pins were re-taken then, after checking that one transaction per
+    delivery still wrote every database exactly as pinned and that the grouped rows were the same)."""
     c = sqlite3.connect(path)
     try:
-        return hashlib.sha256("\n".join(c.iterdump()).encode()).hexdigest()
+        lines = [line for line in c.iterdump() if not line.startswith("INSERT INTO \"meta\" VALUES('commits'")]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
     finally:
         c.close()
 

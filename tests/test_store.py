@@ -241,3 +241,79 @@ def test_an_error_the_python_module_raises_itself_is_still_translated():
 
     assert _translate(sqlite3.ProgrammingError("Cannot operate on a closed database.")).code == "E_DB_WRITE"
     assert _translate(sqlite3.IntegrityError("UNIQUE constraint failed: x")).code == "E_DB_CONSTRAINT"
+
+
+# ------------------------------------------------------------------ group commits (the simulator's batch mode)
+
+
+def _visible(path) -> int:
+    """Deliveries another connection sees committed in the file."""
+    with sqlite3.connect(path) as other:
+        return other.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]
+
+
+def test_grouped_commits_land_every_n_deliveries_and_at_the_end(tmp_path):
+    path = str(tmp_path / "g.db")
+    store = Store.create(path)
+    envs = samples.happy_path()
+    with store.group_commits(3):
+        for k, env in enumerate(envs, 1):
+            deliver(store, env)
+            # what a crash right now would keep: the last whole group, never part of one
+            assert _visible(path) == 3 * (k // 3), k
+    assert _visible(path) == len(envs)
+    assert store.commits >= len(envs) // 3
+    store.close()
+
+
+def test_a_failed_delivery_in_a_group_rolls_back_alone_and_the_group_goes_on(tmp_path):
+    path = str(tmp_path / "g.db")
+    store = Store.create(path)
+    with store.group_commits(100):
+        deliver(store, samples.m1())
+        before = store.counts()
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.advance()
+                store.append_event(EventDraft("late_recorded", "T-1", "M-1", {}))
+                raise RuntimeError("crash mid-delivery")
+        assert store.counts() == before
+        o = deliver(store, samples.m2())
+        assert o.tick == 2 and o.delivery_id == 2
+    assert _visible(path) == 2
+    store.close()
+
+
+def test_an_error_escaping_the_group_rolls_back_its_uncommitted_tail_and_the_counters(tmp_path):
+    path = str(tmp_path / "g.db")
+    store = Store.create(path)
+    deliver(store, samples.m1())
+    with pytest.raises(KeyboardInterrupt):
+        with store.group_commits(100):
+            deliver(store, samples.m2())
+            raise KeyboardInterrupt
+    assert _visible(path) == 1 and store.counts()["deliveries"] == 1
+    o = deliver(store, samples.m2())  # one transaction again, numbered after what the file holds
+    assert (o.delivery_id, o.tick) == (2, 2) and _visible(path) == 2
+    store.close()
+
+
+@pytest.mark.parametrize("scenario,faults,policy", [
+    ("publish-report", ["duplicate", "crash"], "safe"),
+    ("publish-report", ["late-conflict"], "naive"),
+    ("fan-out", ["silent"], "safe"),
+    ("stress", [], "safe"),
+])
+def test_a_grouped_run_writes_the_same_rows_as_one_transaction_per_delivery(tmp_path, scenario, faults, policy):
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+
+    dumps, digests = [], []
+    for every in (1, 256):
+        db = tmp_path / f"{every}.db"
+        run_scenario(load_scenario(scenario), faults=faults, policy=policy, db=db, group_commits=every).close()
+        with sqlite3.connect(db) as conn:
+            dumps.append([line for line in conn.iterdump() if not line.startswith("INSERT INTO \"meta\" VALUES('commits'")])
+        with Store.open(str(db), readonly=True) as s:
+            digests.append(s.state_digest())
+    assert dumps[0] == dumps[1] and digests[0] == digests[1]

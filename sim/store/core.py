@@ -33,6 +33,10 @@ class Store(Reads, Writes, Reducer):
         self._meta: dict[str, str] = {}
         self._tick = 0
         self.commits = 0  # transactions committed through this handle (the benchmark floor matches it)
+        # group_commits: commit every this many transactions (None: each one commits)
+        self._group: int | None = None
+        self._group_units = 0
+        self._group_open = False
         self._next_delivery = 1
         self._next_arrival = 1
         self._time_cache: tuple[int, str] = (-1, "")

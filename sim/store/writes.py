@@ -23,9 +23,13 @@ class Writes:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator["Store"]:
-        """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+        """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error. Inside
+        :meth:`group_commits`, a savepoint of the group's transaction instead (see there)."""
         saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
                  self._data_version)
+        if self._group is not None:
+            yield from self._grouped(saved)
+            return
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as e:
@@ -37,13 +41,78 @@ class Writes:
             self.conn.execute("COMMIT")
             self.commits += 1
         except BaseException as e:
-            (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
-             self._data_version) = saved
+            self._restore(saved)
             with contextlib.suppress(sqlite3.Error, StoreError):
                 self.conn.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error):
                 raise _translate(e, self.path) from e
             raise
+
+    def _restore(self, saved: tuple) -> None:
+        (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
+         self._data_version) = saved
+
+    def _grouped(self, saved: tuple) -> Iterator["Store"]:
+        """One unit of a group: a savepoint, released into the group's open transaction, which
+        commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
+        try:
+            if not self._group_open:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._group_open = True
+                if self._start is not None:
+                    self._refresh()
+            self.conn.execute("SAVEPOINT unit")
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+        try:
+            yield self
+            self.conn.execute("RELEASE unit")
+        except BaseException as e:
+            self._restore(saved)
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                self.conn.execute("ROLLBACK TO unit")
+                self.conn.execute("RELEASE unit")
+            if isinstance(e, sqlite3.Error):
+                raise _translate(e, self.path) from e
+            raise
+        self._group_units += 1
+        if self._group_units >= self._group:
+            self._commit_group()
+
+    def _commit_group(self) -> None:
+        if self._group_open:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                raise _translate(e, self.path) from e
+            self._group_open = False
+            self.commits += 1
+        self._group_units = 0
+
+    @contextlib.contextmanager
+    def group_commits(self, every: int) -> Iterator["Store"]:
+        """Batch mode (the simulator): each :meth:`transaction` inside is a savepoint, and one
+        COMMIT lands every ``every`` of them, and at the end. The rows written are the same as with
+        one transaction per unit; what a crash can lose is the uncommitted tail of the group (up to
+        ``every - 1`` units), all or nothing, never part of one. Interactive writers (``deliver``,
+        the live TUI, a reviewer's decision) keep one transaction per unit."""
+        if every < 1:
+            raise ValueError("every must be at least 1")
+        if self._group is not None:
+            raise ValueError("group_commits is already on for this store")
+        self._group, self._group_units, self._group_open = every, 0, False
+        try:
+            yield self
+            self._commit_group()
+        except BaseException:
+            if self._group_open:
+                with contextlib.suppress(sqlite3.Error, StoreError):
+                    self.conn.execute("ROLLBACK")
+                self._group_open = False
+                self._load_meta()  # the counters as the file holds them
+            raise
+        finally:
+            self._group = None
 
     @property
     def tick(self) -> int:
