@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import digest as _digest
+from .design import Intent
 from .envelope import MESSAGE_TYPES, Envelope
 from .errors import InputError, friendly_list
 
@@ -179,6 +180,34 @@ def _stale_schema(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "0"})
 
 
+# The sender's side of a fault: what the sender says instead of (or beside) the envelope it sent,
+# as an Intent its own design encodes again (``Bus.rebuild``). Each takes the intent the sender
+# meant, a function giving a fresh message id (call it only to use one: ids are counted) and the
+# time it is sent; it returns (the intent sent, the intent the sender still means: what a retry sends).
+
+
+def _said_again(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """resend: the same intent, under a new message id and the time it is sent again."""
+    again = dataclasses.replace(intent, message_id=new_id(), created_at=sent_at)
+    return again, again
+
+
+def _transient_retry(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """transient: the attempt reports ``retry`` instead of its result."""
+    body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt),
+            "error": "transient: the source did not answer; try again"}
+    retry = dataclasses.replace(intent, body=body, refs=(), content=None, context={})
+    return retry, retry
+
+
+def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """lost-evidence: the conclusion without what it rests on (no artifact, no evidence_refs); the
+    sender still means its whole result, so a retry sends that."""
+    body = {k: v for k, v in intent.body.items() if k != "artifact"}
+    body["summary"] = "paraphrased from memory: " + str(intent.body.get("summary", "the findings"))
+    return dataclasses.replace(intent, body=body, refs=(), content=None), intent
+
+
 @fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",
        default_target="publishing task_result (else the first task_result)", default_match=_publishing,
        by_hand="the sender sends the same intent again under a new message id")
@@ -186,7 +215,7 @@ def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
     out = s.out
-    again = bus._rebuild(out, "resend", s.due + RESEND_AFTER)
+    again = bus._rebuild(out, _said_again, s.due + RESEND_AFTER)
     s.extra.append((s.due + RESEND_AFTER, again))
     bus._on_copy(out, again, False)
     bus._record(spec.name, out, {"selector": spec.text, "resend": again.message_id, "again_at": s.due + RESEND_AFTER,
@@ -198,7 +227,7 @@ def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
-    s.out = bus._rebuild(s.out, "transient", s.due)
+    s.out = bus._rebuild(s.out, _transient_retry, s.due)
     bus._record(spec.name, s.out, {"selector": spec.text, "status": "retry"})
 
 
@@ -208,7 +237,7 @@ def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 def _lost_evidence(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
-    s.out = bus._rebuild(s.out, "paraphrase", s.due)
+    s.out = bus._rebuild(s.out, _paraphrased, s.due)
     bus._record(spec.name, s.out, {"selector": spec.text, "evidence_refs": []})
 
 
@@ -286,7 +315,8 @@ class Bus:
         self._next_id = next_id  # callable(prefix) -> a fresh message id
         self._record = record  # callable(fault, env, detail)
         self._on_copy = on_copy or (lambda orig, new, same_seq: None)  # a fault made a new envelope from orig
-        self._rebuild = rebuild  # callable(env, how, due) -> the envelope the sender's design makes again
+        # callable(env, rewrite, due) -> the envelope the sender's design makes of rewrite(its intent)
+        self._rebuild = rebuild
         self._heap: list[tuple[int, int, Envelope]] = []
         self._seq = 0
         self._held: list[tuple[int, Envelope]] = []
@@ -386,7 +416,7 @@ class Bus:
         if name == "resend":
             if self._rebuild is None:
                 raise InputError("this transport cannot resend: it has no sender to ask", code="E_FAULT_NOT_APPLICABLE")
-            again = self._rebuild(env, "resend", now + 1)
+            again = self._rebuild(env, _said_again, now + 1)
             self._push(now + 1, again)
             self._on_copy(env, again, False)
             self._record(name, env, {"selector": "by hand", "resend": again.message_id, "again_at": now + 1,

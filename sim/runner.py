@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
@@ -146,28 +146,14 @@ class Run:
         self.bus.crashed.clear()
         return env
 
-    def _rebuild(self, env: Envelope, how: str, due: int) -> Envelope:
-        """The envelope a fault makes by asking the sender's design again (the transport's side of
-        ``resend``, ``transient`` and ``lost-evidence``). ``resend``: the same intent, a new message id
-        and the time it is sent again. ``transient``: the attempt reports ``retry`` instead of its
-        result. ``paraphrase``: the result without its artifact and evidence_refs."""
+    def _rebuild(self, env: Envelope, rewrite, due: int) -> Envelope:
+        """The envelope a fault makes by asking the sender's design again: ``rewrite`` (declared
+        beside its fault in :mod:`sim.faults`) turns the intent behind ``env`` into the one sent
+        (a new message id and ``due``'s time are there if it wants them) and the one still meant."""
         intent = self.intents[env.message_id]
-        if how == "resend":
-            new = replace(intent, message_id=self.next_id(env.message_id.split("-")[0]), created_at=self.time_at(due - 1))
-        elif how == "paraphrase":
-            # The conclusion without what it rests on: no artifact, no evidence_refs. The sender still
-            # means its whole result, so a retry sends that (self.intents keeps the intent it meant).
-            body = {k: v for k, v in intent.body.items() if k != "artifact"}
-            body["summary"] = "paraphrased from memory: " + str(intent.body.get("summary", "the findings"))
-            out = self._build(replace(intent, body=body, refs=(), content=None), schema_version=env.schema_version)
-            self.intents[out.message_id] = intent
-            return out
-        else:
-            body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt),
-                    "error": "transient: the source did not answer; try again"}
-            new = replace(intent, body=body, refs=(), content=None, context={})
-        out = self._build(new, schema_version=env.schema_version)
-        self.intents[out.message_id] = new
+        sent, meant = rewrite(intent, lambda: self.next_id(env.message_id.split("-")[0]), self.time_at(due - 1))
+        out = self._build(sent, schema_version=env.schema_version)
+        self.intents[out.message_id] = meant
         return out
 
     def _build(self, intent: Intent, schema_version: str = "1") -> Envelope:
