@@ -104,6 +104,76 @@ def planted(valid: dict) -> dict[str, object]:
         t["messages"][2]["id"] = 3
         t["messages"][2]["scope"] = "trace:elsewhere"
     variant("a message whose id is a number, in the wrong scope", bad_id)
+
+    # Branches the mutations above do not reach (each found by a mutant that survived them).
+    def at(t, mid):
+        return next(m for m in t["messages"] if m["id"] == mid)
+
+    def after_ceiling_clean(t):
+        t["messageCeiling"] = 3
+        at(t, "m5")["causedBy"] = ["m1"]  # past the ceiling, and nothing else wrong with it
+    variant("a clean message past the ceiling", after_ceiling_clean)
+
+    def early_fence(t):
+        fence = copy.deepcopy(at(t, "m7"))
+        fence["id"] = "m6f"
+        at(t, "m7")["seq"] = 5
+        t["messages"].insert(t["messages"].index(at(t, "m7")), fence)
+    variant("a FENCE before the terminal fence", early_fence)
+
+    def ack_twice(t):
+        again = dict(copy.deepcopy(at(t, "m8")), id="m11", seq=3, at="2026-07-13T04:22:00Z")
+        t["messages"].append(again)
+    variant("researcher-1 acknowledges the fence twice", ack_twice)
+
+    def ack_by_manager(t):
+        t["messages"].append(dict(copy.deepcopy(at(t, "m8")), id="m11", sender="manager", seq=5,
+                                  recipients=["writer"], at="2026-07-13T04:22:00Z"))
+    variant("the manager, who owes no acknowledgement, acknowledges the fence", ack_by_manager)
+
+    def expiry(seconds_before):
+        def change(t):
+            m1 = at(t, "m1")
+            m1["expiresAt"] = m1["at"] if not seconds_before else "2026-07-13T04:00:00Z"
+        return change
+    variant("m1 dated exactly at its expiry", expiry(0))
+    variant("m1 dated one second after its expiry", expiry(1))
+
+    def self_cause(t):
+        at(t, "m6")["causedBy"] = ["m6"]
+    variant("m6 cites itself", self_cause)
+
+    def replayed_seq(t):
+        at(t, "m8")["seq"] = 1
+    variant("researcher-1's acknowledgement replays seq 1", replayed_seq)
+
+    def two_labels_lacking(t):
+        at(t, "m1")["audienceLabels"] = ["research", "drafting", "results"]
+    variant("m1 carries two labels its recipients do not accept", two_labels_lacking)
+
+    def undigestable(t):
+        at(t, "m5")["payload"] = {"n": 2 ** 60}  # jcs-v2 cannot represent it exactly
+    variant("m5 carries a payload jcs-v2 cannot digest", undigestable)
+
+    def no_terminal_no_fence(t):
+        del t["terminal"]
+        t["messages"] = [m for m in t["messages"] if m["id"] in ("m1", "m2", "m3", "m4", "m5", "m6")]
+    variant("no terminal and no fence yet", no_terminal_no_fence)
+
+    def two_acks_missing(t):
+        t["messages"] = [m for m in t["messages"] if m["id"] not in ("m9", "m10")]
+    variant("two required acknowledgements missing", two_acks_missing)
+
+    def none_required(t):
+        t["terminal"]["requiredAcks"] = []
+    variant("a terminal that requires no acknowledgement", none_required)
+
+    def contribution_missing(t):
+        t["messages"] = [m for m in t["messages"] if m["id"] != "m3"]
+        at(t, "m4")["causedBy"] = ["m2"]
+        at(t, "m9")["seq"] = 1
+        del t["gathers"][0]["result"]
+    variant("a gather missing one contribution under a COMPLETED terminal", contribution_missing)
     return out
 
 
