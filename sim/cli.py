@@ -90,6 +90,66 @@ def _print_json(value) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
+def _print_json_rows(rows) -> None:
+    """A JSON array written row by row as ``rows`` yields them: the bytes ``_print_json(list(rows))``
+    would write, in flat memory (a run's log can hold millions of rows)."""
+    out = sys.stdout.write
+    first = True
+    for r in rows:
+        body = json.dumps(r, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        out(("[\n  " if first else ",\n  ") + body)
+        first = False
+    out("[]\n" if first else "\n]\n")
+
+
+#: A view with more rows than this is streamed as plain aligned text instead of drawn as one table
+#: (a table measures every row before it prints the first; a big run's log has millions).
+TABLE_ROWS = 2000
+
+
+def _show(con, title: str, columns: list[str], rows: list[list], **kw) -> None:
+    """One view's table: drawn when it is short, streamed as plain columns when it is long."""
+    if len(rows) > TABLE_ROWS:
+        sys.stdout.flush()
+        _stream_table(f"{title} ({len(rows)})", columns, rows, sample=len(rows))  # in hand: measure them all
+        if kw.get("caption"):
+            sys.stdout.write(kw["caption"] + "\n")
+        sys.stdout.write("\n")
+    else:
+        con.print(_table(title, columns, rows, **kw))
+
+
+def _stream_table(title: str, columns: list[str], rows, widths: dict[str, int] | None = None, sample: int = 200) -> None:
+    """Rows printed as they are read, in columns as wide as the first rows need or ``widths`` says
+    (a wider value pushes its line out rather than being cut: nothing is hidden)."""
+    from itertools import chain, islice
+
+    from rich.text import Text
+
+    def plain(v) -> str:
+        if v is None:
+            return ""
+        try:
+            return Text.from_markup(str(v)).plain.replace("\n", " ")
+        except Exception:
+            return str(v).replace("\n", " ")
+
+    rows = iter(rows)
+    head = [[plain(v) for v in r] for r in islice(rows, sample)]
+    widths = [max([len(c), (widths or {}).get(c, 0)] + [len(r[i]) for r in head]) for i, c in enumerate(columns)]
+    widths[-1] = 0  # the last column is never padded
+
+    def line(cells) -> str:
+        return " ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n"
+
+    out = sys.stdout.write
+    out(f"{title}\n")
+    out(line(columns))
+    out(" ".join("-" * max(w, len(c)) for c, w in zip(columns, widths)) + "\n")
+    for r in chain(head, ([plain(v) for v in r] for r in rows)):
+        out(line(r))
+
+
 def _resolve(path: Path) -> Path:
     """A relative path that does not exist here but names a shipped file (data/..., labs/...)
     resolves to the copy inside the installed package, so samples work from any folder."""
@@ -434,21 +494,22 @@ def events(
 
         raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
     with _open(db, readonly=True) as store:
-        evs = store.events()
-    if task:
-        evs = [e for e in evs if e["task_id"] == task]
-    if type_:
-        evs = [e for e in evs if e["type"] == type_]
-    if as_json:
-        _print_json(evs)
-        return
-    _console().print(
-        _table(
-            f"Events ({len(evs)})",
-            ["seq", "time", "event", "task", "msg", "what"],
-            [[e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs],
-        )
-    )
+        evs = store.iter_events(task_id=task, etype=type_)
+        if as_json:
+            _print_json_rows(evs)
+            return
+        n = store.count_events(task_id=task, etype=type_)
+        columns = ["seq", "time", "event", "task", "msg", "what"]
+        rows = ([e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs)
+        if n > TABLE_ROWS:  # a long log is streamed as it is read, in flat memory
+            from .store import EVENT_TYPES
+
+            task_w, msg_w = store.id_widths()
+            _stream_table(f"Events ({n})", columns, rows, {"seq": len(str(store.last_event())), "time": 8,
+                                                           "event": max(map(len, EVENT_TYPES)), "task": task_w,
+                                                           "msg": msg_w})
+        else:
+            _console().print(_table(f"Events ({n})", columns, list(rows)))
 
 
 @app.command()
@@ -482,47 +543,40 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
         _print_json(data)
         return
     con = _console()
-    con.print(
-        _table(
-            "Tasks (authoritative: written only by the runtime)",
-            ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
-            [
-                [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
-                 f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
-                 "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
-                 t["a2a_state"].removeprefix("TASK_STATE_")]
-                for t in data["tasks"]
-            ],
-            caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
-            optional=("machine", "A2A"),
-        )
+    _show(
+        con, "Tasks (authoritative: written only by the runtime)",
+        ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
+        [
+            [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
+             f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
+             "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
+             t["a2a_state"].removeprefix("TASK_STATE_")]
+            for t in data["tasks"]
+        ],
+        caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
+        optional=("machine", "A2A"),
     )
-    con.print(
-        _table(
-            "Transitions",
-            ["task", "old -> new", "ver", "by", "time", "reason"],
-            [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
-              r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
-        )
+    _show(
+        con, "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
+        [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
+          r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
     )
-    con.print(
-        _table(
-            "Intents (deduplication: task, key, digest, scheme)",
-            ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
-            [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
-              "yes" if r["trusted"] else "[bold magenta]NO[/]",
-              f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
-        )
+    _show(
+        con, "Intents (deduplication: task, key, digest, scheme)",
+        ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
+        [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
+          "yes" if r["trusted"] else "[bold magenta]NO[/]",
+          f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
     )
     if data["effects"]:
-        con.print(_table("Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
-                         [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]]))
+        _show(con, "Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
+              [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]])
     if data["artifacts"]:
-        con.print(_table("Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
-                         [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]]))
+        _show(con, "Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
+              [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]])
     if data["approvals"]:
-        con.print(_table("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
-                         [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]]))
+        _show(con, "Approvals", ["task", "decision", "reviewer", "evidence", "message"],
+              [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]])
     con.print(f"machine for new tasks: {data['current_machine']}\nstate digest (equal digests, equal state):\n  {data['state_digest']}", soft_wrap=True)
 
 

@@ -976,3 +976,58 @@ def test_help_names_every_shipped_scenario_and_every_policy():
         text = " ".join(out.output.split()).replace("- ", "-")  # a name wrapped at its hyphen
         assert all(name in text for name in scenario_names()), (cmd, text)
         assert all(name in text for name in POLICIES), (cmd, text)
+
+
+# ---------------------------------------------------------------------------- big runs: views stream
+
+
+@pytest.fixture(scope="module")
+def stress_db(tmp_path_factory):
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+
+    db = tmp_path_factory.mktemp("big") / "run.db"
+    run_scenario(load_scenario("publish-report"), faults=["duplicate", "crash"], db=db).close()
+    return db
+
+
+def test_a_long_event_log_streams_every_row_in_aligned_columns(stress_db, capsys, monkeypatch):
+    import sim.cli as cli
+    from sim.store import Store
+
+    monkeypatch.setattr(cli, "TABLE_ROWS", 5)
+    with Store.open(str(stress_db), readonly=True) as s:
+        evs = s.events()
+    out = ok(capsys, "events", "--db", stress_db)
+    lines = out.splitlines()
+    assert lines[0] == f"Events ({len(evs)})"
+    assert lines[1].split() == ["seq", "time", "event", "task", "msg", "what"]
+    body = lines[3:]
+    assert [int(line.split()[0]) for line in body] == [e["seq"] for e in evs]
+    # every row's event column starts where the header's does
+    col = lines[1].index("event")
+    assert all(line[col:].split()[0] == e["type"] for line, e in zip(body, evs))
+
+
+def test_a_streamed_json_log_is_the_same_json_as_before(stress_db, capsys, monkeypatch):
+    from sim.store import Store
+
+    with Store.open(str(stress_db), readonly=True) as s:
+        evs = s.events()
+    out = ok(capsys, "events", "--db", stress_db, "--json")
+    assert out == json.dumps(evs, indent=2, ensure_ascii=False) + "\n"
+    t2 = ok(capsys, "events", "--db", stress_db, "--json", "--task", "T-2", "--type", "transition_applied")
+    assert json.loads(t2) == [e for e in evs if e["task_id"] == "T-2" and e["type"] == "transition_applied"]
+    assert ok(capsys, "events", "--db", stress_db, "--json", "--task", "T-404") == "[]\n"
+
+
+def test_a_long_state_view_streams_each_table_with_its_count(stress_db, capsys, monkeypatch):
+    import sim.cli as cli
+
+    monkeypatch.setattr(cli, "TABLE_ROWS", 1)
+    out = ok(capsys, "state", "--db", stress_db)
+    state = ok_json(capsys, "state", "--db", stress_db)
+    assert f"Tasks (authoritative: written only by the runtime) ({len(state['tasks'])})" in out
+    assert f"Transitions ({len(state['transitions'])})" in out
+    assert f"Intents (deduplication: task, key, digest, scheme) ({len(state['intents'])})" in out
+    assert state["state_digest"] in out

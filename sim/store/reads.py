@@ -203,11 +203,29 @@ class Reads:
             r["data"] = json.loads(r["data"])
         return rows
 
-    def iter_events(self, batch: int = 5000) -> Iterator[dict]:
-        """Every event in order (replay of large runs)."""
-        for r in self._paged("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", "seq", batch):
-            r["data"] = json.loads(r["data"])
-            yield r
+    def iter_events(self, batch: int = 5000, *, task_id: str | None = None, etype: str | None = None) -> Iterator[dict]:
+        """Every event in order, or those of one task and/or type, a page at a time (flat memory)."""
+        where = "".join(f" AND {col} = ?" for col, v in (("task_id", task_id), ("type", etype)) if v is not None)
+        fixed = [v for v in (task_id, etype) if v is not None]
+        after = 0
+        while True:
+            rows = self._rows(f"SELECT * FROM events WHERE seq > ?{where} ORDER BY seq LIMIT ?", (after, *fixed, batch))
+            if not rows:
+                return
+            for r in rows:
+                r["data"] = json.loads(r["data"])
+            yield from rows
+            after = rows[-1]["seq"]
+
+    def id_widths(self) -> tuple[int, int]:
+        """The longest task id and message id in the event log (a streamed view's column widths)."""
+        row = self.conn.execute("SELECT MAX(LENGTH(task_id)), MAX(LENGTH(message_id)) FROM events").fetchone()
+        return row[0] or 0, row[1] or 0
+
+    def count_events(self, *, task_id: str | None = None, etype: str | None = None) -> int:
+        where = " AND ".join(f"{col} = ?" for col, v in (("task_id", task_id), ("type", etype)) if v is not None)
+        params = [v for v in (task_id, etype) if v is not None]
+        return self.conn.execute("SELECT COUNT(*) FROM events" + (f" WHERE {where}" if where else ""), params).fetchone()[0]
 
     def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
         """Each delivery in order joined with the envelope it delivered."""
