@@ -952,8 +952,10 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
     from .replay import replay_report
 
-    with _open(db, readonly=True) as store:
-        report = replay_report(store)
+    import tempfile
+
+    with _open(db, readonly=True) as store, tempfile.TemporaryDirectory(prefix="protolab-replay-") as scratch:
+        report = replay_report(store, scratch=scratch)  # on files: flat memory at any run size
     proof = not report["redelivery"]["effects_committed_again"]
     report["effects_at_most_once_under_redelivery"] = proof
     if as_json:

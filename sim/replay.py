@@ -10,6 +10,7 @@ commits a second time.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from .envelope import envelope_from_row
 from .policy import get_policy
@@ -19,10 +20,14 @@ from .store import Store
 
 __all__ = ["rebuild", "redeliver", "replay_report"]
 
+#: The redelivery's copy commits once every this many deliveries (it is thrown away afterwards).
+GROUP = 256
 
-def rebuild(store: Store) -> Store:
-    """A new in-memory store holding only what the event log of ``store`` folds into."""
-    fresh = Store.create(None, start_time=store.start_time, empty=True)
+
+def rebuild(store: Store, path=None) -> Store:
+    """A new store (in memory, or a new file ``path``) holding only what the event log of ``store``
+    folds into."""
+    fresh = Store.create(path, start_time=store.start_time, empty=True)
     with fresh.transaction():
         for ev in store.iter_events():
             fresh.advance(to=ev["tick"])
@@ -32,8 +37,9 @@ def rebuild(store: Store) -> Store:
 
 
 
-def redeliver(store: Store, *, policy=None) -> dict:
-    """Deliver the whole message log again, on a copy; report what it did to effects.
+def redeliver(store: Store, *, policy=None, path=None) -> dict:
+    """Deliver the whole message log again, on a copy (in memory, or a new file ``path``); report
+    what it did to effects.
 
     ``policy`` is a name or a :class:`~sim.policy.Policy` (one with a student's intake or effect
     rule, say); by default the run's own policy, by name."""
@@ -41,15 +47,16 @@ def redeliver(store: Store, *, policy=None) -> dict:
         pol = policy
     else:
         pol = get_policy(policy or store.get_meta("policy") or "safe")
-    copy = store.copy()
+    copy = store.copy(path)
     try:
         before = {e["effect_key"] for e in copy.effects()}
         decisions: Counter = Counter()
         n = 0
-        for row in store.iter_deliveries_with_messages():
-            out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
-            decisions[out.decision] += 1
-            n += 1
+        with copy.group_commits(GROUP):  # a copy thrown away afterwards: no need to commit each one
+            for row in store.iter_deliveries_with_messages():
+                out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
+                decisions[out.decision] += 1
+                n += 1
         after = copy.effects()
         again = [e["effect_key"] for e in after if e["effect_key"] not in before]
         return {
@@ -63,10 +70,13 @@ def redeliver(store: Store, *, policy=None) -> dict:
         copy.close()
 
 
-def replay_report(store: Store, *, redeliver_messages: bool = True) -> dict:
-    """Rebuild from events, compare digests, and (optionally) redeliver every message."""
+def replay_report(store: Store, *, redeliver_messages: bool = True, scratch=None) -> dict:
+    """Rebuild from events, compare digests, and (optionally) redeliver every message.
+
+    ``scratch``: a folder for the rebuilt store and the redelivery's copy (files, so memory stays
+    flat however big the run); without it both are in memory."""
     live = store.state_digest()
-    fresh = rebuild(store)
+    fresh = rebuild(store, None if scratch is None else Path(scratch) / "rebuilt.db")
     try:
         replayed = fresh.state_digest()
         events = fresh.counts()["events"]
@@ -74,5 +84,5 @@ def replay_report(store: Store, *, redeliver_messages: bool = True) -> dict:
         fresh.close()
     report = {"events": events, "live_digest": live, "state_digest": replayed, "match": live == replayed}
     if redeliver_messages:
-        report["redelivery"] = redeliver(store)
+        report["redelivery"] = redeliver(store, path=None if scratch is None else Path(scratch) / "copy.db")
     return report

@@ -196,3 +196,31 @@ def test_protolab_replay_exits_1_with_mismatch_on_a_tampered_database(cwd, capsy
     assert rep["state_digest"] == live["state_digest"]  # the events still fold into the untouched state
     code, out, err = _cli(capsys, "replay", "--db", "tampered.db")
     assert code == 1 and "MISMATCH" in out
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_replay_on_scratch_files_says_what_it_says_in_memory_and_leaves_nothing(policy, tmp_path):
+    store = _run(policy, ("duplicate", "late-failure"))
+    in_memory = replay_report(store)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    on_files = replay_report(store, scratch=scratch)
+    assert on_files == in_memory
+    assert {p.name for p in scratch.iterdir()} <= {"copy.db", "copy.db-shm", "copy.db-wal", "rebuilt.db",
+                                                    "rebuilt.db-shm", "rebuilt.db-wal"}
+    with Store.open(str(scratch / "rebuilt.db"), readonly=True) as rebuilt:
+        assert rebuilt.state_digest() == store.state_digest()
+
+
+def test_the_replay_command_leaves_no_scratch_file_behind(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    db = tmp_path / "run.db"
+    run_scenario(load_scenario("publish-report"), db=db).close()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    with pytest.raises(SystemExit) as e:
+        main(["replay", "--db", str(db)])
+    assert e.value.code == 0, capsys.readouterr()
+    assert list(tmp.iterdir()) == []

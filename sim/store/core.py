@@ -334,11 +334,19 @@ class Store(Reads, Writes, Reducer):
     def current_machine(self) -> str:
         return self._meta.get("current_machine", "")
 
-    def copy(self) -> "Store":
-        """An in-memory copy of this database (to try something without touching the file)."""
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False, factory=_Connection)
-        self.conn.backup(conn)
-        other = Store(sqlite_utils.Database(conn), None)
+    def copy(self, path: str | os.PathLike | None = None) -> "Store":
+        """A copy of this database to try something without touching the file: in memory, or in a
+        new file ``path`` (a big run: memory stays flat)."""
+        target = ":memory:" if path is None else str(path)
+        if path is not None and Path(path).exists():
+            raise StoreError(f"{path} already exists", code="E_DB_EXISTS")
+        try:
+            conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, factory=_Connection)
+            conn.path = None if path is None else target
+            self.conn.backup(conn)
+        except sqlite3.Error as e:
+            raise _translate(e, target) from e
+        other = Store(sqlite_utils.Database(conn), None if path is None else target)
         other._pragmas()
         other._load_meta()
         return other
