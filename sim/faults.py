@@ -330,6 +330,11 @@ class Bus:
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
 
+    def carrying(self) -> set[str]:
+        """The tasks of every envelope still on the bus (due later, or held back)."""
+        return {env.task_id for _d, _s, env in self._heap} | {env.task_id for _t, env in self._held} \
+            | {env.task_id for env in self.pending_late}
+
     def _push(self, due: int, env: Envelope) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (due, self._seq, env))

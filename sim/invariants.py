@@ -75,18 +75,27 @@ _TERMINAL = frozenset(s.value for s in TERMINAL)
 
 
 class _Run:
-    """Every view the checks need, read once and indexed."""
+    """Every view the checks need, read once and indexed: the whole run, or (``rows``, from
+    ``store.shard_rows``) every row of some of its tasks, with what crosses tasks looked up in
+    ``store`` one row at a time (see :func:`check`)."""
 
-    def __init__(self, store):
-        self.events = store.events()
-        self.deliveries = store.deliveries()
-        self.messages = store.messages()
-        self.transitions = store.transitions()
+    def __init__(self, store, rows: dict | None = None):
+        self._store = store
+        self.whole = rows is None
+        src = rows if rows is not None else {
+            "events": store.events(), "deliveries": store.deliveries(), "messages": store.messages(),
+            "transitions": store.transitions(), "effects": store.effects(), "artifacts": store.artifacts(),
+        }
+        self.events = src["events"]
+        self.deliveries = src["deliveries"]
+        self.messages = src["messages"]
+        self.transitions = src["transitions"]
+        self.effects = src["effects"]
+        self.artifacts = src["artifacts"]
         self.rules = store.transition_rules()
-        self.effects = store.effects()
-        self.artifacts = store.artifacts()
         privacy = getattr(store, "privacy", None)
         self.privacy = privacy() if callable(privacy) else Privacy()
+        self._refs_of: dict[str, list[str]] | None = None
 
         self.delivery_by_id = {d["delivery_id"]: d for d in self.deliveries}
         self.message_by_seq = {m["msg_seq"]: m for m in self.messages}
@@ -103,6 +112,51 @@ class _Run:
 
     def message_of(self, delivery: dict | None) -> dict | None:
         return self.message_by_seq.get(delivery["msg_seq"]) if delivery else None
+
+    # What crosses tasks: from the rows in hand for the whole run, from the store for a shard.
+
+    def has_message(self, message_id: str) -> bool:
+        return message_id in self.message_ids if self.whole else self._store.has_message_id(message_id)
+
+    def has_artifact(self, ref: str) -> bool:
+        return ref in self.artifact_refs if self.whole else self._store.artifact_task(ref)[0]
+
+    def refs_of(self, message_id: str) -> list[str] | None:
+        """The evidence_refs of every envelope stored under ``message_id`` (None: no such message)."""
+        if not self.whole:
+            return self._store.evidence_refs_of(message_id)
+        if self._refs_of is None:
+            self._refs_of = {}
+            for m in self.messages:
+                self._refs_of.setdefault(m["message_id"], []).extend(m["evidence_refs"])
+        return self._refs_of.get(message_id)
+
+    def task_of_message(self, message_id: str) -> str | None:
+        if self.whole:
+            if not hasattr(self, "_msg_task"):
+                self._msg_task = {m["message_id"]: m["task_id"] for m in self.messages}
+            return self._msg_task.get(message_id)
+        return self._store.task_of_message(message_id)
+
+    def task_of_artifact(self, ref: str) -> str | None:
+        if self.whole:
+            if not hasattr(self, "_art_task"):
+                self._art_task = {a["ref"]: a["task_id"] for a in self.artifacts}
+            return self._art_task.get(ref)
+        return self._store.artifact_task(ref)[1]
+
+    def message_of_delivery(self, delivery_id: int) -> dict | None:
+        if self.whole or delivery_id in self.delivery_by_id:
+            return self.message_of(self.delivery_by_id.get(delivery_id))
+        d = self._store.delivery(delivery_id)
+        return self._store.message_at(d["msg_seq"]) if d is not None else None
+
+    def point_before(self, delivery_id: int) -> int:
+        """The newest event of any delivery numbered below ``delivery_id`` (0: none)."""
+        if not self.whole:
+            return self._store.last_event_before_delivery(delivery_id)
+        return max((e["seq"] for e in self.events if e["delivery_id"] is not None and e["delivery_id"] < delivery_id),
+                   default=0)
 
     def _move(self, e: dict) -> dict:
         d = e["data"]
@@ -262,8 +316,7 @@ def _conflict_frozen(run: _Run) -> list[dict]:
         # deliveries and their events are numbered in the same order
         if delivery_id in last_seq:
             return last_seq[delivery_id]
-        earlier = [s for d, s in last_seq.items() if d < delivery_id]
-        return max(earlier, default=0)
+        return run.point_before(delivery_id)
 
     def state_at(task_id: str, seq: int) -> str | None:
         state = None
@@ -404,9 +457,9 @@ def _evidence_resolves(run: _Run) -> list[dict]:
             continue
         for ref in msg["evidence_refs"]:
             if ref.startswith("sha256:"):
-                ok, kind = ref in run.artifact_refs, "artifact"
+                ok, kind = run.has_artifact(ref), "artifact"
             else:
-                ok, kind = ref in run.message_ids and ref != msg["message_id"], "message"
+                ok, kind = run.has_message(ref) and ref != msg["message_id"], "message"
             if not ok:
                 out.append(
                     {
@@ -514,22 +567,28 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one.",
 )
 def _clock_monotonic(run: _Run) -> list[dict]:
+    return _clock_over(run.events, sorted(run.deliveries, key=lambda d: d["delivery_id"]),
+                       (e for e in run.events if e["delivery_id"] is not None and e["delivery_id"] not in run.delivery_by_id))
+
+
+def _clock_over(events, deliveries_by_id, events_naming_no_delivery) -> list[dict]:
+    """CLOCK_MONOTONIC over streams (events in seq order, deliveries in delivery_id order): one
+    row of memory, whatever the run's size."""
     out = []
     prev = None
-    for e in run.events:
+    for e in events:
         if prev is not None and e["tick"] < prev["tick"]:
             out.append({"problem": "an event's tick is before the previous event's", "event_seq": e["seq"],
                         "tick": e["tick"], "previous_event_seq": prev["seq"], "previous_tick": prev["tick"],
                         "type": e["type"], "task_id": e["task_id"], "message_id": e["message_id"],
                         "delivery_id": e["delivery_id"]})
         prev = e
-    seen: dict[int, dict] = {}
     prev = None
-    for d in sorted(run.deliveries, key=lambda d: d["delivery_id"]):
+    for d in deliveries_by_id:
         i = d["delivery_id"]
-        if i in seen:
+        if prev is not None and i == prev["delivery_id"]:  # in id order a reused id follows its first use
             out.append({"problem": "a delivery id is used twice", "delivery_id": i, "message_id": d["message_id"],
-                        "other_message_id": seen[i]["message_id"], "task_id": d["task_id"]})
+                        "other_message_id": prev["message_id"], "task_id": d["task_id"]})
             continue
         expected = 1 if prev is None else prev["delivery_id"] + 1
         if i != expected:
@@ -539,13 +598,11 @@ def _clock_monotonic(run: _Run) -> list[dict]:
             out.append({"problem": "a delivery's tick is before the previous delivery's", "delivery_id": i,
                         "tick": d["tick"], "previous_delivery_id": prev["delivery_id"], "previous_tick": prev["tick"],
                         "message_id": d["message_id"], "task_id": d["task_id"]})
-        seen[i] = d
         prev = d
-    for e in run.events:
-        if e["delivery_id"] is not None and e["delivery_id"] not in run.delivery_by_id:
-            out.append({"problem": "an event names a delivery that is not recorded", "event_seq": e["seq"],
-                        "delivery_id": e["delivery_id"], "type": e["type"], "task_id": e["task_id"],
-                        "message_id": e["message_id"]})
+    for e in events_naming_no_delivery:
+        out.append({"problem": "an event names a delivery that is not recorded", "event_seq": e["seq"],
+                    "delivery_id": e["delivery_id"], "type": e["type"], "task_id": e["task_id"],
+                    "message_id": e["message_id"]})
     return out
 
 
@@ -587,10 +644,6 @@ def _payload_minimization(run: _Run) -> list[dict]:
     "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check.",
 )
 def _effect_has_evidence(run: _Run) -> list[dict]:
-    refs_of: dict[str, list[str]] = {}
-    for m in run.messages:
-        refs_of.setdefault(m["message_id"], []).extend(m["evidence_refs"])
-
     def primary(refs) -> list[str]:
         """The stored artifacts ``refs`` reach, following message ids to what those messages cite."""
         found, seen, todo = [], set(), list(refs)
@@ -599,10 +652,12 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
             if r in seen:
                 continue
             seen.add(r)
-            if r in run.artifact_refs:
+            if run.has_artifact(r):
                 found.append(r)
-            elif r in refs_of:
-                todo.extend(refs_of[r])
+            else:
+                cited = run.refs_of(r)
+                if cited is not None:
+                    todo.extend(cited)
         return found
 
     out = []
@@ -629,12 +684,19 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
     "from the message log in delivery order, whatever the runtime marked.",
 )
 def _no_effect_from_untrusted(run: _Run) -> list[dict]:
-    msg_task = {m["message_id"]: m["task_id"] for m in run.messages}
-    art_task = {a["ref"]: a["task_id"] for a in run.artifacts}
+    return _untrusted_effects(run, _taint_intervals(run), (e for e in run.events if e["type"] == "effect_committed"))
+
+
+def _taint_intervals(run: _Run) -> dict[str, list[list]]:
+    """When each task was untrusted, read from the log in event order: task -> [[from event seq,
+    until event seq (None: still), the message that brought its second payload], ...]. A task is
+    untrusted from the first event of the delivery that brought, under one (task_id,
+    idempotency_key), a payload unlike every one delivered before it (any decision but rejected),
+    until the next review_decided for it."""
     payloads: dict[tuple, list[dict]] = {}
-    tainted: dict[str, str] = {}  # task -> the message that brought its second payload
+    open_: dict[str, list] = {}
+    out: dict[str, list[list]] = {}
     done: set[int] = set()
-    out = []
     for e in run.events:
         did = e["delivery_id"]
         if did is not None and did not in done:
@@ -644,23 +706,44 @@ def _no_effect_from_untrusted(run: _Run) -> list[dict]:
             if d is not None and m is not None and d["decision"] != "rejected" and m["task_id"] != m["trace_id"]:
                 k = (m["task_id"], m["idempotency_key"])
                 earlier = payloads.setdefault(k, [])
-                if earlier and not any(_same_payload(p, m) for p in earlier):
-                    tainted.setdefault(m["task_id"], m["message_id"])
+                if earlier and not any(_same_payload(p, m) for p in earlier) and m["task_id"] not in open_:
+                    iv = [e["seq"], None, m["message_id"]]
+                    open_[m["task_id"]] = iv
+                    out.setdefault(m["task_id"], []).append(iv)
                 earlier.append(m)
         if e["type"] == "review_decided":
-            tainted.pop(e["task_id"], None)
-        elif e["type"] == "effect_committed" and tainted:
-            msg = run.message_of(run.delivery_by_id.get(did)) if did is not None else None
-            if msg is None or msg["type"] != "task_result":
-                continue
-            for ref in msg["evidence_refs"]:
-                src = art_task.get(ref) if ref.startswith("sha256:") else msg_task.get(ref)
-                if src is not None and src != msg["task_id"] and src in tainted:
-                    out.append({"problem": "committed from an input that was untrusted at that moment",
-                                "effect_key": e["data"].get("effect_key"), "task_id": msg["task_id"],
-                                "message_id": msg["message_id"], "input": ref, "input_task": src,
-                                "second_payload": tainted[src], "event_seq": e["seq"]})
-                    break
+            iv = open_.pop(e["task_id"], None)
+            if iv is not None:
+                iv[1] = e["seq"]
+    return out
+
+
+def _untrusted_at(intervals: dict[str, list[list]], task_id: str, seq: int) -> str | None:
+    """The message that made ``task_id`` untrusted at event ``seq`` (None: trusted then)."""
+    for start, until, second in intervals.get(task_id, ()):
+        if start <= seq and (until is None or seq < until):
+            return second
+    return None
+
+
+def _untrusted_effects(run: _Run, intervals: dict[str, list[list]], effect_events) -> list[dict]:
+    out = []
+    if not intervals:
+        return out
+    for e in effect_events:
+        did = e["delivery_id"]
+        msg = run.message_of_delivery(did) if did is not None else None
+        if msg is None or msg["type"] != "task_result":
+            continue
+        for ref in msg["evidence_refs"]:
+            src = run.task_of_artifact(ref) if ref.startswith("sha256:") else run.task_of_message(ref)
+            second = _untrusted_at(intervals, src, e["seq"]) if src is not None and src != msg["task_id"] else None
+            if second is not None:
+                out.append({"problem": "committed from an input that was untrusted at that moment",
+                            "effect_key": e["data"].get("effect_key"), "task_id": msg["task_id"],
+                            "message_id": msg["message_id"], "input": ref, "input_task": src,
+                            "second_payload": second, "event_seq": e["seq"]})
+                break
     return out
 
 
@@ -669,12 +752,46 @@ INVARIANTS: tuple[str, ...] = tuple(REGISTRY)
 DESCRIPTIONS: dict[str, str] = {name: inv.description for name, inv in REGISTRY.items()}
 
 
-def check(store) -> list[InvariantResult]:
-    """Check every invariant over ``store`` (a finished run); results in :data:`INVARIANTS` order."""
-    run = _Run(store)
-    results = []
-    for name in INVARIANTS:
-        inv = REGISTRY[name]
-        witnesses = tuple(inv.check(run))
-        results.append(InvariantResult(name, not witnesses, inv.description, witnesses))
-    return results
+#: A run with more tasks than this is judged a shard of tasks at a time (flat memory); below it, whole.
+SHARD_AT = 5_000
+#: Tasks per shard.
+SHARD_SIZE = 500
+#: The invariants that read across tasks in log order: judged over streams of the whole run.
+_ACROSS_TASKS = ("CLOCK_MONOTONIC", "NO_EFFECT_FROM_UNTRUSTED")
+
+
+def check(store, *, shard_size: int | None = None, progress=None) -> list[InvariantResult]:
+    """Check every invariant over ``store`` (a finished run); results in :data:`INVARIANTS` order.
+
+    A big run (more than :data:`SHARD_AT` tasks, or any run given ``shard_size``) is read a shard of
+    tasks at a time, so memory does not grow with the run: each invariant about one task's rows
+    judges each shard, what crosses tasks (a cited message or artifact, the delivery before) is looked
+    up one row at a time, and the two that read the whole log in order (the clock, and effects resting
+    on an input untrusted at that moment) run over streams. The witnesses are the same; a sharded run
+    lists them shard by shard. ``progress(done, total)`` is told after each shard."""
+    sharded = shard_size is not None or (hasattr(store, "shard_plan") and store.counts()["tasks"] > SHARD_AT)
+    witnesses: dict[str, list[dict]] = {name: [] for name in INVARIANTS}
+    if not sharded:
+        run = _Run(store)
+        for name in INVARIANTS:
+            witnesses[name] = REGISTRY[name].check(run)
+    else:
+        plan = store.shard_plan(shard_size or SHARD_SIZE)
+        intervals: dict[str, list[list]] = {}
+        for k, (lo, hi) in enumerate(plan, 1):
+            run = _Run(store, rows=store.shard_rows(lo, hi))
+            for name in INVARIANTS:
+                if name not in _ACROSS_TASKS:
+                    witnesses[name] += REGISTRY[name].check(run)
+            intervals.update(_taint_intervals(run))
+            del run
+            if progress is not None:
+                progress(k, len(plan))
+        empty = {t: [] for t in ("events", "deliveries", "messages", "transitions", "effects", "artifacts")}
+        lookups = _Run(store, rows=empty)
+        witnesses["NO_EFFECT_FROM_UNTRUSTED"] = _untrusted_effects(
+            lookups, intervals, store.iter_events(etype="effect_committed"))
+        witnesses["CLOCK_MONOTONIC"] = _clock_over(store.iter_events(), store.iter_deliveries(),
+                                                   store.events_naming_no_delivery())
+    return [InvariantResult(name, not witnesses[name], REGISTRY[name].description, tuple(witnesses[name]))
+            for name in INVARIANTS]

@@ -70,6 +70,9 @@ class Run:
                        record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
                        rebuild=self._rebuild)
         self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
+        # a stress run forgets settled tasks; their intents go once nothing of theirs is on the bus
+        self._messages_of: dict[str, list[str]] = {}
+        self._forgotten: list[str] = []
         # What the transport knows of each send: (per-sender sequence, sender generation),
         # kept until the message is first delivered and stored with it.
         self._seq: Counter = Counter()
@@ -127,7 +130,7 @@ class Run:
             message_id=self.next_id(prefix), created_at=self.time(),
         )
         env = self._build(intent)
-        self.intents[env.message_id] = intent
+        self._keep(env.message_id, intent)
         if generation is None:
             w = self.workers.get(sender)
             generation = w.generation if w is not None else 1
@@ -153,7 +156,7 @@ class Run:
         intent = self.intents[env.message_id]
         sent, meant = rewrite(intent, lambda: self.next_id(env.message_id.split("-")[0]), self.time_at(due - 1))
         out = self._build(sent, schema_version=env.schema_version)
-        self.intents[out.message_id] = meant
+        self._keep(out.message_id, meant)
         return out
 
     def _build(self, intent: Intent, schema_version: str = "1") -> Envelope:
@@ -169,13 +172,32 @@ class Run:
             )
         return env
 
+    def _keep(self, message_id: str, intent: Intent) -> None:
+        self.intents[message_id] = intent
+        self._messages_of.setdefault(intent.task_id, []).append(message_id)
+
+    def _prune(self) -> None:
+        """Drop the intents of forgotten tasks that have nothing left on the bus (flat memory at any
+        run size: a stress run keeps only its window of tasks)."""
+        if not self._forgotten:
+            return
+        busy = self.bus.carrying()
+        keep = []
+        for tid in self._forgotten:
+            if tid in busy:
+                keep.append(tid)
+                continue
+            for mid in self._messages_of.pop(tid, ()):
+                self.intents.pop(mid, None)
+        self._forgotten = keep
+
     def _stamp(self, env: Envelope, generation: int) -> None:
         self._seq[(env.sender, generation)] += 1
         self.sent_meta[env.message_id] = (self._seq[(env.sender, generation)], generation)
 
     def _on_copy(self, orig: Envelope, new: Envelope, same_seq: bool) -> None:
         if new.message_id not in self.intents and orig.message_id in self.intents:
-            self.intents[new.message_id] = self.intents[orig.message_id]
+            self._keep(new.message_id, self.intents[orig.message_id])
         seq, gen = self.sent_meta.get(orig.message_id, (0, 1))
         if same_seq:
             self.sent_meta[new.message_id] = (seq, gen)
@@ -197,6 +219,8 @@ class Run:
             self.results.pop(tid, None)
             self.manager.sent.pop(tid, None)
             self._tasks.pop(tid, None)
+            self._forgotten.append(tid)
+        self._prune()
         workers = sorted(self.scenario.workers)
         while len(self.specs) < st.window and self._stress_next < st.tasks:
             self._stress_next += 1

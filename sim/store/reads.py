@@ -439,3 +439,93 @@ class Reads:
             for row in cur:
                 h.update(_dumps(list(row)).encode("utf-8") + b"\n")
         return "sha256:" + h.hexdigest()
+
+    # ---------------------------------------------------------------- a big run, a shard at a time
+    # The judges (sim.invariants) read a run of millions of rows in shards of tasks: every row of
+    # some tasks at once, and point lookups for what crosses tasks. The shard index lives in the
+    # connection's temp database (it works on a read-only file too, and goes with the connection).
+
+    def shard_plan(self, size: int) -> list[tuple[int, int]]:
+        """Number every task id the events and messages name (sorted), and index the tables without
+        a task_id index by it; return the ranges of ``size`` numbers (the first also carries the rows
+        that name no task)."""
+        c = self.conn
+        for t in ("shard_keys", "shard_deliveries", "shard_messages", "shard_effects", "shard_artifacts"):
+            c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+        c.execute("CREATE TEMP TABLE shard_keys (k INTEGER PRIMARY KEY, task_id TEXT NOT NULL UNIQUE)")
+        c.execute("INSERT INTO temp.shard_keys (task_id) SELECT task_id FROM events WHERE task_id IS NOT NULL "
+                  "UNION SELECT task_id FROM messages WHERE task_id IS NOT NULL ORDER BY 1")
+        for table, key in (("deliveries", "delivery_id"), ("messages", "msg_seq"), ("effects", "rowid"),
+                           ("artifacts", "rowid")):
+            c.execute(f"CREATE TEMP TABLE shard_{table} AS SELECT task_id, {key} AS id FROM main.{table}")
+            c.execute(f"CREATE INDEX temp.shard_{table}_by_task ON shard_{table} (task_id, id)")
+        n = c.execute("SELECT COUNT(*) FROM temp.shard_keys").fetchone()[0]
+        return [(lo, min(lo + size - 1, n)) for lo in range(1, n + 1, size)] or [(1, 0)]
+
+    def shard_rows(self, lo: int, hi: int) -> dict[str, list[dict]]:
+        """Every row of the tasks numbered ``lo``..``hi`` by :meth:`shard_plan`, in the order the whole
+        views give them (events, deliveries, messages, transitions, effects, artifacts)."""
+        keys = "SELECT task_id FROM temp.shard_keys WHERE k BETWEEN ? AND ?"
+        none = lo == 1  # rows that name no task go with the first shard
+        p = (lo, hi)
+
+        def via(table: str) -> str:
+            return (f"SELECT id FROM temp.shard_{table} WHERE task_id IN ({keys})"
+                    + (f" UNION ALL SELECT id FROM temp.shard_{table} WHERE task_id IS NULL" if none else ""))
+
+        events = self._rows(f"SELECT * FROM events WHERE task_id IN ({keys})"
+                            + (" OR task_id IS NULL" if none else "") + " ORDER BY seq", p)
+        for r in events:
+            r["data"] = json.loads(r["data"])
+        messages = self._rows(f"SELECT * FROM messages WHERE msg_seq IN ({via('messages')}) ORDER BY msg_seq", p)
+        for r in messages:
+            r["payload"] = json.loads(r["payload"])
+            r["evidence_refs"] = json.loads(r["evidence_refs"])
+        return {
+            "events": events,
+            "deliveries": self._rows(f"SELECT * FROM deliveries WHERE delivery_id IN ({via('deliveries')}) "
+                                     "ORDER BY delivery_id", p),
+            "messages": messages,
+            "transitions": self._rows(f"SELECT * FROM transitions WHERE task_id IN ({keys}) ORDER BY seq", p),
+            "effects": self._rows(f"SELECT * FROM effects WHERE rowid IN ({via('effects')}) ORDER BY tick, effect_key", p),
+            "artifacts": self._rows("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts "
+                                    f"WHERE rowid IN ({via('artifacts')}) ORDER BY first_tick, ref", p),
+        }
+
+    def has_message_id(self, message_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (message_id,)).fetchone() is not None
+
+    def evidence_refs_of(self, message_id: str) -> list[str] | None:
+        """The evidence_refs of every envelope stored under ``message_id``, in order (None: no such message)."""
+        rows = self.conn.execute("SELECT evidence_refs FROM messages WHERE message_id = ? ORDER BY msg_seq",
+                                 (message_id,)).fetchall()
+        return [r for (refs,) in rows for r in json.loads(refs)] if rows else None
+
+    def task_of_message(self, message_id: str) -> str | None:
+        row = self.conn.execute("SELECT task_id FROM messages WHERE message_id = ? ORDER BY msg_seq DESC LIMIT 1",
+                                (message_id,)).fetchone()
+        return row[0] if row else None
+
+    def artifact_task(self, ref: str) -> tuple[bool, str | None]:
+        """Whether an artifact ``ref`` is stored, and the task it belongs to."""
+        row = self.conn.execute("SELECT task_id FROM artifacts WHERE ref = ?", (ref,)).fetchone()
+        return (row is not None, row[0] if row else None)
+
+    def last_event_before_delivery(self, delivery_id: int) -> int:
+        """The newest event of any delivery numbered below ``delivery_id`` (0: none)."""
+        row = self.conn.execute("SELECT MAX(seq) FROM events WHERE delivery_id IS NOT NULL AND delivery_id < ?",
+                                (delivery_id,)).fetchone()
+        return row[0] or 0
+
+    def iter_deliveries(self, batch: int = 5000) -> Iterator[dict]:
+        """Every delivery in delivery_id order, a page at a time."""
+        return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",
+                           "delivery_id", batch)
+
+    def events_naming_no_delivery(self) -> list[dict]:
+        """Events whose delivery_id names no recorded delivery (a broken writer's), in order."""
+        rows = self._rows("SELECT * FROM events WHERE delivery_id IS NOT NULL AND delivery_id NOT IN "
+                          "(SELECT delivery_id FROM deliveries) ORDER BY seq")
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows
