@@ -922,14 +922,19 @@ def compare(
     sc = _load_scenario(scenario, None)
     _check_run_args("safe", fault)
     sides = _sides(_designs(list(design)))
+    import tempfile
+
     out = {}
-    for label, pol, plugins in sides:
-        store = run_scenario(sc, policy=pol, seed=seed, faults=fault, plugins=plugins)
-        try:
-            results = check(store)
-            out[label] = (summarize(store, results), results)
-        finally:
-            store.close()
+    with tempfile.TemporaryDirectory(prefix="protolab-compare-") as scratch:
+        for k, (label, pol, plugins) in enumerate(sides):
+            # each side on a scratch file, not in memory: a big run keeps memory flat
+            store = run_scenario(sc, policy=pol, seed=seed, faults=fault, plugins=plugins,
+                                 db=Path(scratch) / f"side-{k}.db")
+            try:
+                results = check(store)
+                out[label] = (summarize(store, results), results)
+            finally:
+                store.close()
     if as_json:
         _print_json({label: summary for label, (summary, _) in out.items()})
         return
