@@ -169,6 +169,13 @@ def sim_one(n: int, seed: int = 0) -> dict:
             again.close()
         with open(sql_path, encoding="utf-8") as lines:
             floor_s, floor_commits = replay_writes(str(Path(tmp) / "floor.db"), lines)
+        # the whole command a user runs (simulation, summary, check), in its own process
+        cmd = subprocess.run([sys.executable, "-m", "sim.cli", "run", "stress", "--tasks", str(n), "--seed", str(seed),
+                              "--db", str(Path(tmp) / "command.db"), "--json"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if cmd.returncode not in (0, 1):
+            raise RuntimeError(f"protolab run failed: {cmd.stderr.strip()[-300:]}")
+        command_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     deliveries = counts["deliveries"]
     project = deliveries / project_s
     floor_rate = deliveries / floor_s
@@ -184,6 +191,7 @@ def sim_one(n: int, seed: int = 0) -> dict:
         "project_seconds": round(project_s, 2),
         "floor_seconds": round(floor_s, 2),
         "peak_rss_mb": round(peak_kb / 1024, 1),
+        "command_peak_rss_mb": round(command_kb / 1024, 1),
     }
 
 

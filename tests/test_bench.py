@@ -38,6 +38,7 @@ def test_the_sim_benchmark_replays_the_same_writes_as_its_floor():
     assert r["floor_transactions"] == r["project_transactions"]
     assert 0 < r["project_transactions"] < r["deliveries"]
     assert r["project_per_s"] > 0 and r["floor_per_s"] > 0 and r["peak_rss_mb"] > 0
+    assert r["command_peak_rss_mb"] > 0  # the whole 'protolab run', measured in its own process
 
 
 def test_bench_sim_refuses_bad_sizes(capsys):
