@@ -174,6 +174,14 @@ def planted(valid: dict) -> dict[str, object]:
         at(t, "m9")["seq"] = 1
         del t["gathers"][0]["result"]
     variant("a gather missing one contribution under a COMPLETED terminal", contribution_missing)
+
+    # uniqueItems with JSON Schema's equality (false != 0, 1 == 1.0, nested arrays and objects by
+    # value): the shape checker and jsonschema must agree on each (the damaged-trace test compares them)
+    for odd in ([False, 0], [True, 1], [1, 1.0], [[1], [2]], [[1], [1.0]], [{"a": 1}, {"a": 2}], [{"a": [1]}, {"a": [1.0]}],
+                ["x", None, None]):
+        t = copy.deepcopy(valid)
+        t["messages"][0]["recipients"] = odd
+        out[f"damaged valid: messages/0/recipients = {json.dumps(odd)}"] = t
     return out
 
 
