@@ -53,6 +53,8 @@ def corpus() -> dict[str, object]:
     out.update(planted(out["valid-trace.json"]))
     out.update(damaged(out["valid-trace.json"], "valid"))
     out.update(damaged(out["quorum-trace.json"], "quorum"))
+    replaced = out["planted: researcher-1 with two earlier bodies, messages from the first only"]
+    out.update({k: t for k, t in damaged(replaced, "replaced").items() if "earlierGenerations" in k})
     return out
 
 
@@ -196,7 +198,19 @@ def _paths(trace: dict) -> list[tuple]:
         paths += [("gathers", j, k) for k in g]
         paths += [("gathers", j, "result", k) for k in g.get("result", {})]
     paths += [("terminal", k) for k in trace.get("terminal", {})]
-    return paths
+    # the first element of every array among them (an empty string, a number, a list where a name goes)
+    at_depth = []
+    for path in paths:
+        v = trace
+        for step in path:
+            v = v[step] if isinstance(v, dict) and step in v or isinstance(v, list) else None
+        if isinstance(v, list) and v:
+            at_depth.append((*path, 0))
+    for i, p in enumerate(trace["participants"]):  # each earlier body of a replaced participant
+        for k, e in enumerate(p.get("earlierGenerations", ())):
+            at_depth += [("participants", i, "earlierGenerations", k)] + [
+                ("participants", i, "earlierGenerations", k, f) for f in e]
+    return paths + at_depth
 
 
 def damaged(trace: dict, name: str) -> dict[str, dict]:
@@ -212,7 +226,10 @@ def damaged(trace: dict, name: str) -> dict[str, dict]:
             for step in path[:-1]:
                 at = at[step]
             if value == "(removed)":
-                at.pop(path[-1], None)
+                if isinstance(at, list):
+                    del at[path[-1]]
+                else:
+                    at.pop(path[-1], None)
             else:
                 at[path[-1]] = copy.deepcopy(value)
             out[f"damaged {name}: {'/'.join(map(str, path))} = {json.dumps(value)}"] = t
