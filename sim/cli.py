@@ -641,6 +641,22 @@ def _progress(enabled: bool = True):
                     console=console, transient=True, disable=not (enabled and console.is_terminal))
 
 
+def _judged(store, show: bool):
+    """The invariants' verdicts on ``store``; a big run (judged shard by shard) shows a progress bar."""
+    from .invariants import check as run_checks
+
+    with _progress(show) as bar:
+        job = None
+
+        def step(done: int, total: int) -> None:
+            nonlocal job
+            if job is None:
+                job = bar.add_task("judging the invariants, 500 tasks at a time", total=total)
+            bar.update(job, completed=done)
+
+        return run_checks(store, progress=step)
+
+
 def _mark(ok: bool) -> str:
     return "[green]holds[/]" if ok else "[bold red]BROKEN[/]"
 
@@ -673,7 +689,7 @@ def run(
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this): the partial file is gone
         _interrupted(e, f"the run was interrupted by {{sig}} and nothing was written ({db} is as it was)")
     try:
-        results = __import__("sim.invariants", fromlist=["check"]).check(store)  # once: the summary reuses it
+        results = _judged(store, sc.stress is not None)  # once: the summary reuses it
         summary = summarize(store, results)
     finally:
         store.close()
@@ -988,10 +1004,8 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
 @app.command()
 def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
-    from .invariants import check as run_checks
-
     with _open(db, readonly=True) as store:
-        results = run_checks(store)
+        results = _judged(store, True)
         pending = store.open_reconciliations()
     if as_json:
         _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
