@@ -701,20 +701,19 @@ def run(
               f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
     for k, v in summary.get("plugins", {}).items():
         con.print(f"  {k}: {v}")
-    from collections import Counter
 
-    injected = summary["faults_injected"]
-    if 0 < len(injected) <= 12:
+    injected = summary.get("faults_injected")
+    if injected is not None and 0 < len(injected) <= 12:
         con.print(_table("Faults injected", ["fault", "message", "task"],
                          [[f["fault"], f["message_id"], f["task_id"]] for f in injected]))
-    elif injected:  # a big run: how many of each, not every one (--json and 'events --type fault_injected' list them)
-        con.print(_table("Faults injected", ["fault", "times"],
-                         [[k, v] for k, v in sorted(Counter(f["fault"] for f in injected).items())]))
-    if len(summary["tasks"]) <= 20:
+    elif summary["faults_by_kind"]:  # a big run: how many of each ('events --type fault_injected' lists them)
+        con.print(_table("Faults injected", ["fault", "times"], [[k, v] for k, v in summary["faults_by_kind"].items()]))
+    n_tasks = sum(summary["tasks_by_state"].values())
+    if n_tasks <= 20:
         con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
     else:
-        con.print(_table(f"Tasks ({len(summary['tasks']):,})", ["final state", "tasks"],
-                         [[_styled(k, _STATE_STYLE), v] for k, v in sorted(Counter(summary["tasks"].values()).items())]))
+        con.print(_table(f"Tasks ({n_tasks:,})", ["final state", "tasks"],
+                         [[_styled(k, _STATE_STYLE), v] for k, v in summary["tasks_by_state"].items()]))
     c = summary["counts"]
     con.print(f"{c['messages']} messages, {c['deliveries']} deliveries "
               f"({', '.join(f'{k} {v}' for k, v in c['deliveries_by_decision'].items())}), {c['events']} events")
@@ -957,11 +956,16 @@ def compare(
     (la, _pa, _xa), (lb, _pb, _xb) = sides
     safe, naive = out[la][0], out[lb][0]
     rows = []
-    for t in sorted(set(safe["tasks"]) | set(naive["tasks"])):
-        a, b = safe["tasks"].get(t, "-"), naive["tasks"].get(t, "-")
-        rows.append([f"task {t}", _styled(a, _STATE_STYLE), _styled(b, _STATE_STYLE), "" if a == b else "<- differs"])
-    rows.append(["effects committed", len(safe["effects"]), len(naive["effects"]),
-                 "" if len(safe["effects"]) == len(naive["effects"]) else "<- differs"])
+    if "tasks" in safe and "tasks" in naive:
+        for t in sorted(set(safe["tasks"]) | set(naive["tasks"])):
+            a, b = safe["tasks"].get(t, "-"), naive["tasks"].get(t, "-")
+            rows.append([f"task {t}", _styled(a, _STATE_STYLE), _styled(b, _STATE_STYLE), "" if a == b else "<- differs"])
+    else:  # a big run: how many tasks ended in each state
+        for st in sorted(set(safe["tasks_by_state"]) | set(naive["tasks_by_state"])):
+            a, b = safe["tasks_by_state"].get(st, 0), naive["tasks_by_state"].get(st, 0)
+            rows.append([f"tasks {_styled(st, _STATE_STYLE)}", a, b, "" if a == b else "<- differs"])
+    rows.append(["effects committed", safe["effects_committed"], naive["effects_committed"],
+                 "" if safe["effects_committed"] == naive["effects_committed"] else "<- differs"])
     for (rs, rn) in zip(out[la][1], out[lb][1]):
         rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
     faults = ", ".join(safe["faults"]) or "none"

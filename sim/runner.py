@@ -35,6 +35,8 @@ from .store import SIDE_FILES, Store, remove_database
 
 #: A batch run commits once every this many transactions (deliveries, faults, artifacts).
 GROUP_COMMITS = 256
+#: A run's summary lists each task, effect and fault up to this many; past it, only their counts.
+SUMMARY_LIST_LIMIT = 10_000
 
 __all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
 
@@ -610,7 +612,7 @@ def summarize(store: Store, results=None) -> dict:
     the caller has them already; the figures themselves are aggregated in SQL)."""
     from .invariants import check
 
-    agg = store.run_summary()
+    agg = store.run_summary(SUMMARY_LIST_LIMIT)
     if results is None:
         results = check(store)
     return {
@@ -620,10 +622,14 @@ def summarize(store: Store, results=None) -> dict:
         "faults": [f for f in (store.get_meta("faults") or "").split(",") if f],
         "rounds": int(store.get_meta("rounds") or 0),
         "state_digest": store.state_digest(),
-        "tasks": agg["tasks"],
+        # each task, effect and fault is listed up to 10,000 of them; the counts are always there
+        **({"tasks": agg["tasks"]} if "tasks" in agg else {}),
+        "tasks_by_state": agg["tasks_by_state"],
         "counts": {k: agg[k] for k in ("messages", "deliveries", "events", "deliveries_by_decision", "events_by_type")},
-        "effects": agg["effects"],
-        "faults_injected": agg["faults_injected"],
+        **({"effects": agg["effects"]} if "effects" in agg else {}),
+        "effects_committed": agg["effects_committed"],
+        **({"faults_injected": agg["faults_injected"]} if "faults_injected" in agg else {}),
+        "faults_by_kind": agg["faults_by_kind"],
         "invariants": {r.name: r.ok for r in results},
         "plugins": {k[len("plugin_"):]: store.get_meta(k) for k in ("plugin_design", "plugin_intake", "plugin_effects",
                                                                   "plugin_machine") if store.get_meta(k)},

@@ -826,3 +826,28 @@ def test_check_exits_1_on_a_naive_late_failure_run_with_witnesses(cwd, capsys):
     assert results["EFFECT_AT_MOST_ONCE"]["ok"] is True
     code, out, _ = cli(capsys, "check", "--db", "naive.db")
     assert code == 1 and "BROKEN" in out and "NO_STATE_REGRESSION" in out
+
+
+def test_a_big_runs_summary_counts_tasks_effects_and_faults_instead_of_listing_them(tmp_path, monkeypatch, capsys):
+    import sim.runner as runner
+    from sim.cli import main
+
+    monkeypatch.setattr(runner, "SUMMARY_LIST_LIMIT", 5)
+    db = tmp_path / "big.db"
+    with pytest.raises(SystemExit) as e:
+        main(["run", "stress", "--tasks", "40", "--db", str(db), "--json"])
+    assert e.value.code == 0
+    s = json.loads(capsys.readouterr().out)
+    assert "tasks" not in s and "faults_injected" not in s  # more than 5 of each
+    assert sum(s["tasks_by_state"].values()) == 40 and s["unfinished"] == 0
+    assert sum(s["faults_by_kind"].values()) == s["counts"]["events_by_type"]["fault_injected"]
+    assert s["effects_committed"] == len(s.get("effects", [])) or "effects" not in s
+    with pytest.raises(SystemExit):
+        main(["run", "stress", "--tasks", "40", "--db", str(tmp_path / "again.db")])
+    out = capsys.readouterr().out
+    assert "Tasks (40)" in out and "Faults injected" in out
+    monkeypatch.setattr(runner, "SUMMARY_LIST_LIMIT", 10_000)
+    with pytest.raises(SystemExit):
+        main(["run", "stress", "--tasks", "40", "--db", str(tmp_path / "small.db"), "--json"])
+    small = json.loads(capsys.readouterr().out)
+    assert len(small["tasks"]) == 40 and small["tasks_by_state"] == s["tasks_by_state"]

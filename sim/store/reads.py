@@ -410,23 +410,33 @@ class Reads:
             out[t] = self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
         return out
 
-    def run_summary(self) -> dict:
-        """A run's figures aggregated in SQL (memory flat in the run's size): each task's state, the
-        effect keys, row counts, deliveries by decision, events by type and the faults injected."""
+    def run_summary(self, list_limit: int = 10_000) -> dict:
+        """A run's figures aggregated in SQL (memory flat in the run's size): tasks by final state,
+        row counts, deliveries by decision, events by type, faults by kind, effects committed; and,
+        when there are at most ``list_limit`` of them, each task's state, each effect key and each
+        fault injected (a big run's lists are what 'state', 'events' and --json views are for)."""
         q = self.conn.execute
-        return {
-            "tasks": dict(q("SELECT task_id, state FROM tasks ORDER BY created_tick, task_id")),
-            "effects": [r[0] for r in q("SELECT effect_key FROM effects ORDER BY tick, effect_key")],
+        out = {
+            "tasks_by_state": dict(q("SELECT state, COUNT(*) FROM tasks GROUP BY state ORDER BY state")),
+            "effects_committed": q("SELECT COUNT(*) FROM effects").fetchone()[0],
             "messages": q("SELECT COUNT(*) FROM messages").fetchone()[0],
             "deliveries": q("SELECT COUNT(*) FROM deliveries").fetchone()[0],
             "events": q("SELECT COUNT(*) FROM events").fetchone()[0],
             "deliveries_by_decision": dict(q("SELECT decision, COUNT(*) FROM deliveries GROUP BY decision ORDER BY decision")),
             "events_by_type": dict(q("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type")),
-            "faults_injected": [
+            "faults_by_kind": dict(q("SELECT json_extract(data, '$.fault'), COUNT(*) FROM events "
+                                     "WHERE type = 'fault_injected' GROUP BY 1 ORDER BY 1")),
+        }
+        if sum(out["tasks_by_state"].values()) <= list_limit:
+            out["tasks"] = dict(q("SELECT task_id, state FROM tasks ORDER BY created_tick, task_id"))
+        if out["effects_committed"] <= list_limit:
+            out["effects"] = [r[0] for r in q("SELECT effect_key FROM effects ORDER BY tick, effect_key")]
+        if sum(out["faults_by_kind"].values()) <= list_limit:
+            out["faults_injected"] = [
                 {"fault": json.loads(d)["fault"], "message_id": m, "task_id": t}
                 for d, m, t in q("SELECT data, message_id, task_id FROM events WHERE type = 'fault_injected' ORDER BY seq")
-            ],
-        }
+            ]
+        return out
 
     def state_digest(self) -> str:
         """sha256 over every state table, rows in primary-key order: equal digests, equal state."""
