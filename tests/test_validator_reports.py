@@ -55,6 +55,12 @@ def corpus() -> dict[str, object]:
     out.update(damaged(out["quorum-trace.json"], "quorum"))
     replaced = out["planted: researcher-1 with two earlier bodies, messages from the first only"]
     out.update({k: t for k, t in damaged(replaced, "replaced").items() if "earlierGenerations" in k})
+    # a FIRST_SUCCESS gather (tieBreak, a selected contributor) and a trace carrying its reducer
+    # outputs (stateDigest, stateDigestAfter): their own fields damaged too
+    out.update({k: t for k, t in damaged(out["first-success-trace.json"], "first-success").items()
+                if k.startswith("damaged first-success: gathers/")})
+    out.update({k: t for k, t in damaged(out["crash-generations-trace.json"], "annotated").items()
+                if "stateDigest" in k or "earlierGenerations" in k})
     return out
 
 
