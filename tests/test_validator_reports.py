@@ -183,6 +183,15 @@ def planted(valid: dict) -> dict[str, object]:
         del t["gathers"][0]["result"]
     variant("a gather missing one contribution under a COMPLETED terminal", contribution_missing)
 
+    def bad_first_hex(t):
+        at(t, "m5")["payloadDigest"] = "sha256:G" + "0" * 63  # the first character after the prefix is wrong
+    variant("a payloadDigest whose first hex character is not hex", bad_first_hex)
+
+    def nameless_and_senderless(t):
+        m = at(t, "m5")
+        m["id"], m["sender"] = "", 7  # no usable id: the sender's finding names no message
+    variant("a message with an empty id and a numeric sender", nameless_and_senderless)
+
     # uniqueItems with JSON Schema's equality (false != 0, 1 == 1.0, nested arrays and objects by
     # value): the shape checker and jsonschema must agree on each (the damaged-trace test compares them)
     for odd in ([False, 0], [True, 1], [1, 1.0], [[1], [2]], [[1], [1.0]], [{"a": 1}, {"a": 2}], [{"a": [1]}, {"a": [1.0]}],
