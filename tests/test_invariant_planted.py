@@ -617,3 +617,56 @@ def test_every_resend_recorded_wrong_is_named_not_only_the_first(resent):
     events.insert(i + 1, dict(copy.deepcopy(events[i]), seq=f["seq"] + 0.5))
     dels = _decide(resent, f["data"]["resend"], "late")
     assert len(_resend(Doctored(resent, events=events, deliveries=dels))) == 2
+
+
+# ---------------------------------------------------------------------------- a judge that stops early
+# Each judge walks a whole log; one that stopped at the first row it skips (a rejected delivery, a
+# resend already recorded duplicate, a reused id) would miss every violation after it.
+
+
+def test_evidence_is_judged_after_a_delivery_that_was_not_accepted(run):
+    dels = copy.deepcopy(run.deliveries())
+    dels[0]["decision"] = "duplicate"  # skipped: only accepted deliveries must cite resolvable evidence
+    msgs = _with_refs(run, **{"M-6": ["M-404"]})
+    got = _only(DoctoredAll(run, deliveries=dels, messages=msgs), "EVIDENCE_RESOLVES")
+    assert [(w["message_id"], w["ref"]) for w in got] == [("M-6", "M-404")]
+
+
+def test_a_conflict_is_judged_after_a_rejected_delivery():
+    store = run_scenario(load_scenario("publish-report"), policy="naive", faults=["conflicting-digest"])
+    try:
+        dels = copy.deepcopy(store.deliveries())
+        whole = _only(store, "CONFLICT_FROZEN")
+        assert whole  # naive never freezes
+        first = dels[0]
+        assert first["message_id"] != whole[0]["second"]["message_id"]
+        first["decision"] = "rejected"
+        assert _only(Doctored(store, deliveries=dels), "CONFLICT_FROZEN") == whole
+    finally:
+        store.close()
+
+
+def test_a_wrong_resend_is_named_after_a_resend_recorded_right(resent):
+    f = _fault(resent)
+    events = copy.deepcopy(resent.events())
+    i = next(i for i, x in enumerate(events) if x["seq"] == f["seq"])
+    a2 = next(d for d in resent.deliveries() if d["message_id"] == "A-2")  # accepted, after M-3
+    wrong = dict(copy.deepcopy(events[i]), seq=f["seq"] + 0.5, task_id="T-1", message_id="M-3",
+                 data={"fault": "resend", "resend": "A-2"})
+    events.insert(i + 1, wrong)
+    got = _resend(Doctored(resent, events=events))
+    assert [(w["message_id"], w["original_message_id"], w["resend_decision"]) for w in got] == [
+        ("A-2", "M-3", a2["decision"])]
+
+
+def test_the_clock_is_judged_after_a_reused_delivery_id(run):
+    dels = copy.deepcopy(run.deliveries())
+    dels.insert(2, dict(dels[1], message_id="M-twin"))  # id 2 used twice
+    for d in dels[6:]:
+        d["delivery_id"] += 1  # and an id skipped later on
+    events = copy.deepcopy(run.events())
+    for e in events:
+        if e["delivery_id"] is not None and e["delivery_id"] >= 6:
+            e["delivery_id"] += 1
+    problems = [w["problem"] for w in _clock(Doctored(run, events=events, deliveries=dels))]
+    assert problems == ["a delivery id is used twice", "delivery ids skip"]
