@@ -142,7 +142,9 @@ def sim_one(n: int, seed: int = 0) -> dict:
     The floor is the same run's write statements (every INSERT, UPDATE, BEGIN and COMMIT with
     its values, recorded from a second, identical run: the simulator is deterministic) executed
     verbatim by bare sqlite3 into an empty file: the same rows in the same transactions, with
-    no reads, no parsing, no agents and no logic.
+    no reads, no parsing, no agents and no logic. Both durabilities are measured, each beside its
+    own floor: one transaction per delivery (the ratio the target is about, comparable with the
+    history in docs/performance.md) and the grouped commits 'protolab run' uses.
     """
     import dataclasses
     import resource
@@ -154,21 +156,28 @@ def sim_one(n: int, seed: int = 0) -> dict:
     sc = load_scenario("stress")
     sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=n))
     with tempfile.TemporaryDirectory(prefix="protolab-bench-sim-") as tmp:
-        t0 = time.perf_counter()
-        store = run_scenario(sc, seed=seed, db=Path(tmp) / "project.db")
-        project_s = time.perf_counter() - t0
+        modes = {}
+        for mode, group in (("per_delivery", 1), ("grouped", None)):
+            kw = {} if group is None else {"group_commits": group}
+            t0 = time.perf_counter()
+            store = run_scenario(sc, seed=seed, db=Path(tmp) / f"project-{mode}.db", **kw)
+            project_s = time.perf_counter() - t0
+            counts = store.counts()
+            digest = store.state_digest()
+            commits = int(store.get_meta("commits") or 0)  # as the run sealed it
+            store.close()
+            sql_path = Path(tmp) / f"writes-{mode}.sql"
+            with open(sql_path, "w", encoding="utf-8") as fh:
+                again = run_scenario(sc, seed=seed, db=Path(tmp) / f"capture-{mode}.db", tracer=write_recorder(fh), **kw)
+                same = again.state_digest() == digest
+                again.close()
+            with open(sql_path, encoding="utf-8") as lines:
+                floor_s, floor_commits = replay_writes(str(Path(tmp) / f"floor-{mode}.db"), lines)
+            sql_path.unlink()
+            modes[mode] = (project_s, floor_s, commits, floor_commits, same, digest)
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        counts = store.counts()
-        digest = store.state_digest()
-        commits = int(store.get_meta("commits") or 0)  # as the run sealed it
-        store.close()
-        sql_path = Path(tmp) / "writes.sql"
-        with open(sql_path, "w", encoding="utf-8") as fh:
-            again = run_scenario(sc, seed=seed, db=Path(tmp) / "capture.db", tracer=write_recorder(fh))
-            same = again.state_digest() == digest
-            again.close()
-        with open(sql_path, encoding="utf-8") as lines:
-            floor_s, floor_commits = replay_writes(str(Path(tmp) / "floor.db"), lines)
+        project_s, floor_s, commits, floor_commits, same, digest = modes["per_delivery"]
+        same = same and modes["grouped"][4] and modes["grouped"][5] == digest
         # the whole command a user runs (simulation, summary, check), in its own process
         cmd = subprocess.run([sys.executable, "-m", "sim.cli", "run", "stress", "--tasks", str(n), "--seed", str(seed),
                               "--db", str(Path(tmp) / "command.db"), "--json"],
@@ -179,6 +188,7 @@ def sim_one(n: int, seed: int = 0) -> dict:
     deliveries = counts["deliveries"]
     project = deliveries / project_s
     floor_rate = deliveries / floor_s
+    g_project_s, g_floor_s, g_commits, g_floor_commits, _same, _digest = modes["grouped"]
     return {
         "tasks": n,
         "deliveries": deliveries,
@@ -192,6 +202,16 @@ def sim_one(n: int, seed: int = 0) -> dict:
         "floor_seconds": round(floor_s, 2),
         "peak_rss_mb": round(peak_kb / 1024, 1),
         "command_peak_rss_mb": round(command_kb / 1024, 1),
+        # what 'protolab run' does by default: a commit every GROUP_COMMITS deliveries, beside a floor
+        # replaying the same grouped transactions
+        "grouped": {
+            "project_per_s": round(deliveries / g_project_s, 1),
+            "floor_per_s": round(deliveries / g_floor_s, 1),
+            "ratio": round(g_floor_s / g_project_s, 3),
+            "project_transactions": g_commits,
+            "floor_transactions": g_floor_commits,
+            "faster_than_per_delivery": round(project_s / g_project_s, 2),
+        },
     }
 
 
