@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from sim.faults import FAULTS
 from sim.invariants import check
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
