@@ -21,6 +21,7 @@ How rows are joined (all through public views):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -95,7 +96,6 @@ class _Run:
         self.rules = store.transition_rules()
         privacy = getattr(store, "privacy", None)
         self.privacy = privacy() if callable(privacy) else Privacy()
-        self._refs_of: dict[str, list[str]] | None = None
 
         self.delivery_by_id = {d["delivery_id"]: d for d in self.deliveries}
         self.message_by_seq = {m["msg_seq"]: m for m in self.messages}
@@ -121,29 +121,30 @@ class _Run:
     def has_artifact(self, ref: str) -> bool:
         return ref in self.artifact_refs if self.whole else self._store.artifact_task(ref)[0]
 
+    @functools.cached_property
+    def _refs_by_message(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for m in self.messages:
+            out.setdefault(m["message_id"], []).extend(m["evidence_refs"])
+        return out
+
+    @functools.cached_property
+    def _task_by_message(self) -> dict[str, str]:
+        return {m["message_id"]: m["task_id"] for m in self.messages}
+
+    @functools.cached_property
+    def _task_by_artifact(self) -> dict[str, str]:
+        return {a["ref"]: a["task_id"] for a in self.artifacts}
+
     def refs_of(self, message_id: str) -> list[str] | None:
         """The evidence_refs of every envelope stored under ``message_id`` (None: no such message)."""
-        if not self.whole:
-            return self._store.evidence_refs_of(message_id)
-        if self._refs_of is None:
-            self._refs_of = {}
-            for m in self.messages:
-                self._refs_of.setdefault(m["message_id"], []).extend(m["evidence_refs"])
-        return self._refs_of.get(message_id)
+        return self._refs_by_message.get(message_id) if self.whole else self._store.evidence_refs_of(message_id)
 
     def task_of_message(self, message_id: str) -> str | None:
-        if self.whole:
-            if not hasattr(self, "_msg_task"):
-                self._msg_task = {m["message_id"]: m["task_id"] for m in self.messages}
-            return self._msg_task.get(message_id)
-        return self._store.task_of_message(message_id)
+        return self._task_by_message.get(message_id) if self.whole else self._store.task_of_message(message_id)
 
     def task_of_artifact(self, ref: str) -> str | None:
-        if self.whole:
-            if not hasattr(self, "_art_task"):
-                self._art_task = {a["ref"]: a["task_id"] for a in self.artifacts}
-            return self._art_task.get(ref)
-        return self._store.artifact_task(ref)[1]
+        return self._task_by_artifact.get(ref) if self.whole else self._store.artifact_task(ref)[1]
 
     def message_of_delivery(self, delivery_id: int) -> dict | None:
         if self.whole or delivery_id in self.delivery_by_id:

@@ -20,9 +20,6 @@ from .store import Store
 
 __all__ = ["rebuild", "redeliver", "replay_report"]
 
-#: The redelivery's copy commits once every this many deliveries (it is thrown away afterwards).
-GROUP = 256
-
 
 def rebuild(store: Store, path=None) -> Store:
     """A new store (in memory, or a new file ``path``) holding only what the event log of ``store``
@@ -52,7 +49,7 @@ def redeliver(store: Store, *, policy=None, path=None) -> dict:
         before = {e["effect_key"] for e in copy.effects()}
         decisions: Counter = Counter()
         n = 0
-        with copy.group_commits(GROUP):  # a copy thrown away afterwards: no need to commit each one
+        with copy.group_commits():  # a copy thrown away afterwards: no need to commit each one
             for row in store.iter_deliveries_with_messages():
                 out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
                 decisions[out.decision] += 1

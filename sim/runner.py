@@ -31,10 +31,8 @@ from .machine import TaskState
 from .policy import Policy, get_policy
 from .runtime import Outcome, deliver, expire_lease, put_artifact, record_fault
 from .scenario import Scenario, TaskSpec
-from .store import SIDE_FILES, Store, remove_database
+from .store import GROUP_COMMITS, SIDE_FILES, Store, remove_database
 
-#: A batch run commits once every this many transactions (deliveries, faults, artifacts).
-GROUP_COMMITS = 256
 #: A run's summary lists each task, effect and fault up to this many; past it, only their counts.
 SUMMARY_LIST_LIMIT = 10_000
 

@@ -31,9 +31,11 @@ from .floor import bare_read_at, bare_read_first, machine_rows, replay_writes, r
 from .progress import ProgressStore
 from .reducer import _FOLDS
 from .schema import APP_ID, DEFAULT_START, EVENT_TYPES, SCHEMA_VERSION, STATE_TABLES
+from .writes import GROUP_COMMITS
 
 
 __all__ = [
+    "GROUP_COMMITS",
     "Store",
     "ProgressStore",
     "EventDraft",

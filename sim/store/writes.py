@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # typing only: core imports this module
     from .core import Store
 
 
+#: A batch writer (a simulator run, a redelivery on a throwaway copy) commits once every this many units.
+GROUP_COMMITS = 256
+
+
 class Writes:
     """Mixin of :class:`~sim.store.Store`: everything that writes."""
 
@@ -90,7 +94,7 @@ class Writes:
         self._group_units = 0
 
     @contextlib.contextmanager
-    def group_commits(self, every: int) -> Iterator["Store"]:
+    def group_commits(self, every: int = GROUP_COMMITS) -> Iterator["Store"]:
         """Batch mode (the simulator): each :meth:`transaction` inside is a savepoint, and one
         COMMIT lands every ``every`` of them, and at the end. The rows written are the same as with
         one transaction per unit; what a crash can lose is the uncommitted tail of the group (up to
