@@ -1117,18 +1117,27 @@ def trace_export(
                                         "after the fence reopens the conversation in the next epoch."),
 ):
     """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
-    from .conversation import epoch_count, export_trace
+    from .conversation import TraceExport
 
     with _open(db, readonly=True) as store:
-        trace = export_trace(store, epoch)
-        epochs = epoch_count(store)
-    text = json.dumps(trace, indent=2, ensure_ascii=False) + "\n"
-    if output is None:
-        sys.stdout.write(text)
-        return
-    _write_output(output, text)
-    typer.echo(f"wrote {output}: {len(trace['messages'])} messages of conversation {trace['conversationId']}"
-               + (f", epoch {trace['epoch']} of {epochs} (--epoch N for another)" if epochs > 1 else ""))
+        export = TraceExport(store, epoch)  # a message at a time: flat memory at any run size
+        if output is None:
+            export.write(sys.stdout)
+            return
+        # beside the destination, renamed over it when whole: an interrupted export leaves no half a trace
+        tmp = output.with_name(f".{output.name}.partial-{os.getpid()}")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                export.write(fh)
+            os.replace(tmp, output)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    typer.echo(f"wrote {output}: {export.count} messages of conversation {export.header['conversationId']}"
+               + (f", epoch {export.epoch} of {export.epochs} (--epoch N for another)" if export.epochs > 1 else ""))
 
 
 @trace_app.command("replay")

@@ -18,14 +18,16 @@ message the transport delivers after it is E_POST_TERMINAL_MESSAGE.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from typing import Iterator
 
 from . import digest as _digest
 from .errors import InputError
 from .store import Store
 
-__all__ = ["export_trace", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
+__all__ = ["export_trace", "TraceExport", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
 
 #: Message type -> conversation kind.
 KIND_OF = {
@@ -55,10 +57,14 @@ def _later(t: str, seconds: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _gathers(store: Store, messages: list[dict], rows: list[dict], reopened: bool = False) -> list[dict]:
-    """A task that waits for several others (the fan-out's draft) gathers their results: ALL of
-    the workers who answered them, opened by the first of their requests. The contributions are
-    the results the transport delivered, marked as such; nothing is added."""
+#: A run with more deliveries than this is exported with what it must remember of every message
+#: (ids seen and accepted, each task's last request, where ids first appear) in temp tables on disk.
+SPILL_AT = 20_000
+
+
+def _specs(store: Store) -> list[tuple[str, frozenset, dict, int]]:
+    """The gathers a run's scenario declares: each task that waits for several others (the fan-out's
+    draft) gathers their results. (gather id, the tasks it waits for, task -> worker, gather_ticks)."""
     name = store.get_meta("scenario")
     if not name:
         return []
@@ -68,186 +74,343 @@ def _gathers(store: Store, messages: list[dict], rows: list[dict], reopened: boo
         sc = load_scenario(name)
     except InputError:
         return []
-    out = []
     worker_of = {t.id: t.worker for t in sc.tasks}
-    for spec in sc.tasks:
-        if len(spec.after) < 2:
-            continue
-        gid = f"g-{spec.id}"
-        members = sorted({worker_of[d] for d in spec.after})
-        opener = next((m["id"] for m, r in zip(messages, rows)
-                       if r["task_id"] in spec.after and r["type"] == "task_request"), None)
-        results = [m for m, r in zip(messages, rows) if r["task_id"] in spec.after and r["type"] == "task_result"]
-        if opener is None and results and reopened:
-            # a reopened epoch re-runs some inputs: a fresh gather over the work re-done in it,
-            # opened by the decision that reopened the conversation
-            opener = messages[0]["id"]
-            members = sorted({worker_of[r["task_id"]] for r in rows if r["task_id"] in spec.after})
-        if opener is None:
-            continue
-        for m in results:
-            m["kind"] = "CONTRIBUTION"
-            m["gatherId"] = gid
-        if sc.settings.gather_ticks:
-            # the manager's own deadline: gather_ticks rounds (a second each) after the opener was sent
-            at = next(m["at"] for m in messages if m["id"] == opener)
-            deadline = _later(at, sc.settings.gather_ticks)
-        else:
-            deadline = _later(max(m["at"] for m in messages), 3600)
-        out.append({"id": gid, "membership": members, "rule": "ALL", "deadline": deadline, "opener": opener})
-    return out
+    return [(f"g-{t.id}", frozenset(t.after), worker_of, sc.settings.gather_ticks)
+            for t in sc.tasks if len(t.after) >= 2]
 
 
-def _earlier_generations(store: Store, messages: list[dict]) -> dict[str, list[dict]]:
-    """Each replaced body of each sender, oldest first, with the point of the trace where it was
-    replaced: right after the message it crashed after (the crash fault's event names it), or, with
-    no such event, right before the first message of the body that followed it. Messages the old body
-    sent before that point stay valid; any it sends after (a zombie's late result) are stale."""
-    ids = {m["id"] for m in messages}
-    gens: dict[str, list[int]] = {}
-    first_of: dict[tuple, int] = {}
-    for i, m in enumerate(messages):
-        gens.setdefault(m["sender"], [])
-        if m["generation"] not in gens[m["sender"]]:
-            gens[m["sender"]].append(m["generation"])
-        first_of.setdefault((m["sender"], m["generation"]), i)
-    crashes: dict[str, list[str]] = {}
-    for e in store.events_of_type("fault_injected"):
-        if e["data"].get("fault") == "crash" and e["message_id"] in ids:
-            crashes.setdefault(e["data"].get("worker"), []).append(e["message_id"])
-    out: dict[str, list[dict]] = {}
-    for sender, seen in gens.items():
-        order = sorted(seen)
-        for k, g in enumerate(order[:-1]):
-            points = crashes.get(sender, [])
-            if k < len(points):
-                after = points[k]
-            else:
-                at = first_of[(sender, order[k + 1])]
-                after = messages[at - 1]["id"] if at > 0 else None
-            out.setdefault(sender, []).append({"generation": g, "replacedAfter": after})
-    return out
+class _Epochs:
+    """The protocol epoch of each delivery, a row at a time. A fence closes the conversation; a
+    reviewer's accepted decision after it (a release that re-runs a task, or a reconciliation) reopens
+    it in the next epoch, with a fresh participant snapshot. An acknowledgement of an earlier fence
+    stays in that fence's epoch, whenever it arrives; anything else after a fence that nobody reopened
+    stays in the closed epoch (and is E_POST_TERMINAL_MESSAGE there)."""
 
+    __slots__ = ("epoch", "fenced", "fence_epoch")
 
-def epochs_of(rows: list[dict]) -> list[int]:
-    """The protocol epoch of each delivery. A fence closes the conversation; a reviewer's accepted
-    decision after it (a release that re-runs a task, or a reconciliation) reopens it in the next
-    epoch, with a fresh participant snapshot. An acknowledgement of an earlier fence stays in that
-    fence's epoch, whenever it arrives; anything else after a fence that nobody reopened stays in
-    the closed epoch (and is E_POST_TERMINAL_MESSAGE there)."""
-    epoch, fenced = 1, False
-    fence_epoch: dict[str, int] = {}
-    out = []
-    for r in rows:
-        e = epoch
+    def __init__(self):
+        self.epoch, self.fenced = 1, False
+        self.fence_epoch: dict[str, int] = {}
+
+    def of(self, r: dict) -> int:
+        e = self.epoch
         if r["type"] == "fence" and r.get("delivery_decision", "accepted") == "accepted":
-            fence_epoch.setdefault(r["message_id"], epoch)
-            fenced = True
-        elif r["type"] == "ack" and r["payload"].get("of") in fence_epoch:
-            e = fence_epoch[r["payload"]["of"]]
-        elif fenced and r["type"] == "review_decision" and r.get("delivery_decision") == "accepted":
-            epoch, fenced = epoch + 1, False
-            e = epoch
-        out.append(e)
-    return out
+            self.fence_epoch.setdefault(r["message_id"], self.epoch)
+            self.fenced = True
+        elif r["type"] == "ack" and r["payload"].get("of") in self.fence_epoch:
+            e = self.fence_epoch[r["payload"]["of"]]
+        elif self.fenced and r["type"] == "review_decision" and r.get("delivery_decision") == "accepted":
+            self.epoch, self.fenced = self.epoch + 1, False
+            e = self.epoch
+        return e
+
+
+def epochs_of(rows) -> list[int]:
+    """The protocol epoch of each delivery (see :class:`_Epochs`)."""
+    walk = _Epochs()
+    return [walk.of(r) for r in rows]
 
 
 def epoch_count(store: Store) -> int:
     """How many epochs the run's conversation has had (1 unless it was reopened after a fence)."""
-    rows = list(store.iter_deliveries_with_messages())
-    return max(epochs_of(rows)) if rows else 1
+    walk = _Epochs()
+    return max((walk.of(r) for r in store.iter_deliveries_with_messages()), default=1)
+
+
+class _Epoch:
+    """What the first pass learns of one epoch's messages, in memory that does not grow with them
+    (``first_at`` aside, which spills to disk for a big run)."""
+
+    def __init__(self, n_specs: int, first_at):
+        self.n = 0
+        self.trace_id: str | None = None
+        self.first: tuple[str, str] | None = None  # (id, at) of its first message
+        self.last_at = ""
+        self.generation: dict[str, int] = {}
+        self.seq_max: Counter = Counter()
+        self.gens: dict[str, list[int]] = {}  # each sender's body generations, in order of first appearance
+        self.replaced: dict[tuple, str | None] = {}  # (sender, generation) -> id of the message before its first
+        self.prev: str | None = None
+        self.fences: list[tuple[int, str]] = []
+        self.fence: tuple[str, dict] | None = None  # the first fence: (id, payload)
+        self.crashed: set[str] = set()  # crash points among its messages
+        self.openers: list = [None] * n_specs  # (id, at) of each gather's first request
+        self.results = [False] * n_specs  # whether any result of its inputs was delivered
+        self.workers: list[set] = [set() for _ in range(n_specs)]  # who worked on its inputs
+        self.first_at = first_at  # id -> index of its first message
+
+    def take(self, r: dict, crash_ids: set, by_task: dict, specs: list) -> None:
+        i = self.n
+        self.n += 1
+        mid, sender, at = r["message_id"], r["sender"], r["created_at"]
+        if self.trace_id is None or r["trace_id"] < self.trace_id:
+            self.trace_id = r["trace_id"]
+        if self.first is None:
+            self.first = (mid, at)
+        if at > self.last_at:
+            self.last_at = at
+        fence = r["type"] == "fence"
+        gen = self.generation
+        for p in (sender, r["recipient"], *(r["payload"]["to"] if fence else ())):
+            gen.setdefault(p, 1)
+        g = r["sender_generation"] or 1
+        if g > gen[sender]:
+            gen[sender] = g
+        if r["sender_seq"] is not None and r["sender_seq"] > self.seq_max[sender]:
+            self.seq_max[sender] = r["sender_seq"]
+        if (sender, g) not in self.replaced:
+            self.gens.setdefault(sender, []).append(g)
+            self.replaced[(sender, g)] = self.prev
+        self.first_at.setdefault(mid, i)
+        if fence:
+            self.fences.append((i, mid))
+            if self.fence is None:
+                self.fence = (mid, r["payload"])
+        if mid in crash_ids:
+            self.crashed.add(mid)
+        for k in by_task.get(r["task_id"], ()):
+            if r["type"] == "task_request" and self.openers[k] is None:
+                self.openers[k] = (mid, at)
+            elif r["type"] == "task_result":
+                self.results[k] = True
+            self.workers[k].add(specs[k][2][r["task_id"]])
+        self.prev = mid
+
+
+class TraceExport:
+    """A run's conversation as a conversation-trace-v2 trace, streamed: one pass over the message log
+    learns what the header needs, a second writes each message, judged by the validator as it goes
+    (its reducer outputs, ``stateDigestAfter``, are written beside it). Memory stays flat in the run's
+    size: what must be remembered of every message spills to temp tables past :data:`SPILL_AT`.
+
+    Every delivery becomes one trace message, in delivery order, so what the transport did shows up as
+    protocol errors: a redelivery is a duplicate id, a reorder or a drop a gap in the sender's sequence,
+    a crashed worker's late commit a message from a replaced body generation."""
+
+    def __init__(self, store: Store, epoch: int | None = None):
+        self.store = store
+        spill = store.count_of("deliveries") > SPILL_AT
+        self._table = store.scratch_map if spill else (lambda name: {})
+        self._set = store.scratch_map if spill else (lambda name: set())
+        crash_list: list[tuple[str, str]] = []
+        for e in store.iter_events(etype="fault_injected"):
+            if e["data"].get("fault") == "crash":
+                crash_list.append((e["data"].get("worker"), e["message_id"]))
+        crash_ids = {mid for _, mid in crash_list}
+        specs = _specs(store)
+        by_task: dict[str, list[int]] = {}
+        for k, (_, after, _, _) in enumerate(specs):
+            for t in after:
+                by_task.setdefault(t, []).append(k)
+        walk = _Epochs()
+        seen: dict[int, _Epoch] = {}
+        for r in store.iter_deliveries_with_messages():
+            e = walk.of(r)
+            st = seen.get(e)
+            if st is None:
+                st = seen[e] = _Epoch(len(specs), self._table(f"export_first_{e}"))
+            st.take(r, crash_ids, by_task, specs)
+        if not seen:
+            raise InputError("the database holds no deliveries; there is no conversation to export", code="E_EMPTY")
+        last_epoch = max(seen)
+        if epoch is None:
+            epoch = last_epoch
+        if not 1 <= epoch <= last_epoch or epoch not in seen:
+            raise InputError(f"the conversation has epoch{'s 1 to' if last_epoch > 1 else ''} {last_epoch}; "
+                             f"there is no epoch {epoch}", code="E_NO_SUCH_EPOCH")
+        self.epoch, self.epochs = epoch, last_epoch
+        st = self._st = seen[epoch]
+        # per sender: the sequence numbers it used in earlier epochs (a new epoch counts from 1 again)
+        self._base: Counter = Counter()
+        for e, other in seen.items():
+            if e < epoch:
+                for sender, n in other.seq_max.items():
+                    self._base[sender] = max(self._base[sender], n)
+        trace_id = st.trace_id
+        scenario = store.get_meta("scenario") or "hand-delivery"
+        earlier = self._earlier(st, crash_list)
+        self.header = {
+            "schema": "conversation-trace-v2",
+            "protocol": f"{scenario}/v1",
+            "conversationId": trace_id,
+            "epoch": epoch,
+            "scope": f"trace:{trace_id}",
+            "deadline": _later(st.last_at, 3600),
+            "messageCeiling": st.n,
+            "participants": [
+                {"ref": p, "principal": f"course:{p}", "generation": st.generation[p], "audiences": list(LABELS),
+                 **({"earlierGenerations": earlier[p]} if earlier.get(p) else {})}
+                for p in sorted(st.generation)
+            ],
+        }
+        self.gathers, self._gather_of = self._declare(st, specs)
+        self.terminal = None
+        if st.fence is not None:
+            fid, payload = st.fence
+            self.terminal = {"state": payload["terminal"], "fence": fid, "requiredAcks": list(payload["to"]),
+                             "truthEffect": "NONE", "authorityEffect": "NONE"}
+        from .protocol.trace import Scan, StreamJudge
+
+        want = {e["replacedAfter"] for es in earlier.values() for e in es} | {g["opener"] for g in self.gathers}
+        if self.terminal is not None:
+            want.add(self.terminal["fence"])
+        first_at = {x: st.first_at.get(x) for x in want if x is not None}
+        scan = Scan(st.n, list(st.fences), {x: i for x, i in first_at.items() if i is not None},
+                    {x: "FENCE" for _, x in st.fences})
+        judged = dict(self.header, messages=[], gathers=self.gathers,
+                      **({"terminal": self.terminal} if self.terminal else {}))
+        # each payloadDigest is computed from the payload beside it (below): checking it again would
+        # only repeat that work
+        self._judge = StreamJudge(judged, scan, seen=self._set("export_seen"), accepted=self._set("export_accepted"),
+                                  check_payload_digests=False)
+        self.count = st.n
+        self._tail: dict | None = None
+
+    @staticmethod
+    def _earlier(st: _Epoch, crash_list: list) -> dict[str, list[dict]]:
+        """Each replaced body of each sender, oldest first, with the point of the trace where it was
+        replaced: right after the message it crashed after (the crash fault's event names it), or, with
+        no such event, right before the first message of the body that followed it. Messages the old body
+        sent before that point stay valid; any it sends after (a zombie's late result) are stale."""
+        out: dict[str, list[dict]] = {}
+        for sender, gens in st.gens.items():
+            order = sorted(gens)
+            points = [mid for w, mid in crash_list if w == sender and mid in st.crashed]
+            for k, g in enumerate(order[:-1]):
+                after = points[k] if k < len(points) else st.replaced[(sender, order[k + 1])]
+                out.setdefault(sender, []).append({"generation": g, "replacedAfter": after})
+        return out
+
+    def _declare(self, st: _Epoch, specs: list) -> tuple[list[dict], dict[str, str]]:
+        """ALL gathers of the workers who answered each gather's inputs, opened by the first of their
+        requests; the contributions are the results the transport delivered, marked as such (task ->
+        gather id). In a reopened epoch that re-runs some inputs, a fresh gather over the work re-done
+        in it, opened by the decision that reopened the conversation."""
+        out, gather_of = [], {}
+        for k, (gid, after, worker_of, ticks) in enumerate(specs):
+            members = sorted({worker_of[d] for d in after})
+            opener = st.openers[k]
+            if opener is None and st.results[k] and self.epoch > 1:
+                opener = st.first
+                members = sorted(st.workers[k])
+            if opener is None:
+                continue
+            for t in after:
+                gather_of[t] = gid
+            # the manager's own deadline: gather_ticks rounds (a second each) after the opener was sent
+            deadline = _later(opener[1], ticks) if ticks else _later(st.last_at, 3600)
+            out.append({"id": gid, "membership": members, "rule": "ALL", "deadline": deadline, "opener": opener[0]})
+        return out, gather_of
+
+    def _rows(self):
+        """The chosen epoch's messages, in delivery order, as trace messages."""
+        epoch, base, gather_of = self.epoch, self._base, self._gather_of
+        trace_id = self.header["conversationId"]
+        fallback: Counter = Counter()
+        last_request = self._table("export_requests")
+        walk = _Epochs()
+        for r in self.store.iter_deliveries_with_messages():
+            if walk.of(r) != epoch:
+                continue
+            seq = r["sender_seq"]
+            if seq is None:
+                fallback[r["sender"]] += 1
+                seq = fallback[r["sender"]]
+            elif epoch > 1:  # a new epoch: each sender counts from 1 again
+                seq = max(1, seq - base[r["sender"]])
+            caused = []
+            typ = r["type"]
+            if typ == "ack" and isinstance(r["payload"].get("of"), str):
+                caused = [r["payload"]["of"]]
+            elif typ in ("task_started", "task_result"):
+                req = last_request.get(r["task_id"])
+                if req is not None:
+                    caused = [req]
+            if typ == "task_request" or (typ == "review_decision" and epoch > 1):
+                last_request[r["task_id"]] = r["message_id"]  # in a reopened epoch, the release asks for the work again
+            msg = {
+                "id": r["message_id"],
+                "sender": r["sender"],
+                "generation": r["sender_generation"] or 1,
+                "seq": seq,
+                "epoch": epoch,
+                "scope": f"trace:{trace_id}",
+                "audienceLabels": [AUDIENCE_OF[typ]],
+                "recipients": list(r["payload"]["to"]) if typ == "fence" else [r["recipient"]],
+                "kind": "HANDOFF" if typ == "task_request" and r["evidence_refs"] else KIND_OF[typ],
+                "causedBy": caused,
+                "at": r["created_at"],
+            }
+            try:
+                msg["payloadDigest"] = _digest.digest(r["payload"], "jcs-v2")
+                msg["payload"] = r["payload"]
+            except _digest.DigestError:  # a payload jcs-v2 cannot carry: keep the run's own digest only
+                msg["payloadDigest"] = r["payload_digest"]
+            if typ == "task_result" and r["task_id"] in gather_of:
+                msg["kind"] = "CONTRIBUTION"
+                msg["gatherId"] = gather_of[r["task_id"]]
+            yield msg
+
+    def messages(self) -> Iterator[dict]:
+        """Each message, judged, with the state digest after it when it was accepted (the reducer
+        outputs travel with the trace, so 'trace replay' can prove equivalence); then :meth:`tail`."""
+        from .protocol.replay import GENESIS, final_state_digest, step
+
+        current: list = [None]
+
+        def tap():
+            for m in self._rows():
+                current[0] = m
+                yield m
+
+        head = GENESIS
+        for ok in self._judge.judge(tap()):
+            m = current[0]
+            if ok:
+                head = step(head, m)
+                m["stateDigestAfter"] = head
+            yield m
+        report = self._judge.report
+        gathers = [dict(g, result=report.gathers[g["id"]].to_json()) for g in self.gathers]
+        self._tail = {"gathers": gathers, **({"terminal": self.terminal} if self.terminal else {}),
+                      "stateDigest": final_state_digest(head, report)}
+
+    def tail(self) -> dict:
+        """What follows the messages: the gathers with their results, the terminal, the final state
+        digest (known once :meth:`messages` has run to its end)."""
+        if self._tail is None:
+            raise RuntimeError("the tail of an export is known once its messages have been read")
+        return self._tail
+
+    def as_dict(self) -> dict:
+        trace = dict(self.header)
+        trace["messages"] = list(self.messages())
+        trace.update(self.tail())
+        return trace
+
+    def write(self, fh) -> None:
+        """Write the trace to ``fh`` a message at a time: the same text as
+        ``json.dumps(self.as_dict(), indent=2, ensure_ascii=False)`` and a newline."""
+        def put(key: str, value, last: bool = False) -> None:
+            fh.write(f"  {json.dumps(key)}: " + json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+                     + ("\n" if last else ",\n"))
+
+        fh.write("{\n")
+        for k, v in self.header.items():
+            put(k, v)
+        fh.write('  "messages": [')
+        sep = "\n    "
+        for m in self.messages():
+            fh.write(sep + json.dumps(m, indent=2, ensure_ascii=False).replace("\n", "\n    "))
+            sep = ",\n    "
+        fh.write("\n  ],\n")
+        tail = list(self.tail().items())
+        for j, (k, v) in enumerate(tail):
+            put(k, v, last=j == len(tail) - 1)
+        fh.write("}\n")
 
 
 def export_trace(store: Store, epoch: int | None = None) -> dict:
     """The run in ``store`` as a conversation-trace-v2 trace (a JSON-ready dict): one epoch of it
-    (``epoch``; default the last one, see :func:`epochs_of`)."""
-    rows = list(store.iter_deliveries_with_messages())
-    if not rows:
-        raise InputError("the database holds no deliveries; there is no conversation to export", code="E_EMPTY")
-    of = epochs_of(rows)
-    last_epoch = max(of)
-    if epoch is None:
-        epoch = last_epoch
-    if not 1 <= epoch <= last_epoch:
-        raise InputError(f"the conversation has epoch{'s 1 to' if last_epoch > 1 else ''} {last_epoch}; "
-                         f"there is no epoch {epoch}", code="E_NO_SUCH_EPOCH")
-    base: Counter = Counter()  # per sender: the sequence numbers it used in earlier epochs
-    for r, e in zip(rows, of):
-        if e < epoch and r["sender_seq"] is not None:
-            base[r["sender"]] = max(base[r["sender"]], r["sender_seq"])
-    rows = [r for r, e in zip(rows, of) if e == epoch]
-    traces = sorted({r["trace_id"] for r in rows})
-    trace_id = traces[0]
-    scenario = store.get_meta("scenario") or "hand-delivery"
-    generation: dict[str, int] = {}
-    for r in rows:
-        for p in (r["sender"], r["recipient"], *(r["payload"]["to"] if r["type"] == "fence" else ())):
-            generation.setdefault(p, 1)
-        generation[r["sender"]] = max(generation[r["sender"]], r["sender_generation"] or 1)
-    fallback: Counter = Counter()
-    messages = []
-    seen_at = {}
-    last_request: dict[str, str] = {}
-    for r in rows:
-        seq = r["sender_seq"]
-        if seq is None:
-            fallback[r["sender"]] += 1
-            seq = fallback[r["sender"]]
-        elif epoch > 1:  # a new epoch: each sender counts from 1 again
-            seq = max(1, seq - base[r["sender"]])
-        caused = []
-        if r["type"] == "ack" and isinstance(r["payload"].get("of"), str):
-            caused = [r["payload"]["of"]]
-        elif r["type"] in ("task_started", "task_result") and r["task_id"] in last_request:
-            caused = [last_request[r["task_id"]]]
-        if r["type"] == "task_request" or (r["type"] == "review_decision" and epoch > 1):
-            last_request[r["task_id"]] = r["message_id"]  # in a reopened epoch, the release asks for the work again
-        msg = {
-            "id": r["message_id"],
-            "sender": r["sender"],
-            "generation": r["sender_generation"] or 1,
-            "seq": seq,
-            "epoch": epoch,
-            "scope": f"trace:{trace_id}",
-            "audienceLabels": [AUDIENCE_OF[r["type"]]],
-            "recipients": list(r["payload"]["to"]) if r["type"] == "fence" else [r["recipient"]],
-            "kind": "HANDOFF" if r["type"] == "task_request" and r["evidence_refs"] else KIND_OF[r["type"]],
-            "causedBy": caused,
-            "at": r["created_at"],
-        }
-        try:
-            msg["payloadDigest"] = _digest.digest(r["payload"], "jcs-v2")
-            msg["payload"] = r["payload"]
-        except _digest.DigestError:  # a payload jcs-v2 cannot carry: keep the run's own digest only
-            msg["payloadDigest"] = r["payload_digest"]
-        messages.append(msg)
-        seen_at[r["message_id"]] = r["created_at"]
-    earlier = _earlier_generations(store, messages)
-    last = max(m["at"] for m in messages)
-    trace = {
-        "schema": "conversation-trace-v2",
-        "protocol": f"{scenario}/v1",
-        "conversationId": trace_id,
-        "epoch": epoch,
-        "scope": f"trace:{trace_id}",
-        "deadline": _later(last, 3600),
-        "messageCeiling": len(messages),
-        "participants": [
-            {"ref": p, "principal": f"course:{p}", "generation": generation[p], "audiences": list(LABELS),
-             **({"earlierGenerations": earlier[p]} if earlier.get(p) else {})}
-            for p in sorted(generation)
-        ],
-        "messages": messages,
-        "gathers": _gathers(store, messages, rows, reopened=epoch > 1),
-    }
-    fences = [(m, r) for m, r in zip(messages, rows) if r["type"] == "fence"]
-    if fences:
-        m, r = fences[0]
-        trace["terminal"] = {
-            "state": r["payload"]["terminal"], "fence": m["id"], "requiredAcks": list(r["payload"]["to"]),
-            "truthEffect": "NONE", "authorityEffect": "NONE",
-        }
-    # The reducer outputs travel with the trace, so 'trace replay' can prove equivalence.
-    from .protocol.replay import annotate
-
-    return annotate(trace)
+    (``epoch``; default the last one). For a big run, :class:`TraceExport` writes it a message at a time."""
+    return TraceExport(store, epoch).as_dict()

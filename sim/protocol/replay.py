@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from .. import digest as _digest
 from .trace import Report, validate
 
-__all__ = ["Divergence", "ReplayResult", "reduce_states", "annotate", "replay"]
+__all__ = ["Divergence", "ReplayResult", "reduce_states", "annotate", "replay", "step", "final_state_digest", "GENESIS"]
 
-_GENESIS = "sha256:" + "0" * 64
+#: the state before any message
+GENESIS = "sha256:" + "0" * 64
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class ReplayResult:
         }
 
 
-def _step(head: str, msg: dict) -> str:
+def step(head: str, msg: dict) -> str:
+    """The state after accepting ``msg`` in state ``head``."""
     record = {k: msg.get(k) for k in ("id", "sender", "generation", "seq", "kind", "payloadDigest", "gatherId")}
     h = hashlib.sha256((head + "\n").encode() + _digest.canonical_bytes(record, "jcs-v2"))
     return "sha256:" + h.hexdigest()
@@ -75,15 +77,21 @@ def reduce_states(trace: dict, report: Report | None = None) -> tuple[list[str |
     """Per message: the state digest after it (None for a rejected message); then the final digest."""
     report = report or validate(trace)
     accepted = set(report.accepted_positions)  # positions, not ids: a duplicated id is accepted once
-    head = _GENESIS
+    head = GENESIS
     after: list[str | None] = []
     for i, msg in enumerate(trace.get("messages", [])):
         if i in accepted:
-            head = _step(head, msg)
+            head = step(head, msg)
             after.append(head)
         else:
             after.append(None)
-    final = _digest.digest(
+    return after, final_state_digest(head, report), report
+
+
+def final_state_digest(head: str, report: Report) -> str:
+    """The state digest: the chain head after the last accepted message, the gather results and the
+    effective terminal."""
+    return _digest.digest(
         {
             "chain": head,
             "gathers": {gid: g.to_json() for gid, g in sorted(report.gathers.items())},
@@ -91,7 +99,6 @@ def reduce_states(trace: dict, report: Report | None = None) -> tuple[list[str |
         },
         "jcs-v2",
     )
-    return after, final, report
 
 
 def annotate(trace: dict) -> dict:

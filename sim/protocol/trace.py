@@ -888,17 +888,97 @@ class _G:
         self.contributed: set[str] = set()
 
 
+@dataclass
+class Scan:
+    """What judging one message needs to know of the whole list before the first: how many messages
+    there are, where the fences are, and where a few named ids first appear (the messages a body was
+    replaced after, the gathers' openers, the terminal's fence). :func:`scan_messages` finds it in a
+    list; a caller that streams the messages (a run exported a row at a time) supplies it."""
+
+    count: int
+    #: (index, id) of every FENCE message, in order
+    fences: list = field(default_factory=list)
+    #: id -> index of the first message carrying it, for each id asked for
+    first_at: dict = field(default_factory=dict)
+    #: id -> kind of that first message
+    kind_at: dict = field(default_factory=dict)
+
+
+def wanted_ids(trace: dict) -> set:
+    """The ids a :class:`Scan` of ``trace`` must place: earlier bodies' ``replacedAfter``, gather
+    openers, the terminal's fence."""
+    want = []
+    for p in trace.get("participants") if type(trace.get("participants")) is list else ():
+        if type(p) is dict and type(p.get("earlierGenerations")) is list:
+            want.extend(e.get("replacedAfter") for e in p["earlierGenerations"] if type(e) is dict)
+    for g in trace.get("gathers") if type(trace.get("gathers")) is list else ():
+        if type(g) is dict:
+            want.append(g.get("opener"))
+    if type(trace.get("terminal")) is dict:
+        want.append(trace["terminal"].get("fence"))
+    return {x for x in want if type(x) is str}
+
+
+def scan_messages(messages: list, want: set) -> Scan:
+    """The :class:`Scan` of a list of messages, placing the ids in ``want``."""
+    scan = Scan(len(messages))
+    fences, first_at, kind_at = scan.fences, scan.first_at, scan.kind_at
+    for i, m in enumerate(messages):
+        if type(m) is dict:
+            if m.get("kind") == "FENCE":
+                fences.append((i, m.get("id")))
+            mid = m.get("id")
+            if type(mid) is str and mid in want and mid not in first_at:
+                first_at[mid] = i
+                kind_at[mid] = m.get("kind")
+    return scan
+
+
 def validate(trace, *, check_payload_digests: bool = True) -> Report:
     """Validate a parsed ``conversation-trace-v2`` trace. See the module docstring.
 
     ``check_payload_digests`` recomputes ``payloadDigest`` (jcs-v2) for every message
     that carries its ``payload``; turn it off only to time the rest.
     """
+    box: list = []
+    for _ in _judging(trace, None, None, set(), set(), check_payload_digests, None, box):
+        pass
+    return box[0]
+
+
+class StreamJudge:
+    """:func:`validate` a message at a time, for a trace too big to hold: the header (the trace
+    without its messages), the :class:`Scan` of the messages, and where to remember the ids seen and
+    accepted (anything with ``in`` and ``add``: a set, or a table on disk). ``judge(messages)`` yields,
+    per message, whether it was accepted; afterwards ``report`` is the :class:`Report`, holding the
+    first ``keep`` findings (the rest are counted) and no list of accepted ids."""
+
+    def __init__(self, header: dict, scan: Scan, *, seen=None, accepted=None, keep: int = 1000,
+                 check_payload_digests: bool = True):
+        self.header, self.scan, self.keep = header, scan, keep
+        self.seen = set() if seen is None else seen
+        self.accepted = set() if accepted is None else accepted
+        self.check = check_payload_digests
+        self.report: Report | None = None
+
+    def judge(self, messages: Iterable) -> Iterable[bool]:
+        box: list = []
+        yield from _judging(self.header, self.scan, messages, self.seen, self.accepted, self.check, self.keep, box)
+        self.report = box[0]
+
+
+def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_digests: bool, keep: int | None,
+             box: list):
+    """The validator: the header, then each message (yielding whether it was accepted), then the gathers
+    and the terminal; the :class:`Report` goes into ``box``. ``stream`` is None to judge
+    ``trace["messages"]`` (and find the :class:`Scan` in it); ``keep`` is None to keep every finding and
+    the accepted ids."""
     out: list[Finding] = []
     sh = _Shape(out)
     if type(trace) is not dict:
         sh.add("", f"the trace is {_jtype(trace)}, expected an object")
-        return _report(out, None, [], {}, None)
+        box.append(_report(out, None, [], {}, None))
+        return
     head = sh.header(trace)
     add = out.append
 
@@ -907,7 +987,12 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     conv_deadline = head.get("deadline")
     ceiling = head.get("messageCeiling")
     terminal = head["terminal"]
-    messages = head["messages"] or []
+    if stream is None:
+        messages = head["messages"] or []
+        scan = scan_messages(messages, wanted_ids(trace))
+    else:
+        messages = stream
+    count = scan.count
 
     # participants: ref -> (generation, audiences); a repeated ref is a fault
     parts: dict[str, tuple] = {}
@@ -915,10 +1000,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     # ref -> [(generation, index of the last message it may send)] for each earlier body, oldest first
     bodies: dict[str, list] = {}
     if prows is not None:
-        first_at: dict = {}
-        for i, m in enumerate(messages):
-            if type(m) is dict and type(m.get("id")) is str:
-                first_at.setdefault(m["id"], i)
+        first_at = scan.first_at
         for j, ref, gen, aud, earlier in prows:
             if ref in parts:
                 add(Finding("E_DUPLICATE_PARTICIPANT", None, f"/participants/{j}/ref",
@@ -985,34 +1067,25 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     required = terminal.get("requiredAcks") if terminal else None
     required_set = frozenset(required) if required is not None else None
 
-    # pre-pass: where the fences are, and which gather openers exist
-    fences: list[int] = []
-    openers = {g.opener: g for g in gathers.values() if g.opener is not None}
-    for i, m in enumerate(messages):
-        if type(m) is dict:
-            if m.get("kind") == "FENCE":
-                fences.append(i)
-            if openers:
-                mid = m.get("id")
-                if type(mid) is str and mid in openers:
-                    for g in gathers.values():
-                        if g.opener == mid:
-                            g.opener_known = True
+    # from the scan: where the fences are, and which gather openers exist
+    fences = scan.fences
+    for g in gathers.values():
+        if type(g.opener) is str and g.opener in scan.first_at:
+            g.opener_known = True
     fence_at: int | None = None
+    fence_id = None
     if fences:
-        fence_at = fences[0]
+        fence_at, fence_id = fences[0]
         if t_fence is not None:
-            for i in fences:
-                if messages[i].get("id") == t_fence:
-                    fence_at = i
+            for i, fid in fences:
+                if fid == t_fence:
+                    fence_at, fence_id = i, fid
                     break
-    fence_id = messages[fence_at].get("id") if fence_at is not None else None
-    last_ok = ceiling if ceiling is not None else len(messages) + 1  # index of the first message over the ceiling
+    last_ok = ceiling if ceiling is not None else count + 1  # index of the first message over the ceiling
 
-    seen: set = set()
     accepted: list[str] = []
     positions: list[int] = []
-    acc_index: dict[str, int] = {}
+    n_accepted = dropped = 0
     next_seq: dict[tuple, int] = {}
     acked: dict[str, str] = {}
     check_digests = check_payload_digests
@@ -1023,6 +1096,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
         n0 = len(out)
         bad = shape_message(m, i)
         if bad is _ALL_BAD:
+            yield False
             continue
         g = m.get
         mid = g("id")
@@ -1036,7 +1110,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                             f"message id {mid} was seen earlier; a duplicate never reaches a reducer"))
             seen.add(mid)
         if i == last_ok:
-            after = len(messages) - i - 1
+            after = count - i - 1
             add(Finding("E_MESSAGE_CEILING", mid, f"/messages/{i}",
                         f"message {mid} is number {i + 1} but the ceiling is {ceiling}; "
                         + (f"it and the {after} message(s) after it are rejected" if after else "it is rejected")))
@@ -1199,10 +1273,16 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
 
         # filter before reduce: only a message without any finding is accepted
         if len(out) != n0 or i >= last_ok or mid is None:
+            if keep is not None and len(out) > keep:
+                dropped += len(out) - keep
+                del out[keep:]
+            yield False
             continue
-        accepted.append(mid)
-        positions.append(i)
-        acc_index[mid] = i
+        n_accepted += 1
+        if keep is None:
+            accepted.append(mid)
+            positions.append(i)
+        acc_index.add(mid)
         if gth is not None:
             if kind == "CONTRIBUTION":
                 gth.contributions.append(m)
@@ -1211,6 +1291,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
                 gth.closed_by = mid
         if kind == "ACK" and fence_at is not None and i > fence_at:
             acked[sender] = mid
+        yield True
 
     # gathers: openers, reductions, recorded results
     results: dict[str, GatherResult] = {}
@@ -1238,8 +1319,7 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     if terminal is not None:
         if t_fence is not None:
             if fence_at is None or fence_id != t_fence:
-                where = [x for x in messages if type(x) is dict and x.get("id") == t_fence]
-                why = (f"{t_fence} is a {where[0].get('kind')}, not a FENCE" if where
+                why = (f"{t_fence} is a {scan.kind_at[t_fence]}, not a FENCE" if t_fence in scan.first_at
                        else f"{t_fence} names no message of the trace")
                 add(Finding("E_TERMINAL_FENCE", None, "/terminal/fence", f"the terminal fence {why}"))
         if required is not None:
@@ -1250,25 +1330,25 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
             missing_acks = [r for r in required if r not in acked]
         if t_state == "COMPLETED":
             unresolved = [r for r in results.values() if r.status != "complete"]
-    return _report(out, terminal, accepted, results, fence_id, t_state, missing_acks, unresolved,
-                   [r for r in (required or ()) if r in acked], positions)
+    box.append(_report(out, terminal, accepted, results, fence_id, t_state, missing_acks, unresolved,
+                       [r for r in (required or ()) if r in acked], positions, n_accepted, dropped))
 
 
 def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_acks=(), unresolved=(),
-            acked_by=(), positions=()) -> Report:
+            acked_by=(), positions=(), n_accepted=None, dropped=0) -> Report:
     effective = None
     if terminal is not None and t_state is not None:
         effective = "BLOCKED" if (missing_acks or unresolved) else t_state
     if out:
         first = out[0]
-        n = len(out)
-        codes = list(dict.fromkeys(f.code for f in out))
+        n = len(out) + dropped
+        codes = list(dict.fromkeys(f.code for f in out)) + (["..."] if dropped else [])
         reason = (f"invalid: {n} error{'s' if n != 1 else ''} ({', '.join(codes)}); first "
                   f"{first.code} at {first.pointer or '/'}: {first.message}"
                   + (f"; had it been valid, its terminal would be {effective}" if effective else ""))
     elif terminal is None:
         tail = f", fence {fence_id} appended" if fence_id else ", no terminal yet"
-        reason = f"valid: open conversation, {len(accepted)} message(s) accepted{tail}"
+        reason = f"valid: open conversation, {len(accepted) if n_accepted is None else n_accepted} message(s) accepted{tail}"
     elif effective == "BLOCKED" and t_state != "BLOCKED":
         parts = []
         if missing_acks:

@@ -405,10 +405,13 @@ class Reads:
 
     def counts(self) -> dict[str, int]:
         """Row counts of every table, for summaries."""
-        out = {}
-        for t in ("messages", "deliveries", "events") + STATE_TABLES:
-            out[t] = self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-        return out
+        return {t: self.count_of(t) for t in ("messages", "deliveries", "events") + STATE_TABLES}
+
+    def count_of(self, table: str) -> int:
+        """How many rows one table of the run holds."""
+        if table not in ("messages", "deliveries", "events") + STATE_TABLES:
+            raise ValueError(f"not a table of the run: {table!r}")
+        return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
     def run_summary(self, list_limit: int = 10_000) -> dict:
         """A run's figures aggregated in SQL (memory flat in the run's size): tasks by final state,
@@ -502,6 +505,12 @@ class Reads:
                                     f"WHERE rowid IN ({via('artifacts')}) ORDER BY first_tick, ref", p),
         }
 
+    def scratch_map(self, name: str) -> "ScratchMap":
+        """A string-keyed map in the connection's temp database (a file SQLite removes with the
+        connection): what a streamed export must remember of millions of rows, in flat memory. Works
+        on a read-only file."""
+        return ScratchMap(self.conn, name)
+
     def has_message_id(self, message_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (message_id,)).fetchone() is not None
 
@@ -539,3 +548,40 @@ class Reads:
         for r in rows:
             r["data"] = json.loads(r["data"])
         return rows
+
+
+class ScratchMap:
+    """A map of strings to strings or integers kept in a temp table (see :meth:`Reads.scratch_map`);
+    ``in``, ``add`` (as a set: the value 1), ``get`` and item assignment."""
+
+    __slots__ = ("_q", "_has", "_get", "_put", "_ins", "_add")
+
+    def __init__(self, conn, name: str):
+        if not name.isidentifier():
+            raise ValueError(f"not a table name: {name!r}")
+        conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
+        conn.execute(f"CREATE TEMP TABLE {name} (k TEXT PRIMARY KEY, v) WITHOUT ROWID")
+        self._q = conn.execute
+        self._has = f"SELECT 1 FROM temp.{name} WHERE k = ?"
+        self._get = f"SELECT v FROM temp.{name} WHERE k = ?"
+        self._put = f"INSERT OR REPLACE INTO temp.{name} (k, v) VALUES (?, ?)"
+        self._ins = f"INSERT OR IGNORE INTO temp.{name} (k, v) VALUES (?, ?)"
+        self._add = f"INSERT OR IGNORE INTO temp.{name} (k, v) VALUES (?, 1)"
+
+    def __contains__(self, k) -> bool:
+        return self._q(self._has, (k,)).fetchone() is not None
+
+    def add(self, k) -> None:
+        self._q(self._add, (k,))
+
+    def get(self, k, default=None):
+        row = self._q(self._get, (k,)).fetchone()
+        return default if row is None else row[0]
+
+    def __setitem__(self, k, v) -> None:
+        self._q(self._put, (k, v))
+
+    def setdefault(self, k, v):
+        """Set ``k`` to ``v`` unless it has a value; its value."""
+        self._q(self._ins, (k, v))
+        return self.get(k)
