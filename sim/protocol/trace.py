@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterable
 
 from .. import digest as _digest
@@ -250,6 +251,7 @@ _EARLIER_ALLOWED = frozenset(_EARLIER_REQUIRED)
 _MSG_REQUIRED_T = ("id", "sender", "generation", "seq", "epoch", "scope", "audienceLabels", "recipients",
                    "kind", "causedBy", "at", "payloadDigest")
 _MSG_REQUIRED = frozenset(_MSG_REQUIRED_T)
+_REQUIRED_OF = itemgetter(*_MSG_REQUIRED_T)
 _MSG_ALLOWED = frozenset(_MSG_REQUIRED_T + ("expiresAt", "verificationRef", "gatherId", "payload", "stateDigestAfter"))
 _GATHER_REQUIRED = ("id", "membership", "rule", "deadline", "opener")
 _GATHER_ALLOWED = frozenset(_GATHER_REQUIRED + ("threshold", "tieBreak", "result"))
@@ -616,39 +618,37 @@ class _Shape:
             return _ALL_BAD
         keys = m.keys()
         bad: set | frozenset = _NO_BAD
-        if not (keys <= _MSG_ALLOWED and keys >= _MSG_REQUIRED):
-            mid = m.get("id")
-            mid = mid if type(mid) is str else None
+        g = m.get
+        if keys <= _MSG_ALLOWED and keys >= _MSG_REQUIRED:
+            mid, sender, gen, seq, ep, scope, labels, recips, kind, caused, at, pd = _REQUIRED_OF(m)
+        else:
+            mid, sender, gen, seq, ep, scope, labels, recips, kind, caused, at, pd = map(g, _MSG_REQUIRED_T)
+            mid0 = mid if type(mid) is str else None
             bad = set(_MSG_REQUIRED - keys)
             for k in _MSG_REQUIRED_T:
                 if k in bad:
-                    self.add(f"/messages/{i}", f"message {i} lacks the required field {k!r}", mid)
+                    self.add(f"/messages/{i}", f"message {i} lacks the required field {k!r}", mid0)
             extra = sorted(k for k in keys if k not in _MSG_ALLOWED)
             if extra:
-                self.add(f"/messages/{i}", f"message {i} has unknown field(s) {', '.join(map(repr, extra))}", mid)
-        g = m.get
+                self.add(f"/messages/{i}", f"message {i} has unknown field(s) {', '.join(map(repr, extra))}", mid0)
         # Fast checks first; the slow branch below re-checks and reports on failure.
-        v = g("id")
-        if type(v) is not str or not v:
+        if type(mid) is not str or not mid:
             if "id" not in bad:
                 bad = set(bad)
                 bad.add("id")
-                self.string(v, f"/messages/{i}/id", "id")
+                self.string(mid, f"/messages/{i}/id", "id")
             mid = None
-        else:
-            mid = v
-        v = g("sender")
-        if (type(v) is not str or not v) and "sender" not in bad:
-            bad = self._bad(bad, "sender", self.string(v, f"/messages/{i}/sender", "sender", mid))
-        for key in ("generation", "seq", "epoch"):
-            v = g(key)
-            if (type(v) is not int or v < 1) and key not in bad:
-                bad = self._bad(bad, key, self.integer(v, f"/messages/{i}/{key}", key, mid))
-        v = g("scope")
-        if (type(v) is not str or not v) and "scope" not in bad:
-            bad = self._bad(bad, "scope", self.string(v, f"/messages/{i}/scope", "scope", mid))
-        for key, least, code in _LIST_FIELDS:
-            v = g(key)
+        if (type(sender) is not str or not sender) and "sender" not in bad:
+            bad = self._bad(bad, "sender", self.string(sender, f"/messages/{i}/sender", "sender", mid))
+        if (type(gen) is not int or gen < 1) and "generation" not in bad:
+            bad = self._bad(bad, "generation", self.integer(gen, f"/messages/{i}/generation", "generation", mid))
+        if (type(seq) is not int or seq < 1) and "seq" not in bad:
+            bad = self._bad(bad, "seq", self.integer(seq, f"/messages/{i}/seq", "seq", mid))
+        if (type(ep) is not int or ep < 1) and "epoch" not in bad:
+            bad = self._bad(bad, "epoch", self.integer(ep, f"/messages/{i}/epoch", "epoch", mid))
+        if (type(scope) is not str or not scope) and "scope" not in bad:
+            bad = self._bad(bad, "scope", self.string(scope, f"/messages/{i}/scope", "scope", mid))
+        for (key, least, code), v in zip(_LIST_FIELDS, (labels, recips, caused)):
             if type(v) is list and len(v) >= least:
                 if len(v) == 1:
                     x = v[0]
@@ -659,17 +659,16 @@ class _Shape:
             if key not in bad:
                 bad = self._bad(bad, key, self.strings(v, f"/messages/{i}/{key}", key, min_items=least, mid=mid,
                                                        code=code))
-        v = g("kind")
-        if not (type(v) is str and v in _KIND_SET) and "kind" not in bad:
-            self.add(f"/messages/{i}/kind", f"kind {v!r} is not one of the closed kinds {', '.join(KINDS)}",
+        if not (type(kind) is str and kind in _KIND_SET) and "kind" not in bad:
+            self.add(f"/messages/{i}/kind", f"kind {kind!r} is not one of the closed kinds {', '.join(KINDS)}",
                      mid, "E_UNKNOWN_KIND")
             bad = self._bad(bad, "kind", False)
-        v = g("at")
-        if not _is_time(v) and "at" not in bad:
-            bad = self._bad(bad, "at", self.time(v, f"/messages/{i}/at", "at", mid))
-        v = g("payloadDigest")
-        if not _is_digest(v) and "payloadDigest" not in bad:
-            bad = self._bad(bad, "payloadDigest", self.digest(v, f"/messages/{i}/payloadDigest", "payloadDigest", mid))
+        # _is_time and _is_digest, written out: this runs once per message
+        if not (type(at) is str and len(at) == TIME_LENGTH and _TIME_MATCH(at) is not None) and "at" not in bad:
+            bad = self._bad(bad, "at", self.time(at, f"/messages/{i}/at", "at", mid))
+        if not (type(pd) is str and len(pd) == DIGEST_LENGTH and pd[:7] == "sha256:" and not pd[7:].strip(_HEX)) \
+                and "payloadDigest" not in bad:
+            bad = self._bad(bad, "payloadDigest", self.digest(pd, f"/messages/{i}/payloadDigest", "payloadDigest", mid))
         if len(keys) > 12 or bad is not _NO_BAD:  # optional fields may be present
             v = g("expiresAt", _MISSING)
             if v is not _MISSING and not _is_time(v):
@@ -695,7 +694,7 @@ class _Shape:
             if v is not _MISSING and not _is_digest(v):
                 bad = self._bad(bad, "stateDigestAfter",
                                 self.digest(v, f"/messages/{i}/stateDigestAfter", "stateDigestAfter", mid))
-        if g("kind") == "GATHER_RESULT" and "gatherId" not in keys:
+        if kind == "GATHER_RESULT" and "gatherId" not in keys:
             self.add(f"/messages/{i}", f"GATHER_RESULT message {i} lacks the required field 'gatherId'", mid)
             bad = self._bad(bad, "gatherId", False)
         return bad
@@ -1099,7 +1098,18 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
             yield False
             continue
         g = m.get
-        mid = g("id")
+        if bad is _NO_BAD:  # every required field is there and usable: fetch them at once
+            mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = _REQUIRED_OF(m)
+        else:
+            mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = map(g, _MSG_REQUIRED_T)
+            if "sender" in bad:
+                sender = None
+            if "kind" in bad:
+                kind = None
+            if "at" in bad:
+                at = None
+            if "causedBy" in bad:
+                caused = None
         dup = False
         if "id" in bad:
             mid = None
@@ -1114,10 +1124,6 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
             add(Finding("E_MESSAGE_CEILING", mid, f"/messages/{i}",
                         f"message {mid} is number {i + 1} but the ceiling is {ceiling}; "
                         + (f"it and the {after} message(s) after it are rejected" if after else "it is rejected")))
-        sender = g("sender") if "sender" not in bad else None
-        kind = g("kind") if "kind" not in bad else None
-        at = g("at") if "at" not in bad else None
-        caused = g("causedBy") if "causedBy" not in bad else None
 
         # who is speaking, in which epoch and body generation, at which sequence
         p = None
@@ -1128,13 +1134,11 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
                             f"{mid}: sender {sender!r} is not a participant of this conversation"))
         stale = False
         if conv_epoch is not None and "epoch" not in bad:
-            ep = g("epoch")
             if ep != conv_epoch:
                 stale = True
                 add(Finding("E_STALE_EPOCH", mid, f"/messages/{i}/epoch",
                             f"{mid}: epoch {ep} is not the conversation's epoch {conv_epoch}"))
         if p is not None and p[0] is not None and "generation" not in bad:
-            gen = g("generation")
             in_force, until = p[0], None  # the body speaking for sender at this point of the trace
             for egen, last, after in bodies.get(sender, ()):
                 if i <= last:
@@ -1153,8 +1157,7 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
                     why = f"{sender} generation {gen} is not its current generation {p[0]}"
                 add(Finding("E_STALE_GENERATION", mid, f"/messages/{i}/generation", f"{mid}: {why}"))
         if p is not None and not stale and not dup and "seq" not in bad and "epoch" not in bad and "generation" not in bad:
-            seq = g("seq")
-            body = (sender, g("generation"))  # a new body starts its sequence again at 1
+            body = (sender, gen)  # a new body starts its sequence again at 1
             want = next_seq.get(body, 1)
             if seq == want:
                 next_seq[body] = want + 1
@@ -1165,13 +1168,13 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
 
         # where it goes
         if conv_scope is not None and "scope" not in bad:
-            sc = g("scope")
             if sc != conv_scope:
                 add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/scope",
                             f"{mid}: scope {sc!r} is not the conversation's scope {conv_scope!r}"))
         if known_parts and "recipients" not in bad:
-            labels = g("audienceLabels") if "audienceLabels" not in bad else ()
-            for j, r in enumerate(g("recipients")):
+            if "audienceLabels" in bad:
+                labels = ()
+            for j, r in enumerate(recips):
                 q = part_get(r)
                 if q is None:
                     add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/recipients/{j}",
@@ -1266,7 +1269,7 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
                 actual = _digest.digest(m["payload"], PAYLOAD_DIGEST_SCHEME)
             except Exception as e:  # DigestError: a value jcs-v2 cannot write
                 actual = f"(not computable: {e})"
-            if actual != g("payloadDigest"):
+            if actual != pd:
                 add(Finding("E_PAYLOAD_DIGEST", mid, f"/messages/{i}/payloadDigest",
                             f"{mid}: payloadDigest is not the {PAYLOAD_DIGEST_SCHEME} digest of the payload "
                             f"(computed {actual})"))
