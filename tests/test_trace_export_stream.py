@@ -185,3 +185,28 @@ def test_a_spilled_export_holds_no_more_for_three_times_the_run(tmp_path, monkey
     small, big = _peak_of_export(2400, tmp_path), _peak_of_export(7200, tmp_path)
     # three times the messages, the same memory (give or take the capped findings)
     assert big < small * 1.15, (small, big)
+
+
+def test_a_stream_judge_says_what_validate_says_keeping_the_first_findings_and_counting_the_rest():
+    from sim.protocol.trace import StreamJudge, scan_messages, wanted_ids
+
+    trace = json.loads((ROOT / "data" / "traces" / "valid-trace.json").read_text())
+    msgs = trace["messages"]
+    # a replayed message, one from a stranger, and one dated after the deadline: several findings
+    trace["messages"] = msgs[:3] + [dict(msgs[1])] + [dict(msgs[2], id="x-1", sender="stranger")] + msgs[3:]
+    trace["messageCeiling"] = len(trace["messages"])
+    full = validate(trace)
+    assert len(full.errors) >= 3
+    header = dict(trace, messages=[])
+    judge = StreamJudge(header, scan_messages(trace["messages"], wanted_ids(trace)), keep=2)
+    flags = list(judge.judge(iter(trace["messages"])))
+    assert flags == [i in full.accepted_positions for i in range(len(trace["messages"]))]
+    r = judge.report
+    assert r.errors == full.errors[:2] and not r.valid
+    assert r.reason.startswith(f"invalid: {len(full.errors)} errors (")
+    assert (r.terminal, r.terminal_if_valid) == (full.terminal, full.terminal_if_valid)
+    assert {k: g.to_json() for k, g in r.gathers.items()} == {k: g.to_json() for k, g in full.gathers.items()}
+    # keeping everything, it is validate's report, but for the accepted ids it was not asked to list
+    everything = StreamJudge(header, scan_messages(trace["messages"], wanted_ids(trace)), keep=10**6)
+    list(everything.judge(trace["messages"]))
+    assert everything.report.errors == full.errors and everything.report.reason == full.reason
