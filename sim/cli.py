@@ -1119,8 +1119,16 @@ def trace_export(
     """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
     from .conversation import TraceExport
 
-    with _open(db, readonly=True) as store:
-        export = TraceExport(store, epoch)  # a message at a time: flat memory at any run size
+    # a bar on stderr while a big run is written (not over a trace scrolling past in the same terminal)
+    with _open(db, readonly=True) as store, _progress(output is not None or not sys.stdout.isatty()) as bar:
+        jobs: dict = {}
+
+        def step(what: str, done: int, total: int) -> None:
+            if what not in jobs:
+                jobs[what] = bar.add_task(what, total=total)
+            bar.update(jobs[what], completed=done)
+
+        export = TraceExport(store, epoch, progress=step)  # a message at a time: flat memory at any run size
         if output is None:
             export.write(sys.stdout)
             return

@@ -187,9 +187,12 @@ class TraceExport:
     protocol errors: a redelivery is a duplicate id, a reorder or a drop a gap in the sender's sequence,
     a crashed worker's late commit a message from a replaced body generation."""
 
-    def __init__(self, store: Store, epoch: int | None = None):
+    def __init__(self, store: Store, epoch: int | None = None, progress=None):
+        """``progress(what, done, total)``, if given, hears how far each pass over the deliveries is."""
         self.store = store
-        spill = store.count_of("deliveries") > SPILL_AT
+        self._total = store.count_of("deliveries")
+        self._progress = progress
+        spill = self._total > SPILL_AT
         self._table = store.scratch_map if spill else (lambda name: {})
         self._set = store.scratch_map if spill else (lambda name: set())
         crash_list: list[tuple[str, str]] = []
@@ -204,7 +207,7 @@ class TraceExport:
                 by_task.setdefault(t, []).append(k)
         walk = _Epochs()
         seen: dict[int, _Epoch] = {}
-        for r in store.iter_deliveries_with_messages():
+        for r in self._counted(store.iter_deliveries_with_messages(), "reading the message log"):
             e = walk.of(r)
             st = seen.get(e)
             if st is None:
@@ -266,6 +269,19 @@ class TraceExport:
         self.count = st.n
         self._tail: dict | None = None
 
+    def _counted(self, rows, what: str):
+        """``rows``, telling ``progress`` every 5,000."""
+        if self._progress is None:
+            yield from rows
+            return
+        done = 0
+        for r in rows:
+            yield r
+            done += 1
+            if done % 5000 == 0:
+                self._progress(what, done, self._total)
+        self._progress(what, done, self._total)
+
     @staticmethod
     def _earlier(st: _Epoch, crash_list: list) -> dict[str, list[dict]]:
         """Each replaced body of each sender, oldest first, with the point of the trace where it was
@@ -309,7 +325,7 @@ class TraceExport:
         fallback: Counter = Counter()
         last_request = self._table("export_requests")
         walk = _Epochs()
-        for r in self.store.iter_deliveries_with_messages():
+        for r in self._counted(self.store.iter_deliveries_with_messages(), "writing the trace"):
             if walk.of(r) != epoch:
                 continue
             seq = r["sender_seq"]

@@ -210,3 +210,16 @@ def test_a_stream_judge_says_what_validate_says_keeping_the_first_findings_and_c
     everything = StreamJudge(header, scan_messages(trace["messages"], wanted_ids(trace)), keep=10**6)
     list(everything.judge(trace["messages"]))
     assert everything.report.errors == full.errors and everything.report.reason == full.reason
+
+
+def test_each_pass_reports_how_far_it_is():
+    store = _store("stress", "safe", ())
+    try:
+        heard = []
+        ex = TraceExport(store, progress=lambda what, done, total: heard.append((what, done, total)))
+        assert heard[-1][0] == "reading the message log" and heard[-1][1] == heard[-1][2] == store.count_of("deliveries")
+        text = json.dumps(ex.as_dict())
+        assert heard[-1] == ("writing the trace", heard[-1][2], heard[-1][2])
+        assert json.loads(text)["messageCeiling"] == heard[-1][2]  # one epoch: every delivery is a message
+    finally:
+        store.close()
