@@ -289,6 +289,24 @@ def test_a_completed_db_is_kept_when_a_later_run_is_interrupted(tmp_path):
     assert files(tmp_path) == before
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_trace_export_keeps_the_earlier_trace_and_leaves_no_partial(tmp_path, sig):
+    db = tmp_path / "run.db"
+    assert cli("run", "stress", "--tasks", "2000", "--db", db, "--json").returncode == 0
+    out = tmp_path / "trace.json"
+    out.write_text("an earlier trace\n")
+    before = files(tmp_path)
+    p = spawn("trace", "export", "--db", db, "-o", out)
+    partial = lambda: [q for q in tmp_path.iterdir() if q.name.startswith(".trace.json.partial-")]  # noqa: E731
+    assert _wait_for(lambda: any(_size(q) > 100_000 for q in partial())), p.stderr.read() if p.poll() else ""
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert "Traceback" not in err and err.strip().startswith("error: E_ABORTED: ")
+    assert files(tmp_path) == before
+
+
 def test_a_run_removes_stale_partial_files_of_a_dead_process(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
