@@ -929,12 +929,13 @@ def compare(
     as_json: bool = JSON_OPT,
     design: List[Path] = typer.Option([], "--design", help="An envelope design (.py) beside the reference design; "
                                       "twice: two designs side by side (both under the safe runtime)."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
 ):
     """The same seed and faults under the safe and the naive policy (or two envelope designs), side by side."""
     from .invariants import check
     from .runner import run_scenario, summarize
 
-    sc = _load_scenario(scenario, None)
+    sc = _load_scenario(scenario, tasks)
     _check_run_args("safe", fault)
     sides = _sides(_designs(list(design)))
     import tempfile

@@ -795,6 +795,13 @@ def test_compare_json_shows_t1_succeeded_under_safe_and_failed_under_naive(cwd, 
     assert listing(cwd) == []  # compare runs in memory
 
 
+def test_compare_runs_a_stress_scenario_at_the_size_asked_for(cwd, capsys):
+    out = json.loads(cli_ok(capsys, "compare", "stress", "--tasks", "40", "--json"))
+    assert len(out["safe"]["tasks"]) == len(out["naive"]["tasks"]) == 40
+    code, out, err = cli(capsys, "compare", "fan-out", "--tasks", "40")
+    assert_one_error_line(code, out, err, "E_USAGE")
+
+
 def test_compare_table_marks_no_state_regression_broken_on_the_naive_side(cwd, capsys):
     out = cli_ok(capsys, "compare", "--fault", "late-failure")
     line = next(ln for ln in out.splitlines() if "NO_STATE_REGRESSION" in ln)
