@@ -437,7 +437,12 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
         job = progress.add_task("kill -9 and check", total=cycles) if progress is not None else None
         for _ in range(cycles):
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.3, max(0.4, whole * 0.95)))
+            try:
+                time.sleep(rng.uniform(0.3, max(0.4, whole * 0.95)))
+            except BaseException:  # the bench itself stopped (Ctrl-C, SIGTERM): its run goes with it
+                p.kill()
+                p.wait()
+                raise
             if p.poll() is not None:
                 # On a busy machine the run can end before its moment to die: a whole run rightly
                 # replaced the database. That cycle tested no crash; put the database back.

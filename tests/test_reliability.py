@@ -331,6 +331,25 @@ def test_a_signal_during_bench_sim_removes_its_temporary_folders(tmp_path, sig):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
+def test_a_signal_during_bench_crash_stops_the_run_it_was_about_to_kill(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    p = subprocess.Popen([sys.executable, "-m", "sim.cli", "bench", "crash", "--cycles", "3", "--tasks", "3000", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    # the loop has begun (the timed whole run is done) and its first run is writing
+    started = lambda: (any(tmp_path.rglob("timing.db"))  # noqa: E731
+                       and any(_size(q) > 100_000 for q in tmp_path.rglob(".out.db.partial-*")))
+    assert _wait_for(started, 180), "no run to kill ever started"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM, (p.returncode, err)
+    assert "Traceback" not in err
+    # nothing of it goes on: no run still writing into the removed folder, and the folder is gone
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert left == [], left
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_tui_and_lab_check_refuse_a_damaged_file_before_anything_else(tmp_path):
     db = _finished_run(tmp_path / "run")
     raw = bytearray(db.read_bytes())
