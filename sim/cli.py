@@ -840,7 +840,7 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
     if headless or not _interactive():
         if not headless:
             sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two sides instead\n")
-        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False, design=list(designs))
+        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False, design=list(designs), tasks=None)
         return
     from .live import LiveRun
     from .tui.workshop import WorkshopApp
