@@ -14,6 +14,10 @@ The trace carries its reducer outputs (``stateDigestAfter`` per accepted message
 fan-out's draft) becomes an ALL gather over their results. The manager's fence (sent when every
 task has settled) becomes the terminal, with the workers as its required acknowledgements; a
 message the transport delivers after it is E_POST_TERMINAL_MESSAGE.
+
+A run of millions of deliveries is exported in flat memory (:class:`TraceExport`): two passes over the
+log, the validator judging each message as it is written, and what must be remembered of every message
+kept in temp tables on disk past :data:`SPILL_AT` deliveries.
 """
 
 from __future__ import annotations
