@@ -1741,10 +1741,12 @@ def _render_report(report, con) -> None:
     ex = report.exercise
     con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({report.submission})")
     for r in report.results:
-        mark = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
-        tag = " [dim](hidden)[/]" if r.hidden else ""
+        mark = "[green]PASS[/]" if r.passed else "[bold yellow]N/G [/]" if r.grader_error else "[bold red]FAIL[/]"
+        tag = " [dim](hidden)[/]" if r.hidden else " [dim](with hidden cases)[/]" if r.hidden_cases_ran else ""
         con.print(f"  {mark} {r.points:g}/{r.max_points}  {r.name}{tag}: {r.title}", highlight=False)
-        if not r.passed:
+        if r.grader_error:
+            con.print(f"       {r.message}", highlight=False, markup=False)
+        elif not r.passed:
             con.print(f"       what broke: {r.message}", highlight=False, markup=False)
             if r.reproduce:
                 con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False)
@@ -1754,6 +1756,9 @@ def _render_report(report, con) -> None:
     if not report.hidden_ran:
         hp = report.hidden_points
         hidden = f"{hp} more points are in hidden tests" if hp else "hidden tests may exist"
+        more = [r.name for r in report.results if r.hidden_cases]
+        if more:
+            hidden += f"; the grader also tries hidden cases of {', '.join(more)}"
         verdict = "all public tests pass" if report.all_passed else "some public tests fail"
         con.print(f"[bold]{verdict}[/]: these public tests cover {report.max_score} points; {hidden}, which the "
                   "instructor runs. This is not your grade.", highlight=False)
@@ -2275,6 +2280,19 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 # commands name the student's own folder (as 'exercise start' makes it), not the instructor's copy
                 d_json = results_json(r, shown_dir=ex.dirname)
                 (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
+    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    errors = [(s.name, x.name, x.grader_error) for s, r in zip(subs, reports) for x in r.grader_errors]
+    if errors:  # the kit's fault, never the student's: the instructor must hear of it, and the exit status says so
+        typer.echo(f"warning: {len(errors)} test(s) could not be graded because a judge failed (a grader error, not the "
+                   "students' fault; those tests are reported as not gradable, 0 points until regraded):", err=True)
+        for student, test, what in errors[:10]:
+            typer.echo(f"  {student} {test}: {what}", err=True)
+        if len(errors) > 10:
+            typer.echo(f"  ... and {len(errors) - 10} more (--json lists every one under grader_error)", err=True)
+        raise typer.Exit(1)
+
+
+def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote: list) -> None:
     if as_json:
         out = []
         for s, r in zip(subs, reports):
@@ -2305,9 +2323,8 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
     t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
     con.print(t)
-    wrote = [str(x) for x in (csv_out, gradescope) if x is not None]
     if wrote:
-        typer.echo(f"wrote {', '.join(wrote)}")
+        typer.echo(f"wrote {', '.join(map(str, wrote))}")
 
 
 def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:

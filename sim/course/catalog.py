@@ -20,8 +20,20 @@ An ``exercise.toml``::
     hint = "what to look at when it fails"
     visibility = "visible"         # optional: when Gradescope shows it to students (see below)
 
+Each test stands for one rule of the seeds and is judged all or nothing: breaking the rule in any of
+its cases gives it 0. Every test of an exercise carries the same points (a test of the kit pins it).
+
 Hidden tests live in ``solutions/NN-slug/hidden.toml`` in the same ``[[test]]`` form; every test
-there is hidden. Nothing under ``solutions/`` is ever copied to a student.
+there is hidden. A rule can also keep some of its *cases* hidden: a public test that says
+``hidden_cases = true`` is extended, when the grader runs it, by an ``[[extend]]`` table of
+``hidden.toml``::
+
+    [[extend]]
+    test = "resend-is-duplicate"
+    args = { cases = [ ... ] }     # lists are appended to the public test's, other values replace them
+
+so the student's check runs the public cases of every rule and says which rules have more. Nothing
+under ``solutions/`` is ever copied to a student.
 
 Visibility takes Gradescope's values (``hidden``, ``after_due_date``, ``after_published``,
 ``visible``): public tests default to ``visible``, hidden ones to ``after_published``. A top-level
@@ -60,6 +72,8 @@ class Test:
     hint: str = ""
     hidden: bool = False
     visibility: str = ""  # Gradescope's (VISIBILITIES); load_tests always sets it, "" means the default for its kind
+    hidden_cases: bool = False  # the grader adds hidden cases to this public test (solutions/NN/hidden.toml [[extend]])
+    extended: bool = False  # this copy of the test carries its hidden cases
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,37 @@ class Exercise:
             return ()
         return load_tests(sol / "hidden.toml", hidden=True, defaults_from=self.folder / "exercise.toml")
 
+    def extensions(self) -> dict[str, dict]:
+        """The hidden cases of public tests (``[[extend]]`` in hidden.toml), by test name; empty when
+        this install has no solutions."""
+        sol = solutions_dir(self)
+        if sol is None or not (sol / "hidden.toml").is_file():
+            return {}
+        path = sol / "hidden.toml"
+        out: dict[str, dict] = {}
+        names = {t.name for t in self.tests}
+        for i, e in enumerate(_read_toml(path).get("extend", []), 1):
+            if not isinstance(e, dict) or not isinstance(e.get("test"), str) or not isinstance(e.get("args", {}), dict):
+                raise InputError(f"{path}: extend {i} needs test = NAME and args = {{...}}", code="E_EXERCISE_FILE")
+            if e["test"] not in names:
+                raise InputError(f"{path}: extend {i} names {e['test']!r}, which is no public test of exercise "
+                                 f"{self.number}; expected one of: {friendly_list(sorted(names))}", code="E_EXERCISE_FILE")
+            out.setdefault(e["test"], {})
+            out[e["test"]] = _merge_args(out[e["test"]], e.get("args", {}))
+        return out
+
+    def graded_tests(self, hidden: bool) -> tuple[Test, ...]:
+        """The tests a check runs: the public ones; with ``hidden`` (the grader), each public test
+        with its hidden cases added, then the hidden tests."""
+        if not hidden:
+            return self.tests
+        from dataclasses import replace
+
+        ext = self.extensions()
+        public = tuple(replace(t, args=_merge_args(t.args, ext[t.name]), extended=True) if t.name in ext else t
+                       for t in self.tests)
+        return public + self.hidden_tests()
+
     def hidden_points(self) -> int | None:
         """Points in hidden tests (``None``: unknown here, this install has no solutions)."""
         declared = _read_toml(self.folder / "exercise.toml").get("hidden_points")
@@ -95,6 +140,14 @@ class Exercise:
         if hidden:
             return sum(t.points for t in hidden)
         return declared
+
+
+def _merge_args(base: dict, more: dict) -> dict:
+    """``base`` with ``more`` added: lists are appended, anything else replaced."""
+    out = dict(base)
+    for k, v in more.items():
+        out[k] = list(out[k]) + list(v) if isinstance(v, list) and isinstance(out.get(k), list) else v
+    return out
 
 
 def _read_toml(path: Path) -> dict:
@@ -139,7 +192,7 @@ def load_tests(path: Path, *, hidden: bool = False, defaults_from: Path | None =
             out.append(Test(
                 name=t["name"], title=t.get("title", t["name"]), points=int(t["points"]),
                 timeout=float(t.get("timeout", 30)), judge=t["judge"], args=dict(t.get("args", {})),
-                hint=t.get("hint", ""), hidden=hidden,
+                hint=t.get("hint", ""), hidden=hidden, hidden_cases=bool(t.get("hidden_cases", False)),
                 visibility=_visibility(t["visibility"], f"{path}: test {t['name']!r}") if "visibility" in t else default,
             ))
         except (KeyError, TypeError, ValueError) as e:

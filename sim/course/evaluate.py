@@ -36,6 +36,9 @@ class TestResult:
     grid: list | None = None  # the fault-by-invariant rows of the runs this test played
     visibility: str = ""  # Gradescope's: visible, hidden, after_due_date, after_published
     signature: dict | None = None  # what broke (the key of the hint table)
+    grader_error: str = ""  # the judge failed (the kit's bug): not graded; what and where, for the instructor
+    hidden_cases: bool = False  # the grader runs hidden cases of this (public) test
+    hidden_cases_ran: bool = False  # ... and they ran here
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +60,11 @@ class Report:
     @property
     def max_score(self) -> int:
         return sum(r.max_points for r in self.results)
+
+    @property
+    def grader_errors(self) -> list[TestResult]:
+        """Tests the grader could not judge (its own fault): they need the instructor, then a regrade."""
+        return [r for r in self.results if r.grader_error]
 
     @property
     def all_passed(self) -> bool:
@@ -98,11 +106,12 @@ def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(
     return TestResult(
         name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
         max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir),
-        hint="" if ok else choose_hint(list(hints), test, v.get("signature")),
+        hint="" if ok or v.get("grader_error") else choose_hint(list(hints), test, v.get("signature")),
         reproduce=None if ok else repro, witness=None if ok else v.get("witness"),
         output=v.get("output", "") or "", seconds=float(v.get("seconds", 0.0)),
         grid=v.get("grid"), signature=None if ok else v.get("signature"),
-        visibility=getattr(test, "visibility", "") or "",
+        visibility=getattr(test, "visibility", "") or "", grader_error=v.get("grader_error") or "",
+        hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended,
     )
 
 
@@ -112,13 +121,11 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
 
     ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
     sub = Path(submission)
-    tests = list(ex.tests)
+    tests = list(ex.graded_tests(hidden))
     hidden_tests = ex.hidden_tests()
-    if hidden:
-        tests += list(hidden_tests)
     if only:
         tests = [t for t in tests if t.name in only]
-    report = Report(ex, sub, hidden_ran=hidden and bool(hidden_tests), hidden_points=ex.hidden_points())
+    report = Report(ex, sub, hidden_ran=hidden and bool(hidden_tests or ex.extensions()), hidden_points=ex.hidden_points())
     shown = str(submission) if shown is None else shown
     done = 0
     results: dict[str, TestResult] = {}

@@ -183,7 +183,7 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     from .hints import load_hints
 
     jobs = jobs or os.cpu_count() or 2
-    tests = list(ex.tests) + (list(ex.hidden_tests()) if hidden else [])
+    tests = list(ex.graded_tests(hidden))
     hints = load_hints(ex)
     reports: list[Report | None] = [None] * len(subs)
     pending: dict[int, dict] = {}

@@ -131,7 +131,7 @@ def ungradable(ex: Exercise, reason: str, *, submission: str | Path = "submissio
                execution_time: float | None = None) -> dict:
     """results.json for a submission that cannot be graded at all: every test 0 with ``reason``."""
     reason = " ".join(str(reason).split()) or "the submission cannot be graded"
-    tests = list(ex.tests) + (list(ex.hidden_tests()) if hidden else [])
+    tests = list(ex.graded_tests(hidden))
     report = Report(ex, Path(submission), hidden_ran=hidden and any(t.hidden for t in tests),
                     hidden_points=ex.hidden_points(), problem=reason)
     report.results = [TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points,

@@ -15,11 +15,22 @@ tie) hold rules::
     policy = "naive"                  # optional (exercise 5)
     case_has = "stale"                # optional: words in the failing contract case's name
     rule_has = "compare-and-swap"     # optional: words in the failing contract case's rule
+    symptom = "resend-accepted"       # optional: a symptom (or a list: all of them) the failures showed
+    absent = "exact-copy-accepted"    # optional: a symptom (or a list) the failures did NOT show
     text = "what to look at"
 
-The rule whose conditions all hold and name the most conditions wins; with none, the test's own
-``hint`` from ``exercise.toml`` is used. A rule that names no condition is refused, as is an
-unknown key (a typo would otherwise match everything).
+Symptoms are how a hint names the *mistake* rather than the first case that failed: a judge tags
+every case that broke its rule with what it shows (``resend-accepted``: the same intent under a new
+message id was taken as new work), and the signature carries the tags of all of them. A consumer
+that deduplicates by message id shows ``resend-accepted`` but not ``exact-copy-accepted``; one that
+does not deduplicate at all shows both: ``symptom`` and ``absent`` tell the two apart.
+
+The rule whose conditions all hold and name the most conditions wins (each symptom listed counts);
+a tie goes to the rule met first, instructors' before the shipped ones, then in file order, so a
+table lists the more fundamental mistakes first. With none, the test's own ``hint`` from
+``exercise.toml`` is used. A rule that names no condition is refused, as is an unknown key (a typo
+would otherwise match everything), and so is a symptom no judge of the exercise can report
+(:func:`check_symptoms`).
 """
 
 from __future__ import annotations
@@ -30,9 +41,10 @@ from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["HintRule", "load_hints", "choose_hint", "KEYS"]
+__all__ = ["HintRule", "load_hints", "choose_hint", "check_symptoms", "symptoms_of", "KEYS"]
 
-KEYS = ("test", "invariant", "fault", "scenario", "problem", "policy", "case_has", "rule_has")
+KEYS = ("test", "invariant", "fault", "scenario", "problem", "policy", "case_has", "rule_has", "symptom", "absent")
+_LISTS = ("symptom", "absent")  # keys that take one value or a list of them
 
 
 @dataclass(frozen=True)
@@ -41,9 +53,18 @@ class HintRule:
     text: str
     source: str = ""
 
+    @property
+    def weight(self) -> int:
+        """How many conditions the rule names (each listed symptom counts)."""
+        return sum(len(v) if k in _LISTS else 1 for k, v in self.when.items())
+
     def matches(self, test: str, sig: dict) -> bool:
         for k, want in self.when.items():
-            if k == "test":
+            if k == "symptom":
+                ok = set(want) <= set(map(str, sig.get("symptoms") or ()))
+            elif k == "absent":
+                ok = not set(want) & set(map(str, sig.get("symptoms") or ()))
+            elif k == "test":
                 ok = want == test
             elif k == "fault":
                 faults = [str(f) for f in sig.get("faults") or ()]
@@ -74,7 +95,18 @@ def _read(path: Path) -> list[HintRule]:
         if unknown:
             raise InputError(f"{path}: hint {i} has unknown key {unknown[0]!r}; expected one of: {', '.join(KEYS)}",
                              code="E_EXERCISE_FILE")
-        when = {k: str(h[k]) for k in KEYS if k in h}
+        when = {}
+        for k in KEYS:
+            if k not in h:
+                continue
+            v = h[k]
+            if k in _LISTS:
+                v = [v] if isinstance(v, str) else v
+                if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+                    raise InputError(f"{path}: hint {i}: {k} must be a symptom or a list of them", code="E_EXERCISE_FILE")
+                when[k] = tuple(v)
+            else:
+                when[k] = str(v)
         if not when:
             raise InputError(f"{path}: hint {i} names no condition (a rule for every failure is the test's own hint)",
                              code="E_EXERCISE_FILE")
@@ -94,9 +126,36 @@ def choose_hint(rules: list[HintRule], test, signature: dict | None) -> str:
     """The hint for a failed ``test`` (a catalog Test) whose judge reported ``signature``."""
     if signature:
         best, best_n = None, 0
-        for r in rules:  # instructors' rules come first and win a tie
-            if len(r.when) > best_n and r.matches(test.name, signature):
-                best, best_n = r, len(r.when)
+        for r in rules:  # instructors' rules come first and win a tie, then file order
+            if r.weight > best_n and r.matches(test.name, signature):
+                best, best_n = r, r.weight
         if best is not None:
             return best.text
     return test.hint
+
+
+def symptoms_of(ex) -> dict[str, str]:
+    """Every symptom the judges of ``ex``'s tests can report, with what it means: each judge module
+    declares them in a ``SYMPTOMS`` dict (tag -> meaning)."""
+    import importlib
+
+    out: dict[str, str] = {}
+    for t in ex.tests + ex.hidden_tests():
+        module = t.judge.rpartition(".")[0]
+        mod = importlib.import_module(f"sim.course.judges.{module}")
+        out.update(getattr(mod, "SYMPTOMS", {}))
+    return out
+
+
+def check_symptoms(ex, rules: list[HintRule] | None = None) -> list[str]:
+    """Problems with ``ex``'s hint tables: a rule naming a symptom no judge of the exercise reports
+    would never match (a typo, or a judge that stopped reporting it)."""
+    known = symptoms_of(ex)
+    problems = []
+    for r in load_hints(ex) if rules is None else rules:
+        for k in _LISTS:
+            for s in r.when.get(k, ()):
+                if s not in known:
+                    problems.append(f"{r.source}: {k} {s!r} is reported by no judge of exercise {ex.number} "
+                                    f"(known: {', '.join(sorted(known)) or 'none'})")
+    return problems

@@ -49,12 +49,15 @@ def worker_main() -> None:
     # it does, it must not corrupt the protocol
     sys.stdout = sys.stderr = open(os.devnull, "w")
     for line in proto_in:
+        req = None
         try:
             req = json.loads(line)
             verdict = judge_here(req["judge"], Path(req["submission"]), req["args"])
             data = verdict.to_dict()
         except BaseException as e:  # noqa: BLE001 - a judge bug must not end the worker silently
-            data = failed(f"internal: the judge stopped: {type(e).__name__}: {e}").to_dict()
+            from .sandbox import grader_error
+
+            data = grader_error(str(req.get("judge", "?")) if isinstance(req, dict) else "?", e).to_dict()
         data["output"] = (getattr(judge_here, "last_output", "") or "")[-2000:]
         data["flooded"] = bool(getattr(judge_here, "flooded", False))
         try:

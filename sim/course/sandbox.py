@@ -39,7 +39,7 @@ from pathlib import Path
 
 from .judges import Judged, failed, resolve
 
-__all__ = ["run_test", "judge_here", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
+__all__ = ["run_test", "judge_here", "grader_error", "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
 
 #: Resource limits of a judged child process.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
@@ -154,7 +154,9 @@ def _judge_here(judge: str, sub: Path, args: dict) -> Judged:
         return failed(f"your code recursed without end ({where})")
     except Exception as e:
         where = _where_in(sub, e)
-        return failed(_one_line(f"your code raised {type(e).__name__}: {e}" + (f" at {where}" if where else "")))
+        if where:  # a frame of the student's file in this process (student code runs in hosts: not on the grader's path)
+            return failed(_one_line(f"your code raised {type(e).__name__}: {e} at {where}"))
+        return grader_error(judge, e)
     finally:
         sys.stdout, sys.stderr, sys.stdin = saved
         sys.setrecursionlimit(limit)
@@ -162,6 +164,24 @@ def _judge_here(judge: str, sub: Path, args: dict) -> Judged:
             pass  # the flood is reported below by the caller through judge_output()
         judge_here.last_output = out.text()
         judge_here.flooded = out.total > out.limit
+
+
+#: What a student reads when a judge failed: the test is not graded, and it is not their fault.
+GRADER_ERROR = ("not gradable: grader error (a fault in the grader, not in your submission; your instructor "
+                "has been told and will regrade it)")
+
+
+def grader_error(judge: str, e: BaseException) -> Judged:
+    """A judge that raised something other than a refusal of the student's input: the kit's own
+    bug. The test is reported as not gradable, with where the judge failed for the instructor."""
+    frames = traceback.extract_tb(e.__traceback__)
+    here = next((f for f in reversed(frames) if "/sim/" in f.filename.replace("\\", "/")), frames[-1] if frames else None)
+    at = ""
+    if here is not None:
+        name = here.filename.replace("\\", "/")
+        at = f" at {name[name.rfind('/sim/') + 1:] if '/sim/' in name else name} line {here.lineno}, in {here.name}"
+    detail = _one_line(f"judge {judge} raised {type(e).__name__}: {e}{at}")
+    return Judged(0.0, GRADER_ERROR, grader_error=detail)
 
 
 def _private_paths(v: Judged, sub: Path) -> Judged:

@@ -22,7 +22,8 @@ from typing import Callable
 
 from ...errors import InputError
 
-__all__ = ["Judged", "passed", "failed", "partial", "resolve", "grid_row", "signature_of", "reference_outcome"]
+__all__ = ["Judged", "Broke", "rule", "passed", "failed", "partial", "resolve", "grid_row", "signature_of",
+           "reference_outcome"]
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,45 @@ class Judged:
     witness: dict | list | None = None
     grid: list | None = None  # [{"run", "scenario", "faults", "invariants": {NAME: bool}, "ok"}]
     signature: dict | None = None  # {"invariant", "faults", "scenario", "case", "problem"}: what broke
+    grader_error: str | None = None  # the judge itself failed (a bug of the kit's, never the student's): what and where
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Broke:
+    """One case in which a submission broke the rule its test stands for."""
+
+    case: str  # which case, in words: "publish-report + resend (seed 0)", "the intent resent in a new process"
+    what: str  # what broke, in words a student can act on (never the right answer)
+    symptoms: tuple[str, ...] = ()  # the mistake's signature: hint tables match these (see sim.course.hints)
+    reproduce: str | None = None  # the command that shows it ({dir}: the student's folder)
+    witness: dict | list | None = None
+    signature: dict | None = None  # more of what broke: invariant, faults, scenario, case, rule, problem, policy
+
+
+def rule(checked: int, broke: list[Broke], held: str, *, grid: list | None = None) -> Judged:
+    """A rule's verdict: all of the test's points when no case broke it, none when any did.
+
+    ``checked`` is the number of cases tried, ``held`` what holds when none broke. A failing verdict
+    names the first case that broke the rule, counts the others, and carries every case's symptoms
+    (in the order first seen) in its signature, so that a hint is chosen by what all the failures
+    show, not by which one came first."""
+    if not broke:
+        return passed(f"{held} ({checked} case{'s' if checked != 1 else ''})", grid=grid)
+    first = broke[0]
+    others = [b.case for b in broke[1:]]
+    more = ""
+    if others:
+        shown = "; ".join(dict.fromkeys(others[:3]))
+        more = f" (the rule broke in {len(others)} more case{'s' if len(others) != 1 else ''}: {shown}" + \
+            (", ..." if len(others) > 3 else "") + ")"
+    symptoms = list(dict.fromkeys(s for b in broke for s in b.symptoms))
+    sig = {**(first.signature or {}), "symptoms": symptoms}
+    sig.setdefault("cases", [b.case for b in broke])
+    return failed(f"{first.case}: {first.what}{more}", reproduce=first.reproduce, witness=first.witness, grid=grid,
+                  signature=sig)
 
 
 def passed(message: str, **kw) -> Judged:

@@ -206,3 +206,22 @@ def same_effect_same_key(sub: Path, args: dict) -> Judged:
         return passed(f"all {n} properties hold")
     finally:
         host.close()
+
+
+def behaviour(sub: Path) -> dict:
+    """PROTOTYPE (to be replaced by the exercise's own): what the rule does."""
+    rule, host = _rule(sub)
+    try:
+        keys = []
+        for r, d in [(_result(), 7), (_result(), 8), (_result(mid="M-9"), 11), (_result(target="R-2"), 7),
+                     (_result(task_id="T-3"), 7), (_result(kind="notify"), 7),
+                     (_result(mid="M-12", key="R-1:T-2:attempt-2", summary="4 item(s)"), 15)]:
+            try:
+                keys.append(rule(r, d))
+            except Exception as e:  # noqa: BLE001
+                keys.append(f"raised {type(e).__name__}")
+        seen = {}
+        part = [seen.setdefault(k, len(seen)) if isinstance(k, str) else repr(k) for k in keys]
+        return {"partition": part}
+    finally:
+        host.close()
