@@ -8,15 +8,13 @@ as a grade.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .catalog import Exercise, Test
-from .sandbox import run_test
 
-__all__ = ["TestResult", "Report", "evaluate", "run_one"]
+__all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result"]
 
 
 @dataclass(frozen=True)
@@ -88,16 +86,10 @@ class Report:
         }
 
 
-def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(), pool=None) -> TestResult:
-    """One test of one submission as a :class:`TestResult`: by a warm judge process of ``pool``
-    (``submission`` is then the private copy it judges), else in a sandbox of its own (``isolate``)
-    or, for the kit's own reference answers only, in this process."""
+def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
+    """A judge's verdict (a dict, as it crossed the pipe) as the :class:`TestResult` of ``test``."""
     from .hints import choose_hint
 
-    if pool is not None:
-        v = pool.run(test.judge, submission, test.args, timeout=test.timeout)
-    else:
-        v = run_test(test.judge, submission, test.args, timeout=test.timeout, isolate=isolate)
     score = float(v.get("score", 0.0))
     repro = v.get("reproduce")
     if repro:
@@ -115,9 +107,66 @@ def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(
     )
 
 
+def judge_tests(tests: list[Test], folder: Path, shown_dir: str, hints=(), pool=None, progress=None) -> dict[str, TestResult]:
+    """Judge ``tests`` on the submission at ``folder``, one after another sharing the student's
+    host processes and one time budget (:data:`sim.course.remote.SUBMISSION_SECONDS`): in a warm
+    judge process of ``pool`` (``folder`` is then the private copy it judges) or, for the kit's own
+    reference answers only, in this process. ``progress(name)`` is called as each test ends."""
+    from . import remote
+
+    out: dict[str, TestResult] = {}
+    by_name = {t.name: t for t in tests}
+
+    def ended(name: str, v: dict) -> None:
+        out[name] = to_result(by_name[name], v, shown_dir, hints)
+        if progress is not None:
+            progress(name)
+
+    if pool is not None:
+        pool.run_submission(folder, tests, budget=remote.SUBMISSION_SECONDS, on_result=ended)
+        return out
+    import time
+
+    from .sandbox import judge_here
+
+    with remote.submission():
+        for t in tests:
+            t0 = time.perf_counter()
+            v = judge_here(t.judge, folder, t.args, keep_hosts=True).to_dict()
+            v.update(output=getattr(judge_here, "last_output", ""), flooded=getattr(judge_here, "flooded", False),
+                     seconds=round(time.perf_counter() - t0, 3))
+            from .sandbox import _flood_note
+
+            ended(t.name, _flood_note(v))
+    return out
+
+
+def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(), pool=None) -> TestResult:
+    """One test of one submission (see :func:`judge_tests`)."""
+    if pool is None and isolate:
+        from .pool import JudgePool
+
+        with JudgePool(1) as judges:
+            return judge_tests([test], submission, shown_dir, hints, judges)[test.name]
+    return judge_tests([test], submission, shown_dir, hints, pool)[test.name]
+
+
+def _chunks(tests: list[Test], n: int) -> list[list[Test]]:
+    """``tests`` in ``n`` groups of about equal time limits (the longest first)."""
+    groups: list[list[Test]] = [[] for _ in range(max(1, min(n, len(tests))))]
+    load = [0.0] * len(groups)
+    for t in sorted(tests, key=lambda t: -t.timeout):
+        i = load.index(min(load))
+        groups[i].append(t)
+        load[i] += t.timeout
+    return [g for g in groups if g]
+
+
 def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, jobs: int = 2,
              progress=None, only: list[str] | None = None, shown: str | None = None) -> Report:
-    """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones too).
+    """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones
+    too, and the hidden cases of public ones). Isolated (always, but for the kit's own tests of its
+    reference answers), the tests are split over ``jobs`` warm judge processes.
 
     ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
     sub = Path(submission)
@@ -127,39 +176,37 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
         tests = [t for t in tests if t.name in only]
     report = Report(ex, sub, hidden_ran=hidden and bool(hidden_tests or ex.extensions()), hidden_points=ex.hidden_points())
     shown = str(submission) if shown is None else shown
-    done = 0
-    results: dict[str, TestResult] = {}
-    if not isolate:
-        jobs = 1  # in-process judging swaps sys.stdout: one test at a time
-    from concurrent.futures import as_completed
-
     from .hints import load_hints
 
     hints = load_hints(ex)
-    with ExitStack() as stack:
-        judges = None
-        target = sub
-        if isolate:
-            from .pool import JudgePool, private_copy
+    results: dict[str, TestResult] = {}
+    done = [0]
 
-            judges = stack.enter_context(JudgePool(min(jobs, len(tests)) or 1))
+    def step(name: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(tests), name)
+
+    if not isolate:
+        results = judge_tests(tests, sub, shown, hints, None, step)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .pool import JudgePool, private_copy
+
+        with ExitStack() as stack:
+            groups = _chunks(tests, jobs)
+            judges = stack.enter_context(JudgePool(len(groups) or 1))
             target, problem = private_copy(sub, stack)
             if problem is not None:
                 report.results = [_not_judged(t, problem) for t in tests]
                 report.problem = problem
                 return report
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
-            futures = {threads.submit(run_one, t, target, isolate, shown, hints, judges): t for t in tests}
-            for fut in as_completed(futures):
-                t = futures[fut]
-                results[t.name] = fut.result()
-                done += 1
-                if progress is not None:
-                    progress(done, len(tests), t.name)
+            with ThreadPoolExecutor(max_workers=max(1, len(groups))) as threads:
+                for part in threads.map(lambda g: judge_tests(g, target, shown, hints, judges, step), groups):
+                    results.update(part)
     report.results = [results[t.name] for t in tests]
     return report
-
-
 def _not_judged(t: Test, problem: str) -> TestResult:
     return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
                       message=f"not graded: {problem}", visibility=getattr(t, "visibility", "") or "")

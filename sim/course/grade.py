@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .catalog import Exercise
-from .evaluate import Report, TestResult, run_one
+from .evaluate import Report, TestResult, judge_tests
 from .pool import JudgePool, private_copy
 
 __all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "ZIP_LIMITS"]
@@ -186,7 +186,6 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     tests = list(ex.graded_tests(hidden))
     hints = load_hints(ex)
     reports: list[Report | None] = [None] * len(subs)
-    pending: dict[int, dict] = {}
     done = 0
     for i, s in enumerate(subs):
         if s.problem is not None:
@@ -206,30 +205,29 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
             if reports[i] is not None:
                 done += 1
                 progress(done, len(subs), subs[i].name)
+    def one(i: int) -> Report:
+        try:
+            got = judge_tests(tests, copies[i], subs[i].shown, hints, judges)
+        except Exception as e:  # noqa: BLE001 - the grader's own trouble (no processes left?) costs that submission
+            got = {}
+            why = f"not graded: the grader could not run this test ({type(e).__name__}: {e}); grade again"
+        else:
+            why = "not graded: the judging process gave no verdict for this test; grade again"
+        rep = Report(ex, subs[i].source, hidden_ran=hidden and any(x.hidden or x.extended for x in tests),
+                     hidden_points=ex.hidden_points())
+        rep.results = [got.get(t.name) or TestResult(
+            name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False, message=why,
+            visibility=getattr(t, "visibility", "") or "") for t in tests]
+        return rep
+
     with stack, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futs = {}
-        for i in graded:  # submission-major order: the first students finish first
-            pending[i] = {}
-            for t in tests:
-                futs[pool.submit(run_one, t, copies[i], True, subs[i].shown, hints, judges)] = (i, t)
+        futs = {pool.submit(one, i): i for i in graded}  # submission-major order: the first students finish first
         for fut in as_completed(futs):
-            i, t = futs[fut]
-            try:
-                pending[i][t.name] = fut.result()
-            except Exception as e:  # noqa: BLE001 - the grader's own trouble (no processes left?) costs one test
-                pending[i][t.name] = TestResult(
-                    name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
-                    message=f"not graded: the grader could not run this test ({type(e).__name__}: {e}); grade again",
-                    visibility=getattr(t, "visibility", "") or "")
-            if len(pending[i]) == len(tests):
-                rep = Report(ex, subs[i].source, hidden_ran=hidden and any(x.hidden for x in tests),
-                             hidden_points=ex.hidden_points())
-                got = pending.pop(i)
-                rep.results = [got[x.name] for x in tests]
-                reports[i] = rep
-                done += 1
-                if progress is not None:
-                    progress(done, len(subs), subs[i].name)
+            i = futs[fut]
+            reports[i] = fut.result()
+            done += 1
+            if progress is not None:
+                progress(done, len(subs), subs[i].name)
     return [r for r in reports if r is not None]
 
 

@@ -41,32 +41,43 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
 
 
 def worker_main() -> None:
-    """A judge process: answer ``{"judge", "submission", "args"}`` lines until stdin closes."""
+    """A judge process: answer one request line at a time until stdin closes. A request is one
+    submission: ``{"submission", "tests": [{"name", "judge", "args"}], "budget"}``; the answer is a
+    ``{"start": NAME}`` line as each test begins and a ``{"test": NAME, ...verdict}`` line as it ends,
+    then ``{"done": true}``. The tests share the student's host processes and one time budget."""
+    from . import remote
     from .sandbox import judge_here
 
     proto_in, proto_out = sys.stdin, sys.stdout
     # judge_here swaps sys.stdout/err for the judged call; outside it nothing should print, but if
     # it does, it must not corrupt the protocol
     sys.stdout = sys.stderr = open(os.devnull, "w")
-    for line in proto_in:
-        req = None
-        try:
-            req = json.loads(line)
-            verdict = judge_here(req["judge"], Path(req["submission"]), req["args"])
-            data = verdict.to_dict()
-        except BaseException as e:  # noqa: BLE001 - a judge bug must not end the worker silently
-            from .sandbox import grader_error
 
-            data = grader_error(str(req.get("judge", "?")) if isinstance(req, dict) else "?", e).to_dict()
-        data["output"] = (getattr(judge_here, "last_output", "") or "")[-2000:]
-        data["flooded"] = bool(getattr(judge_here, "flooded", False))
+    def say(obj: dict) -> None:
         try:
-            text = json.dumps(data, default=str)
+            text = json.dumps(obj, default=str)
         except (TypeError, ValueError):
-            data["witness"] = data["grid"] = None
-            text = json.dumps(data, default=str)
+            obj["witness"] = obj["grid"] = None
+            text = json.dumps(obj, default=str)
         proto_out.write(text + "\n")
         proto_out.flush()
+
+    for line in proto_in:
+        req = json.loads(line)
+        with remote.submission(req.get("budget")):
+            for t in req["tests"]:
+                say({"start": t["name"]})
+                try:
+                    verdict = judge_here(t["judge"], Path(req["submission"]), t["args"], keep_hosts=True)
+                    data = verdict.to_dict()
+                except BaseException as e:  # noqa: BLE001 - a judge bug must not end the worker silently
+                    from .sandbox import grader_error
+
+                    data = grader_error(str(t.get("judge", "?")), e).to_dict()
+                data["output"] = (getattr(judge_here, "last_output", "") or "")[-2000:]
+                data["flooded"] = bool(getattr(judge_here, "flooded", False))
+                say({"test": t["name"], **data})
+        say({"done": True})
 
 
 def _limits() -> None:
@@ -105,14 +116,16 @@ class _Worker:
         )
         self._buf = b""
 
-    def ask(self, request: dict, timeout: float) -> dict | None:
-        """The verdict, or None when the deadline passed or the process died (then it is killed)."""
+    def send(self, request: dict) -> bool:
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
+            return True
         except (BrokenPipeError, OSError):
-            return None
-        deadline = time.monotonic() + timeout
+            return False
+
+    def line(self, deadline: float) -> dict | None:
+        """The next answer line, or None when ``deadline`` (monotonic) passed or the process died."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
@@ -127,9 +140,10 @@ class _Worker:
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
-            return json.loads(line)
+            out = json.loads(line)
         except ValueError:
             return None
+        return out if isinstance(out, dict) else None
 
     def kill(self) -> None:
         try:
@@ -177,30 +191,75 @@ class JudgePool:
         with self._lock:
             self._all.discard(w)
 
-    def run(self, judge: str, folder: Path, args: dict, *, timeout: float) -> dict:
-        """Judge the submission copy at ``folder``: a dict like :func:`sim.course.sandbox.run_test`'s."""
+    def run_submission(self, folder: Path, tests: list, *, budget: float | None = None, on_result=None) -> dict:
+        """Judge the submission copy at ``folder`` with ``tests`` (catalog Tests) in one judge process,
+        one after another, sharing the student's hosts and ``budget``: ``{name: verdict dict}`` (each
+        like :func:`sim.course.sandbox.run_test`'s). Each test is held to its own wall-clock limit
+        from the moment it starts; past it (or if the process dies), that test scores 0 with the
+        reason and the rest go on in a fresh judge process. ``on_result(name, verdict)`` is called as
+        each test ends."""
         from .sandbox import _flood_note
 
-        t0 = time.perf_counter()
-        w = self._take()
-        v = w.ask({"judge": judge, "submission": str(folder), "args": args}, timeout)
-        seconds = round(time.perf_counter() - t0, 3)
-        if v is None:
+        out: dict[str, dict] = {}
+        todo = list(tests)
+        while todo:
+            w = self._take()
+            by_name = {t.name: t for t in todo}
+            ok = w.send({"submission": str(folder), "budget": budget,
+                         "tests": [{"name": t.name, "judge": t.judge, "args": t.args} for t in todo]})
+            current, t0 = None, time.perf_counter()
+            deadline = time.monotonic() + 30.0  # until the first test starts
+            finished = False
+            while ok:
+                msg = w.line(deadline)
+                if msg is None:
+                    break
+                if "start" in msg:
+                    current = by_name.get(msg["start"])
+                    t0 = time.perf_counter()
+                    deadline = time.monotonic() + (current.timeout if current is not None else 30.0)
+                elif "test" in msg:
+                    name = msg.pop("test")
+                    msg["seconds"] = round(time.perf_counter() - t0, 3)
+                    out[name] = _flood_note(msg)
+                    todo = [t for t in todo if t.name != name]
+                    current = None
+                    if on_result is not None:
+                        on_result(name, out[name])
+                elif msg.get("done"):
+                    finished = True
+                    break
+            if finished:
+                if self._closed:
+                    w.close()
+                else:
+                    self._idle.put(w)
+                continue
+            # the process died or a test ran past its limit: that test is lost, the rest go on elsewhere
             code = w.proc.poll()
             self._drop(w)
-            if code is None or code == -signal.SIGKILL and seconds >= timeout:
-                why = (f"did not finish within {timeout:g} s: an endless loop, or far too slow "
+            lost = current if current is not None else (todo[0] if todo else None)
+            if lost is None:
+                break
+            seconds = round(time.perf_counter() - t0, 3)
+            if code is None or code == -signal.SIGKILL and seconds >= lost.timeout:
+                why = (f"did not finish within {lost.timeout:g} s: an endless loop, or far too slow "
                        "(each test has its own time limit)")
             else:
                 why = (f"the judging process ended (exit status {code}) before giving a verdict: your code took "
                        "it down (out of memory?)")
-            return {**failed(why).to_dict(), "seconds": seconds, "output": ""}
-        if self._closed:
-            w.close()
-        else:
-            self._idle.put(w)
-        v["seconds"] = seconds
-        return _flood_note(v)
+            out[lost.name] = {**failed(why).to_dict(), "seconds": seconds, "output": ""}
+            if on_result is not None:
+                on_result(lost.name, out[lost.name])
+            todo = [t for t in todo if t.name != lost.name]
+        return out
+
+    def run(self, judge: str, folder: Path, args: dict, *, timeout: float) -> dict:
+        """One test (see :meth:`run_submission`)."""
+        from types import SimpleNamespace
+
+        t = SimpleNamespace(name="test", judge=judge, args=args, timeout=timeout)
+        return self.run_submission(folder, [t])["test"]
 
     def close(self) -> None:
         self._closed = True

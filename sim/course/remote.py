@@ -23,6 +23,7 @@ simulator calls it exactly as it calls :data:`sim.design.REFERENCE`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ from ..design import DesignError, Intent
 from ..errors import InputError
 
 __all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode", "fatal", "printed",
-           "reset"]
+           "reset", "budget", "submission", "shared", "close_shared", "CALL_SECONDS", "IMPORT_SECONDS",
+           "SUBMISSION_SECONDS"]
 
 #: The longest answer line a host may send (characters).
 REPLY_LIMIT = 32 * 1024 * 1024
@@ -41,6 +43,14 @@ REPLY_LIMIT = 32 * 1024 * 1024
 
 _FATAL: list = []  # the first fatal thing a host did since reset()
 _PRINTED = [0]  # the most characters any host printed since reset()
+#: The longest one call of the student's may take (seconds of wall clock), and an import.
+CALL_SECONDS = 5.0
+IMPORT_SECONDS = 10.0
+#: The time a submission's code may take in all, over every test (seconds; see :func:`submission`).
+SUBMISSION_SECONDS = 20.0
+#: What is left of the submission's time (seconds; None: no budget) and what it started at.
+_BUDGET: list = [None, 0.0]
+_KEEP = [False]  # inside submission(): shared() keeps hosts for the submission's later tests
 #: Called with each host's pid as it starts (the sandbox's child reports them to the grader, which
 #: kills any that outlive the test).
 on_host_started = None
@@ -50,6 +60,28 @@ def reset() -> None:
     """Forget what earlier hosts did (the sandbox calls this before each judge)."""
     _FATAL.clear()
     _PRINTED[0] = 0
+
+
+def budget(seconds: float | None) -> None:
+    """Give the submission being judged ``seconds`` of its code's time in all (every call and
+    import of every host, over all its tests); None: no budget. A loop is then reported once for
+    the whole submission, within that time, not once per test."""
+    _BUDGET[0] = seconds
+    _BUDGET[1] = seconds or 0.0
+
+
+@contextlib.contextmanager
+def submission(seconds: float | None = SUBMISSION_SECONDS):
+    """Judge one submission's tests in this block: they share host processes (started once, ended
+    when the block ends) and ``seconds`` of the student's code's time in all."""
+    _KEEP[0] = True
+    budget(seconds)
+    try:
+        yield
+    finally:
+        close_shared()
+        _KEEP[0] = False
+        budget(None)
 
 
 def fatal() -> str | None:
@@ -149,36 +181,129 @@ def decode(v):
     return {k: decode(x) for k, x in v.items()}
 
 _ROOT = str(Path(__file__).resolve().parents[2])
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.remote import host_main; host_main(sys.argv[2])"
 
 _SIGNALS = {"SIGKILL": "was killed (out of memory?)", "SIGXCPU": "used up its CPU time",
             "SIGSEGV": "crashed the interpreter (SIGSEGV; a recursion too deep?)",
             "SIGXFSZ": "wrote a file larger than the limit"}
 
 
-class RemoteModule:
-    """A student's module living in a host process; ``call(name, *args)`` returns JSON values."""
+class _Host:
+    """One host process running the student's file; JSON lines over its stdin and stdout, read with
+    a deadline (an unbuffered pipe and a line buffer of our own, so ``select`` sees every byte)."""
 
-    def __init__(self, path: str | Path, what: str = "design"):
+    def __init__(self, path: Path, seed: int):
         import subprocess
 
+        from .sandbox import host_command
+
+        argv, env, cwd = host_command(path, seed)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     cwd=cwd, env=env, bufsize=0)
+        self.seed = seed
+        self._buf = b""
+        if on_host_started is not None:
+            on_host_started(self.proc.pid)
+
+    def send(self, obj: dict) -> None:
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode("utf-8"))
+        self.proc.stdin.flush()
+
+    def line(self, timeout: float) -> bytes | None:
+        """The next line (with its newline); b"" when the host is gone; None when ``timeout`` passed
+        first; a line without a newline when it is longer than the limit."""
+        import os
+        import select
+        import time
+
+        deadline = time.monotonic() + max(0.0, timeout)
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            if len(self._buf) > REPLY_LIMIT:
+                out, self._buf = self._buf, b""
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if self._buf:
+                    out, self._buf = self._buf, b""
+                    return out
+                return b""
+            self._buf += chunk
+        out, _, self._buf = self._buf.partition(b"\n")
+        return out + b"\n"
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:  # pragma: no cover - already reaped
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - nothing more can be done
+            pass
+
+    def close(self) -> None:
+        import subprocess
+
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
+
+class RemoteModule:
+    """A student's module living in host processes; ``call(name, *args)`` returns JSON values.
+
+    With ``processes=2`` (the default) two hosts import the file, each with its own hash seed, and
+    take turns answering calls: a function of the student's must give the same answer in any
+    process, as a key must when a restarted worker, another replica or tomorrow's run computes it
+    again. A key made with ``hash()``, ``id()``, a counter or a random salt gives itself away on the
+    next call. Each call is held to :data:`CALL_SECONDS` (an import to :data:`IMPORT_SECONDS`) and
+    to what is left of the submission's :func:`budget`; past either, the host is killed and the
+    test lost with the reason."""
+
+    def __init__(self, path: str | Path, what: str = "design", *, processes: int = 2):
         self.path = Path(path)
         self.what = what
         self.printed = 0  # characters the student's code printed (discarded)
         self.fatal: str | None = None
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, _ROOT, str(self.path)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(self.path.parent),
-            text=True, encoding="utf-8", bufsize=1,
-        )
-        if on_host_started is not None:
-            on_host_started(self.proc.pid)
-        hello = self._read("while importing it")
-        if "error" in hello:
-            self._fatal(hello["error"])
-            self.close()
-            raise InputError(hello["error"], code=hello.get("code", "E_PLUGIN_IMPORT"))
-        self.names: dict = hello["names"]
+        self.shared = False
+        self._turn = 0
+        self.hosts = [_Host(self.path, seed) for seed in range(1, max(1, processes) + 1)]
+        try:
+            hellos = [self._read(h, "while importing it", IMPORT_SECONDS) for h in self.hosts]
+        except RemoteError as e:
+            self.close(force=True)
+            raise InputError(e.message, code="E_PLUGIN_IMPORT") from None
+        bad = next((h for h in hellos if "error" in h), None)
+        if bad is not None:
+            self._fatal(bad["error"])
+            self.close(force=True)
+            raise InputError(bad["error"], code=bad.get("code", "E_PLUGIN_IMPORT"))
+        self.names: dict = hellos[0]["names"]
+
+    @property
+    def proc(self):
+        """The first host's process (what a caller that wants one pid sees)."""
+        return self.hosts[0].proc
 
     def _fatal(self, message: str) -> None:
         message = " ".join(str(message).split())[:600]
@@ -187,16 +312,15 @@ class RemoteModule:
         if not _FATAL:
             _FATAL.append(message)
 
-    def _ended(self, during: str) -> RemoteError:
+    def _ended(self, host: _Host, during: str) -> RemoteError:
         """The host is gone (or no longer answers): why, as an error that is also fatal."""
         import signal
         import subprocess
 
         try:
-            code = self.proc.wait(timeout=2)
+            code = host.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:  # it closed its end of the pipe but runs on
-            self.proc.kill()
-            self.proc.wait()
+            host.kill()
             code = None
         name = self.path.name
         if code is None:
@@ -210,17 +334,34 @@ class RemoteModule:
         self._fatal(msg)
         return RemoteError(msg, code="E_DESIGN_RAISED")
 
-    def _read(self, during: str) -> dict:
+    def _timed_out(self, host: _Host, during: str, limit: float, by_budget: bool) -> RemoteError:
+        host.kill()
+        if by_budget:
+            msg = (f"{self.path.name} used up the time the whole submission may take ({_BUDGET[1]:g} s of its code's time "
+                   f"in all) {during}: an endless loop, or far too slow")
+        else:
+            msg = (f"{self.path.name} did not answer within {limit:g} s {during}: an endless loop, or far too slow "
+                   f"(one call may take {CALL_SECONDS:g} s, an import {IMPORT_SECONDS:g} s)")
+        self._fatal(msg)
+        return RemoteError(msg, code="E_TIMEOUT")
+
+    def _read(self, host: _Host, during: str, limit: float) -> dict:
+        import time
+
         while True:
-            try:
-                line = self.proc.stdout.readline(REPLY_LIMIT)
-            except (ValueError, OSError):  # not UTF-8, or the pipe went away
-                line = None
+            left = _BUDGET[0]
+            wait = min(limit, left) if left is not None else limit
+            t0 = time.monotonic()
+            line = host.line(wait)
+            if _BUDGET[0] is not None:
+                _BUDGET[0] = max(0.0, _BUDGET[0] - (time.monotonic() - t0))
+            if line is None:
+                raise self._timed_out(host, during, limit, by_budget=left is not None and left < limit)
             if not line:
-                raise self._ended(during)
-            if not line.endswith("\n"):
+                raise self._ended(host, during)
+            if not line.endswith(b"\n"):
                 self._fatal(f"{self.path.name} sent an answer longer than {REPLY_LIMIT // (1024 * 1024)} MB {during}")
-                self.proc.kill()
+                host.kill()
                 raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
             try:
                 reply = json.loads(line)
@@ -228,12 +369,12 @@ class RemoteModule:
                 reply = None
             if not isinstance(reply, dict):
                 self._fatal(f"the process running {self.path.name} wrote on the grader's answer pipe {during}")
-                self.proc.kill()
+                host.kill()
                 raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
             if "violation" in reply:  # the guard refused something: the test is lost, the answer follows
                 self._fatal(reply["violation"])
                 continue
-            self.printed = reply.get("printed", 0) or 0
+            self.printed = max(self.printed, reply.get("printed", 0) or 0)
             if self.printed > _PRINTED[0]:
                 _PRINTED[0] = self.printed
             if reply.get("fatal"):
@@ -241,55 +382,69 @@ class RemoteModule:
             return reply
 
     def call(self, fn: str, *args):
-        """Call the student's ``fn``; engine records go both ways (see :func:`encode`)."""
+        """Call the student's ``fn`` in the next host; engine records go both ways (see :func:`encode`)."""
         if self.fatal is not None:
+            self._fatal(self.fatal)  # the test this call belongs to is lost for the same reason
             raise RemoteError(self.fatal, code="E_SANDBOX")
+        host = self.hosts[self._turn % len(self.hosts)]
+        self._turn += 1
         try:
-            self.proc.stdin.write(json.dumps({"fn": fn, "args": encode(list(args))}) + "\n")
-            self.proc.stdin.flush()
+            host.send({"fn": fn, "args": encode(list(args))})
         except (BrokenPipeError, OSError):
-            raise self._ended(f"before {fn} was called") from None
-        reply = self._read(f"during {fn}")
+            raise self._ended(host, f"before {fn} was called") from None
+        reply = self._read(host, f"during {fn}", CALL_SECONDS)
         if "error" in reply:
             raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""),
                               kinds=reply.get("kinds", ()))
         return decode(reply["value"])
 
-    def close(self) -> None:
-        import subprocess
+    def close(self, force: bool = False) -> None:
+        """End the hosts (a shared module stays open until :func:`close_shared`, unless ``force``)."""
+        if self.shared and not force:
+            return
+        for h in self.hosts:
+            h.close()
 
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except (OSError, ValueError):
-                pass
+
+_SHARED: dict[tuple, RemoteModule] = {}
+
+
+def shared(path: str | Path, what: str = "design", *, processes: int = 2) -> RemoteModule:
+    """The student's module at ``path`` in hosts kept for the whole submission: every test of one
+    submission (judged in one process, one after another) calls the same hosts, so they start once.
+    ``close()`` on it does nothing; :func:`close_shared` ends them all when the submission is done.
+    A module that failed to import is not kept (each test reports the failure)."""
+    if not _KEEP[0]:  # outside a submission: a module of its own, closed by its caller
+        return RemoteModule(path, what, processes=processes)
+    key = (str(Path(path).resolve()), what, processes)
+    mod = _SHARED.get(key)
+    if mod is None:
+        mod = RemoteModule(path, what, processes=processes)
+        mod.shared = True
+        _SHARED[key] = mod
+    return mod
+
+
+def close_shared() -> None:
+    """End every shared host (the submission is done)."""
+    while _SHARED:
+        _key, mod = _SHARED.popitem()
+        mod.close(force=True)
 
 
 class RemoteDesign:
     """An envelope design whose functions run in a :class:`RemoteModule` host."""
 
-    def __init__(self, path: str | Path):
-        self.module = RemoteModule(path, "design")
+    def __init__(self, path: str | Path, module: RemoteModule | None = None):
+        self.module = module if module is not None else shared(path, "design")
         names = self.module.names
         missing = [n for n in ("idempotency_key", "payload", "evidence_refs") if names.get(n) != "function"]
         if missing or "DIGEST_SCHEME" not in names:
-            self.module.close()
             need = missing[0] if missing else "DIGEST_SCHEME"
             raise InputError(f"design file {path} lacks {need!r} (it must define: idempotency_key, payload, "
                              "evidence_refs, DIGEST_SCHEME)", code="E_PLUGIN_INCOMPLETE")
         self.digest_scheme = names["DIGEST_SCHEME"]
         if self.digest_scheme not in _digest.SCHEMES:
-            self.module.close()
             raise InputError(f"design file {path}: DIGEST_SCHEME is {self.digest_scheme!r}; expected one of: "
                              f"{', '.join(_digest.SCHEMES)}", code="E_PLUGIN_INCOMPLETE")
         self.name = Path(path).name
@@ -460,9 +615,8 @@ def host_main(path: str) -> None:
 def remote_callable(path: str | Path, fn: str, what: str):
     """``(function, host)``: the student's ``fn`` from the file at ``path``, running in its own
     host process; calling the function calls it there. Close the host when done."""
-    host = RemoteModule(path, what)
+    host = shared(path, what)
     if host.names.get(fn) != "function":
-        host.close()
         raise InputError(f"{what} file {path} lacks the function {fn!r}", code="E_PLUGIN_INCOMPLETE")
 
     def call(*args):

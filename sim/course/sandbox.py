@@ -39,7 +39,7 @@ from pathlib import Path
 
 from .judges import Judged, failed, resolve
 
-__all__ = ["run_test", "judge_here", "grader_error", "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
+__all__ = ["run_test", "judge_here", "host_command", "grader_error", "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
 
 #: Resource limits of a judged child process.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
@@ -102,15 +102,21 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def judge_here(judge: str, submission: Path, args: dict) -> Judged:
+def judge_here(judge: str, submission: Path, args: dict, *, keep_hosts: bool = False) -> Judged:
     """Call ``judge`` on ``submission`` in this process, turning anything the student's code does
     into a verdict. Something that ends a test (a refused file or process, ``sys.exit``, running
-    out of memory, ...; see :func:`sim.course.remote.fatal`) makes it a 0 whatever the judge said."""
+    out of memory, ...; see :func:`sim.course.remote.fatal`) makes it a 0 whatever the judge said.
+    Inside :func:`sim.course.remote.submission` with ``keep_hosts``, the student's host processes
+    stay up for the submission's next test; otherwise they end with this one."""
     from . import remote
 
     remote.reset()
     sub = Path(submission).resolve()
-    verdict = _judge_here(judge, sub, args)
+    try:
+        verdict = _judge_here(judge, sub, args)
+    finally:
+        if not keep_hosts:
+            remote.close_shared()
     why = remote.fatal()
     if why:
         return _private_paths(failed(_one_line(why)), sub)
@@ -182,6 +188,20 @@ def grader_error(judge: str, e: BaseException) -> Judged:
         at = f" at {name[name.rfind('/sim/') + 1:] if '/sim/' in name else name} line {here.lineno}, in {here.name}"
     detail = _one_line(f"judge {judge} raised {type(e).__name__}: {e}{at}")
     return Judged(0.0, GRADER_ERROR, grader_error=detail)
+
+
+_HOST_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from sim.course.remote import host_main; "
+              "host_main(sys.argv[2])")
+
+
+def host_command(path: Path, seed: int) -> tuple[list[str], dict, str]:
+    """``(argv, env, cwd)`` of a host process for the student's file at ``path`` with hash seed
+    ``seed``: the one way student code is started. Python runs with ``-s -P`` and an environment
+    made here alone (so ``PYTHONHASHSEED`` applies: each host of a module gets its own seed)."""
+    folder = str(Path(path).parent)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": folder, "LANG": "C.UTF-8", "TMPDIR": folder,
+           "PYTHONHASHSEED": str(seed), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
+    return [sys.executable, "-s", "-P", "-c", _HOST_BOOT, _ROOT, str(path)], env, folder
 
 
 def _private_paths(v: Judged, sub: Path) -> Judged:
