@@ -39,12 +39,32 @@ def test_every_exercise_has_a_solution_hidden_tests_and_at_least_two_wrong_answe
     for ex in EXERCISES:
         sol = solutions_dir(ex)
         assert sol is not None, ex.dirname
-        assert ex.hidden_tests(), f"{ex.dirname} has no hidden tests"
+        assert ex.hidden_tests() or ex.extensions(), f"{ex.dirname} has neither hidden tests nor hidden cases"
         assert len([p for p in (sol / "wrong").iterdir() if p.is_dir()]) >= 2, ex.dirname
-        assert ex.hidden_points() == sum(t.points for t in ex.hidden_tests())
+        if ex.hidden_tests():
+            assert ex.hidden_points() == sum(t.points for t in ex.hidden_tests())
         assert (ex.folder / "README.md").is_file()
         for t in (*ex.tests, *ex.hidden_tests()):
             assert t.hint.strip(), f"{ex.dirname}:{t.name} has no hint"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_every_test_of_an_exercise_is_a_rule_of_equal_weight(ex):
+    tests = ex.graded_tests(True)
+    assert len({t.points for t in tests}) == 1, {t.name: t.points for t in tests}
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_public_tests_say_which_of_them_have_hidden_cases(ex):
+    flagged = {t.name for t in ex.tests if t.hidden_cases}
+    assert flagged == set(ex.extensions()), "exercise.toml's hidden_cases = true and hidden.toml's [[extend]] disagree"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_every_hint_table_names_only_symptoms_a_judge_reports(ex):
+    from sim.course.hints import check_symptoms
+
+    assert check_symptoms(ex) == []
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
@@ -70,8 +90,15 @@ def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, w
     expect = tomllib.loads((wrong / "expect.toml").read_text())
     report = evaluate(ex, _copy_files(ex, wrong, tmp_path), hidden=True, isolate=False)
     by_name = {r.name: r for r in report.results}
-    assert report.score < report.max_score
+    share = min(r.max_points for r in report.results)
+    assert report.score <= report.max_score - share, "a wrong answer must lose at least one rule's share"
+    assert not report.grader_errors, [(r.name, r.grader_error) for r in report.grader_errors]
     for name in expect["fails"]:
         assert name in by_name, f"expect.toml names unknown test {name}"
         assert not by_name[name].passed, (name, by_name[name].message)
+        assert by_name[name].points == 0, "a rule broken anywhere is worth nothing"
         assert by_name[name].hint and by_name[name].message
+    # the feedback names this answer's own mistake (words its expect.toml lists), whichever case failed first
+    feedback = " ".join(f"{r.message} {r.hint}" for r in report.results if not r.passed).casefold()
+    for words in expect.get("names", []):
+        assert words.casefold() in feedback, f"the feedback never says {words!r}: {feedback[:600]}"

@@ -512,8 +512,8 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
                 missing = [f for f in ex.files if src is None or not (src / f).is_file()]
                 if src is None:
                     row.problem = f"no solutions/{ex.dirname} folder"
-                elif label == "solution" and not hidden:
-                    row.problem = f"solutions/{ex.dirname} has no hidden tests (hidden.toml)"
+                elif label == "solution" and not (hidden or ex.extensions()):
+                    row.problem = f"solutions/{ex.dirname} has neither hidden tests nor hidden cases (hidden.toml)"
                 elif missing:
                     row.problem = f"{label} has no {missing[0]}"
                 else:
@@ -521,27 +521,36 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
                     rep = evaluate(ex, d, hidden=True, isolate=True, jobs=jobs, shown=ex.dirname)
                     row.score, row.max_score = rep.score, rep.max_score
                     failing = [r for r in rep.results if not r.passed]
-                    if label == "solution":
+                    if rep.grader_errors:
+                        row.problem = "grader error: " + "; ".join(f"{r.name}: {r.grader_error}" for r in rep.grader_errors[:2])
+                    elif label == "solution":
                         row.ok = not failing and rep.score == rep.max_score and rep.hidden_ran
                         if failing:
                             row.problem = "fails " + "; ".join(f"{r.name}: {r.message}" for r in failing[:2])
                     else:
-                        row.ok = rep.score < rep.max_score
+                        share = min((r.max_points for r in rep.results), default=0)
+                        row.ok = rep.score <= rep.max_score - share
                         if not row.ok:
-                            row.problem = f"gets full marks ({rep.score:g}/{rep.max_score})"
+                            row.problem = (f"gets full marks ({rep.score:g}/{rep.max_score})" if rep.score >= rep.max_score
+                                           else f"loses less than one rule's share ({rep.score:g}/{rep.max_score})")
                         expect = src / "expect.toml"
                         if row.ok and expect.is_file():
                             names = {r.name: r for r in rep.results}
                             try:
-                                fails = tomllib.loads(expect.read_text(encoding="utf-8")).get("fails", [])
+                                data = tomllib.loads(expect.read_text(encoding="utf-8"))
                             except (OSError, tomllib.TOMLDecodeError) as e:
-                                fails, row.ok, row.problem = [], False, f"{expect.name} cannot be read: {e}"
+                                data, row.ok, row.problem = {}, False, f"{expect.name} cannot be read: {e}"
+                            fails = data.get("fails", [])
                             unknown = [n for n in fails if n not in names]
                             passing = [n for n in fails if n in names and names[n].passed]
+                            feedback = " ".join(f"{r.message} {r.hint}" for r in failing).casefold()
+                            unnamed = [w for w in data.get("names", []) if w.casefold() not in feedback]
                             if unknown:
                                 row.ok, row.problem = False, f"expect.toml names unknown test {unknown[0]}"
                             elif passing:
                                 row.ok, row.problem = False, f"passes {', '.join(passing)}, which expect.toml says it fails"
+                            elif unnamed:
+                                row.ok, row.problem = False, f"its feedback never names its mistake ({unnamed[0]!r})"
                 rows.append(row)
                 done += 1
                 if progress is not None:
