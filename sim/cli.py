@@ -1893,10 +1893,22 @@ def kit_verify(
     exercise: Optional[List[str]] = typer.Option(None, "--exercise", "-e", help="Only this exercise (number or slug); "
                                                                                  "repeat for more."),
     as_json: bool = JSON_OPT,
+    mutants: bool = typer.Option(False, "--mutants", help="Measure the tests instead: mutate each model answer "
+                                                          "and count the mutants that lose points (target 95%)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="With --mutants: an even sample of at most "
+                                                                     "this many mutants per exercise."),
 ):
     """(Instructors) judge every exercise as real grading does (hidden tests, each test in the
     sandbox): the model answer must get full marks, the starter and each planted wrong answer less
-    (and fail the tests its expect.toml names). Exit 0 when all hold, 1 otherwise."""
+    (and fail the tests its expect.toml names). Exit 0 when all hold, 1 otherwise.
+
+    With --mutants: the grader's mutation score. Each model answer is mutated (an operator flipped,
+    a part of a key dropped, a rule of a table removed, ...); a mutant that behaves as the model
+    answer on every case is equivalent, every other one must lose points. Exit 1 when an exercise
+    is below the target."""
+    if mutants:
+        _kit_mutants(exercise, as_json=as_json, limit=limit)
+        return
     from .course.kit import verify_kit
 
     with _progress(not as_json) as bar:
@@ -1915,6 +1927,34 @@ def kit_verify(
         for r in bad:
             typer.echo(f"FAILED: exercise {r.exercise} {r.submission}: expected {r.want}; {r.problem}")
     raise typer.Exit(1 if bad else 0)
+
+
+def _kit_mutants(only, *, as_json: bool, limit) -> None:
+    from .course.catalog import exercises, get_exercise
+    from .course.mutants import TARGET, mutation_run
+
+    chosen = [get_exercise(x) for x in only] if only else exercises()
+    reports = []
+    with _progress(not as_json) as bar:
+        for ex in chosen:
+            job = bar.add_task(f"exercise {ex.number}: mutants", total=None)
+            reports.append(mutation_run(ex, limit=limit, progress=lambda done, total, name, job=job: bar.update(
+                job, completed=done, total=total, description=f"exercise {ex.number}: mutant {done}/{total}")))
+    low = [r for r in reports if r.problem or r.score is not None and r.score < TARGET]
+    if as_json:
+        _print_json([r.to_dict() for r in reports])
+        raise typer.Exit(1 if low else 0)
+    rows = [[str(r.exercise), r.slug, str(r.total), str(r.equivalent), str(r.killed), str(len(r.survivors)),
+             r.problem or ("-" if r.score is None else f"{r.score:.1%}")] for r in reports]
+    _console().print(_table("The grader's mutation score: mutants of each model answer that lose points",
+                            ["#", "exercise", "mutants", "equivalent", "lose points", "survive", "score"], rows,
+                            caption=f"score = lose points / (mutants - equivalent); target {TARGET:.0%}. An equivalent "
+                                    "mutant behaves as the model answer on every case of the exercise's behaviour "
+                                    "matrix."))
+    for r in reports:
+        for m in r.survivors[:10]:
+            typer.echo(f"survivor: exercise {r.exercise} {m.mutant.what} (behaves differently at {m.differs})")
+    raise typer.Exit(1 if low else 0)
 
 
 @app.command("autograder")
