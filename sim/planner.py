@@ -322,7 +322,9 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
             ev_.LateRecorded(type_=env.type, status=env.payload.get("status"), state=state, reason=v.reason).draft(tid, mid)
         )
         if v.needs_reconciliation:
-            keys = [e["effect_key"] for e in ctx.task_effects]
+            # The task's own effects, not a reviewer's compensation of one (a retraction is never
+            # itself kept or retracted: that would withdraw the publication a second time).
+            keys = [e["effect_key"] for e in ctx.task_effects if e.get("kind") != "retract"]
             out.append(ev_.ReconciliationRequired(effects=keys, status=env.payload.get("status")).draft(tid, mid))
         return out, state, version
 
