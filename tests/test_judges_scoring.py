@@ -1,0 +1,239 @@
+"""Judging the grader's arithmetic: a judge's verdict as a test's points (sim/course/evaluate.py
+to_result), a report's score and maximum, the gradebook's numbers and the fault grid
+(sim/course/grade.py), and the scores in Gradescope's results.json (sim/course/gradescope.py).
+Each test builds TestResult/Report values by hand, with fractional points (a test worth 15 points
+judged 0.37 of the way is worth 5.55, not 6), so a grader that rounds or drops a part fails here."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from sim.course.catalog import Exercise
+from sim.course.catalog import Test as CatalogTest
+from sim.course.evaluate import Report, to_result
+from sim.course.evaluate import TestResult as Result
+from sim.course.grade import Submission, fault_grid, write_gradebook
+from sim.course.gradescope import feedback, results_json, ungradable, validate_results
+from sim.errors import InputError
+
+
+def _test(name="t1", points=15, *, hidden=False, hint="the test's own hint", visibility="", title=None):
+    return CatalogTest(name=name, title=title or f"Title of {name}", points=points, timeout=5.0, judge="design.none",
+                hint=hint, hidden=hidden, visibility=visibility)
+
+
+def _exercise(*tests: CatalogTest, folder: Path = Path("/nonexistent/99-scoring")) -> Exercise:
+    # number 99 has no solutions folder: the exercise has no hidden tests of its own in this install
+    return Exercise(number=99, slug="scoring", title="Scoring by hand", minutes=30, files=("design.py",),
+                    summary="", folder=folder, tests=tuple(tests))
+
+
+def _result(name, points, max_points, *, passed=None, hidden=False, **kw) -> Result:
+    return Result(name=name, title=f"Title of {name}", hidden=hidden, points=points, max_points=max_points,
+                      passed=(points == max_points) if passed is None else passed, message=kw.pop("message", "m"), **kw)
+
+
+def _report(*results: Result, problem=None, submission="/sandbox/alice") -> Report:
+    ex = _exercise(*(_test(r.name, r.max_points, hidden=r.hidden) for r in results))
+    rep = Report(ex, Path(submission), hidden_ran=any(r.hidden for r in results), problem=problem)
+    rep.results = list(results)
+    return rep
+
+
+# ------------------------------------------------------------------------------------- a verdict as points
+
+
+@pytest.mark.parametrize("score, points, passed", [
+    (0.37, 5.55, False),    # a part of a test is worth a part of its points, to the cent
+    (1 / 3, 5.0, False),    # 4.99999... rounds to 5.0 at two places
+    (0.123, 1.84, False),   # 1.845 (1.8449999... in binary) -> two places
+    (0.998, 14.97, False),  # almost is not passed
+    (0.999, 14.98, True),   # the pass mark
+    (1.0, 15.0, True),
+    (0.0, 0.0, False),
+])
+def test_a_verdict_is_worth_its_fraction_of_the_tests_points_to_two_places(score, points, passed):
+    r = to_result(_test(points=15), {"score": score, "message": "m"}, ".")
+    assert r.points == pytest.approx(points, abs=1e-9) and r.max_points == 15 and r.passed is passed
+    assert isinstance(r.points, float)
+
+
+def test_a_verdict_without_a_score_is_worth_nothing():
+    r = to_result(_test(points=10), {"message": "the judge said nothing"}, ".")
+    assert (r.points, r.passed, r.message) == (0.0, False, "the judge said nothing")
+
+
+def test_a_failed_verdict_keeps_what_a_student_acts_on_and_a_passed_one_drops_it():
+    t = _test("faults", points=30, hidden=True, visibility="after_due_date")
+    v = {"score": 0.5, "message": "broke in {dir}/design.py", "reproduce": "protolab run --design {dir}/design.py",
+         "witness": {"task_id": "T-1"}, "output": "printed", "seconds": 1.25, "grid": [{"run": "r"}],
+         "signature": {"invariant": "X"}}
+    r = to_result(t, v, "01-design")
+    assert (r.name, r.title, r.hidden, r.visibility) == ("faults", "Title of faults", True, "after_due_date")
+    assert r.points == 15.0 and r.max_points == 30 and not r.passed
+    assert r.message == "broke in 01-design/design.py"
+    assert r.reproduce == "protolab run --design 01-design/design.py"
+    assert r.witness == {"task_id": "T-1"} and r.signature == {"invariant": "X"}
+    assert r.hint == "the test's own hint"  # no hint table: the test's own
+    assert (r.output, r.seconds, r.grid) == ("printed", 1.25, [{"run": "r"}])
+    assert r.grader_error == ""
+    ok = to_result(t, dict(v, score=1.0), "01-design")
+    assert ok.passed and ok.points == 30.0
+    assert (ok.hint, ok.reproduce, ok.witness, ok.signature) == ("", None, None, None)
+    assert ok.message == "broke in 01-design/design.py" and ok.grid == [{"run": "r"}]
+    broken = to_result(t, {"score": 0.0, "message": "not graded", "grader_error": "KeyError in judge"}, ".")
+    assert broken.grader_error == "KeyError in judge" and broken.hint == "" and broken.points == 0.0
+    bare = to_result(_test(), {"score": 0.2, "output": None}, ".")
+    assert (bare.output, bare.seconds, bare.message, bare.reproduce, bare.visibility) == ("", 0.0, "", None, "")
+
+
+# ------------------------------------------------------------------------------------- a report's score
+
+
+def test_a_report_scores_the_sum_of_its_fractional_points_to_two_places():
+    rep = _report(_result("a", 5.55, 15), _result("b", 14.99, 15, passed=True), _result("c", 0.1, 10),
+                  _result("d", 0.2, 5))
+    assert rep.score == 20.84 and rep.max_score == 45  # 20.840000000000003 summed, 20.84 shown
+    assert isinstance(rep.max_score, int)
+    d = rep.to_dict()
+    assert (d["score"], d["max_score"], d["exercise"], d["slug"]) == (20.84, 45, 99, "scoring")
+    assert d["submission"] == "/sandbox/alice" and d["public_only"] is True and d["problem"] is None
+    assert [t["points"] for t in d["tests"]] == [5.55, 14.99, 0.1, 0.2]
+    assert d["all_passed"] is False and d["hidden_points"] is None
+    assert _report().score == 0 and _report().max_score == 0
+
+
+def test_a_report_says_whether_all_passed_which_failed_first_and_which_the_grader_could_not_judge():
+    a, b = _result("a", 15, 15), _result("b", 7.5, 15)
+    c = _result("c", 0.0, 10, grader_error="judge raised")
+    rep = _report(a, b, c)
+    assert not rep.all_passed and rep.first_failure() is b and rep.grader_errors == [c]
+    assert _report(a).all_passed and _report(a).first_failure() is None and _report(a).grader_errors == []
+    hidden = _report(a, _result("h", 3.25, 5, hidden=True))
+    assert hidden.to_dict()["public_only"] is False and hidden.score == 18.25
+
+
+# ------------------------------------------------------------------------------------- the gradebook
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def test_the_gradebook_writes_fractional_points_as_they_were_earned(tmp_path):
+    subs = [Submission("alice", tmp_path / "alice"), Submission("bob", tmp_path / "bob.zip"),
+            Submission("carol", tmp_path / "carol")]
+    reports = [
+        _report(_result("a", 5.55, 15), _result("b", 15.0, 15)),
+        _report(_result("a", 15.0, 15), _result("b", 0.37, 15)),
+        _report(_result("a", 0.0, 15), _result("b", 0.0, 15), problem="no design.py in the submission"),
+    ]
+    out = tmp_path / "grades.csv"
+    write_gradebook(out, subs, reports)
+    assert _rows(out) == [
+        ["student", "score", "max", "a", "b", "note"],
+        ["alice", "20.55", "30", "5.55", "15", ""],
+        ["bob", "15.37", "30", "15", "0.37", ""],
+        ["carol", "0", "30", "0", "0", "no design.py in the submission"],
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["grades.csv"]  # no partial file left beside it
+
+
+def test_the_gradebook_puts_a_test_a_report_lacks_at_zero_and_reads_columns_from_the_first_report(tmp_path):
+    subs = [Submission("alice", tmp_path / "a"), Submission("bob", tmp_path / "b")]
+    reports = [_report(_result("a", 1.5, 15), _result("b", 2.25, 15)), _report(_result("b", 4.75, 15))]
+    out = tmp_path / "g.csv"
+    write_gradebook(out, subs, reports)
+    assert _rows(out)[1:] == [["alice", "3.75", "30", "1.5", "2.25", ""], ["bob", "4.75", "15", "0", "4.75", ""]]
+    write_gradebook(out, [], [])
+    assert _rows(out) == [["student", "score", "max", "note"]]
+
+
+def test_a_gradebook_that_cannot_be_written_is_one_error_and_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "grades.csv"
+    target.mkdir()  # a folder where the file should go
+    with pytest.raises(InputError) as e:
+        write_gradebook(target, [Submission("alice", tmp_path)], [_report(_result("a", 1.5, 15))])
+    assert e.value.code == "E_OUTPUT" and f"cannot write {target}" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv"]
+    with pytest.raises(InputError) as e:
+        write_gradebook(tmp_path / "missing" / "g.csv", [], [])
+    assert e.value.code == "E_OUTPUT"
+
+
+# ------------------------------------------------------------------------------------- the fault grid
+
+
+def test_the_fault_grid_lists_each_run_once_with_every_test_that_played_it():
+    g1 = {"run": "clean", "scenario": "publish-report", "faults": [], "invariants": {"EFF": True, "CLOCK": True},
+          "ok": True}
+    g2 = {"run": "resend", "scenario": "publish-report", "faults": ["resend"], "invariants": {"EFF": False, "RSND": True},
+          "ok": False}
+    g1_again = dict(g1, invariants={"EFF": True, "CLOCK": False, "NEW": True}, ok=False)
+    rep = _report(_result("a", 15, 15, grid=[g1, g2]), _result("b", 0, 15, grid=[g1_again]), _result("c", 5, 5))
+    names, rows = fault_grid(rep)
+    assert names == ["EFF", "CLOCK", "RSND", "NEW"]
+    assert rows == [
+        {"run": "clean", "scenario": "publish-report", "faults": [], "tests": ["a", "b"],
+         "invariants": {"EFF": True, "CLOCK": False, "NEW": True}, "ok": False},
+        {"run": "resend", "scenario": "publish-report", "faults": ["resend"], "tests": ["a"],
+         "invariants": {"EFF": False, "RSND": True}, "ok": False},
+    ]
+
+
+def test_a_fault_grid_row_holds_only_while_every_test_that_played_it_says_so():
+    broke_then_held = [{"run": "r", "invariants": {"X": 0}}, {"run": "r", "invariants": {"X": 1}, "ok": 1}]
+    rep = _report(_result("a", 1, 1, grid=broke_then_held[:1]), _result("b", 1, 1, grid=broke_then_held[1:]))
+    names, rows = fault_grid(rep)
+    assert names == ["X"]
+    assert rows == [{"run": "r", "scenario": "", "faults": [], "tests": ["a", "b"], "invariants": {"X": False},
+                     "ok": True}]
+    assert rows[0]["invariants"]["X"] is False and rows[0]["ok"] is True
+    held = _report(_result("a", 1, 1, grid=[{"run": "r", "invariants": {"X": 1}, "ok": 0}]))
+    assert fault_grid(held)[1][0]["invariants"] == {"X": True} and fault_grid(held)[1][0]["ok"] is False
+    assert fault_grid(_report(_result("a", 1, 1))) == ([], [])
+
+
+# ------------------------------------------------------------------------------------- Gradescope's scores
+
+
+def test_results_json_carries_fractional_points_to_gradescope():
+    rep = _report(_result("a", 5.55, 15), _result("b", 14.99, 15, passed=True), _result("h", 0.37, 10, hidden=True))
+    d = results_json(rep, execution_time=12.2)
+    assert validate_results(d) == [] and validate_results(d, use_jsonschema=False) == []
+    assert d["score"] == 20.91 and isinstance(d["score"], float)
+    assert [(t["score"], t["max_score"], t["status"]) for t in d["tests"]] == [
+        (5.55, 15.0, "failed"), (14.99, 15.0, "passed"), (0.37, 10.0, "failed")]
+    assert all(isinstance(t["score"], float) and isinstance(t["max_score"], float) for t in d["tests"])
+    assert d["extra_data"]["max_score"] == 40 and d["extra_data"]["hidden_ran"] is True
+    assert d["execution_time"] == 13
+    assert "Score 20.91/40." in d["output"]
+    assert "Hidden tests: 1 (10 points)" in d["output"]
+    assert d["tests"][0]["output"].startswith("Failed (5.55/15 points).")
+    assert d["tests"][1]["output"].startswith("Passed (14.99/15 points).")
+
+
+@pytest.mark.parametrize("seconds, shown", [(0.0, 0), (0.2, 1), (3.0, 3), (-1.0, 0)])
+def test_results_json_rounds_the_execution_time_up_to_whole_seconds(seconds, shown):
+    d = results_json(_report(_result("a", 1.5, 15)), execution_time=seconds)
+    assert d["execution_time"] == shown
+    assert "execution_time" not in results_json(_report(_result("a", 1.5, 15)))
+
+
+def test_an_ungradable_submission_scores_zero_of_every_tests_points(tmp_path):
+    (tmp_path / "exercise.toml").write_text("hidden_points = 0\n")
+    ex = _exercise(_test("a", 15), _test("b", 7), folder=tmp_path)
+    d = ungradable(ex, "  no design.py\n in the zip ", execution_time=0.5)
+    assert d["score"] == 0.0 and [t["score"] for t in d["tests"]] == [0.0, 0.0]
+    assert [t["max_score"] for t in d["tests"]] == [15.0, 7.0] and d["extra_data"]["max_score"] == 22
+    assert d["extra_data"]["problem"] == "no design.py in the zip" and "could not be graded" in d["output"]
+    assert validate_results(d) == []
+
+
+def test_feedback_shows_the_points_earned_of_the_points_possible():
+    assert feedback(_result("a", 5.55, 15, message="half")).startswith("Failed (5.55/15 points).\nWhat failed: half")
+    assert feedback(_result("a", 15.0, 15, message="fine")) == "Passed (15/15 points). fine"
