@@ -101,7 +101,8 @@ def test_a_plugged_effect_rule_that_raises_or_answers_nonsense_is_refused_with_a
 
     with pytest.raises(ProtolabError) as e:
         planner.planned_effect_key(ok, 1, effect_rule=boom)
-    assert e.value.code == "E_EFFECT_RULE" and str(e.value.message) == "the effect rule raised KeyError on M-3: 'effect'"
+    assert e.value.code == "E_EFFECT_RULE"
+    assert e.value.message.startswith("the effect rule raised KeyError on M-3: 'effect'")  # (and where, if known)
     assert isinstance(e.value.__cause__, KeyError)
     for bad in ("", 7, ["k"]):
         with pytest.raises(ProtolabError) as e:
