@@ -579,3 +579,16 @@ def test_the_intent_is_recorded_as_the_logs_keep_the_payload():
     v = Verdict(Decision.ACCEPTED, "ok")
     events, _, _ = planner.plan(logged, ctx(next_arrival=12), v)
     assert events[-1].data["payload"]["email"] == "[redacted]" and events[-1].data["arrival"] == 12
+
+
+def test_a_verdict_is_recorded_whole_even_one_the_reference_intake_never_gives():
+    # The runtime applies whatever the policy decides (invariants judge it): a plugged intake's
+    # conflict on a task it also creates keeps the creation.
+    first = env("M-3", refs=())
+    second = env("M-4", payload={"status": "succeeded", "lease_version": 1, "note": "other"}, key=first.idempotency_key,
+                 refs=())
+    v = Verdict(Decision.CONFLICT, "planted", create=True, conflict_with=record(first, "M-3"))
+    events, state, version = planner.plan(second, ctx(task=None), v)
+    assert [x.type for x in events] == ["task_created", "artifact_stored", "artifact_stored", "intent_recorded",
+                                        "conflict_recorded"]
+    assert (state, version) == ("pending", 0)
