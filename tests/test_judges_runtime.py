@@ -525,3 +525,22 @@ def test_a_store_error_is_not_retried_as_a_lost_race(monkeypatch):
     with pytest.raises(StoreError):
         deliver(Store.memory(), samples.m1())
     assert calls == [1]
+
+
+def test_the_message_log_keeps_what_the_transport_knows_of_the_send():
+    store = Store.memory()
+    deliver(store, samples.m1(), sent=(4, 2))
+    deliver(store, samples.m2())
+    first, second = store.messages()
+    assert (first["sender_seq"], first["sender_generation"]) == (4, 2)
+    assert (second["sender_seq"], second["sender_generation"]) == (None, None)
+
+
+def test_a_reviewers_message_is_dated_at_the_tick_it_is_delivered():
+    store = _published()
+    _late(store, "L-1")
+    out = resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=["L-1"])
+    assert store.message_by_id(out.message_id)["created_at"] == store.time_at(out.tick)
+    frozen = _frozen()
+    out = review(frozen, "T-1", "ready", by="reviewer", evidence=["M-3"])
+    assert frozen.message_by_id(out.message_id)["created_at"] == frozen.time_at(out.tick)
