@@ -316,8 +316,10 @@ def init(
 ):
     """Create an empty protolab database with the task state machine loaded."""
     from .machine import load_rulebook
+    from .runner import refuse_lab_run
     from .store import Store
 
+    refuse_lab_run(db)
     rb = load_rulebook(_resolve(machine)) if machine else None
     store = Store.create(db, start_time=start_time, rulebook=rb)
     version = store.current_machine
@@ -351,6 +353,9 @@ def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tou
     from .store import Store, remove_database
 
     if db.exists():
+        from .runner import refuse_lab_run
+
+        refuse_lab_run(db)
         Store.open(db).close()  # refuses a file that is not a protolab database
         remove_database(db)
     con = _console()
@@ -732,9 +737,11 @@ def _default_db_for(db: Path, scenario: str) -> None:
     its scenario; a run of another scenario there is replaced, with a notice (name a --db to keep
     runs side by side). A named --db is never replaced by another scenario's run, and hand-delivered
     messages are never replaced."""
+    from .runner import refuse_lab_run, scenario_of
+
+    refuse_lab_run(db)  # a lab's run, wherever it is, is never replaced
     if db != DEFAULT_DB or not db.exists():
         return
-    from .runner import scenario_of
 
     previous = scenario_of(db)
     if previous is None or previous == scenario:
@@ -779,9 +786,13 @@ def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plug
 
     live = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db, plugins=plugins)
     try:
-        ProtolabApp(live.store, live=live, play=not paused).run()
+        app = ProtolabApp(live.store, live=live, play=not paused)
+        app.run()
     finally:
         live.close()
+    if app.failure is not None:  # the learner's code stopped the run: the app showed it; one line and exit 2 here
+        sys.stderr.write(f"note: what was delivered before it stopped is in {db}\n")
+        raise app.failure
     for unmatched in live.unmatched_faults():
         sys.stderr.write(f"note: fault selector {unmatched} matched no message in this run\n")
     print(f"the run is in {db}: protolab check --db {db}  |  protolab tui --db {db}")
@@ -857,10 +868,13 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
         safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
         labels = ("naive: last write wins", "safe: the course's rules")
     try:
-        WorkshopApp(naive, safe, play=not paused, labels=labels).run()
+        app = WorkshopApp(naive, safe, play=not paused, labels=labels)
+        app.run()
     finally:
         naive.close()
         safe.close()
+    if app.failure is not None:  # a design raised: the app showed it; one line and exit 2 here
+        raise app.failure
 
 
 @app.command()

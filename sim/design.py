@@ -28,7 +28,7 @@ from typing import Protocol
 
 from . import digest as _digest
 from .envelope import Envelope, build_envelope
-from .errors import EnvelopeError, ProtolabError
+from .errors import EnvelopeError, ProtolabError, raised_at
 
 __all__ = ["Intent", "EnvelopeDesign", "ReferenceDesign", "REFERENCE", "DesignError", "build_from"]
 
@@ -135,8 +135,9 @@ def build_from(design: EnvelopeDesign, intent: Intent, *, schema_version: str = 
         scheme = design.digest_scheme
     except ProtolabError:
         raise
-    except Exception as e:  # the design's own code failed: say where, in one line
-        raise DesignError(f"{_where(design, intent)} raised {type(e).__name__}: {e}", code="E_DESIGN_RAISED") from e
+    except (Exception, SystemExit) as e:  # the design's own code failed: say where, in one line
+        what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {type(e).__name__}: {e}"
+        raise DesignError(f"{_where(design, intent)} {what}{raised_at(e)}", code="E_DESIGN_RAISED") from e
     if not isinstance(key, str):
         raise DesignError(f"{_where(design, intent)}: idempotency_key returned {type(key).__name__}, not a string",
                           code="E_DESIGN_OUTPUT")

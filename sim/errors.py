@@ -18,6 +18,7 @@ __all__ = [
     "Interrupted",
     "Signalled",
     "friendly_list",
+    "raised_at",
 ]
 
 
@@ -29,6 +30,39 @@ def friendly_list(items) -> str:
     if len(quoted) == 1:
         return quoted[0]
     return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def raised_at(exc: BaseException, filename: str | None = None) -> str:
+    """Where a learner's code raised ``exc``: `` (bad.py, line 4)``, from the deepest frame of its
+    traceback in ``filename`` (or, without one, outside protolab and Python's own library); ``""``
+    when no such frame is known. A message naming the file and line needs no traceback."""
+    import os
+    import sysconfig
+
+    own = os.path.dirname(os.path.abspath(__file__))
+    libs = {os.path.abspath(p) for k, p in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib",
+                                                                                    "platlib")}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        full = os.path.abspath(name)
+        if filename is not None:
+            if full == os.path.abspath(filename):
+                found = (full, tb.tb_lineno)
+        elif not full.startswith(own + os.sep) and not any(full.startswith(p + os.sep) for p in libs) \
+                and not name.startswith("<"):
+            found = (full, tb.tb_lineno)
+        tb = tb.tb_next
+    if found is None:
+        return ""
+    try:
+        shown = os.path.relpath(found[0])
+    except ValueError:
+        shown = found[0]
+    if shown.startswith(".." + os.sep + ".."):
+        shown = found[0]
+    return f" ({shown}, line {found[1]})"
 
 
 class ProtolabError(Exception):

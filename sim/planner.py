@@ -24,7 +24,7 @@ from typing import Callable
 from . import digest as _digest
 from . import events as ev_
 from .envelope import RECONCILE_DECISIONS, Envelope, role_of
-from .errors import ProtolabError
+from .errors import ProtolabError, raised_at
 from .events import EventDraft
 from .intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
 from .machine import RuleBook, TaskState
@@ -204,8 +204,9 @@ def _ruled_key(rule, env: Envelope, delivery_id: int) -> str | None:
         key = rule(env, delivery_id)
     except ProtolabError:
         raise
-    except Exception as e:
-        raise ProtolabError(f"the effect rule raised {type(e).__name__} on {env.message_id}: {e}",
+    except (Exception, SystemExit) as e:
+        what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {type(e).__name__}"
+        raise ProtolabError(f"the effect rule {what} on {env.message_id}: {e}{raised_at(e)}",
                             code="E_EFFECT_RULE") from e
     if key is not None and (not isinstance(key, str) or not key):
         raise ProtolabError(f"the effect rule returned {key!r} for {env.message_id}; expected a non-empty string or None",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import digest as _digest
-from .errors import InputError, ProtolabError
+from .errors import InputError, ProtolabError, raised_at
 from .policy import Policy, get_policy
 
 __all__ = ["load_module", "load_design", "load_intake", "load_effect_rule", "load_machine", "ModuleDesign",
@@ -170,9 +170,10 @@ def _guarded(decide: Callable) -> Callable:
             return decide(env, task, prior, rules, unresolved)
         except ProtolabError:
             raise
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             msg = " ".join(str(e).split())[:200]
-            raise ProtolabError(f"the intake decide raised {type(e).__name__} on {env.message_id}: {msg}",
+            what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {type(e).__name__}"
+            raise ProtolabError(f"the intake decide {what} on {env.message_id}: {msg}{raised_at(e)}",
                                 code="E_INTAKE_RAISED") from e
 
     run.__name__ = getattr(decide, "__name__", "decide")

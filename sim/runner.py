@@ -24,7 +24,7 @@ from typing import Iterator
 from .agents import DONE, Manager, Worker, Zombie, _Job
 from .design import REFERENCE, EnvelopeDesign, Intent, build_from
 from .envelope import Envelope, build_envelope
-from .errors import InputError, StoreError
+from .errors import InputError, ProtolabError, StoreError
 from .faults import Bus, FaultSpec, parse_fault
 from .intake import TaskView
 from .machine import TaskState
@@ -36,7 +36,7 @@ from .store import GROUP_COMMITS, SIDE_FILES, Store, remove_database
 #: A run's summary lists each task, effect and fault up to this many; past it, only their counts.
 SUMMARY_LIST_LIMIT = 10_000
 
-__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "refuse_lab_run", "lab_run_in", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
 
 
 @dataclass
@@ -449,8 +449,32 @@ def scenario_of(db: Path) -> str | None:
         store.close()
 
 
+def lab_run_in(db: Path) -> str | None:
+    """The lab whose run ``db`` holds (its ``lab`` meta, written by 'protolab lab start'), or None
+    (no file, not a protolab database, or not a lab's run)."""
+    if not Path(db).exists():
+        return None
+    try:
+        store = Store.open(db, readonly=True, verify=False)
+    except ProtolabError:
+        return None
+    try:
+        return store.get_meta("lab")
+    finally:
+        store.close()
+
+
+def refuse_lab_run(db: Path) -> None:
+    """A lab's run is the learner's work: no command but 'protolab lab start N --fresh' replaces it."""
+    lab = lab_run_in(db)
+    if lab is not None:
+        raise StoreError(f"{db} holds your run of lab {lab}: it is your work, so it is not replaced. 'protolab lab start "
+                         f"{lab}' reopens it, 'protolab lab start {lab} --fresh' starts the lab over; or choose another "
+                         "--db", code="E_DB_LAB_RUN")
+
+
 def prepare_db_path(db: Path, scenario: str) -> None:
-    """Refuse to overwrite anything but an earlier run of the same scenario."""
+    """Refuse to overwrite anything but an earlier run of the same scenario (and never a lab's run)."""
     if not db.exists():
         if not db.parent.exists():
             raise StoreError(f"folder {db.parent} does not exist", code="E_DB_MISSING")
@@ -458,8 +482,11 @@ def prepare_db_path(db: Path, scenario: str) -> None:
     store = Store.open(db, readonly=True, verify=False)  # refuses corrupt, foreign and newer databases
     try:
         previous = store.get_meta("scenario")
+        lab = store.get_meta("lab")
     finally:
         store.close()
+    if lab is not None:
+        refuse_lab_run(db)
     if previous is None:
         raise StoreError(
             f"{db} holds hand-delivered messages, not a simulator run; choose another --db", code="E_DB_OTHER_SCENARIO"

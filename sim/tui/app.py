@@ -185,6 +185,9 @@ class ProtolabApp(LabHost, Player, App):
         self._tasks: list[dict] = []
         self.message_line = ""
         self._folding = False
+        # The error that stopped the live run (a learner's design, intake or effect rule raised):
+        # shown in the app, which stays up; the CLI exits 2 with it as one line when the app ends.
+        self.failure: ProtolabError | None = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -354,7 +357,10 @@ class ProtolabApp(LabHost, Player, App):
         if self.filter is not None:
             parts.append(f"filter {self.filter[0]}={self.filter[1]}")
         if self.message_line:
-            parts.append(self.message_line)
+            if self.failure is not None:  # what stopped the run comes first: it must not be cut off
+                parts.insert(0, self.message_line)
+            else:
+                parts.append(self.message_line)
         try:
             self.screen.query_one("#status", Static).update(" │ ".join(parts))
         except NoMatches:  # a modal is on top: the status waits
@@ -364,7 +370,7 @@ class ProtolabApp(LabHost, Player, App):
         text = text.replace("[", "\\[")  # "[ and ]" is text here, not markup (Textual would swallow it)
         self.message_line = f"[red]{text}[/red]" if error else text
         if error:
-            self.notify(text, severity="error", timeout=5)
+            self.notify(text, severity="error", timeout=10 if self.failure is not None else 5)
         self._status()
 
     # ------------------------------------------------------------------ selection
@@ -416,8 +422,12 @@ class ProtolabApp(LabHost, Player, App):
             # A finished run: step through it one delivery at a time, by time travel.
             self._travel_delivery()
             return
+        if self._stopped():
+            return
         self.as_of = None
-        out = self.live.step()
+        out = self._engine_step()
+        if self.failure is not None:
+            return
         if out is None:
             self._stop_play()
             self.say("the run is over: nothing more is due ([ and ] walk it back an event at a time; a fault key "
@@ -443,13 +453,37 @@ class ProtolabApp(LabHost, Player, App):
         if self.live is None:
             self.say("read-only: a finished run does not play; press space to walk it one delivery at a time")
             return
+        if self._stopped():
+            return
         super().action_toggle_play()
 
+    def _engine_step(self):
+        """One delivery; a learner's code that raises stops the run here (no traceback: one line in
+        the app, and the CLI's exit status 2 when the app ends)."""
+        try:
+            return self.live.step()
+        except ProtolabError as e:
+            self.failure = e
+            self._stop_play()
+            self.message_line = ""
+            self.say(f"the run stopped: {e.code}: {e}", error=True)
+            self.reload()
+            return None
+
+    def _stopped(self) -> bool:
+        if self.failure is None:
+            return False
+        self.say(f"the run cannot go on: {self.failure.code}: {self.failure} (fix the file and start the run again; "
+                 "q quits)", error=True)
+        return True
+
     def play_one(self) -> bool:
-        if self.live is None:
+        if self.live is None or self.failure is not None:
             return False
         self.as_of = None
-        out = self.live.step()
+        out = self._engine_step()
+        if self.failure is not None:
+            return False
         if out is None:
             self.message_line = "the run is over"
             return False
@@ -639,7 +673,8 @@ class ProtolabApp(LabHost, Player, App):
         else:
             d = self.store.delivery(ident)
             if d is not None:
-                self.lab_action("open-detail", {"message_id": d["message_id"], "type": d["type"]})
+                self.lab_action("open-detail", {"message_id": d["message_id"], "type": d["type"],
+                                                "delivery_id": d["delivery_id"]})
             self.push_screen(Detail.for_delivery(self.store, ident))
 
     def _state_store(self) -> Store:

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
 
+from ..errors import ProtolabError
 from ..invariants import check
 from ..live import LiveRun
 from .app import LAB, SPEED
@@ -151,6 +152,7 @@ class WorkshopApp(LabHost, Player, App):
             self.guide = Guide(lab)
         self.labels = labels
         self._autoplay = play
+        self.failure = None  # the error that stopped a side (a learner's design raised): the CLI exits 2 with it
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
@@ -178,17 +180,28 @@ class WorkshopApp(LabHost, Player, App):
     def _refresh(self) -> None:
         faults = self.safe.store.get_meta("faults") or "none"
         mode = "▶ playing" if self.playing else "⏸ paused"
-        self.query_one("#status", Static).update(
-            f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults on both sides · "
-            f"{mode} ×{SPEEDS[self.speed_i]}/s"
-        )
+        status = Text(f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults on "
+                      f"both sides · {mode} ×{SPEEDS[self.speed_i]}/s")
+        if self.failure is not None:
+            status = Text(f"the run stopped: {self.failure.code}: {self.failure} (q quits)", style="bold red")
+        self.query_one("#status", Static).update(status)
         for side in self.query(Side):
             side.refresh_side()
         self.lab_refresh()
 
     def _step(self) -> bool:
-        a = self.naive.step()
-        b = self.safe.step()
+        """One delivery on each side; a learner's code that raises stops both here (one line in the
+        status and a notice; no traceback)."""
+        if self.failure is not None:
+            return False
+        try:
+            a = self.naive.step()
+            b = self.safe.step()
+        except ProtolabError as e:
+            self.failure = e
+            self._stop_play()
+            self.notify(Text(f"{e.code}: {e}").markup, title="the run stopped", severity="error", timeout=10)
+            return False
         return a is not None or b is not None
 
     def action_step(self) -> None:
