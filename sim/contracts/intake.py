@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..envelope import Envelope, build_envelope
+from ..envelope import Envelope, build_envelope, role_of
 from ..intake import Decision, IntentRecord, Move, TaskView, Verdict
 from ..machine import RuleBook, TaskState, default_rulebook
 
-__all__ = ["Case", "CASES", "check", "run", "report", "TASK_ID", "TRACE_ID"]
+__all__ = ["Case", "CASES", "check", "check_tagged", "run", "report", "TASK_ID", "TRACE_ID"]
 
 TASK_ID = "T-20"
 TRACE_ID = "R-7"
@@ -44,6 +44,8 @@ class Case:
 
     name: str  # a sentence naming the situation and the expected outcome
     rule: str  # the seed rule this case pins
+    id: str = ""  # a short stable name (a grader's test lists the cases of its rule by it)
+    symptom: str = ""  # what a failure of this case shows: the mistake's tag (see sim.course.judges.intake)
     envelope: Envelope
     task: TaskView | None
     prior: tuple[IntentRecord, ...] = ()
@@ -52,6 +54,7 @@ class Case:
     code: str | None = None  # expected code of a rejection (None: not checked)
     to_state: TaskState | None = None  # expected move target; None means "no move allowed"
     lease: int | None = None  # expected grant_lease, checked when not None
+    reconcile: bool | None = None  # expected needs_reconciliation of a late verdict, checked when not None
 
 
 # ---------------------------------------------------------------------------
@@ -181,6 +184,9 @@ REVIEW = _view("needs_review", 4, holder="researcher", lease=1, budget=4, truste
 READY_AGAIN = _view("ready", 4, holder="researcher", lease=1, budget=4)
 RUNNING_L2_SAME = _view("running", 5, holder="researcher", lease=2, budget=3)
 RUNNING_L2_WRITER = _view("running", 5, assignee="writer", holder="writer", lease=2, budget=3)
+# After a reviewer released a frozen task (needs_review -> ready); a task answered by a person.
+RELEASED = _view("ready", 5, holder="researcher", lease=1, budget=4, trusted=False)
+RETRY_RESULT = _result("retry", error="source timed out")
 
 A = Decision.ACCEPTED
 DUP = Decision.DUPLICATE
@@ -201,77 +207,105 @@ _EVIDENCE_RULE = "a success states findings: it cites the evidence they rest on 
 CASES: tuple[Case, ...] = (
     # ---- creation and unknown tasks
     Case(
+        id="create-by-manager",
+        symptom="legal-move-refused",
         name="a manager's task_request for a new task creates it and moves it pending -> ready",
         rule="only a task_request creates a task; the manager assigns it",
         envelope=REQUEST, task=None, decision=A, to_state=S.READY,
     ),
     Case(
+        id="create-by-writer-refused",
+        symptom="wrong-role-moved",
         name="a writer's task_request for a new task is refused: only a manager assigns tasks",
         rule=_MOVE_RULE,
         envelope=_env("task_request", {"goal": "x"}, sender="writer", recipient="researcher", key="w:1", mid="M-190"),
         task=None, decision=REJ, code="E_ROLE_NOT_ALLOWED",
     ),
     Case(
+        id="unknown-task-started",
+        symptom="unknown-task-accepted",
         name="a task_started for a task that does not exist is refused as unknown",
         rule="only a task_request creates a task; any other message needs an existing task",
         envelope=STARTED, task=None, decision=REJ, code="E_UNKNOWN_TASK",
     ),
     Case(
+        id="unknown-task-result",
+        symptom="unknown-task-accepted",
         name="a task_result for a task that does not exist is refused as unknown",
         rule="only a task_request creates a task; any other message needs an existing task",
         envelope=SUCCEEDED, task=None, decision=REJ, code="E_UNKNOWN_TASK",
     ),
     Case(
+        id="unknown-task-ack",
+        symptom="unknown-task-accepted",
         name="an ack for a task that does not exist is refused as unknown",
         rule="only a task_request creates a task; any other message needs an existing task",
         envelope=ACK, task=None, decision=REJ, code="E_UNKNOWN_TASK",
     ),
     # ---- starting: assignee, lease, budget
     Case(
+        id="start-by-assignee",
+        symptom="holder-refused",
         name="task_started from the assignee moves ready -> running and grants lease 1",
         rule="the assignee starts the task and takes the next lease (lease_version + 1), spending budget",
         envelope=STARTED, task=READY, decision=A, to_state=S.RUNNING, lease=1,
     ),
     Case(
+        id="start-without-asked-lease",
+        symptom="holder-refused",
         name="task_started without an asked lease_version still gets the next lease",
         rule="the assignee starts the task and takes the next lease (lease_version + 1)",
         envelope=_env("task_started", {}, sender="researcher", key=K_START, mid="M-101"),
         task=READY, decision=A, to_state=S.RUNNING, lease=1,
     ),
     Case(
+        id="start-after-retry-next-lease",
+        symptom="holder-refused",
         name="task_started after a retry grants lease_version + 1, not 1",
         rule="leases are fenced: each attempt gets a strictly larger lease_version",
         envelope=_env("task_started", {"lease_version": 2}, sender="researcher", key="start-2", mid="M-120"),
         task=READY_AGAIN, decision=A, to_state=S.RUNNING, lease=2,
     ),
     Case(
+        id="start-by-non-assignee",
+        symptom="non-assignee-started",
         name="task_started from a worker that is not the assignee is refused",
         rule="only the assignee may start the task",
         envelope=_env("task_started", {"lease_version": 1}, sender="writer", key="start-w", mid="M-104"),
         task=READY, decision=REJ, code="E_NOT_ASSIGNEE",
     ),
     Case(
+        id="start-asks-stale-lease",
+        symptom="stale-lease-accepted",
         name="task_started asking for a lease_version other than the next one is refused as a stale lease",
         rule="a worker that read an old lease must reread before it starts",
         envelope=_env("task_started", {"lease_version": 1}, sender="researcher", key="start-2", mid="M-120"),
         task=READY_AGAIN, decision=REJ, code="E_STALE_LEASE",
     ),
     Case(
+        id="start-without-budget",
+        symptom="budget-ignored",
         name="task_started with no budget left is refused",
         rule="budget usage comes from the runtime's record: no budget, no new attempt",
         envelope=STARTED, task=_view("ready", 1, budget=0), decision=REJ, code="E_BUDGET_EXHAUSTED",
     ),
     Case(
+        id="start-last-budget",
+        symptom="holder-refused",
         name="the last unit of budget still pays for an attempt",
         rule="budget usage comes from the runtime's record: no budget, no new attempt",
         envelope=STARTED, task=_view("ready", 1, budget=1), decision=A, to_state=S.RUNNING, lease=1,
     ),
     Case(
+        id="schema-unknown-on-create",
+        symptom="unknown-schema-accepted",
         name="a schema version this runtime does not speak is refused before anything is read",
         rule="a message in an unknown schema_version is refused, never guessed at",
         envelope=_replace_env(REQUEST, schema_version="9"), task=None, decision=REJ, code="E_SCHEMA_VERSION",
     ),
     Case(
+        id="fence-names-a-task",
+        symptom="fence-accepted",
         name="a fence naming a task instead of its conversation is refused",
         rule="a terminal fence closes the whole conversation: its task_id is its trace_id",
         envelope=_env("fence", {"to": ["researcher"], "terminal": "COMPLETED"}, sender="manager", recipient="researcher",
@@ -279,6 +313,8 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, decision=REJ, code="E_FENCE_SCOPE",
     ),
     Case(
+        id="start-while-running",
+        symptom="illegal-move-made",
         name="task_started on a task that is already running is an illegal move",
         rule=_MOVE_RULE,
         envelope=_env("task_started", {}, sender="researcher", key="start-again", mid="M-105"),
@@ -286,69 +322,95 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- results under the current lease
     Case(
+        id="result-succeeded",
+        symptom="holder-refused",
         name="a succeeded result from the lease holder with the current lease moves running -> succeeded",
         rule=_LEASE_RULE,
         envelope=SUCCEEDED, task=RUNNING, decision=A, to_state=S.SUCCEEDED,
     ),
     Case(
+        id="success-without-evidence",
+        symptom="success-without-evidence",
         name="a succeeded result that cites no evidence is refused: a conclusion without its evidence is lost evidence",
         rule=_EVIDENCE_RULE,
         envelope=_result("succeeded", summary="3 sources, trust me", evidence=(), mid="M-102p"),
         task=RUNNING, decision=REJ, code="E_EVIDENCE_REQUIRED",
     ),
     Case(
+        id="failure-needs-no-evidence",
+        symptom="evidence-over-demanded",
         name="a failed result needs no evidence: it states no findings",
         rule=_EVIDENCE_RULE,
         envelope=_result("failed", error="source unreachable", mid="M-102f"),
         task=RUNNING, decision=A, to_state=S.FAILED,
     ),
     Case(
+        id="result-failed",
+        symptom="holder-refused",
         name="a failed result from the lease holder with the current lease moves running -> failed",
         rule=_LEASE_RULE,
         envelope=_result("failed"), task=RUNNING, decision=A, to_state=S.FAILED,
     ),
     Case(
+        id="result-denied",
+        symptom="holder-refused",
         name="a denied result from the lease holder with the current lease moves running -> denied",
         rule=_LEASE_RULE,
         envelope=_result("denied"), task=RUNNING, decision=A, to_state=S.DENIED,
     ),
     Case(
+        id="result-waiting-human",
+        symptom="holder-refused",
         name="a waiting_human result from the lease holder moves running -> waiting_human",
         rule=_LEASE_RULE,
         envelope=_result("waiting_human"), task=RUNNING, decision=A, to_state=S.WAITING_HUMAN,
     ),
     Case(
+        id="result-retry",
+        symptom="holder-refused",
         name="a retry result from the lease holder moves running -> retry_wait",
         rule=_LEASE_RULE,
         envelope=_result("retry"), task=RUNNING, decision=A, to_state=S.RETRY_WAIT,
     ),
     Case(
+        id="result-second-lease",
+        symptom="holder-refused",
         name="a result under the second lease from its holder succeeds",
         rule=_LEASE_RULE,
         envelope=_result("succeeded", 2, key="result-2", mid="M-121"),
         task=RUNNING_L2_SAME, decision=A, to_state=S.SUCCEEDED,
     ),
     Case(
+        id="zombie-old-lease",
+        symptom="stale-lease-accepted",
         name="a zombie result carrying the old lease_version after recovery is refused as a stale lease",
         rule=_LEASE_RULE + " (a fenced, stale worker cannot commit)",
         envelope=_result("succeeded", 1), task=RUNNING_L2_SAME, decision=REJ, code="E_STALE_LEASE",
     ),
     Case(
+        id="result-future-lease",
+        symptom="stale-lease-accepted",
         name="a result naming a future lease_version is refused as a stale lease",
         rule=_LEASE_RULE,
         envelope=_result("succeeded", 2), task=RUNNING, decision=REJ, code="E_STALE_LEASE",
     ),
     Case(
+        id="result-not-holder",
+        symptom="wrong-holder-accepted",
         name="a result from a worker that does not hold the lease is refused",
         rule=_LEASE_RULE,
         envelope=_result("succeeded", 1, sender="writer"), task=RUNNING, decision=REJ, code="E_NOT_LEASE_HOLDER",
     ),
     Case(
+        id="zombie-old-holder",
+        symptom="wrong-holder-accepted",
         name="a zombie result from the previous lease holder after the task moved to another worker is refused",
         rule=_LEASE_RULE,
         envelope=_result("succeeded", 1), task=RUNNING_L2_WRITER, decision=REJ, code="E_NOT_LEASE_HOLDER",
     ),
     Case(
+        id="result-on-ready",
+        symptom="illegal-move-made",
         name="a result for a task that is ready again (not running) is an illegal move",
         rule=_MOVE_RULE,
         envelope=_result("succeeded", 1, key="result-r", mid="M-122"), task=READY_AGAIN,
@@ -356,52 +418,62 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- duplicates
     Case(
+        id="dup-exact-result",
         name="same key and same digest is a duplicate that reuses the stored result",
         rule=_DUP_RULE,
         envelope=SUCCEEDED, task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=DUP,
     ),
     Case(
+        id="dup-jcs-after-sorted",
         name="the same payload digested under jcs-v2 after json-sorted-v1 is still a duplicate",
         rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
         envelope=SUCCEEDED_JCS, task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=DUP,
     ),
     Case(
+        id="dup-sorted-after-jcs",
         name="the same payload digested under json-sorted-v1 after jcs-v2 is still a duplicate",
         rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
         envelope=SUCCEEDED, task=DONE, prior=(_intent(SUCCEEDED_JCS, 3, "succeeded", 3),), decision=DUP,
     ),
     Case(
+        id="dup-scheme-strings-differ-jcs",
         name="a payload whose schemes write different digest strings is still one intent (jcs-v2 after json-sorted-v1)",
         rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
         envelope=SCORED_JCS, task=DONE, prior=(_intent(SCORED, 3, "succeeded", 3),), decision=DUP,
     ),
     Case(
+        id="dup-scheme-strings-differ-sorted",
         name="a payload whose schemes write different digest strings is still one intent (json-sorted-v1 after jcs-v2)",
         rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
         envelope=SCORED, task=DONE, prior=(_intent(SCORED_JCS, 3, "succeeded", 3),), decision=DUP,
     ),
     Case(
+        id="conflict-one-vs-one-point-zero",
         name="1 and 1.0 are one number under jcs-v2 but two under json-sorted-v1: the same key with them is a conflict",
         rule=_CONFLICT_RULE + "; payloads are one intent only if each scheme agrees",
         envelope=SCORED_INT_JCS, task=DONE, prior=(_intent(SCORED, 3, "succeeded", 3),), decision=CON,
         to_state=S.NEEDS_REVIEW,
     ),
     Case(
+        id="dup-exact-started",
         name="a redelivered task_started while the task is running is a duplicate: no second lease, no move",
         rule=_DUP_RULE,
         envelope=STARTED, task=RUNNING, prior=(_intent(STARTED, 2, "running", 2),), decision=DUP,
     ),
     Case(
+        id="dup-exact-result-terminal",
         name="a duplicate of a result for a task that is now terminal is a duplicate, not late",
         rule=_DUP_RULE + "; the key check comes before the terminal check",
         envelope=_result("failed"), task=FAILED, prior=(_intent(_result("failed"), 3, "failed", 3),), decision=DUP,
     ),
     Case(
+        id="dup-exact-request",
         name="a redelivered task_request for an existing task is a duplicate, not a second creation",
         rule=_DUP_RULE,
         envelope=REQUEST, task=RUNNING, prior=(_intent(REQUEST, 1, "ready", 1),), decision=DUP,
     ),
     Case(
+        id="dup-second-payload-of-conflict",
         name="after a conflict, redelivering the second payload is a duplicate of it",
         rule=_DUP_RULE + "; both payloads of a conflict are recorded intents",
         envelope=_result("failed"), task=REVIEW,
@@ -410,6 +482,7 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- conflicts
     Case(
+        id="conflict-started-running",
         name="same key with a different digest while running is a conflict that freezes the task in needs_review",
         rule=_CONFLICT_RULE,
         envelope=_env("task_started", {"lease_version": 1, "note": "second worker"}, sender="researcher",
@@ -417,18 +490,21 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, prior=(_intent(STARTED, 2, "running", 2),), decision=CON, to_state=S.NEEDS_REVIEW,
     ),
     Case(
+        id="conflict-result-succeeded",
         name="same key with a different digest on a succeeded task escalates it to needs_review",
         rule=_CONFLICT_RULE + "; the only way out of a terminal state is to needs_review",
         envelope=_result("failed"), task=DONE,
         prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
     ),
     Case(
+        id="conflict-ignores-lease",
         name="a conflict ignores the lease: a wrong-lease payload under a recorded key still freezes the task",
         rule=_CONFLICT_RULE + "; the key check comes before lease checks",
         envelope=_result("failed", 7), task=DONE,
         prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
     ),
     Case(
+        id="conflict-on-frozen-task",
         name="a conflict on a task already in needs_review is recorded without a move",
         rule=_CONFLICT_RULE + "; a frozen task stays frozen",
         envelope=_result("denied"), task=REVIEW,
@@ -436,6 +512,7 @@ CASES: tuple[Case, ...] = (
         decision=CON,
     ),
     Case(
+        id="conflict-request",
         name="a conflicting task_request under the creating key freezes the task",
         rule=_CONFLICT_RULE,
         envelope=_env("task_request", {"goal": "something else"}, sender="manager", recipient="researcher",
@@ -444,66 +521,82 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- late
     Case(
+        id="late-second-success",
         name="a second succeeded result under a new key for a succeeded task is late and moves nothing",
         rule=_LATE_RULE,
-        envelope=_result("succeeded", key="result-1b", mid="M-107"), task=DONE, decision=LATE,
+        envelope=_result("succeeded", key="result-1b", mid="M-107"), task=DONE, decision=LATE, reconcile=True,
     ),
     Case(
+        id="late-failure-after-success",
         name="a late failed result after success does not overwrite succeeded",
         rule=_LATE_RULE,
-        envelope=_result("failed", key="result-1c", mid="M-108"), task=DONE, decision=LATE,
+        envelope=_result("failed", key="result-1c", mid="M-108"), task=DONE, decision=LATE, reconcile=True,
     ),
     Case(
+        id="late-result-failed-task",
         name="a new result for a failed task is late",
         rule=_LATE_RULE,
-        envelope=_result("succeeded", key="result-1d", mid="M-109"), task=FAILED, decision=LATE,
+        envelope=_result("succeeded", key="result-1d", mid="M-109"), task=FAILED, decision=LATE, reconcile=False,
     ),
     Case(
+        id="late-result-denied-task",
         name="a new result for a denied task is late",
         rule=_LATE_RULE,
-        envelope=_result("succeeded", key="result-1e", mid="M-110"), task=DENIED, decision=LATE,
+        envelope=_result("succeeded", key="result-1e", mid="M-110"), task=DENIED, decision=LATE, reconcile=False,
     ),
     Case(
+        id="late-result-canceled-task",
         name="a result arriving after the task was canceled is late",
         rule=_LATE_RULE,
-        envelope=_result("succeeded", key="result-1f", mid="M-111"), task=CANCELED, decision=LATE,
+        envelope=_result("succeeded", key="result-1f", mid="M-111"), task=CANCELED, decision=LATE, reconcile=False,
     ),
     Case(
+        id="late-start-canceled-task",
         name="a task_started arriving after the task was canceled is late, not a restart",
         rule=_LATE_RULE,
         envelope=_env("task_started", {}, sender="researcher", key="start-late", mid="M-112"),
-        task=CANCELED, decision=LATE,
+        task=CANCELED, decision=LATE, reconcile=False,
     ),
     Case(
+        id="late-cancel-succeeded-task",
         name="a cancel for a succeeded task is late, not a regression",
         rule=_LATE_RULE,
         envelope=_env("cancel", {"reason": "too slow"}, sender="manager", recipient="researcher",
                       key="cancel-late", mid="M-113"),
-        task=DONE, decision=LATE,
+        task=DONE, decision=LATE, reconcile=False,
     ),
     # ---- acks
     Case(
+        id="ack-running",
+        symptom="ack-refused",
         name="an ack on a running task is accepted and moves nothing",
         rule="a delivery acknowledgment is a receipt, not progress: it never changes task state",
         envelope=ACK, task=RUNNING, decision=A,
     ),
     Case(
+        id="ack-succeeded",
+        symptom="ack-refused",
         name="an ack with a new key on a succeeded task is accepted, not late, and moves nothing",
         rule="a delivery acknowledgment is a receipt, not progress: acks follow completion and are never late",
         envelope=ACK, task=DONE, decision=A,
     ),
     Case(
+        id="ack-canceled",
+        symptom="ack-refused",
         name="an ack on a canceled task is accepted and moves nothing",
         rule="a delivery acknowledgment is a receipt, not progress",
         envelope=_env("ack", {}, sender="researcher", key="ack-c", mid="M-114"), task=CANCELED, decision=A,
     ),
     Case(
+        id="dup-exact-ack",
         name="a redelivered ack is a duplicate",
         rule=_DUP_RULE,
         envelope=ACK, task=DONE, prior=(_intent(ACK, 5, "succeeded", 3),), decision=DUP,
     ),
     # ---- cancel
     Case(
+        id="cancel-running",
+        symptom="legal-move-refused",
         name="a manager's cancel of a running task moves it to canceled",
         rule="any nonterminal state -> canceled, by a manager or reviewer",
         envelope=_env("cancel", {"reason": "no longer needed"}, sender="manager", recipient="researcher",
@@ -511,18 +604,24 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, decision=A, to_state=S.CANCELED,
     ),
     Case(
+        id="cancel-retry-wait",
+        symptom="legal-move-refused",
         name="a manager's cancel of a retry_wait task moves it to canceled",
         rule="any nonterminal state -> canceled, by a manager or reviewer",
         envelope=_env("cancel", {}, sender="manager", recipient="researcher", key="cancel-2", mid="M-116"),
         task=RETRY, decision=A, to_state=S.CANCELED,
     ),
     Case(
+        id="cancel-frozen-by-manager",
+        symptom="non-reviewer-released",
         name="a manager's cancel of a needs_review task is refused: only a reviewer decides frozen tasks",
         rule=_REVIEW_RULE,
         envelope=_env("cancel", {}, sender="manager", recipient="researcher", key="cancel-3", mid="M-117"),
         task=REVIEW, decision=REJ, code="E_ROLE_NOT_ALLOWED",
     ),
     Case(
+        id="cancel-by-worker",
+        symptom="wrong-role-moved",
         name="a worker's cancel of its own running task is refused",
         rule=_MOVE_RULE,
         envelope=_env("cancel", {}, sender="researcher", key="cancel-4", mid="M-118"),
@@ -530,6 +629,8 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- review decisions
     Case(
+        id="review-release",
+        symptom="review-refused",
         name="a reviewer's review_decision citing retained evidence releases needs_review -> ready",
         rule=_REVIEW_RULE,
         envelope=_env("review_decision", {"decision": "ready", "expected_state_version": 4}, sender="reviewer",
@@ -537,6 +638,8 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, decision=A, to_state=S.READY,
     ),
     Case(
+        id="review-cancel",
+        symptom="review-refused",
         name="a reviewer's review_decision citing retained evidence cancels a needs_review task",
         rule=_REVIEW_RULE,
         envelope=_env("review_decision", {"decision": "canceled"}, sender="reviewer", key="review:T-20:v4",
@@ -544,6 +647,8 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, decision=A, to_state=S.CANCELED,
     ),
     Case(
+        id="review-answers-waiting-human",
+        symptom="review-refused",
         name="a reviewer's review_decision answers a waiting_human task and makes it ready",
         rule="waiting_human -> ready when a person (a reviewer) answers",
         envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:wh", mid="REV-3",
@@ -551,6 +656,8 @@ CASES: tuple[Case, ...] = (
         task=WAITING, decision=A, to_state=S.READY,
     ),
     Case(
+        id="review-by-writer",
+        symptom="non-reviewer-released",
         name="a review_decision from a writer is refused: only a reviewer decides",
         rule=_REVIEW_RULE,
         envelope=_env("review_decision", {"decision": "ready"}, sender="writer", key="review:w", mid="REV-4",
@@ -558,12 +665,16 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, decision=REJ, code="E_ROLE_NOT_ALLOWED",
     ),
     Case(
+        id="review-without-evidence",
+        symptom="review-without-evidence",
         name="a review_decision without evidence_refs is refused",
         rule=_REVIEW_RULE,
         envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:e", mid="REV-5"),
         task=REVIEW, decision=REJ, code="E_EVIDENCE_REQUIRED",
     ),
     Case(
+        id="review-unretained-evidence",
+        symptom="unretained-evidence-accepted",
         name="a review_decision citing evidence that is not retained is refused",
         rule=_REVIEW_RULE + "; an unretained citation proves nothing",
         envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:u", mid="REV-6",
@@ -571,6 +682,8 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, unresolved=frozenset({"M-404"}), decision=REJ, code="E_EVIDENCE_UNRESOLVED",
     ),
     Case(
+        id="review-on-running",
+        symptom="illegal-move-made",
         name="a review_decision on a running task is an illegal move",
         rule=_MOVE_RULE,
         envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:r", mid="REV-7",
@@ -579,6 +692,8 @@ CASES: tuple[Case, ...] = (
     ),
     # ---- compare-and-swap on state_version
     Case(
+        id="cas-stale-cancel",
+        symptom="stale-version-accepted",
         name="a cancel written against an old state_version is refused as stale",
         rule="writes are compare-and-swap on state_version: reread and merge when it moved",
         envelope=_env("cancel", {"expected_state_version": 1}, sender="manager", recipient="researcher",
@@ -586,6 +701,8 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, decision=REJ, code="E_STALE_VERSION",
     ),
     Case(
+        id="cas-current-cancel",
+        symptom="current-version-refused",
         name="a cancel written against the current state_version is accepted",
         rule="writes are compare-and-swap on state_version",
         envelope=_env("cancel", {"expected_state_version": 2}, sender="manager", recipient="researcher",
@@ -593,6 +710,8 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, decision=A, to_state=S.CANCELED,
     ),
     Case(
+        id="cas-stale-review",
+        symptom="stale-version-accepted",
         name="a review_decision written against an old state_version is refused as stale",
         rule="writes are compare-and-swap on state_version",
         envelope=_env("review_decision", {"decision": "ready", "expected_state_version": 3}, sender="reviewer",
@@ -600,12 +719,16 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, decision=REJ, code="E_STALE_VERSION",
     ),
     Case(
+        id="cas-stale-result",
+        symptom="stale-version-accepted",
         name="a result written against an old state_version is refused as stale",
         rule="writes are compare-and-swap on state_version",
         envelope=_result("succeeded", expected_state_version=1), task=RUNNING, decision=REJ, code="E_STALE_VERSION",
     ),
     # ---- retry
     Case(
+        id="request-retry-wait",
+        symptom="legal-move-refused",
         name="a manager's task_request for a retry_wait task makes it ready again",
         rule="retry_wait -> ready when the manager reassigns the task",
         envelope=_env("task_request", {"goal": "collect evidence"}, sender="manager", recipient="researcher",
@@ -613,6 +736,8 @@ CASES: tuple[Case, ...] = (
         task=RETRY, decision=A, to_state=S.READY,
     ),
     Case(
+        id="request-retry-by-writer",
+        symptom="wrong-role-moved",
         name="a writer's task_request for a retry_wait task is refused",
         rule=_MOVE_RULE,
         envelope=_env("task_request", {"goal": "collect evidence"}, sender="writer", recipient="researcher",
@@ -620,6 +745,8 @@ CASES: tuple[Case, ...] = (
         task=RETRY, decision=REJ, code="E_ROLE_NOT_ALLOWED",
     ),
     Case(
+        id="request-running",
+        symptom="illegal-move-made",
         name="a new task_request for a running task is an illegal move",
         rule=_MOVE_RULE,
         envelope=_env("task_request", {"goal": "again"}, sender="manager", recipient="writer", key="attempt-r",
@@ -627,11 +754,416 @@ CASES: tuple[Case, ...] = (
         task=RUNNING, decision=REJ, code="E_TRANSITION_NOT_ALLOWED",
     ),
     Case(
+        id="request-frozen-by-manager",
+        symptom="non-reviewer-released",
         name="a manager's task_request for a needs_review task is refused: only a reviewer releases it",
         rule=_REVIEW_RULE,
         envelope=_env("task_request", {"goal": "again"}, sender="manager", recipient="researcher", key="attempt-n",
                       mid="M-127"),
         task=REVIEW, decision=REJ, code="E_ROLE_NOT_ALLOWED",
+    ),
+    # ---- added for the grader (issue 25): minimal pairs that tell the common mistakes apart.
+    # The same key and payload under a NEW message id (a resend) beside the very same message again
+    # (an exact copy): deduplicating by message id passes the second and fails the first.
+    Case(
+        id="dup-resend-result",
+        name="the same result resent under a new message id (same key, same payload) is a duplicate, not a new result",
+        rule=_DUP_RULE + "; a message id names a message, the key names the intent",
+        envelope=_result("succeeded", summary="3 sources", effect={"kind": "publish", "target": "R-1"}, mid="M-102r"),
+        task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=DUP,
+    ),
+    Case(
+        id="dup-resend-started",
+        name="a task_started resent under a new message id while running is a duplicate: no second lease, no move",
+        rule=_DUP_RULE + "; a message id names a message, the key names the intent",
+        envelope=_env("task_started", {"lease_version": 1}, sender="researcher", key=K_START, mid="M-101r"),
+        task=RUNNING, prior=(_intent(STARTED, 2, "running", 2),), decision=DUP,
+    ),
+    Case(
+        id="dup-resend-request",
+        name="a task_request resent under a new message id is a duplicate, not a second assignment",
+        rule=_DUP_RULE + "; a message id names a message, the key names the intent",
+        envelope=_env("task_request", {"goal": "collect evidence"}, sender="manager", recipient="researcher",
+                      key=K_REQUEST, mid="M-100r"),
+        task=READY, prior=(_intent(REQUEST, 1, "ready", 1),), decision=DUP,
+    ),
+    Case(
+        id="dup-resend-ack",
+        name="an ack resent under a new message id is a duplicate receipt",
+        rule=_DUP_RULE + "; a message id names a message, the key names the intent",
+        envelope=_env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key=K_ACK, mid="M-103r"),
+        task=DONE, prior=(_intent(ACK, 5, "succeeded", 3),), decision=DUP,
+    ),
+    Case(
+        id="dup-resend-retry",
+        name="a retry result resent under a new message id while the task waits to retry is a duplicate",
+        rule=_DUP_RULE + "; a message id names a message, the key names the intent",
+        envelope=_result("retry", error="source timed out", mid="M-102r"),
+        task=RETRY, prior=(_intent(RETRY_RESULT, 3, "retry_wait", 3),), decision=DUP,
+    ),
+    Case(
+        id="dup-exact-retry",
+        name="the very same retry result delivered again while the task waits to retry is a duplicate",
+        rule=_DUP_RULE,
+        envelope=RETRY_RESULT, task=RETRY, prior=(_intent(RETRY_RESULT, 3, "retry_wait", 3),), decision=DUP,
+    ),
+    Case(
+        id="dup-exact-old-lease",
+        name="a redelivered result of an earlier lease is a duplicate (the key is looked up before the lease)",
+        rule=_DUP_RULE + "; the key check comes before the lease checks",
+        envelope=RETRY_RESULT, task=RUNNING_L2_SAME, prior=(_intent(RETRY_RESULT, 3, "retry_wait", 3),), decision=DUP,
+    ),
+    Case(
+        id="dup-exact-cancel-terminal",
+        name="a redelivered cancel of a canceled task is a duplicate, not late",
+        rule=_DUP_RULE + "; the key check comes before the terminal check",
+        envelope=_env("cancel", {"reason": "no longer needed"}, sender="manager", recipient="researcher",
+                      key="cancel-1", mid="M-115"),
+        task=CANCELED,
+        prior=(_intent(_env("cancel", {"reason": "no longer needed"}, sender="manager", recipient="researcher",
+                            key="cancel-1", mid="M-115"), 3, "canceled", 3),),
+        decision=DUP,
+    ),
+    Case(
+        id="dup-resend-cross-scheme-running",
+        name="a task_started resent under jcs-v2 after json-sorted-v1 while running is a duplicate",
+        rule=_DUP_RULE + "; digests under different schemes are compared by re-digesting under one scheme",
+        envelope=_env("task_started", {"lease_version": 1}, sender="researcher", key=K_START, mid="M-101j", scheme="jcs-v2"),
+        task=RUNNING, prior=(_intent(STARTED, 2, "running", 2),), decision=DUP,
+    ),
+    # ---- conflicts where the second payload, judged as a new intent, would be applied or refused
+    Case(
+        id="conflict-receipt",
+        name="two different receipts under one ack key are a conflict that freezes the task",
+        rule=_CONFLICT_RULE + "; a conflicting receipt is a conflict too",
+        envelope=_env("ack", {"of": "M-104"}, sender="manager", recipient="researcher", key=K_ACK, mid="M-103c"),
+        task=DONE, prior=(_intent(ACK, 5, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-review-decision",
+        name="a second review_decision under the key of an applied one, deciding otherwise, freezes the task again",
+        rule=_CONFLICT_RULE + "; never last-write-wins",
+        envelope=_env("review_decision", {"decision": "canceled", "expected_state_version": 4}, sender="reviewer",
+                      key="review:T-20:v4", mid="REV-9", evidence=("M-102",)),
+        task=RELEASED,
+        prior=(_intent(_env("review_decision", {"decision": "ready", "expected_state_version": 4}, sender="reviewer",
+                            key="review:T-20:v4", mid="REV-1", evidence=("M-102",)), 6, "ready", 5),),
+        decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-retry-result",
+        name="a second retry result under the same key with another error freezes the task waiting to retry",
+        rule=_CONFLICT_RULE,
+        envelope=_result("retry", error="quota exceeded", mid="M-102x"),
+        task=RETRY, prior=(_intent(RETRY_RESULT, 3, "retry_wait", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-request-ready",
+        name="a second task_request under the creating key with another goal freezes a ready task",
+        rule=_CONFLICT_RULE,
+        envelope=_env("task_request", {"goal": "collect other evidence"}, sender="manager", recipient="researcher",
+                      key=K_REQUEST, mid="M-106b"),
+        task=READY, prior=(_intent(REQUEST, 1, "ready", 1),), decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-cross-scheme",
+        name="another payload under another digest scheme is still a conflict, not a new intent",
+        rule=_CONFLICT_RULE + "; payloads are one intent only if each scheme agrees",
+        envelope=_result("succeeded", summary="4 sources", effect={"kind": "publish", "target": "R-1"}, scheme="jcs-v2",
+                         mid="M-102d"),
+        task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    # ---- late results
+    Case(
+        id="late-request-succeeded",
+        name="a new task_request for a succeeded task is late, not a reassignment",
+        rule=_LATE_RULE,
+        envelope=_env("task_request", {"goal": "collect evidence"}, sender="manager", recipient="researcher",
+                      key=f"{TRACE_ID}:{TASK_ID}:attempt-9", mid="M-130"),
+        task=DONE, decision=LATE, reconcile=False,
+    ),
+    Case(
+        id="late-start-succeeded",
+        name="a task_started for a succeeded task is late, not a restart",
+        rule=_LATE_RULE,
+        envelope=_env("task_started", {"lease_version": 2}, sender="researcher", key="start-9", mid="M-131"),
+        task=DONE, decision=LATE, reconcile=False,
+    ),
+    Case(
+        id="late-review-canceled",
+        name="a reviewer's decision for a canceled task is late, not a release",
+        rule=_LATE_RULE,
+        envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:late", mid="REV-10",
+                      evidence=("M-102",)),
+        task=CANCELED, decision=LATE, reconcile=False,
+    ),
+    Case(
+        id="late-retry-denied",
+        name="a late retry result for a denied task moves nothing",
+        rule=_LATE_RULE,
+        envelope=_result("retry", key="result-1g", mid="M-132"), task=DENIED, decision=LATE, reconcile=False,
+    ),
+    # ---- acknowledgements
+    Case(
+        id="ack-ready",
+        name="an ack on a ready task is accepted and moves nothing",
+        rule="a delivery acknowledgment is a receipt, not progress: it never changes task state",
+        symptom="ack-refused",
+        envelope=_env("ack", {"of": "M-100"}, sender="researcher", key="ack-r", mid="M-133"), task=READY, decision=A,
+    ),
+    Case(
+        id="ack-failed",
+        name="an ack with a new key on a failed task is accepted, not late",
+        rule="a delivery acknowledgment is a receipt, not progress: acks follow completion and are never late",
+        symptom="ack-refused",
+        envelope=_env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key="ack-f", mid="M-134"),
+        task=FAILED, decision=A,
+    ),
+    Case(
+        id="ack-frozen",
+        name="an ack on a task frozen in needs_review is accepted and moves nothing",
+        rule="a delivery acknowledgment is a receipt, not progress: it never changes task state",
+        symptom="ack-refused",
+        envelope=_env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key="ack-n", mid="M-135"),
+        task=REVIEW, decision=A,
+    ),
+    Case(
+        id="ack-waiting-human",
+        name="an ack on a task waiting for a person is accepted and moves nothing",
+        rule="a delivery acknowledgment is a receipt, not progress: it never changes task state",
+        symptom="ack-refused",
+        envelope=_env("ack", {"of": "M-102"}, sender="manager", recipient="researcher", key="ack-w", mid="M-136"),
+        task=WAITING, decision=A,
+    ),
+    # ---- leases
+    Case(
+        id="result-new-holder",
+        name="the new holder's result under the second lease commits",
+        rule=_LEASE_RULE,
+        symptom="holder-refused",
+        envelope=_result("succeeded", 2, sender="writer", key="result-w2", mid="M-137"),
+        task=RUNNING_L2_WRITER, decision=A, to_state=S.SUCCEEDED,
+    ),
+    Case(
+        id="zombie-old-lease-failure",
+        name="a zombie's failed result under the old lease_version is refused as a stale lease",
+        rule=_LEASE_RULE + " (a fenced, stale worker cannot commit)",
+        symptom="stale-lease-accepted",
+        envelope=_result("failed", 1, key="result-z", mid="M-138"), task=RUNNING_L2_SAME, decision=REJ,
+        code="E_STALE_LEASE",
+    ),
+    Case(
+        id="zombie-old-holder-failure",
+        name="the previous holder's failed result after the task moved to another worker is refused",
+        rule=_LEASE_RULE,
+        symptom="wrong-holder-accepted",
+        envelope=_result("failed", 2, key="result-z2", mid="M-139"), task=RUNNING_L2_WRITER, decision=REJ,
+        code="E_NOT_LEASE_HOLDER",
+    ),
+    Case(
+        id="start-by-other-assignee",
+        name="task_started from the researcher for a task assigned to the writer is refused",
+        rule="only the assignee may start the task",
+        symptom="non-assignee-started",
+        envelope=_env("task_started", {}, sender="researcher", key="start-x", mid="M-140"),
+        task=_view("ready", 4, assignee="writer", holder="researcher", lease=1, budget=4), decision=REJ,
+        code="E_NOT_ASSIGNEE",
+    ),
+    # ---- compare-and-swap
+    Case(
+        id="cas-zero",
+        name="a cancel written against state_version 0 of a task at version 2 is refused as stale (0 is a version)",
+        rule="writes are compare-and-swap on state_version",
+        symptom="version-zero-ignored",
+        envelope=_env("cancel", {"expected_state_version": 0}, sender="manager", recipient="researcher",
+                      key="cancel-7", mid="M-141"),
+        task=RUNNING, decision=REJ, code="E_STALE_VERSION",
+    ),
+    Case(
+        id="cas-future",
+        name="a cancel written against a state_version the task never had yet is refused as stale",
+        rule="writes are compare-and-swap on state_version",
+        symptom="stale-version-accepted",
+        envelope=_env("cancel", {"expected_state_version": 3}, sender="manager", recipient="researcher",
+                      key="cancel-8", mid="M-142"),
+        task=RUNNING, decision=REJ, code="E_STALE_VERSION",
+    ),
+    Case(
+        id="cas-stale-start",
+        name="a task_started written against an old state_version is refused as stale",
+        rule="writes are compare-and-swap on state_version",
+        symptom="stale-version-accepted",
+        envelope=_env("task_started", {"expected_state_version": 0}, sender="researcher", key="start-s", mid="M-143"),
+        task=READY, decision=REJ, code="E_STALE_VERSION",
+    ),
+    Case(
+        id="cas-stale-request",
+        name="a task_request reassigning a task, written against an old state_version, is refused as stale",
+        rule="writes are compare-and-swap on state_version",
+        symptom="stale-version-accepted",
+        envelope=_env("task_request", {"goal": "collect evidence", "expected_state_version": 2}, sender="manager",
+                      recipient="researcher", key=f"{TRACE_ID}:{TASK_ID}:attempt-3", mid="M-144"),
+        task=RETRY, decision=REJ, code="E_STALE_VERSION",
+    ),
+    Case(
+        id="cas-current-result",
+        name="a result written against the current state_version is accepted",
+        rule="writes are compare-and-swap on state_version",
+        symptom="current-version-refused",
+        envelope=_result("succeeded", expected_state_version=2, mid="M-145"), task=RUNNING, decision=A,
+        to_state=S.SUCCEEDED,
+    ),
+    Case(
+        id="cas-current-review",
+        name="a review_decision written against the current state_version is accepted",
+        rule="writes are compare-and-swap on state_version",
+        symptom="current-version-refused",
+        envelope=_env("review_decision", {"decision": "ready", "expected_state_version": 3}, sender="reviewer",
+                      key="review:wh:v3", mid="REV-11", evidence=("M-102",)),
+        task=WAITING, decision=A, to_state=S.READY,
+    ),
+    # ---- review and evidence
+    Case(
+        id="frozen-cancel-by-reviewer",
+        name="a reviewer's plain cancel of a frozen task is refused: it is left only by a review_decision citing evidence",
+        rule=_REVIEW_RULE,
+        symptom="frozen-left-without-review",
+        envelope=_env("cancel", {}, sender="reviewer", key="cancel-9", mid="M-146"), task=REVIEW, decision=REJ,
+        code="E_EVIDENCE_REQUIRED",
+    ),
+    Case(
+        id="frozen-request-by-reviewer",
+        name="a reviewer's task_request for a frozen task is refused: it is left only by a review_decision",
+        rule=_REVIEW_RULE,
+        symptom="frozen-left-without-review",
+        envelope=_env("task_request", {"goal": "again"}, sender="reviewer", recipient="researcher", key="attempt-v",
+                      mid="M-147"),
+        task=REVIEW, decision=REJ, code="E_EVIDENCE_REQUIRED",
+    ),
+    Case(
+        id="review-by-manager",
+        name="a manager's review_decision releasing a frozen task is refused: only a reviewer decides",
+        rule=_REVIEW_RULE,
+        symptom="non-reviewer-released",
+        envelope=_env("review_decision", {"decision": "ready"}, sender="manager", recipient="researcher",
+                      key="review:m", mid="REV-12", evidence=("M-102",)),
+        task=REVIEW, decision=REJ, code="E_ROLE_NOT_ALLOWED",
+    ),
+    Case(
+        id="review-by-worker-waiting",
+        name="a worker's review_decision answering a waiting_human task is refused: a person (a reviewer) answers",
+        rule="waiting_human -> ready when a person (a reviewer) answers",
+        symptom="non-reviewer-released",
+        envelope=_env("review_decision", {"decision": "ready"}, sender="researcher", key="review:rw", mid="REV-13",
+                      evidence=("M-102",)),
+        task=WAITING, decision=REJ, code="E_ROLE_NOT_ALLOWED",
+    ),
+    Case(
+        id="review-unretained-waiting",
+        name="a review_decision answering a waiting_human task while citing evidence that is not retained is refused",
+        rule=_REVIEW_RULE + "; an unretained citation proves nothing",
+        symptom="unretained-evidence-accepted",
+        envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:wu", mid="REV-14",
+                      evidence=("M-404",)),
+        task=WAITING, unresolved=frozenset({"M-404"}), decision=REJ, code="E_EVIDENCE_UNRESOLVED",
+    ),
+    Case(
+        id="review-cancel-unretained",
+        name="a review_decision canceling a frozen task while citing evidence that is not retained is refused",
+        rule=_REVIEW_RULE + "; an unretained citation proves nothing",
+        symptom="unretained-evidence-accepted",
+        envelope=_env("review_decision", {"decision": "canceled"}, sender="reviewer", key="review:cu", mid="REV-15",
+                      evidence=("sha256:" + "c" * 64,)),
+        task=REVIEW, unresolved=frozenset({"sha256:" + "c" * 64}), decision=REJ, code="E_EVIDENCE_UNRESOLVED",
+    ),
+    Case(
+        id="review-waiting-without-evidence",
+        name="a review_decision answering a waiting_human task without evidence_refs is refused",
+        rule=_REVIEW_RULE,
+        symptom="review-without-evidence",
+        envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:we", mid="REV-16"),
+        task=WAITING, decision=REJ, code="E_EVIDENCE_REQUIRED",
+    ),
+    Case(
+        id="success-evidence-not-yet-stored",
+        name="a succeeded result citing an artifact not stored yet is accepted (the artifact may land later)",
+        rule=_EVIDENCE_RULE + "; unresolved evidence on a result does not refuse it",
+        symptom="evidence-over-demanded",
+        envelope=_result("succeeded", evidence=("sha256:" + "d" * 64,), mid="M-148"),
+        task=RUNNING, unresolved=frozenset({"sha256:" + "d" * 64}), decision=A, to_state=S.SUCCEEDED,
+    ),
+    # ---- the allowlist and its roles
+    Case(
+        id="start-on-retry-wait",
+        name="task_started on a task waiting to retry (not reassigned yet) is an illegal move",
+        rule=_MOVE_RULE,
+        symptom="illegal-move-made",
+        envelope=_env("task_started", {}, sender="researcher", key="start-rw", mid="M-149"), task=RETRY, decision=REJ,
+        code="E_TRANSITION_NOT_ALLOWED",
+    ),
+    Case(
+        id="result-on-waiting-human",
+        name="a result for a task waiting for a person is an illegal move",
+        rule=_MOVE_RULE,
+        symptom="illegal-move-made",
+        envelope=_result("succeeded", key="result-wh", mid="M-150"), task=WAITING, decision=REJ,
+        code="E_TRANSITION_NOT_ALLOWED",
+    ),
+    Case(
+        id="cancel-waiting-by-reviewer",
+        name="a reviewer's cancel of a task waiting for a person moves it to canceled",
+        rule="any nonterminal state -> canceled, by a manager or reviewer",
+        symptom="legal-move-refused",
+        envelope=_env("cancel", {}, sender="reviewer", key="cancel-10", mid="M-151"), task=WAITING, decision=A,
+        to_state=S.CANCELED,
+    ),
+    Case(
+        id="create-by-reviewer",
+        name="a reviewer's task_request for a new task is refused: only a manager assigns tasks",
+        rule=_MOVE_RULE,
+        symptom="wrong-role-moved",
+        envelope=_env("task_request", {"goal": "x"}, sender="reviewer", recipient="researcher", key="v:1", mid="M-152"),
+        task=None, decision=REJ, code="E_ROLE_NOT_ALLOWED",
+    ),
+    Case(
+        id="start-by-manager",
+        name="a manager's task_started is refused: only a worker starts a task",
+        rule=_MOVE_RULE,
+        symptom="wrong-role-moved",
+        envelope=_env("task_started", {}, sender="manager", recipient="researcher", key="start-m", mid="M-153"),
+        task=_view("ready", 1, assignee=None), decision=REJ, code="E_ROLE_NOT_ALLOWED",
+    ),
+    Case(
+        id="fence-unknown-task",
+        name="a fence naming a task that does not exist is refused as out of scope",
+        rule="a terminal fence closes the whole conversation: its task_id is its trace_id",
+        symptom="fence-accepted",
+        envelope=_env("fence", {"to": ["researcher"], "terminal": "COMPLETED"}, sender="manager", recipient="researcher",
+                      key="fence-2", mid="M-154"),
+        task=None, decision=REJ, code="E_FENCE_SCOPE",
+    ),
+    # ---- schema versions
+    Case(
+        id="schema-unknown-result",
+        name="a result in a schema version this runtime does not speak is refused, even from the lease holder",
+        rule="a message in an unknown schema_version is refused, never guessed at",
+        symptom="unknown-schema-accepted",
+        envelope=_replace_env(SUCCEEDED, schema_version="2"), task=RUNNING, decision=REJ, code="E_SCHEMA_VERSION",
+    ),
+    Case(
+        id="schema-unknown-repeat",
+        name="an unknown schema version under a recorded key is refused, not read as a duplicate",
+        rule="a message in an unknown schema_version is refused, never guessed at",
+        symptom="unknown-schema-accepted",
+        envelope=_replace_env(SUCCEEDED, schema_version="9", message_id="M-102s"), task=DONE,
+        prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=REJ, code="E_SCHEMA_VERSION",
+    ),
+    Case(
+        id="schema-unknown-ack",
+        name="an ack in a schema version this runtime does not speak is refused",
+        rule="a message in an unknown schema_version is refused, never guessed at",
+        symptom="unknown-schema-accepted",
+        envelope=_replace_env(ACK, schema_version="0"), task=RUNNING, decision=REJ, code="E_SCHEMA_VERSION",
     ),
 )
 
@@ -646,75 +1178,115 @@ def _state_name(s) -> str:
 
 def check(decide: DecideFn, case: Case, rules: RuleBook | None = None) -> list[str]:
     """Run ``decide`` on one case; return what is wrong (``[]`` when it passes). Never raises."""
+    return [msg for _kind, msg in check_tagged(decide, case, rules)[1]]
+
+
+def check_tagged(decide: DecideFn, case: Case, rules: RuleBook | None = None) -> tuple[object, list[tuple[str, str]]]:
+    """Like :func:`check`, but return ``(what decide returned, [(kind, message), ...])``: each failure
+    with the kind of check it failed (``raised``, ``not-a-verdict``, ``uninspectable``, ``decision``,
+    ``code``, ``reason``, ``no-move-expected``, ``move-expected``, ``move-type``, ``move-target``,
+    ``move-start``, ``create``, ``allowlist``, ``executor``, ``lease``, ``lease-not-start``,
+    ``reconcile``, ``duplicate-of``, ``conflict-with``), so a grader can tell the mistakes apart."""
     rules = rules or _RULES
     try:
         v = decide(case.envelope, case.task, case.prior, rules, case.unresolved)
     except Exception as e:  # a crash is a failure to report, not to propagate
-        return [f"decide raised {type(e).__name__}: {e}"]
+        return None, [("raised", f"decide raised {type(e).__name__}: {e}")]
     if not isinstance(v, Verdict):
-        return [f"decide returned {type(v).__name__}, not a sim.intake.Verdict"]
+        return v, [("not-a-verdict", f"decide returned {type(v).__name__}, not a sim.intake.Verdict")]
     try:
-        return _compare(v, case, rules)
+        return v, _compare(v, case, rules)
     except Exception as e:  # a malformed verdict (e.g. a move that is not a Move)
-        return [f"the verdict could not be inspected ({type(e).__name__}: {e}): {v!r}"]
+        return v, [("uninspectable", f"the verdict could not be inspected ({type(e).__name__}: {e}): {v!r}")]
 
 
-def _compare(v: Verdict, case: Case, rules: RuleBook) -> list[str]:
-    fails: list[str] = []
+def _role(env: Envelope) -> str:
+    try:
+        return role_of(env.sender)
+    except Exception:  # a sender that names no role: no move can be its own
+        return ""
+
+
+def _compare(v: Verdict, case: Case, rules: RuleBook) -> list[tuple[str, str]]:
+    fails: list[tuple[str, str]] = []
     if not isinstance(v.decision, Decision):
-        fails.append(f"verdict.decision is {v.decision!r} ({type(v.decision).__name__}), not a sim.intake.Decision")
+        fails.append(("decision", f"verdict.decision is {v.decision!r} ({type(v.decision).__name__}), not a sim.intake.Decision"))
     got = v.decision.value if isinstance(v.decision, Decision) else v.decision
     if got != case.decision.value:
-        fails.append(
+        fails.append((
+            "decision",
             f"decision: expected {case.decision.value}, got {got}"
             + (f" ({v.code})" if v.code else "")
-            + f" -- {v.reason}"
-        )
+            + f" -- {v.reason}",
+        ))
     if case.code is not None and v.code != case.code:
-        fails.append(f"code: expected {case.code}, got {v.code}")
+        fails.append(("code", f"code: expected {case.code}, got {v.code}"))
     if not isinstance(v.reason, str) or not v.reason.strip():
-        fails.append(f"the verdict gives no reason ({v.reason!r}): every decision must say why, in words")
+        fails.append(("reason", f"the verdict gives no reason ({v.reason!r}): every decision must say why, in words"))
 
     move = v.move
     if case.to_state is None:
         if move is not None:
-            fails.append(
-                f"expected no move, got {_state_name(move.from_state)} -> {_state_name(move.to_state)}"
-            )
+            fails.append((
+                "no-move-expected",
+                f"expected no move, got {_state_name(getattr(move, 'from_state', move))} -> "
+                f"{_state_name(getattr(move, 'to_state', move))}",
+            ))
     elif move is None:
-        fails.append(f"expected a move to {case.to_state.value}, got no move")
+        fails.append(("move-expected", f"expected a move to {case.to_state.value}, got no move"))
     else:
         if not isinstance(move, Move):
-            fails.append(f"verdict.move is a {type(move).__name__}, not a sim.intake.Move")
+            fails.append(("move-type", f"verdict.move is a {type(move).__name__}, not a sim.intake.Move"))
         if move.to_state != case.to_state:
-            fails.append(f"move target: expected {case.to_state.value}, got {_state_name(move.to_state)}")
+            fails.append(("move-target", f"move target: expected {case.to_state.value}, got {_state_name(move.to_state)}"))
         start = case.task.state if case.task is not None else TaskState.PENDING
         if move.from_state != start:
-            fails.append(f"move starts from {_state_name(move.from_state)}, but the task is {start.value}")
+            fails.append(("move-start", f"move starts from {_state_name(move.from_state)}, but the task is {start.value}"))
         if case.task is None and not v.create:
-            fails.append("a move that creates the task must set create=True")
+            fails.append(("create", "a move that creates the task must set create=True"))
     if move is not None and isinstance(move, Move):
         if not rules.allows(move.from_state, move.to_state, move.role):
-            fails.append(
+            fails.append((
+                "allowlist",
                 f"move {_state_name(move.from_state)} -> {_state_name(move.to_state)} by role {move.role!r} "
-                f"is not in {rules.version}'s allowlist"
-            )
+                f"is not in {rules.version}'s allowlist",
+            ))
+        maker = ("runtime", "runtime") if got == Decision.CONFLICT.value else (case.envelope.sender, _role(case.envelope))
+        if (move.executor, move.role) != maker:
+            fails.append((
+                "executor",
+                f"the move says it was made by {move.executor!r} as {move.role!r}: a move names who made it (the "
+                "sender, in the sender's role; the runtime, when it freezes a conflict)",
+            ))
     if case.lease is not None and v.grant_lease != case.lease:
-        fails.append(f"grant_lease: expected {case.lease}, got {v.grant_lease}")
+        fails.append(("lease", f"grant_lease: expected {case.lease}, got {v.grant_lease}"))
+    if v.grant_lease is not None and got == Decision.ACCEPTED.value and case.envelope.type != "task_started":
+        fails.append(("lease-not-start", f"grant_lease is {v.grant_lease} for a {case.envelope.type}: only a task_started "
+                                         "takes a lease"))
+    if case.reconcile is not None and got == Decision.LATE.value and bool(v.needs_reconciliation) != case.reconcile:
+        fails.append((
+            "reconcile",
+            "needs_reconciliation: a late result for a task whose side effect already committed goes to reconciliation"
+            if case.reconcile else
+            "needs_reconciliation: only a late result that touches a committed side effect goes to reconciliation",
+        ))
 
     if got == Decision.DUPLICATE.value and case.decision == Decision.DUPLICATE:
         if v.duplicate_of is None:
-            fails.append("a duplicate must name the recorded intent it repeats (duplicate_of)")
+            fails.append(("duplicate-of", "a duplicate must name the recorded intent it repeats (duplicate_of)"))
         elif v.duplicate_of not in case.prior:
-            fails.append(f"duplicate_of {v.duplicate_of.message_id} is not one of the recorded intents")
+            fails.append(("duplicate-of", f"duplicate_of {getattr(v.duplicate_of, 'message_id', v.duplicate_of)} is not "
+                                          "one of the recorded intents"))
     if got == Decision.CONFLICT.value and case.decision == Decision.CONFLICT:
         first = min(case.prior, key=lambda p: p.arrival)
         if v.conflict_with is None:
-            fails.append("a conflict must name the recorded intent it collides with (conflict_with)")
+            fails.append(("conflict-with", "a conflict must name the recorded intent it collides with (conflict_with)"))
         elif v.conflict_with != first:
-            fails.append(
-                f"conflict_with is {v.conflict_with.message_id}; the first recorded payload is {first.message_id}"
-            )
+            fails.append((
+                "conflict-with",
+                f"conflict_with is {getattr(v.conflict_with, 'message_id', v.conflict_with)}; the first recorded payload "
+                f"is {first.message_id}",
+            ))
     return fails
 
 

@@ -155,6 +155,8 @@ def decide(
                 f"result carries lease_version {env.payload['lease_version']}; the current lease is "
                 f"{task.lease_version} (a fenced, stale worker)",
             )
+        if env.payload.get("status") == "succeeded" and not env.evidence_refs:
+            return _reject("E_EVIDENCE_REQUIRED", f"{env.message_id} reports success but cites no evidence")
     elif env.type == "review_decision":
         if not env.evidence_refs:
             return _reject("E_EVIDENCE_REQUIRED", "a review decision must cite retained evidence in evidence_refs")

@@ -162,15 +162,17 @@ def decide(
                 f"result carries lease_version {env.payload['lease_version']}; the current lease is "
                 f"{task.lease_version} (a fenced, stale worker)",
             )
+        if env.payload.get("status") == "succeeded" and not env.evidence_refs:
+            return _reject("E_EVIDENCE_REQUIRED", f"{env.message_id} reports success but cites no evidence")
     elif env.type == "review_decision":
         if not env.evidence_refs:
             return _reject("E_EVIDENCE_REQUIRED", "a review decision must cite retained evidence in evidence_refs")
 
     assert target is not None
-    rule = rules.find(task.state, target)
     if task.state in TERMINAL and task.state != target:  # the newest report wins
         return Verdict(Decision.ACCEPTED, "newest result applied", move=Move(task.state, target, "newest wins", env.sender, role),
                        record_intent=True)
+    rule = rules.find(task.state, target)
     if rule is None or task.state == target:
         allowed = sorted(r.to_state.value for r in rules.rules if r.from_state == task.state)
         return _reject(

@@ -1,0 +1,296 @@
+"""Exercise 3's judges (sim/course/judges/intake.py): each test is one rule of the seed judged all or
+nothing over contract cases and fault runs; the judges turn any valid-but-wrong answer into a
+verdict (never a grader error); the designs that escaped in issue 25 (no compare-and-swap, no lease
+check, scheme-blind dedup, last write wins) lose at least one rule's share; and a hint names the
+mistake behind all the failures: a consumer that deduplicates by message id is told so, not told to
+compare digest schemes because a scheme case happened to fail first."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sim.contracts.intake import CASES, check_tagged
+from sim.course.catalog import get_exercise, solutions_dir
+from sim.course.evaluate import evaluate
+from sim.course.judges import intake as judges
+from sim.course.sandbox import judge_here
+
+EX = get_exercise(3)
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = (ROOT / "solutions" / EX.dirname / "decide.py").read_text(encoding="utf-8")
+RULES = ("duplicates", "conflicts", "late-results", "acks", "leases", "compare-and-swap", "review", "allowlist",
+         "schema-version", "runtime")
+
+
+def _submission(tmp_path: Path, body: str, name: str = "sub") -> Path:
+    d = tmp_path / name
+    shutil.copytree(EX.folder, d, ignore=shutil.ignore_patterns("__pycache__"))
+    (d / "decide.py").write_text(body, encoding="utf-8")
+    return d
+
+
+def _feedback(report) -> str:
+    return " ".join(f"{r.message} {r.hint}" for r in report.results if not r.passed).casefold()
+
+
+def _without(text: str, *blocks: tuple[str, str]) -> str:
+    for old, new in blocks:
+        assert text.count(old) == 1, old[:80]
+        text = text.replace(old, new)
+    return text
+
+
+# ------------------------------------------------------------------------------------------ the rules
+
+
+def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
+    assert tuple(t.name for t in EX.tests) == RULES
+    assert {t.points for t in EX.graded_tests(True)} == {10} and sum(t.points for t in EX.tests) == 100
+    assert not EX.hidden_tests() and all(t.hidden_cases for t in EX.tests)
+    assert set(EX.extensions()) == set(RULES)
+    assert all(t.judge == "intake.check_rule" for t in EX.tests)
+
+
+def test_every_contract_case_belongs_to_exactly_one_rule_and_every_named_case_exists():
+    owner: dict[str, str] = {}
+    for t in EX.graded_tests(True):
+        for cid in t.args.get("cases", []):
+            assert cid not in owner, f"{cid} is a case of both {owner[cid]} and {t.name}"
+            owner[cid] = t.name
+    ids = [c.id for c in CASES]
+    assert len(set(ids)) == len(ids) and all(ids)
+    assert set(owner) == set(ids), (set(ids) - set(owner), set(owner) - set(ids))
+    public = {cid for t in EX.tests for cid in t.args.get("cases", [])}
+    assert len(public) < len(ids), "some cases stay for the grader"
+
+
+def test_every_case_names_what_its_failure_shows():
+    """A case whose failure the judge cannot read from the verdict alone carries its symptom."""
+    from sim.intake import Decision
+
+    for c in CASES:
+        keyed = c.decision in (Decision.DUPLICATE, Decision.CONFLICT, Decision.LATE) or c.envelope.type == "ack"
+        assert keyed or c.symptom, c.id
+        assert not c.symptom or c.symptom in judges.SYMPTOMS, c.id
+
+
+def test_the_model_answer_holds_every_rule_with_hidden_cases(tmp_path):
+    r = evaluate(EX, _submission(tmp_path, MODEL), hidden=True, isolate=False)
+    assert r.score == r.max_score == 100, [(x.name, x.message) for x in r.results if not x.passed]
+
+
+# ------------------------------------------------------------------------------------------ minimal pairs
+
+
+def _decide_from(body: str):
+    ns: dict = {}
+    exec(compile(body, "decide.py", "exec"), ns)  # the kit's own variants, in this process
+    return ns["decide"]
+
+
+DEDUP_BY_MESSAGE_ID = _without(MODEL, ("            if _same_payload(p, env):\n",
+                                       "            if p.message_id == env.message_id:\n"))
+NO_DEDUP = _without(MODEL, ("    if prior:\n        for p in prior:", "    if False:\n        for p in prior:"))
+SCHEME_BLIND = _without(MODEL, ("    if prior.digest_scheme == env.digest_scheme:\n        return prior.payload_digest == "
+                                "env.payload_digest\n", "    return prior.payload_digest == env.payload_digest\n"))
+
+
+def _symptoms(decide, ids) -> set[str]:
+    out: set[str] = set()
+    for c in judges._cases(ids):
+        v, fails = check_tagged(decide, c)
+        if fails:
+            out |= set(judges.case_symptoms(c, v, fails))
+    return out
+
+
+DUP_CASES = [cid for t in EX.graded_tests(True) if t.name == "duplicates" for cid in t.args["cases"]]
+
+
+def test_the_resend_and_the_exact_copy_tell_dedup_by_message_id_from_no_dedup_from_scheme_blind():
+    by_mid = _symptoms(_decide_from(DEDUP_BY_MESSAGE_ID), DUP_CASES)
+    none = _symptoms(_decide_from(NO_DEDUP), DUP_CASES)
+    blind = _symptoms(_decide_from(SCHEME_BLIND), DUP_CASES)
+    assert "resend-not-duplicate" in by_mid and "exact-copy-not-duplicate" not in by_mid
+    assert {"resend-not-duplicate", "exact-copy-not-duplicate"} <= none
+    assert blind == {"cross-scheme-not-duplicate"}
+
+
+@pytest.mark.parametrize("body, words", [
+    (DEDUP_BY_MESSAGE_ID, "deduplicating by message id"),
+    (NO_DEDUP, "never looks at the intents recorded under the key"),
+    (SCHEME_BLIND, "compared digest strings"),
+], ids=["dedup-by-message-id", "no-dedup", "scheme-blind"])
+def test_the_duplicates_hint_names_the_mistake_whichever_case_failed_first(body, words, tmp_path):
+    r = evaluate(EX, _submission(tmp_path, body), only=["duplicates"], hidden=True, isolate=False)
+    (res,) = r.results
+    assert res.points == 0 and words in res.hint, (res.signature, res.hint)
+    if body is DEDUP_BY_MESSAGE_ID:
+        # its first failing case is not about schemes, and the scheme hint is never chosen
+        assert "digest strings" not in res.hint
+
+
+# ------------------------------------------------------------------------------------------ the escaped designs
+
+
+ESCAPED = {
+    # issue 25: no compare-and-swap scored 99.2, no lease check 95.6, scheme-blind dedup 97,
+    # last-write-wins 86.6; and the consumer that deduplicates by message id (each written here from the
+    # model answer with one mistake, as a student could)
+    "no-compare-and-swap": (_without(MODEL, ('    if expected is not None and expected != task.state_version:',
+                                              '    if False:')), {"compare-and-swap"}, "state_version"),
+    "no-lease-check": (_without(MODEL, ('        if task.lease_holder is not None and env.sender != task.lease_holder:',
+                                         '        if False:'),
+                                ('        if env.payload["lease_version"] != task.lease_version:', '        if False:'),
+                                ('        if task.lease_holder is None and task.lease_version > 0:', '        if False:')),
+                       {"leases", "runtime"}, "lease"),
+    "scheme-blind": (_without(MODEL, ('    if prior.digest_scheme == env.digest_scheme:', '    if True:')),
+                     {"duplicates"}, "digest scheme"),
+    "last-write-wins": (_without(MODEL, ('        first = min(prior, key=lambda p: p.arrival)\n',
+                                          '        first = min(prior, key=lambda p: p.arrival)\n        prior = ()\n'),
+                                 ('        return Verdict(\n            Decision.CONFLICT,',
+                                  '        if prior: return Verdict(\n            Decision.CONFLICT,')),
+                        {"conflicts", "runtime"}, "last write wins"),
+    "dedup-by-message-id": (_without(MODEL, ('            if _same_payload(p, env):',
+                                              '            if p.message_id == env.message_id:')),
+                            {"duplicates", "conflicts", "runtime"}, "message id"),
+}
+
+
+@pytest.mark.parametrize("name", list(ESCAPED))
+def test_an_escaped_design_loses_at_least_a_rule_and_its_feedback_names_it(name, tmp_path):
+    body, rules, words = ESCAPED[name]
+    r = evaluate(EX, _submission(tmp_path, body), hidden=True, isolate=False)
+    failed = {x.name for x in r.results if not x.passed}
+    assert failed == rules, (failed, [(x.name, x.message) for x in r.results if not x.passed])
+    assert r.score <= r.max_score - 10 and all(x.points == 0 for x in r.results if not x.passed)
+    assert not r.grader_errors
+    assert words in _feedback(r), _feedback(r)[:800]
+
+
+def test_every_planted_wrong_answer_names_its_mistake_in_its_expect_file():
+    sol = solutions_dir(EX)
+    wrong = sorted(p for p in (sol / "wrong").iterdir() if p.is_dir())
+    assert len(wrong) >= 10
+    for w in wrong:
+        expect = tomllib.loads((w / "expect.toml").read_text())
+        assert expect["names"] and set(expect["fails"]) <= set(RULES), w.name
+
+
+# ------------------------------------------------------------------------------------------ never a grader error
+
+WRONG_SHAPES = {
+    "returns-none": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return None\n",
+    "returns-dict": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return {'decision': 'accepted'}\n",
+    "raises": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    raise KeyError('state')\n",
+    "two-args": "def decide(env, task):\n    return None\n",
+    "no-decide": "def decode(env):\n    return None\n",
+    "syntax-error": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return (\n",
+    "string-decision": "from sim.intake import Verdict\n"
+                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return Verdict('accepted', 'ok')\n",
+    "string-move": "from sim.intake import Decision, Verdict\n"
+                   "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                   "    return Verdict(Decision.ACCEPTED, 'ok', move='ready', create=task is None)\n",
+    "move-of-strings": "from sim.intake import Decision, Move, Verdict\n"
+                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                       "    return Verdict(Decision.ACCEPTED, 'ok', move=Move('pending', 'ready', 'r', 'm', 'manager'),"
+                       " create=task is None)\n",
+    "duplicate-of-nothing": "from sim.intake import Decision, Verdict\n"
+                            "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                            "    return Verdict(Decision.DUPLICATE, 'seen')\n",
+    "conflict-with-nothing": "from sim.intake import Decision, Verdict\n"
+                             "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                             "    return Verdict(Decision.CONFLICT, 'two')\n",
+    "always-create": "from sim.intake import Decision, Move, Verdict\nfrom sim.machine import TaskState\n"
+                     "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                     "    return Verdict(Decision.ACCEPTED, 'ok', create=True,"
+                     " move=Move(TaskState.PENDING, TaskState.READY, 'r', env.sender, 'manager'))\n",
+    "odd-fields": "from sim.intake import Decision, Verdict\n"
+                  "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                  "    return Verdict(Decision.ACCEPTED, None, code=5, grant_lease='x', create='yes', held=('a',),"
+                  " needs_reconciliation=None)\n",
+    "huge-lease": "from sim.intake import Decision, Verdict\n"
+                  "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                  "    return Verdict(Decision.ACCEPTED, 'ok', grant_lease=10 ** 30)\n",
+    "move-for-no-task": "from sim.intake import Decision, Move, Verdict\nfrom sim.machine import TaskState\n"
+                        "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                        "    return Verdict(Decision.ACCEPTED, 'ok', move=Move(TaskState.RUNNING, TaskState.SUCCEEDED,"
+                        " 'r', env.sender, 'researcher'))\n",
+    "wrong-from-state": "from sim.intake import Decision, Move, Verdict, target_state\nfrom sim.machine import TaskState\n"
+                        "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                        "    t = target_state(env) or TaskState.READY\n"
+                        "    return Verdict(Decision.ACCEPTED, 'ok', move=Move(TaskState.FAILED, t, 'r', env.sender, 'x'),"
+                        " create=task is None)\n",
+    "late-everything": "from sim.intake import Decision, Verdict\n"
+                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                       "    return Verdict(Decision.LATE, 'late', needs_reconciliation=True)\n",
+    "reject-everything": "from sim.intake import Decision, Verdict\n"
+                         "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
+                         "    return Verdict(Decision.REJECTED, 'no', code='E_NO')\n",
+    "empty-file": "",
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_SHAPES))
+def test_no_answer_of_any_shape_makes_the_judge_fail(name, tmp_path):
+    sub = _submission(tmp_path, WRONG_SHAPES[name])
+    args = {"cases": ["dup-exact-result", "conflict-result-succeeded", "create-by-manager", "review-release"],
+            "runs": [{"scenario": "publish-report", "faults": ["conflicting-digest"]}], "ending": True}
+    v = judge_here("intake.check_rule", sub, args)
+    assert v.grader_error is None, v.grader_error
+    assert v.score == 0 and v.message
+
+
+def test_a_whole_submission_of_a_wrong_shape_is_graded_without_grader_errors(tmp_path):
+    r = evaluate(EX, _submission(tmp_path, WRONG_SHAPES["duplicate-of-nothing"]), hidden=True, isolate=False)
+    assert not r.grader_errors and r.score == 0
+
+
+def test_a_verdict_the_runtime_cannot_apply_ends_the_run_with_its_reason(tmp_path):
+    sub = _submission(tmp_path, WRONG_SHAPES["conflict-with-nothing"])
+    v = judge_here("intake.check_rule", sub, {"runs": [{"scenario": "publish-report", "faults": []}]})
+    assert v.score == 0 and "conflict names no recorded intent" in v.message and v.grader_error is None
+    assert v.signature["symptoms"] == ["run-failed"]
+
+
+def test_a_misconfigured_case_id_is_the_graders_fault_not_the_students(tmp_path):
+    v = judge_here("intake.check_rule", _submission(tmp_path, MODEL), {"cases": ["no-such-case"]})
+    assert v.grader_error and "no-such-case" in v.grader_error
+
+
+# ------------------------------------------------------------------------------------------ behaviour
+
+
+def test_the_model_answer_decides_every_recorded_run_input_as_the_engine_does():
+    """behaviour() leans on this: an answer that agrees with the engine's intake on every input its
+    runs hand to decide plays those runs exactly as the engine's intake does."""
+    from sim.intake import decide as engine
+
+    p = judges._probes()
+    model = _decide_from(MODEL)
+    for label, (env, task, prior, unresolved) in p["runs"]:
+        assert judges._abstract(model(env, task, prior, p["rules"], unresolved), prior) == \
+            judges._abstract(engine(env, task, prior, p["rules"], unresolved), prior), label
+
+
+def test_behaviour_is_deterministic_and_tells_the_starter_apart(tmp_path):
+    model = _submission(tmp_path, MODEL, "model")
+    a, b = judges.behaviour(model), judges.behaviour(model)
+    assert a == b and len(a["matrix"]) > 10_000 and len(a["cases"]) == len(CASES)
+    starter = judges.behaviour(EX.folder)
+    assert starter != a
+    assert judges.probe_label("matrix", 0)
+
+
+@pytest.mark.slow
+def test_the_mutation_score_of_exercise_3_reaches_the_target():
+    from sim.course.mutants import TARGET, mutation_run
+
+    rep = mutation_run(EX, jobs=2)
+    assert not rep.problem, rep.problem
+    assert rep.score is not None and rep.score >= TARGET, (
+        rep.score, [(r.mutant.what, r.differs) for r in rep.survivors][:20])
