@@ -544,3 +544,66 @@ def test_a_reviewers_message_is_dated_at_the_tick_it_is_delivered():
     frozen = _frozen()
     out = review(frozen, "T-1", "ready", by="reviewer", evidence=["M-3"])
     assert frozen.message_by_id(out.message_id)["created_at"] == frozen.time_at(out.tick)
+
+
+def _load_bare_machine(store: Store) -> None:
+    """A newer machine that allows almost nothing: tasks created before it keep their own rules."""
+    bare = parse_rulebook({"version": "bare-v2", "rule": [
+        {"from": "pending", "to": "ready", "roles": ["manager"], "reason": "assigned"}]})
+    with store.transaction():
+        store.load_machine(bare)
+    assert store.current_machine == "bare-v2"
+
+
+def test_a_delivery_is_judged_by_the_machine_its_task_was_created_under():
+    store = Store.memory()
+    deliver(store, samples.m1())
+    _load_bare_machine(store)
+    out = deliver(store, samples.m2())
+    assert (out.decision, out.state) == ("accepted", "running")
+    move = [e for e in store.events() if e["type"] == "transition_applied"][-1]
+    assert move["data"]["machine_version"] == "task-v1"
+
+
+def test_the_lease_monitor_uses_the_machine_of_the_task():
+    store = _task_in("running")
+    _load_bare_machine(store)
+    assert expire_lease(store, "T-1") is True
+    assert store.get_task("T-1").state.value == "retry_wait"
+
+
+def test_a_review_is_allowed_by_the_machine_of_the_task():
+    store = _frozen()
+    _load_bare_machine(store)
+    out = review(store, "T-1", "canceled", by="reviewer", evidence=["M-3"])
+    assert (out.decision, out.state) == ("accepted", "canceled")
+
+
+def test_a_reconciliation_may_only_close_a_case_of_its_own_task():
+    store = _published()
+    _late(store, "L-1")  # T-2's case
+    late_t1 = deliver(store, _env("L-9", "T-1", "researcher", "task_result", {"status": "failed", "lease_version": 1},
+                                  "R-1:T-1:late"))
+    assert late_t1.decision == "late" and store.open_reconciliations("T-1") == []  # T-1 published nothing
+    forged = _env("REC-X", "T-1", "reviewer", "review_decision", {"reconcile": "retract", "of": "L-1"}, "rec-x",
+                  refs=("L-1",))
+    out = deliver(store, forged)
+    assert (out.decision, out.code) == ("rejected", "E_NOT_RECONCILING")
+    assert out.reason == "no open reconciliation of T-1 is about 'L-1' (open: none)"
+    assert [e["effect_key"] for e in store.effects()] == [PUBLISH]
+
+
+def test_refusals_of_a_reconciliation_or_a_review_say_exactly_what_is_missing():
+    store = _published()
+    _late(store, "L-1")
+    _late(store, "L-2")
+    with pytest.raises(ProtolabError) as e:
+        resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=["L-1"], of="M-6")
+    assert e.value.message == "no open reconciliation of T-2 is about M-6 (open: L-1, L-2)"
+    with pytest.raises(ProtolabError) as e:
+        resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=[])
+    assert e.value.message == "cite at least one piece of retained evidence (--evidence)"
+    with pytest.raises(ProtolabError) as e:
+        resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=["X-2", "L-1", "X-1"])
+    assert e.value.message == ("evidence X-1, X-2 is not retained in this database (cite a message id or an artifact "
+                               "ref)")
