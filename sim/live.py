@@ -64,11 +64,59 @@ class LiveRun:
         self._resume = False
         self.last: Outcome | None = None
         self.delivered = 0
+        # Every call that drives the run, in order (steps counted): replayed into a fresh run of the
+        # same scenario, seed and faults, it gives the same database (a lab resumes its run so).
+        self.journal: list[list] = []
+        self.on_journal = None  # called with the journal after each entry (a lab keeps it in the run's meta)
+
+    # ---------------------------------------------------------------- the journal
+
+    def _log(self, entry: list) -> None:
+        if entry[0] == "step" and self.journal and self.journal[-1][0] == "step":
+            self.journal[-1][1] += 1
+        else:
+            self.journal.append(entry)
+        if self.on_journal is not None:
+            self.on_journal(self.journal)
+
+    def replay(self, journal: list) -> None:
+        """Drive this (fresh) run through ``journal``'s calls, in order; a call refused when it was
+        made is refused again (the refusal is part of what happened)."""
+        for entry in journal:
+            kind, args = entry[0], list(entry[1:])
+            if kind == "step":
+                for _ in range(int(args[0])):
+                    self.step()
+                continue
+            try:
+                if kind == "inject":
+                    self.inject(*args)
+                elif kind == "crash":
+                    self.crash(*args)
+                elif kind == "reconcile":
+                    task, decision, evidence, read_version, by = args
+                    self.reconcile(task, decision, list(evidence), by=by, read_version=read_version)
+                elif kind == "resolve":
+                    task, decision, evidence, of, by = args
+                    self.resolve(task, decision, list(evidence), by=by, of=of)
+                else:
+                    raise InputError(f"the run's journal holds an unknown call {kind!r}", code="E_JOURNAL")
+            except InputError as e:
+                if e.code == "E_JOURNAL":
+                    raise
+            except ProtolabError:
+                pass
 
     # ---------------------------------------------------------------- stepping
 
     def step(self) -> Outcome | None:
         """Deliver the next envelope; None (and ``finished``) once nothing more will happen."""
+        try:
+            return self._step()
+        finally:
+            self._log(["step", 1])
+
+    def _step(self) -> Outcome | None:
         if self.finished:
             if not self._resume and not len(self.run.bus) and all(z.done for z in self.run.zombies):
                 return None
@@ -99,6 +147,12 @@ class LiveRun:
 
     def inject(self, fault: str, message_id: str) -> str:
         """Inject ``fault`` on a message already delivered; returns what was done, in words."""
+        try:
+            return self._inject(fault, message_id)
+        finally:
+            self._log(["inject", fault, message_id])
+
+    def _inject(self, fault: str, message_id: str) -> str:
         if fault not in INJECTABLE:
             raise InputError(f"cannot inject {fault!r}; expected one of: {', '.join(INJECTABLE)}", code="E_UNKNOWN_FAULT")
         row = self.store.message_by_id(message_id)
@@ -119,30 +173,39 @@ class LiveRun:
 
     def crash(self, worker_id: str) -> str:
         """Crash ``worker_id`` now, mid-task: its lease will expire and a restarted body takes over."""
-        tid, lease = self.run.crash_now(worker_id)
+        try:
+            tid, lease = self.run.crash_now(worker_id)
+        finally:
+            self._log(["crash", worker_id])
         return f"{worker_id} crashed holding lease v{lease} of {tid}; it will expire after {self.run.settings.lease_ticks} rounds"
 
     def reconcile(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer",
                   read_version: int | None = None) -> Outcome:
         """The reviewer's decision on a needs_review task, delivered now through intake
         (``read_version``: decided from an earlier read of the task, see :func:`sim.runtime.review`)."""
-        out = review(self.store, task_id, decision, by=by, evidence=evidence, read_version=read_version)
-        self.run.reviewed(task_id, released=out.decision == "accepted" and decision == "ready")
-        if out.decision == "accepted":
-            self.run.reopen()
-        self._resume = True
-        return out
+        try:
+            out = review(self.store, task_id, decision, by=by, evidence=evidence, read_version=read_version)
+            self.run.reviewed(task_id, released=out.decision == "accepted" and decision == "ready")
+            if out.decision == "accepted":
+                self.run.reopen()
+            self._resume = True
+            return out
+        finally:
+            self._log(["reconcile", task_id, decision, list(evidence), read_version, by])
 
     def resolve(self, task_id: str, decision: str, evidence: list[str], *, by: str = "reviewer",
                 of: str | None = None) -> Outcome:
         """The reviewer resolves an open reconciliation of a finished task: keep or retract its effect."""
         from .runtime import resolve_reconciliation
 
-        out = resolve_reconciliation(self.store, task_id, decision, by=by, evidence=evidence, of=of)
-        if out.decision == "accepted":
-            self.run.reopen()
-        self._resume = True
-        return out
+        try:
+            out = resolve_reconciliation(self.store, task_id, decision, by=by, evidence=evidence, of=of)
+            if out.decision == "accepted":
+                self.run.reopen()
+            self._resume = True
+            return out
+        finally:
+            self._log(["resolve", task_id, decision, list(evidence), of, by])
 
     def close(self) -> None:
         if not self.finished:

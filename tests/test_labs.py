@@ -114,26 +114,56 @@ def test_a_question_gives_feedback_for_a_wrong_choice_and_an_answer_taken_from_t
     progress.close()
 
 
-def test_checkpoints_stay_met_across_a_restarted_run_and_lab_status_shows_them(tmp_path, capsys):
+def test_a_checkpoint_is_met_only_by_the_run_it_is_judged_on(tmp_path, capsys):
+    """Nothing is remembered between evaluations: a new run of the lab starts at 0/N whatever an
+    earlier run met, and what the learner did on one run (opened a delivery) counts on that run only."""
+    from sim.labs.judge import RUN_KEY
+
     lab = next(lab for lab in LABS if lab.number == 3)
-    live, session, progress, db, prog_path = _played(lab, tmp_path, reference(lab)[:1])
-    assert session.done == 1
-    live.close()
-    progress.close()
-    # a new run of the lab (the terminal was closed): progress is kept
-    live = _live(lab, tmp_path / "again.db")
-    progress = ProgressStore.open(prog_path)
+    live = _live(lab, tmp_path / lab.default_db)
+    live.store.set_meta({RUN_KEY: "first"})
+    progress = ProgressStore.open(tmp_path / "progress.db")
     session = LabSession(lab, live.store, progress)
     session.refresh()
-    assert session.done == 1 and session.states[0].met
+    play(live, session, reference(lab))
+    assert session.done == session.total
     live.close()
+    # a second run of the lab, played only to the publication: the first run's actions do not count
+    again = _live(lab, tmp_path / "again.db")
+    again.store.set_meta({RUN_KEY: "second"})
+    session = LabSession(lab, again.store, progress)
+    session.refresh()
+    assert session.done == 0
+    play(again, session, [{"do": "step", "until": "M-6"}])
+    assert [s.id for s in session.states if s.met] == ["published"]
+    again.close()
     progress.close()
-    code, out, _ = _cli(capsys, "lab", "status", "--progress", str(prog_path), "--json")
-    row = next(r for r in json.loads(out) if r["number"] == 3)
-    assert code == 0 and row["done"] == 1 and row["checkpoints"] == len(lab.checkpoints)
+    code, out, _ = _cli(capsys, "lab", "check", "3", "--db", str(tmp_path / "again.db"), "--progress",
+                        str(tmp_path / "progress.db"), "--json")
+    assert code == 1 and json.loads(out)["done"] == 1
     code, out, _ = _cli(capsys, "lab", "list", "--json")
     rows = json.loads(out)
     assert code == 0 and {"number", "slug", "title", "minutes", "needs", "checkpoints", "done"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.dirname)
+def test_no_checkpoint_is_met_at_the_labs_start(lab, tmp_path):
+    live, session, progress, *_ = _played(lab, tmp_path, [])
+    assert [s.id for s in session.states if s.met] == []
+    assert session.right() == 0
+    live.close()
+    progress.close()
+
+
+def test_every_checkpoint_has_a_wrong_path_next_to_the_right_one():
+    """Each checkpoint is shown unmet by a plausible mistake beside the right action (lab.toml's
+    [[wrong]]), with the hint written for what that mistake leaves in the run."""
+    missing = [f"{lab.dirname}: {c.id}" for lab in LABS for c in lab.checkpoints
+               if c.id not in {w["unmet"] for w in wrong_paths(lab)}]
+    assert missing == []
+    for lab in LABS:
+        for w in wrong_paths(lab):
+            assert w.get("hint_contains"), (lab.dirname, w["name"])
 
 
 def test_a_submission_verifies_and_a_tampered_one_names_the_first_difference(tmp_path, capsys):

@@ -31,6 +31,7 @@ class Checkpoint:
     args: dict
     hint: str  # the hint when nothing more specific applies
     hints: dict  # what the check saw (its code) -> a hint written for that case; {fields} come from what it saw
+    shows: str = ""  # once met: what the run showed, in words ({fields} from what the check saw); the Guide prints it
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def load_lab(folder: Path) -> Lab:
         if cid in cps:
             raise InputError(f"{w}: checkpoint id {cid!r} used twice", code="E_LAB_FILE")
         cps[cid] = Checkpoint(cid, _req(c, "title", str, w), check, dict(c.get("args", {})), _req(c, "hint", str, w),
-                              dict(c.get("hints", {})))
+                              dict(c.get("hints", {})), str(c.get("shows", "")))
     steps = []
     used = set()
     for i, s in enumerate(d.get("step", [])):

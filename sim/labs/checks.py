@@ -118,11 +118,15 @@ class Ctx:
     progress: ProgressStore
     lab_number: int
     expected_tasks: int | None = None  # how many tasks the lab's story creates (None: unknown)
+    run_id: str | None = None  # the run's own id (meta lab_run): only actions recorded on this run count (a run
+    # without one, not made by 'protolab lab start', counts only actions recorded without one)
     _cache: dict = field(default_factory=dict)
     _once: dict = field(default_factory=dict)
 
     def actions(self, kind: str) -> list[dict]:
-        return self.progress.actions(self.lab_number, kind)
+        """The learner's recorded actions of ``kind`` on this run (an action recorded on another
+        run of the lab, one started over or replaced, shows nothing of this one)."""
+        return [a for a in self.progress.actions(self.lab_number, kind) if a["data"].get("run") == self.run_id]
 
     def once(self, key: str, make: Callable):
         """A value that does not depend on the learner's progress (the naive run of the same scenario)."""
@@ -303,10 +307,16 @@ def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
 
 
 @check("invariants_hold")
-def _invariants_hold(ctx: Ctx, *, after: str | None = None) -> Seen:
-    """Every invariant holds on the run (``after``: only once an event of that type exists)."""
+def _invariants_hold(ctx: Ctx, *, after: str | None = None, after_decision: str | None = None) -> Seen:
+    """Every invariant holds on the run, once it holds something to judge (a run with no delivery
+    holds every invariant vacuously and shows nothing); ``after``: only once an event or a delivery
+    of that type exists; ``after_decision``: only once a delivery was decided so (``late``)."""
+    if not ctx.facts.deliveries:
+        return _unmet("empty", after=after or after_decision or "")
     if after is not None and not ctx.facts.events(after) and not ctx.facts.by_type.get(after):
         return _unmet("not-yet", after=after)
+    if after_decision is not None and not any(d["decision"] == after_decision for d in ctx.facts.deliveries):
+        return _unmet("not-yet", after=after_decision)
     broken = [r for r in ctx.invariants() if not r.ok]
     if broken:
         w = broken[0].witnesses[0] if broken[0].witnesses else {}
@@ -315,9 +325,13 @@ def _invariants_hold(ctx: Ctx, *, after: str | None = None) -> Seen:
 
 
 @check("naive_breaks")
-def _naive_breaks(ctx: Ctx, *, invariant: str) -> Seen:
+def _naive_breaks(ctx: Ctx, *, invariant: str, witness_code: str | None = None) -> Seen:
     """The learner's own deliveries, handed to the naive policy, break ``invariant``, while the
-    safe run keeps it."""
+    safe run keeps it. ``witness_code``: only a witness naming a message that this run refused
+    with that code counts (the learner's stale decision, not some earlier difference between the
+    two policies)."""
+    if not ctx.facts.deliveries:
+        return _unmet("empty", name=invariant)
     safe = {r.name: r for r in ctx.invariants()}
     if invariant in safe and not safe[invariant].ok:
         return _unmet("safe-broken", name=invariant)
@@ -325,12 +339,20 @@ def _naive_breaks(ctx: Ctx, *, invariant: str) -> Seen:
     r = naive.get(invariant)
     if r is None:
         return _unmet("unknown", name=invariant)
+    others = ", ".join(x.name for x in naive.values() if not x.ok) or "none"
     if r.ok:
-        others = [x.name for x in naive.values() if not x.ok]
-        return _unmet("holds", name=invariant, others=", ".join(others) or "none")
-    w = r.witnesses[0] if r.witnesses else {}
+        return _unmet("holds", name=invariant, others=others)
+    witnesses = list(r.witnesses)
+    if witness_code is not None:
+        refused = {d["message_id"] for d in ctx.facts.deliveries if d["code"] == witness_code}
+        witnesses = [w for w in witnesses if w.get("message_id") in refused]
+        if not witnesses:
+            return _unmet("not-yours", name=invariant, code=witness_code, others=others)
+    w = witnesses[0] if witnesses else {}
+    t = w.get("transition") or {}
     return _met(name=invariant, task_id=w.get("task_id", ""), message_id=w.get("message_id", ""),
-                old_state=w.get("old_state", ""), new_state=w.get("new_state", ""))
+                old_state=w.get("old_state", "") or t.get("from", ""), new_state=w.get("new_state", "") or t.get("to", ""),
+                expected_version=w.get("expected_state_version", ""), actual_version=w.get("actual_state_version", ""))
 
 
 @check("reviewed")
@@ -373,33 +395,60 @@ def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | No
     return _unmet("too-late", seq=min(visits), before_seq=first)
 
 
+def _opened_deliveries(ctx: Ctx, a: dict) -> list[dict]:
+    """The deliveries of this run an open-detail action looked at: the one it names
+    (``delivery_id``), or, for an action recorded without one, every delivery of its message."""
+    rows = ctx.facts.deliveries_of.get(a.get("message_id") or "", [])
+    if a.get("delivery_id") is not None:
+        return [d for d in rows if d["delivery_id"] == a["delivery_id"]]
+    return list(rows)
+
+
 @check("opened")
-def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | None = None) -> Seen:
-    """The learner opened a view (``what``: detail, conversation) on a message of ``type`` (sent to
-    ``recipient``)."""
+def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | None = None,
+            decision: str | None = None, state_after: str | None = None, task: str | None = None) -> Seen:
+    """The learner opened a view (``what``: detail, conversation) on a delivery of this run of a
+    message of ``type`` (sent to ``recipient``; about ``task``; decided ``decision``; leaving its
+    task ``state_after``: an ack opened while its task was running)."""
     rows = [a["data"] for a in ctx.actions(f"open-{what}")]
 
     def to(a) -> str:
         msg = ctx.facts.message(a["message_id"]) if a.get("message_id") else None
         return msg["recipient"] if msg else ""
 
+    detail = what == "detail"
     for a in rows:
-        if (type is None or a.get("type") == type) and (recipient is None or to(a) == recipient):
+        if not ((type is None or a.get("type") == type) and (recipient is None or to(a) == recipient)):
+            continue
+        if not detail:
             return _met(message_id=a.get("message_id", ""), type=a.get("type", ""), recipient=to(a))
-    wanted = " ".join(x for x in (type, f"to {recipient}" if recipient else None) if x)
+        for d in _opened_deliveries(ctx, a):
+            if (decision is None or d["decision"] == decision) and (state_after is None or d["state_after"] == state_after) \
+                    and (task is None or d["task_id"] == task):
+                return _met(message_id=d["message_id"], type=d["type"], recipient=to(a), delivery_id=d["delivery_id"],
+                            decision=d["decision"], state=d["state_after"] or "", task_id=d["task_id"])
+    wanted = " ".join(x for x in (type, f"to {recipient}" if recipient else None, f"of {task}" if task else None,
+                                  f"decided {decision}" if decision else None,
+                                  f"while its task was {state_after}" if state_after else None) if x)
     if rows:
-        return _unmet("other", message_id=rows[-1].get("message_id", ""), type=rows[-1].get("type", ""),
-                      recipient=to(rows[-1]), wanted=wanted)
+        last = rows[-1]
+        seen = (_opened_deliveries(ctx, last) or [{}])[-1] if detail else {}
+        return _unmet("other", message_id=last.get("message_id", ""), type=last.get("type", ""), recipient=to(last),
+                      wanted=wanted, decision=seen.get("decision") or "", state=seen.get("state_after") or "",
+                      task_id=seen.get("task_id") or "")
     return _unmet("none", wanted=wanted)
 
 
 @check("naive_run_breaks")
-def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
+def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None, opened: bool = False) -> Seen:
     """The same scenario, seed and starting faults run by the naive runtime (its own transport and
     agents, not only its intake) breaks ``invariant`` (a witness whose problem contains
     ``problem``) on a message this run has delivered too, while this run keeps it. For the rules
     that live in the transport (what each recipient is sent), where re-delivering the learner's
-    own log under naive cannot show the difference."""
+    own log under naive cannot show the difference. ``opened``: only once the learner opened that
+    message's delivery in this run (where the Guide then shows what naive did with it)."""
+    if not ctx.facts.deliveries:
+        return _unmet("empty", name=invariant)
     safe = {r.name: r for r in ctx.invariants()}
     if invariant not in safe:
         return _unmet("unknown", name=invariant)
@@ -410,11 +459,18 @@ def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None) -
                  if problem is None or problem in w.get("problem", "")]
     if not witnesses:
         return _unmet("holds", name=invariant)
+    looked = {a["data"].get("message_id") for a in ctx.actions("open-detail")} if opened else None
+    delivered = None
     for w in witnesses:
         for mid in _witness_ids(w):
             if ctx.facts.deliveries_of.get(mid):
-                return _met(name=invariant, message_id=mid, problem=w.get("problem", ""), task_id=w.get("task_id", ""),
-                            recipient=w.get("recipient", ""), fields=", ".join(w.get("fields", [])))
+                saw = dict(name=invariant, message_id=mid, problem=w.get("problem", ""), task_id=w.get("task_id", ""),
+                           recipient=w.get("recipient", ""), fields=", ".join(w.get("fields", [])))
+                if looked is None or mid in looked:
+                    return _met(**saw)
+                delivered = delivered or saw
+    if delivered is not None:
+        return _unmet("not-opened", **delivered)
     w = witnesses[0]
     return _unmet("not-yet", name=invariant, message_id=(_witness_ids(w) or [""])[0], problem=w.get("problem", ""),
                   recipient=w.get("recipient", ""), fields=", ".join(w.get("fields", [])))
@@ -486,6 +542,17 @@ def _witness_ids(w: dict) -> list[str]:
     return list(dict.fromkeys(i for i in ids if isinstance(i, str) and i))
 
 
+def _culprits(w: dict) -> list[tuple[str, int | None]]:
+    """``(message_id, delivery_id or None)`` of the deliveries that did what a witness shows: the
+    second payload of a conflict (never the first), each commit of an effect after the first
+    (never the first publication), or else the message it names (any of its deliveries)."""
+    if w.get("effects"):
+        return [(e["message_id"], e.get("delivery_id")) for e in w["effects"][1:] if e.get("message_id")]
+    if isinstance(w.get("second"), dict) and w["second"].get("message_id"):
+        return [(w["second"]["message_id"], w["second"].get("delivery_id"))]
+    return [(mid, None) for mid in ([w.get("message_id")] if w.get("message_id") else (w.get("message_ids") or []))]
+
+
 @check("opened_witness")
 def _opened_witness(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
     """The learner opened a delivery that witnesses ``invariant`` broken in this run (a witness
@@ -496,10 +563,16 @@ def _opened_witness(ctx: Ctx, *, invariant: str, problem: str | None = None) -> 
     if r is None or r.ok or not witnesses:
         return _unmet("holds", name=invariant)
     w0 = witnesses[0]
-    ids = [i for w in witnesses for i in _witness_ids(w)]
-    opened = [a["data"].get("message_id") for a in ctx.actions("open-detail")]
-    for mid in opened:
-        if mid in ids:
-            return _met(name=invariant, message_id=mid, witness=_witness_ids(w0)[0], task_id=w0.get("task_id", ""))
-    return _unmet("not-opened", name=invariant, opened=", ".join(m for m in opened if m) or "nothing",
-                  task_id=w0.get("task_id", ""))
+    culprits = [c for w in witnesses for c in _culprits(w)]
+    opened = [a["data"] for a in ctx.actions("open-detail")]
+    for a in opened:
+        for mid, did in culprits:
+            if a.get("message_id") == mid and (did is None or a.get("delivery_id") == did):
+                return _met(name=invariant, message_id=mid, witness=mid, task_id=w0.get("task_id", ""),
+                            delivery_id=a.get("delivery_id") or "")
+
+    def named(a) -> str:
+        return a.get("message_id", "") + (f" (delivery #{a['delivery_id']})" if a.get("delivery_id") else "")
+
+    return _unmet("not-opened", name=invariant, opened=", ".join(named(a) for a in opened if a.get("message_id"))
+                  or "nothing", task_id=w0.get("task_id", ""))

@@ -11,7 +11,8 @@ tests play both). Actions:
 ``{do = "crash", worker = "researcher"}``
 ``{do = "reconcile", task = "T-1", decision = "ready", evidence = ["M-3"]}``   (``before = "review_decided"``:
 decided from the state shown by time travel to just before that event, a stale read)
-``{do = "open", message = "M-6"}``     the delivery's detail view (the newest delivery of it)
+``{do = "open", message = "M-6"}``     the delivery's detail view (the newest delivery of it; ``delivery = 1``: its
+first, ``2``: its second...)
 ``{do = "conversation"}``              the conversation view
 ``{do = "travel", before = "effect_committed"}``   time travel to the event just before that one
 ``{do = "answer", question = "reused", value = "M-6"}``
@@ -96,8 +97,11 @@ def play(live, session, actions: list[dict]) -> list[str]:
                 said.append(f"refused: {e.code}")
         elif do == "open":
             rows = live.store.deliveries_of(a["message"])
-            session.action("open-detail", {"message_id": a["message"], "type": rows[-1]["type"] if rows else ""})
-            said.append(f"opened {a['message']}")
+            row = (rows[a["delivery"] - 1] if len(rows) >= a["delivery"] else None) if a.get("delivery") else \
+                (rows[-1] if rows else None)
+            session.action("open-detail", {"message_id": a["message"], "type": row["type"] if row else "",
+                                           "delivery_id": row["delivery_id"] if row else None})
+            said.append(f"opened {a['message']}" + (f" (delivery #{row['delivery_id']})" if row else ""))
         elif do == "conversation":
             session.action("open-conversation", {})
             said.append("opened the conversation")

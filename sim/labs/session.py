@@ -1,80 +1,34 @@
-"""A lab in progress: its checkpoints evaluated against the learner's run, sticky once met,
-hints keyed by what each check saw, questions answered, all kept in the progress file.
+"""A lab in progress: the Guide's view of the learner's live run, judged after every action by the
+same evaluation as ``lab check`` and ``lab verify`` (:mod:`sim.labs.judge`), nothing remembered
+between evaluations; actions and answers recorded in the progress file.
 
-Used by the TUI's Guide panel (after every delivery, injection, reconcile or time travel) and by
-``protolab lab check`` from the shell alike.
+Used by the TUI's Guide panel (after every delivery, injection, reconcile or time travel).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from ..errors import InputError
 from ..store import ProgressStore, Store
 from .catalog import Checkpoint, Lab, Question
-from .checks import CHECKS, Ctx, Facts, Seen
+from .checks import Seen
+from .judge import (RUN_KEY, CheckpointState, answers_of, check_run_fits, context, evaluate, evaluate_one,
+                    expected_answer, fill, hint_of, judge_progress)
 
 __all__ = ["LabSession", "CheckpointState", "check_run_fits"]
-
-
-@dataclass(frozen=True)
-class CheckpointState:
-    checkpoint: Checkpoint
-    met: bool
-    seen: Seen | None  # None when met earlier and not looked at again
-
-    @property
-    def id(self) -> str:
-        return self.checkpoint.id
-
-
-def _fill(template: str, saw: dict) -> str:
-    class Missing(dict):
-        def __missing__(self, key):
-            return "?"
-
-    try:
-        return template.format_map(Missing({k: v for k, v in saw.items()}))
-    except (ValueError, IndexError):
-        return template
-
-
-def _story_size(scenario: str) -> int | None:
-    """How many tasks the scenario's story creates (None when it cannot be known)."""
-    from ..errors import ProtolabError
-    from ..scenario import load_scenario
-
-    try:
-        sc = load_scenario(scenario)
-    except ProtolabError:
-        return None
-    if sc.stress is not None:
-        return None
-    return len(sc.tasks) or None
-
-
-def check_run_fits(lab: Lab, store: Store) -> None:
-    """Refuse a run that is not this lab's (another scenario)."""
-    scenario = store.get_meta("scenario")
-    if scenario and scenario != lab.scenario:
-        raise InputError(f"{store.path} is a run of {scenario}; lab {lab.number} plays {lab.scenario} "
-                         f"(start it with 'protolab lab start {lab.number}')", code="E_DB_OTHER_LAB")
 
 
 class LabSession:
     """One lab, one run, one progress file."""
 
     def __init__(self, lab: Lab, store: Store, progress: ProgressStore, *, record: bool = True):
-        check_run_fits(lab, store)
         self.lab = lab
         self.store = store
         self.progress = progress
-        self.facts = Facts(store)
-        self.ctx = Ctx(store, self.facts, progress, lab.number, expected_tasks=_story_size(lab.scenario))
-        # Met checkpoints are written to the progress file (record) and, once there, not re-checked:
-        # a checkpoint stays met even after the learner restarts the lab's run.
-        self.record = record
+        self.ctx = context(lab, store, progress)
+        self.facts = self.ctx.facts
+        self.record = record  # time spent is added to the progress file on close
         self.states: list[CheckpointState] = []
         self._opened = time.monotonic()
         self._checked_version = -1
@@ -82,39 +36,27 @@ class LabSession:
     # ---------------------------------------------------------------- checkpoints
 
     def refresh(self, *, force: bool = False) -> list[str]:
-        """Re-evaluate the unmet checkpoints if the run changed; returns the ids newly met."""
+        """Evaluate every checkpoint again if the run changed (or ``force``); returns the ids met
+        now that were not at the last evaluation (none at the first)."""
         changed = self.facts.update()
         if not changed and not force and self._checked_version == self.facts.version and self.states:
             return []
         self._checked_version = self.facts.version
-        already = self.progress.met(self.lab.number)
-        states, newly = [], []
-        for cp in self.lab.checkpoints:
-            if cp.id in already:
-                states.append(CheckpointState(cp, True, None))
-                continue
-            seen = self.evaluate(cp)
-            if seen.ok:
-                newly.append(cp.id)
-                if self.record:
-                    self.progress.mark_met(self.lab.number, cp.id, seen.summary())
-            states.append(CheckpointState(cp, seen.ok, seen))
-        self.states = states
-        return newly
+        before = {s.id for s in self.states if s.met} if self.states else None
+        self.states = evaluate(self.lab, self.ctx)
+        if before is None:
+            return []
+        return [s.id for s in self.states if s.met and s.id not in before]
 
     def action(self, kind: str, data: dict) -> list[str]:
-        """Record something the learner did that the run's database cannot show (a time-travel
-        visit, a view opened, a refused reconcile), then re-check."""
-        self.progress.record_action(self.lab.number, kind, data)
+        """Record something the learner did on this run that its database cannot show (a
+        time-travel visit, a view opened, a refused reconcile), then re-check."""
+        run = self.store.get_meta(RUN_KEY)
+        self.progress.record_action(self.lab.number, kind, {**data, "run": run} if run else dict(data))
         return self.refresh(force=True)
 
     def evaluate(self, cp: Checkpoint) -> Seen:
-        fn = CHECKS[cp.check]
-        try:
-            return fn(self.ctx, **cp.args)
-        except TypeError as e:
-            raise InputError(f"lab {self.lab.number} checkpoint {cp.id}: bad arguments for {cp.check}: {e}",
-                             code="E_LAB_FILE") from e
+        return evaluate_one(self.lab, self.ctx, cp)
 
     @property
     def done(self) -> int:
@@ -128,10 +70,12 @@ class LabSession:
         return next((s for s in self.states if not s.met), None)
 
     def hint_for(self, state: CheckpointState) -> str:
+        return hint_of(state)
+
+    def shows(self, state: CheckpointState) -> str:
+        """What a met checkpoint's run showed, in words ('' when the lab says nothing more)."""
         cp = state.checkpoint
-        seen = state.seen or self.evaluate(cp)
-        template = cp.hints.get(seen.code, cp.hint)
-        return _fill(template, seen.saw)
+        return fill(cp.shows, state.seen.saw) if state.met and cp.shows else ""
 
     def hint(self) -> str:
         """The hint for the first unmet checkpoint, keyed to what the run shows."""
@@ -155,16 +99,19 @@ class LabSession:
 
     def expected(self, q: Question) -> str | None:
         """The right answer: fixed, or what a checkpoint saw in this run (None: not seen yet)."""
-        if q.answer is not None:
-            return q.answer
-        cid, _, fieldname = q.answer_from.partition(".")
-        seen = self.evaluate(self.lab.checkpoint(cid))
-        value = seen.saw.get(fieldname) if seen.ok else None
-        return None if value in (None, "") else str(value)
+        return expected_answer(self.lab, q, self.ctx, self.states or None)
+
+    def given(self) -> dict:
+        return {q: a["answer"] for q, a in self.progress.answers(self.lab.number).items()}
 
     def answered(self, q: Question) -> bool:
-        a = self.progress.answers(self.lab.number).get(q.id)
-        return bool(a and a["correct"])
+        """The answer given is right for this run as it is now."""
+        g = self.given().get(q.id)
+        return g is not None and answers_of(self.lab, self.ctx, {q.id: g}, self.states or None)[q.id]["correct"]
+
+    def right(self) -> int:
+        given = self.given()
+        return sum(a["correct"] for a in answers_of(self.lab, self.ctx, given, self.states or None).values())
 
     def answer(self, qid: str, given: str) -> tuple[bool, str]:
         """Check an answer; ``(correct, feedback)``. Recorded in the progress file."""
@@ -190,22 +137,6 @@ class LabSession:
             self.progress.add_time(self.lab.number, time.monotonic() - self._opened)
 
     def summary(self) -> dict:
-        """What ``lab check --json`` prints."""
+        """The whole judgement, re-delivery included: what ``lab check --json`` prints."""
         self.refresh(force=True)
-        answers = self.progress.answers(self.lab.number)
-        return {
-            "lab": self.lab.number,
-            "title": self.lab.title,
-            "done": self.done,
-            "total": self.total,
-            "all_met": self.done == self.total,
-            "checkpoints": [
-                {"id": s.id, "title": s.checkpoint.title, "met": s.met,
-                 "saw": (s.seen.code if s.seen else "met"), "hint": None if s.met else self.hint_for(s)}
-                for s in self.states
-            ],
-            "questions": [
-                {"id": q.id, "text": q.text, "answered": bool(answers.get(q.id, {}).get("correct"))}
-                for q in self.lab.questions
-            ],
-        }
+        return judge_progress(self.lab, self.store, self.progress).to_dict()

@@ -15,8 +15,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..store import ProgressStore, Store
 from .catalog import get_lab
-from .session import LabSession
-from .verify import verify_run
+from .judge import judge
 
 __all__ = ["write_submission", "verify_submission", "FORMAT"]
 
@@ -24,7 +23,8 @@ FORMAT = "protolab-lab-submission/1"
 
 
 def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
-    """Pack ``db`` and the lab's progress into ``out``; returns the checkpoint summary."""
+    """Pack ``db`` and the lab's progress into ``out``; returns the judgement's summary (the one
+    ``verify_submission`` will give: the same run, re-delivered, and the same actions and answers)."""
     if not Path(db).exists():
         raise InputError(f"{db} does not exist; play the lab first with 'protolab lab start {lab.number}'",
                          code="E_DB_MISSING")
@@ -35,12 +35,18 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
     store = Store.open(db, readonly=True)
     progress = ProgressStore.open(progress_path, readonly=True) if Path(progress_path).exists() else ProgressStore.open(None)
     try:
-        summary = LabSession(lab, store, progress, record=False).summary()
-        manifest = {"format": FORMAT, "lab": lab.number, "slug": lab.slug, "title": lab.title,
-                    "summary": summary, "progress": progress.dump(lab.number)}
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "run.db"
-            store.save_copy(copy)
+            store.save_copy(copy)  # judged as packed: a run still being written is judged as it is sent
+            dump = progress.dump(lab.number)  # judged from what the manifest carries, as verification will
+            packed = Store.open(copy, readonly=True)
+            try:
+                summary = judge(lab, packed, dump["actions"],
+                                {q: a["answer"] for q, a in dump["answers"].items()}).to_dict()
+            finally:
+                packed.close()
+            manifest = {"format": FORMAT, "lab": lab.number, "slug": lab.slug, "title": lab.title,
+                        "summary": summary, "progress": dump}
             partial = Path(str(out) + ".partial")
             with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as z:
                 z.writestr("manifest.json", json.dumps(manifest, indent=2, sort_keys=True))
@@ -78,29 +84,20 @@ def verify_submission(path: Path) -> dict:
     checkpoints and answers as the run supports them."""
     manifest, run = _read(path)
     lab = get_lab(str(manifest.get("lab", "")))
-    progress = ProgressStore.open(None)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "run.db"
         db.write_bytes(run)
         store = Store.open(db, readonly=True)
         try:
-            verdict = verify_run(store)
-            # The learner's recorded actions (time-travel visits, views opened) come from the
-            # manifest; checkpoints and answers are worked out again from the run.
+            # The learner's recorded actions (time-travel visits, views opened) and answers come
+            # from the manifest; checkpoints and answers are worked out again from the run.
             prog = manifest.get("progress") or {}
-            for a in prog.get("actions", []):
-                progress.record_action(lab.number, str(a.get("kind", "")), a.get("data") or {})
-            session = LabSession(lab, store, progress, record=False)
-            summary = session.summary()
-            answered = 0
-            for q in lab.questions:
-                given = ((prog.get("answers") or {}).get(q.id) or {}).get("answer")
-                if given is not None and session.expected(q) is not None and \
-                        str(given).casefold() == session.expected(q).casefold():
-                    answered += 1
+            actions = [a for a in prog.get("actions") or [] if isinstance(a, dict)]
+            given = {q: (a or {}).get("answer") for q, a in (prog.get("answers") or {}).items() if isinstance(a, dict)}
+            j = judge(lab, store, actions, given)
         finally:
             store.close()
-            progress.close()
-    return {"lab": lab.number, "title": lab.title, "genuine": verdict["ok"], "difference": verdict["difference"],
-            "done": summary["done"], "total": summary["total"], "answered": answered, "questions": len(lab.questions),
-            "checkpoints": summary["checkpoints"]}
+    summary = j.to_dict()
+    return {"lab": lab.number, "title": lab.title, "genuine": j.genuine, "difference": j.difference,
+            "done": j.done, "total": j.total, "answered": j.answered, "questions": len(lab.questions),
+            "checkpoints": summary["checkpoints"], "made_by_lab": j.made_by_lab}

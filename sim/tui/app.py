@@ -128,6 +128,7 @@ class RunScreen(Screen):
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
         self.set_class(small, "-small")
         self.set_class(w < 160, "-narrow")
+        self.set_class(getattr(self.app, "guide", None) is not None, "-with-guide")
         self.set_class(w < 120 and getattr(self.app, "guide", None) is not None, "-guide-below")
         guide = getattr(self.app, "guide", None)
         compact = guide is not None and w < 120 and h < 36
@@ -333,7 +334,8 @@ class ProtolabApp(LabHost, Player, App):
         except NoMatches:  # another screen is on top
             return
         cap = max(5, (self.size.height - 4) // 3)
-        pane.styles.height = max(4, min(len(self._tasks) + 3, cap))
+        frame = 2 if self.screen.has_class("-guide-compact") else 3  # a top border only beside a compact Guide
+        pane.styles.height = max(frame + 1, min(len(self._tasks) + frame, cap))
 
     def _swap(self, view: LogView, source) -> None:
         old = view.source

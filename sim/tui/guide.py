@@ -33,16 +33,24 @@ class LabHost:
         if self.lab is None:
             return
         newly = list(newly) + self.lab.refresh()
-        if newly:
-            self.guide.hint_text = ""
-            titles = ", ".join(self.lab.lab.checkpoint(c).title for c in newly)
-            self.notify(f"✓ {titles}", title="checkpoint met", timeout=4)
+        self._lab_met(newly)
         self.guide.show()
+
+    def _lab_met(self, newly) -> None:
+        """Say which checkpoints an action met (a notice placed away from the Guide); what a met
+        checkpoint's run showed goes into the Guide itself."""
+        if not newly:
+            return
+        self.guide.hint_text = ""
+        states = {s.id: s for s in self.lab.states}
+        self.guide.news = [f"{states[c].checkpoint.title}: {self.lab.shows(states[c])}" for c in newly
+                           if c in states and self.lab.shows(states[c])]
+        titles = ", ".join(self.lab.lab.checkpoint(c).title for c in newly)
+        self.notify(f"✓ {titles}", title="checkpoint met", timeout=4)
 
     def lab_action(self, kind: str, data: dict) -> None:
         if self.lab is not None:
-            if self.lab.action(kind, data):
-                self.guide.hint_text = ""
+            self._lab_met(self.lab.action(kind, data))
             self.guide.show()
 
     def check_action(self, action: str, parameters) -> bool | None:
@@ -79,7 +87,8 @@ class Guide(VerticalScroll):
         self.session = session
         self.border_title = f"Guide · lab {session.lab.number}"
         self.hint_text = ""
-        self.compact = False  # a short terminal: the current step only
+        self.news: list[str] = []  # what the checkpoints just met showed (their lab.toml 'shows'), until the next
+        self.compact = False  # a short terminal: the current step only (whole), its next checkpoint, the hint
         self.body = Static(id="guide-body")
 
     def compose(self) -> ComposeResult:
@@ -103,16 +112,19 @@ class Guide(VerticalScroll):
             if i == cur:
                 t.append(f"{step.text}\n", style="")
             if i <= cur:
+                states = {st.id: st for st in s.states}
                 for c in step.checkpoints:
                     ok = c.id in met
                     t.append(f"   {'✓' if ok else '○'} {c.title}\n", style="green" if ok else "")
-        answers = s.progress.answers(lab.number)
+                    shown = s.shows(states[c.id]) if ok and c.id in states else ""
+                    if shown:
+                        t.append(f"     ↳ {shown}\n", style="green")
+        right = s.right()
         if lab.questions:
-            right = sum(1 for q in lab.questions if answers.get(q.id, {}).get("correct"))
             t.append(f"\nQuestions {right}/{len(lab.questions)} (a: answer)\n", style="bold")
         if self.hint_text:
             t.append(f"\nHint: {self.hint_text}\n", style="italic yellow")
-        elif s.done == s.total and all(answers.get(q.id, {}).get("correct") for q in lab.questions):
+        elif s.done == s.total and right == len(lab.questions):
             t.append("\nLab complete. protolab lab submit "
                      f"{lab.number} -o lab{lab.number}.protolab packs it for your instructor.\n", style="bold green")
         else:
@@ -121,28 +133,31 @@ class Guide(VerticalScroll):
 
 
     def _show_compact(self) -> None:
-        """Five lines: progress, the current step and its text, its next checkpoint, the hint."""
+        """A short terminal: progress, what the checkpoints just met showed, the current step whole,
+        its next checkpoint, and the hint when asked for (the Guide grows to hold them)."""
         s = self.session
         lab = s.lab
         cur = s.current_step()
-        answers = s.progress.answers(lab.number)
-        right = sum(1 for q in lab.questions if answers.get(q.id, {}).get("correct"))
+        right = s.right()
         t = Text()
         t.append(f"{progress_bar(s.done, s.total, 6)} {s.done}/{s.total} · questions {right}/{len(lab.questions)} (a) · hint (h)\n",
                  style="bold")
-        nxt = s.first_unmet()
-        if nxt is not None:
-            t.append(f"○ {nxt.checkpoint.title}\n")
-        if self.hint_text:
-            t.append(f"Hint: {self.hint_text}\n", style="italic yellow")
-        elif cur < len(lab.steps):
+        for line in self.news:
+            t.append(f"✓ {line}\n", style="green")
+        if cur < len(lab.steps):
             step = lab.steps[cur]
             t.append(f"▶ {cur + 1}/{len(lab.steps)} {step.title}: ", style="bold")
             t.append(f"{step.text}\n")
+            nxt = s.first_unmet()
+            if nxt is not None and not self.hint_text:  # the hint starts with its title
+                t.append(f"○ {nxt.checkpoint.title}\n")
         else:
             t.append("Every checkpoint is met." + (" Answer the questions (a)." if right < len(lab.questions) else
                                                    f" Lab complete: protolab lab submit {lab.number}") + "\n",
                      style="bold green")
+        if self.hint_text:
+            t.append(f"Hint: {self.hint_text}\n", style="italic yellow")
+        t.rstrip()
         self.body.update(t)
         self.scroll_home(animate=False)
 

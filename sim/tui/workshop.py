@@ -166,6 +166,7 @@ class WorkshopApp(LabHost, Player, App):
     def on_resize(self) -> None:
         short = self.size.height < 36
         self.set_class(short, "-short")
+        self.set_class(self.guide is not None, "-with-guide")
         if self.guide is not None and self.guide.compact != short:
             self.guide.compact = short  # a short terminal: the Guide shows the current step only
             if self.guide.is_mounted:

@@ -1,0 +1,227 @@
+"""One judgement of a lab: what ``lab check``, ``lab status``, ``lab submit``, ``lab verify`` and
+``grade lab`` all say, and what the Guide ticks.
+
+A lab is judged from two things only, its run and what the learner recorded beside it (the
+actions the run's database cannot show: time-travel visits, views opened, refused reconciles; and
+the answers given):
+
+1. the run is re-delivered through the reference runtime (:func:`sim.labs.verify.verify_run`): a
+   run that does not come out with the same decisions, events and state digest is not genuine,
+   and a grade gives it nothing;
+2. every checkpoint is evaluated afresh on the run, with the actions recorded on that run (its
+   ``lab_run`` id): nothing is remembered from an earlier evaluation, so a checkpoint met on a run
+   since started over, replaced or edited is not met;
+3. every answer given is compared with what is right for this run now.
+
+The TUI's Guide runs steps 2 and 3 after every action on the live run it is writing itself
+(re-delivering its own writes after every step would prove nothing new); everything else runs all
+three, so a score shown anywhere is the score verification gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InputError, ProtolabError
+from ..store import Store
+from .catalog import Checkpoint, Lab, Question
+from .checks import CHECKS, Ctx, Facts, Seen
+
+__all__ = ["CheckpointState", "Judgement", "Recorded", "context", "evaluate", "expected_answer", "answers_of",
+           "judge", "judge_progress", "check_run_fits", "fill", "LAB_KEY", "RUN_KEY"]
+
+#: meta keys of a run made by 'protolab lab start': the lab's number and the run's own id
+LAB_KEY = "lab"
+RUN_KEY = "lab_run"
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    checkpoint: Checkpoint
+    met: bool
+    seen: Seen
+
+    @property
+    def id(self) -> str:
+        return self.checkpoint.id
+
+
+def fill(template: str, saw: dict) -> str:
+    """A hint (or a ``shows`` line) with the fields the check saw; an unknown field reads ``?``."""
+    class Missing(dict):
+        def __missing__(self, key):
+            return "?"
+
+    try:
+        return template.format_map(Missing({k: v for k, v in saw.items()}))
+    except (ValueError, IndexError):
+        return template
+
+
+def _story_size(scenario: str) -> int | None:
+    """How many tasks the scenario's story creates (None when it cannot be known)."""
+    from ..scenario import load_scenario
+
+    try:
+        sc = load_scenario(scenario)
+    except ProtolabError:
+        return None
+    if sc.stress is not None:
+        return None
+    return len(sc.tasks) or None
+
+
+def check_run_fits(lab: Lab, store: Store) -> None:
+    """Refuse a run that is not this lab's (another scenario, or another lab's run)."""
+    other = store.get_meta(LAB_KEY)
+    if other and other != str(lab.number):
+        raise InputError(f"{store.path} is your run of lab {other}, not of lab {lab.number} (lab {lab.number}'s run is "
+                         f"made by 'protolab lab start {lab.number}')", code="E_DB_OTHER_LAB")
+    scenario = store.get_meta("scenario")
+    if scenario and scenario != lab.scenario:
+        raise InputError(f"{store.path} is a run of {scenario}; lab {lab.number} plays {lab.scenario} "
+                         f"(start it with 'protolab lab start {lab.number}')", code="E_DB_OTHER_LAB")
+
+
+class Recorded:
+    """Actions as a list (from a progress file, or from a submission's manifest), read the way a
+    check reads them (:meth:`sim.store.ProgressStore.actions`)."""
+
+    def __init__(self, lab: int, actions: list[dict]):
+        self.lab = lab
+        self.rows = [{"kind": str(a.get("kind", "")), "data": dict(a.get("data") or {}), "at": a.get("at", "")}
+                     for a in actions]
+
+    def actions(self, lab: int, kind: str | None = None) -> list[dict]:
+        return [a for a in self.rows if lab == self.lab and (kind is None or a["kind"] == kind)]
+
+
+def context(lab: Lab, store: Store, progress) -> Ctx:
+    """What the checks read: the run (indexed) and the actions recorded on it. ``progress`` is a
+    ProgressStore or a :class:`Recorded`."""
+    check_run_fits(lab, store)
+    return Ctx(store, Facts(store), progress, lab.number, expected_tasks=_story_size(lab.scenario),
+               run_id=store.get_meta(RUN_KEY))
+
+
+def evaluate_one(lab: Lab, ctx: Ctx, cp: Checkpoint) -> Seen:
+    try:
+        return CHECKS[cp.check](ctx, **cp.args)
+    except TypeError as e:
+        raise InputError(f"lab {lab.number} checkpoint {cp.id}: bad arguments for {cp.check}: {e}",
+                         code="E_LAB_FILE") from e
+
+
+def evaluate(lab: Lab, ctx: Ctx) -> list[CheckpointState]:
+    """Every checkpoint, evaluated now on the run as it is (the index brought up to date first)."""
+    ctx.facts.update()
+    out = []
+    for cp in lab.checkpoints:
+        seen = evaluate_one(lab, ctx, cp)
+        out.append(CheckpointState(cp, seen.ok, seen))
+    return out
+
+
+def expected_answer(lab: Lab, q: Question, ctx: Ctx, states: list[CheckpointState] | None = None) -> str | None:
+    """The right answer: fixed, or what a checkpoint saw in this run (None: the run does not show it)."""
+    if q.answer is not None:
+        return q.answer
+    cid, _, fieldname = q.answer_from.partition(".")
+    seen = next((s.seen for s in states or () if s.id == cid), None)
+    if seen is None:
+        seen = evaluate_one(lab, ctx, lab.checkpoint(cid))
+    value = seen.saw.get(fieldname) if seen.ok else None
+    return None if value in (None, "") else str(value)
+
+
+def answers_of(lab: Lab, ctx: Ctx, given: dict, states: list[CheckpointState] | None = None) -> dict[str, dict]:
+    """Each question: the answer given (None: none) and whether it is right for this run."""
+    out = {}
+    for q in lab.questions:
+        g = given.get(q.id)
+        want = expected_answer(lab, q, ctx, states) if g is not None else None
+        out[q.id] = {"given": g, "correct": g is not None and want is not None and str(g).strip().casefold() == want.casefold()}
+    return out
+
+
+@dataclass(frozen=True)
+class Judgement:
+    lab: Lab
+    states: tuple[CheckpointState, ...]
+    answers: dict  # question id -> {"given", "correct"}
+    genuine: bool | None  # None: not re-delivered (the Guide's own live run)
+    difference: str | None
+    made_by_lab: bool  # the run carries this lab's mark (made by 'protolab lab start')
+    hints: dict = field(default_factory=dict)  # checkpoint id -> its hint, for the unmet ones
+
+    @property
+    def done(self) -> int:
+        return sum(s.met for s in self.states)
+
+    @property
+    def total(self) -> int:
+        return len(self.states)
+
+    @property
+    def answered(self) -> int:
+        return sum(a["correct"] for a in self.answers.values())
+
+    @property
+    def questions(self) -> int:
+        return len(self.lab.questions)
+
+    @property
+    def all_met(self) -> bool:
+        return self.genuine is not False and self.done == self.total
+
+    def to_dict(self) -> dict:
+        """What ``lab check --json`` prints and a submission's manifest carries."""
+        return {
+            "lab": self.lab.number,
+            "title": self.lab.title,
+            "genuine": self.genuine,
+            "difference": self.difference,
+            "made_by_lab": self.made_by_lab,
+            "done": self.done,
+            "total": self.total,
+            "all_met": self.all_met,
+            "answered": self.answered,
+            "checkpoints": [
+                {"id": s.id, "title": s.checkpoint.title, "met": s.met, "saw": s.seen.code,
+                 "hint": None if s.met else self.hints.get(s.id),
+                 "shows": fill(s.checkpoint.shows, s.seen.saw) if s.met and s.checkpoint.shows else None}
+                for s in self.states
+            ],
+            "questions": [
+                {"id": q.id, "text": q.text, "answered": self.answers[q.id]["correct"]} for q in self.lab.questions
+            ],
+        }
+
+
+def hint_of(state: CheckpointState) -> str:
+    cp = state.checkpoint
+    return fill(cp.hints.get(state.seen.code, cp.hint), state.seen.saw)
+
+
+def judge(lab: Lab, store: Store, actions, answers: dict, *, verify: bool = True) -> Judgement:
+    """The lab judged on ``store``: ``actions`` (a list of ``{"kind", "data"}``, a Recorded or a
+    ProgressStore) and ``answers`` (question id -> the answer given)."""
+    from .verify import verify_run
+
+    progress = actions if hasattr(actions, "actions") else Recorded(lab.number, list(actions))
+    ctx = context(lab, store, progress)
+    genuine, difference = None, None
+    if verify:
+        verdict = verify_run(store)
+        genuine, difference = verdict["ok"], verdict["difference"]
+    states = evaluate(lab, ctx)
+    given = {k: v for k, v in answers.items() if v is not None}
+    return Judgement(lab, tuple(states), answers_of(lab, ctx, given, states), genuine, difference,
+                     store.get_meta(LAB_KEY) == str(lab.number),
+                     {s.id: hint_of(s) for s in states if not s.met})
+
+
+def judge_progress(lab: Lab, store: Store, progress, *, verify: bool = True) -> Judgement:
+    """The lab judged on ``store`` with what the learner's progress file recorded for it."""
+    given = {q: a["answer"] for q, a in progress.answers(lab.number).items()}
+    return judge(lab, store, progress.actions(lab.number), given, verify=verify)
