@@ -607,3 +607,50 @@ def test_refusals_of_a_reconciliation_or_a_review_say_exactly_what_is_missing():
         resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=["X-2", "L-1", "X-1"])
     assert e.value.message == ("evidence X-1, X-2 is not retained in this database (cite a message id or an artifact "
                                "ref)")
+
+
+def test_a_task_released_and_run_again_does_not_publish_a_second_time():
+    store = _published()
+    m6 = [e for e in samples.happy_path() if e.message_id == "M-6"][0]
+    other = _env("M-6c", "T-2", "writer", "task_result", dict(m6.payload, note="another draft"), m6.idempotency_key,
+                 refs=m6.evidence_refs)  # T-2's result under its key with another payload: frozen for review
+    assert deliver(store, other).decision == "conflict"
+    review(store, "T-2", "ready", by="reviewer", evidence=["M-6", "M-6c"])
+    assert deliver(store, _env("M-5b", "T-2", "writer", "task_started", {"lease_version": 2},
+                               "R-1:T-2:attempt-2:started")).state == "running"
+    again = deliver(store, _env("M-6b", "T-2", "writer", "task_result",
+                                {"status": "succeeded", "lease_version": 2, "draft": samples.draft_ref(),
+                                 "effect": {"kind": "publish", "target": "R-1"}}, "R-1:T-2:attempt-2",
+                                refs=m6.evidence_refs))
+    assert (again.decision, again.state, again.effects) == ("accepted", "succeeded", ())
+    assert [e["effect_key"] for e in store.effects()] == [PUBLISH]
+    suppressed = [e for e in store.events() if e["type"] == "effect_suppressed"]
+    assert [(e["message_id"], e["data"]["effect_key"]) for e in suppressed] == [("M-6b", PUBLISH)]
+
+
+def test_a_plugged_effect_rule_names_the_key_an_effect_commits_under():
+    from dataclasses import replace as _replace
+
+    ruled = _replace(SAFE, effect_rule=lambda e, d: f"once:{e.payload['effect']['target']}")
+    store = Store.memory()
+    put_artifact(store, samples.FACTS, kind="fact-table", task_id="T-1")
+    put_artifact(store, samples.draft(), kind="draft", task_id="T-2")
+    outs = [deliver(store, e, policy=ruled) for e in samples.happy_path()]
+    assert [o.effects for o in outs if o.effects] == [("once:R-1",)]
+    assert [e["effect_key"] for e in store.effects()] == ["once:R-1"]
+    silent = _replace(SAFE, effect_rule=lambda e, d: None)
+    store2 = Store.memory()
+    for e in samples.happy_path():
+        deliver(store2, e, policy=silent)
+    assert store2.effects() == [] and store2.get_task("T-2").state.value == "succeeded"
+
+
+def test_a_conflict_on_an_input_sends_what_was_published_from_it_to_reconciliation():
+    store = _published()
+    out = deliver(store, samples.conflicting_m3("M-3c", 30))
+    assert out.decision == "conflict" and store.get_task("T-1").state.value == "needs_review"
+    (opened,) = store.open_reconciliations()
+    assert (opened["task_id"], opened["message_id"], opened["effects"], opened["status"]) == (
+        "T-2", "M-3c", [PUBLISH], "untrusted input")
+    required = [e for e in store.events() if e["type"] == "reconciliation_required"]
+    assert [(e["task_id"], e["data"]["input"]) for e in required] == [("T-2", "T-1")]
