@@ -68,6 +68,9 @@ app.add_typer(trace_app, name="trace")
 
 DB_OPT = typer.Option("protolab.db", "--db", help="The protolab database file.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+COURSE_OPT = typer.Option(None, "--course", metavar="DIR", help="(Instructors) the course: your protolab checkout, "
+                          "the folder holding pyproject.toml, exercises/ and solutions/ (default: the current folder "
+                          "or its parents).")
 
 
 def _console():
@@ -1547,11 +1550,13 @@ def bench_grade_cmd(
     n: int = typer.Option(200, "-n", help="Generated submissions of exercise 1 (200 takes a few minutes on 2 cores)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
     as_json: bool = JSON_OPT,
+    course: Optional[Path] = COURSE_OPT,
 ):
     """The grader on a generated class (correct, partly wrong and hostile mixed): submissions per minute
     and peak memory, beside the same class judged in one process with no isolation."""
     from .course.benchgrade import bench_grade
 
+    _course(course)
     if n < 10:
         raise InputError("-n must be at least 10", code="E_USAGE")
     if as_json:
@@ -1767,6 +1772,9 @@ def _render_report(report, con) -> None:
             if r.hint:
                 con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
     con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
+    said = _sandbox_line(report)
+    if said:
+        con.print(said, highlight=False, markup=False, style="dim")
     if not report.hidden_ran:
         hp = report.hidden_points
         hidden = f"{hp} more points are in hidden tests" if hp else "hidden tests may exist"
@@ -1852,6 +1860,24 @@ def exercise_hint(
 
 # ------------------------------------------------------------------------ student kit and autograder
 
+def _course(course: Optional[Path]) -> None:
+    """--course DIR: the course's solutions (hidden tests, model answers) from now on in this command."""
+    if course is not None:
+        from .course.catalog import use_course
+
+        use_course(course)
+
+
+def _sandbox_line(report_or_text) -> str:
+    """One line on which sandbox judged it; the fallback says what to do about it."""
+    text = report_or_text if isinstance(report_or_text, str) else getattr(report_or_text, "sandbox", "")
+    if not text:
+        return ""
+    if text.startswith("fallback"):
+        return (f"sandbox: {text}; student code ran with the audit hooks and limits alone (install bubblewrap, "
+                "'apt-get install bubblewrap', for the operating-system sandbox)")
+    return f"sandbox: {text}"
+
 kit_app = typer.Typer(help="(Instructors) the student kit: build it (no solutions, no hidden tests) and verify that "
                            "every exercise's answers are judged right.", no_args_is_help=True)
 app.add_typer(kit_app, name="kit")
@@ -1859,16 +1885,18 @@ app.add_typer(kit_app, name="kit")
 
 @kit_app.command("student")
 def kit_student(dest: Path = typer.Argument(..., help="Where to write the kit: a new or empty folder, or a previous "
-                                                      "kit (replaced).")):
+                                                      "kit (replaced)."),
+                course: Optional[Path] = COURSE_OPT):
     """(Instructors) write the kit students get: the sim package, data, labs, exercises (starters and
     public tests), pyproject.toml and README; never solutions, hidden tests or planted wrong answers.
     It lands only after two checks: by content (no line of a solution, no hidden test's name or
     title) and by running each exercise's public tests on its starter with only the kit on the path."""
-    from .course.kit import build_student_kit
+    from .course.kit import build_student_kit, project_root
 
+    root = project_root(course)
     with _progress() as bar:
         job = bar.add_task("smoke check: public tests on each starter", total=None)
-        res = build_student_kit(dest, progress=lambda done, total, name: bar.update(
+        res = build_student_kit(dest, root=root, progress=lambda done, total, name: bar.update(
             job, completed=done, total=total, description=f"smoke check: {name}"))
     typer.echo(f"wrote the student kit to {res.dest}/ ({res.files} files{', replacing the previous kit' if res.replaced else ''})")
     typer.echo("  content: no line of any solution or planted wrong answer, no hidden test's name or title")
@@ -1884,12 +1912,14 @@ def kit_classroom(
     which: str = typer.Argument(..., help="The exercise: its number or slug."),
     dest: Path = typer.Argument(..., help="A new folder for the class (one folder per submission)."),
     loops: bool = typer.Option(False, "--loops", help="Add the two endless loops too (each spends whole time limits)."),
+    course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) a generated class to try the grader on: the model answer, the starter, every
     planted wrong answer and every hostile kind, each named for what it is."""
     from .course.catalog import get_exercise
     from .course.corpus import build_corpus
 
+    _course(course)
     ex = get_exercise(which)
     if dest.exists():
         raise InputError(f"{dest} already exists; give a new folder", code="E_OUTPUT_EXISTS")
@@ -1911,6 +1941,7 @@ def kit_verify(
                                                           "and count the mutants that lose points (target 95%)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="With --mutants: an even sample of at most "
                                                                      "this many mutants per exercise."),
+    course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) judge every exercise as real grading does (hidden tests, each test in the
     sandbox): the model answer must get full marks, the starter and each planted wrong answer less
@@ -1920,14 +1951,16 @@ def kit_verify(
     a part of a key dropped, a rule of a table removed, ...); a mutant that behaves as the model
     answer on every case is equivalent, every other one must lose points. Exit 1 when an exercise
     is below the target."""
+    from .course.kit import project_root, verify_kit
+
+    root = project_root(course)  # the course, or an error that names --course
+    _course(root)
     if mutants:
         _kit_mutants(exercise, as_json=as_json, limit=limit)
         return
-    from .course.kit import verify_kit
-
     with _progress(not as_json) as bar:
         job = bar.add_task("verifying", total=None)
-        rows = verify_kit(only=exercise, progress=lambda done, total, name: bar.update(
+        rows = verify_kit(root=root, only=exercise, progress=lambda done, total, name: bar.update(
             job, completed=done, total=total, description=f"judged {name}"))
     bad = [r for r in rows if not r.ok]
     if as_json:
@@ -1976,12 +2009,14 @@ def autograder_cmd(
     which: str = typer.Argument(..., help="The exercise: its number or slug."),
     output: Path = typer.Option(..., "-o", "--output", help="The zip to write (a new file, or a previous "
                                                             "protolab autograder zip, replaced)."),
+    course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) a Gradescope autograder zip for one exercise: setup.sh, run_autograder and the
     bundled source with this exercise's hidden tests. Gradescope runs it once per submission."""
     from .course.autograder import build_autograder
+    from .course.kit import project_root
 
-    info = build_autograder(which, output)
+    info = build_autograder(which, output, root=project_root(course))
     typer.echo(f"wrote {output}: the Gradescope autograder of exercise {info['exercise']} ({info['title']}), "
                f"{info['tests']} public + {info['hidden_tests']} hidden tests, {info['bytes'] // 1024} KB")
     typer.echo("  upload it under Configure Autograder (Ubuntu base image); students submit "
@@ -2393,9 +2428,12 @@ def _explain(report, con) -> None:
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
     from .course.grade import collect, grade_all, workdir, write_gradebook
 
-    if not ex.hidden_tests() and ex.hidden_points():
-        raise InputError(f"exercise {ex.number}'s hidden tests ({ex.hidden_points()} points) are not in this install, so "
-                         "a grade would cover the public tests only: run from the protolab checkout, or set "
+    cases = [t.name for t in ex.tests if t.hidden_cases]
+    if (not ex.hidden_tests() and ex.hidden_points()) or (cases and not ex.extensions()):
+        what = (f"hidden tests ({ex.hidden_points()} points)" if not ex.hidden_tests() and ex.hidden_points()
+                else f"hidden cases (of {', '.join(cases[:3])}{' ...' if len(cases) > 3 else ''})")
+        raise InputError(f"exercise {ex.number}'s {what} are not in this install, so a grade would cover the public "
+                         "tests only: run from your protolab checkout, name it with --course DIR, or set "
                          "PROTOLAB_SOLUTIONS to its solutions/ folder", code="E_NO_SOLUTIONS")
     con = _console()
     with workdir() as tmp:
@@ -2419,9 +2457,16 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 d = gradescope / s.name
                 d.mkdir(parents=True, exist_ok=True)
                 # commands name the student's own folder (as 'exercise start' makes it), not the instructor's copy
-                d_json = results_json(r, shown_dir=ex.dirname)
+                from .course.autograder import note_sandbox
+
+                d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
                 (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    said = _sandbox_line(next((r.sandbox for r in reports if r.sandbox), ""))
+    if said and not as_json and not explain:  # --explain's report says it already
+        typer.echo(said)
+    if said.startswith("sandbox: fallback"):
+        typer.echo("warning: graded on the fallback sandbox, not bubblewrap (see above)", err=True)
     errors = [(s.name, x.name, x.grader_error) for s, r in zip(subs, reports) for x in r.grader_errors]
     if errors:  # the kit's fault, never the student's: the instructor must hear of it, and the exit status says so
         typer.echo(f"warning: {len(errors)} test(s) could not be graded because a judge failed (a grader error, not the "
@@ -2506,10 +2551,13 @@ def grade(
                                                           "reproduces it and the hint, and the fault-by-invariant grid."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
     as_json: bool = JSON_OPT,
+    course: Optional[Path] = COURSE_OPT,
 ):
-    """(Instructors) grade a class: public and hidden tests, each in its own sandboxed process, a
-    table of scores; --csv, --gradescope and --explain for the rest. 'grade lab 3 FOLDER' grades lab
-    submissions (protolab lab submit), each verified by re-delivering its run."""
+    """(Instructors) grade a class: public and hidden tests, the students' code in the sandboxed host
+    processes (bubblewrap, or the fallback: it says which), a table of scores; --csv, --gradescope
+    and --explain for the rest. 'grade lab 3 FOLDER' grades lab submissions (protolab lab submit),
+    each verified by re-delivering its run."""
+    _course(course)
     if which == "lab":
         if len(paths) != 2:
             raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")

@@ -1,327 +1,405 @@
-"""Hostile submissions in the sandbox: each hostile thing scores 0 for its test with a one-line
-reason, the grader's process and the kit's files are untouched, nothing of a hidden test is ever
-on disk, and nothing of the model answers reaches a message or an output.
+"""Hostile submissions through the production path: ``protolab grade`` on a folder of submissions
+(``grade_all``: warm judge processes, the student's code in host processes started by
+``sandbox.start_host``, in bubblewrap where it works, on the fallback where it does not).
 
-Submissions are the model answer with one hostile line added (at import time, or inside the
-function the judge calls), so that only the hostile line can cost points. Most are judged with
-:func:`sim.course.sandbox.run_test` and a short time limit; a few go through
-:func:`sim.course.evaluate.evaluate` as an instructor's grading does.
+The batch is a class of exercise 1: the model answer and every hostile kind of the corpus
+(``corpus.HOSTILE_CODE``: SQLite ATTACH, VACUUM INTO and load_extension, a run database elsewhere
+by its path, ctypes, the grader's /proc, signals to the parent and the group, a listening socket,
+links planted for the grader, processes, floods, memory, exits, ...) plus a few more written here.
+Each is the model answer with the hostile part added, so only that part can cost points. Graded
+from a copy of the checkout (the tree the grader runs from, hashed before and after, solutions/
+included) with a run database placed elsewhere (hashed too): the batch completes, the model answer
+gets full marks, each hostile submission 0 with its reason, nothing outside the submissions'
+folders changes and no process of the batch survives it. Run under bubblewrap (when it works here)
+and forced onto the fallback (``PROTOLAB_SANDBOX=fallback``): both must hold.
+
+The operating-system wall is also tested alone (no audit hooks): what the hooks cannot see
+(SQLite opening a file in C) still meets a read-only system and a private /tmp.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from sim.course import sandbox
-from sim.course.catalog import get_exercise
-from sim.course.evaluate import evaluate
-from sim.course.sandbox import run_test
+from sim.course.catalog import get_exercise, use_course
+from sim.course.corpus import HOSTILE_CODE, build_corpus
+from sim.course.kit import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "solutions"
-EX1, EX3, EX5 = "01-envelope-design", "03-deduplicating-consumer", "05-exactly-once"
-KEY_DEF = "def idempotency_key(intent) -> str:\n"
-# written by hostile code if it ever escapes its folder
-OUTSIDE = Path(tempfile.gettempdir()) / f"protolab-hostile-outside-{os.getpid()}"
-IN_CHECKOUT = ROOT / f"protolab-hostile-was-here-{os.getpid()}"
+EX1 = "01-envelope-design"
+KEY_DEF = "def idempotency_key(intent"
 # the checkout, as student code can work it out from the sim package it imports
 FIND_ROOT = "import os, sim\nROOT = os.path.dirname(os.path.dirname(os.path.realpath(sim.__file__)))"
+# files hostile code tries to make outside its folder (none may exist afterwards)
+MARKERS = ["/tmp/protolab-hostile-was-here", "/tmp/protolab-hostile-attach.db", "/tmp/protolab-hostile-vacuum.db",
+           "/tmp/protolab-hostile-outside"]
 
-
-def _secret_lines() -> list[str]:
-    """Lines of the model answers and hidden tests that appear nowhere a student can read."""
-    known = "\n".join(p.read_text(encoding="utf-8", errors="replace")
-                      for p in [*(ROOT / "exercises").rglob("*"), *(ROOT / "sim").rglob("*.py")] if p.is_file())
-    out = []
-    for ex, main in ((EX1, "design.py"), (EX3, "decide.py"), (EX5, "effects.py")):
-        for f in (SOLUTIONS / ex / main, SOLUTIONS / ex / "hidden.toml"):
-            for line in f.read_text(encoding="utf-8").splitlines():
-                text = line.strip().lstrip("#").strip()
-                if len(text) > 30 and text not in known:
-                    out.append(text)
-    return out
-
-
-SECRET = _secret_lines()
-
-
-def _kit_state() -> dict:
-    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for base in (SOLUTIONS, ROOT / "exercises")
-            for p in sorted(base.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-@pytest.fixture(autouse=True)
-def _untouched():
-    """Every test: the kit's solutions and exercises stay as they were, nothing lands outside."""
-    before = _kit_state()
-    yield
-    assert _kit_state() == before, "solutions/ or exercises/ changed"
-    for p in (OUTSIDE, IN_CHECKOUT):
-        assert not p.exists(), f"hostile code wrote {p}"
-
-
-def _submission(tmp_path: Path, ex: str, main: str, *, top: str = "", inside: str = "", fn: str = "") -> Path:
-    """The exercise's folder with the model answer, ``top`` put before it and ``inside`` put at
-    the start of the function whose ``def`` line starts with ``fn``."""
-    d = tmp_path / "sub"
-    shutil.copytree(ROOT / "exercises" / ex, d)
-    src = (SOLUTIONS / ex / main).read_text(encoding="utf-8")
-    if inside:
-        i = src.index(fn)
-        j = src.index(":\n", src.index(")", i)) + 2
-        src = src[:j] + "".join("    " + line + "\n" for line in inside.splitlines()) + src[j:]
-    if top:
-        # after a ``from __future__`` line, if any (it must stay first)
-        k = src.index("\n", src.index("from __future__")) + 1 if "from __future__" in src else 0
-        src = src[:k] + top + "\n" + src[k:]
-    (d / main).write_text(src, encoding="utf-8")
-    return d
-
-
-def _design(tmp_path, top="", inside=""):
-    return _submission(tmp_path, EX1, "design.py", top=top, inside=inside, fn=KEY_DEF)
-
-
-def _clean(v: dict) -> None:
-    """A verdict as a student sees it: one line, no traceback, nothing of the model answers."""
-    text = v["message"] + "\n" + (v.get("output") or "")
-    assert "Traceback" not in text and "\n" not in v["message"].strip()
-    leaked = [line for line in SECRET if line in text]
-    assert not leaked, leaked[:2]
-
-
-def _zero(v: dict, *words: str) -> None:
-    assert v["score"] == 0, v["message"]
-    for w in words:
-        assert w in v["message"], (w, v["message"])
-    _clean(v)
-
-
-# ------------------------------------------------------------------------------ exercise 1, one kind each
-
-HOSTILE_1 = {
-    # name: (top, inside idempotency_key, words the message must hold)
-    "sys-exit-import": ("import sys\nsys.exit(3)", "", ["sys.exit(3)", "design.py"]),
-    "sys-exit-call": ("", "import sys\nsys.exit(3)", ["idempotency_key called sys.exit(3)", "design.py line"]),
-    "os-exit-import": ("import os\nos._exit(7)", "", ["exit status 7", "os._exit", "while importing it"]),
-    "os-exit-call": ("", "import os\nos._exit(0)", ["exit status 0", "os._exit", "during idempotency_key"]),
-    "raises-on-import": ("x = 1 / 0", "", ["does not import: ZeroDivisionError", "design.py line 1"]),
-    "syntax-error": ("def broken(:\n    pass", "", ["design.py", "SyntaxError at line 1"]),
-    "memory-bomb-import": ("hoard = bytearray(10 ** 10)", "", ["ran out of memory", "design.py line 1"]),
-    "memory-bomb-call": ("", "hoard = bytearray(10 ** 10)", ["idempotency_key ran out of memory", "design.py line"]),
-    "flood-import": ("print('x' * 1_000_000)", "", ["printed more than 256 KB"]),
-    "flood-call": ("", "print('y' * 100_000)", ["printed more than 256 KB"]),
-    "forks": ("", "import os\nif os.fork() == 0:\n    os._exit(0)", ["tried to start a process (os.fork)", "design.py line"]),
-    "spawns": ("import subprocess\nsubprocess.run(['true'])", "", ["tried to start a process", "subprocess"]),
-    "os-system": ("", f"import os\nos.system('touch {OUTSIDE}')", ["tried to start a process (os.system)"]),
-    "writes-outside": ("", f"open({str(OUTSIDE)!r}, 'w').write('x')", ["tried to write", "outside its folder"]),
-    "writes-into-checkout": (FIND_ROOT, f"open(os.path.join(ROOT, {IN_CHECKOUT.name!r}), 'w').write('x')",
+# what each corpus kind's messages must say (every test of the submission: 0 with this reason; a
+# tuple: any one of its words)
+CORPUS_WORDS = {
+    "syntax-error": ["SyntaxError"],
+    "raises-on-import": ["does not import", "RuntimeError"],
+    "exit-on-import": ["sys.exit(3)"],
+    "flood-on-import": ["printed more than"],
+    "os-exit-in-call": ["exit status 0"],
+    "sys-exit-in-call": ["sys.exit(0)"],
+    "flood-in-call": ["printed more than"],
+    "memory-bomb": ["ran out of memory"],
+    "memory-creep": [("memory", "did not answer within")],  # out of memory, or out of time on a busy machine
+    "forks": ["tried to start a process (os.fork)"],
+    "spawns": ["tried to start a process"],
+    "writes-outside": ["tried to write", "outside its folder"],
+    "reads-solutions": ["tried to read", "outside its folder"],
+    "wrong-type": ["returned an object"],
+    "sqlite-attach": ["tried to open a SQLite database", ":memory:"],
+    "sqlite-vacuum-into": ["tried to open a SQLite database", ":memory:"],
+    "sqlite-load-extension": ["tried to open a SQLite database"],
+    "sqlite-run-database": ["tried to open a SQLite database", "run.db"],
+    "ctypes": ["ctypes"],
+    "reads-grader-environ": ["tried to read", "environ", "outside its folder"],
+    "reads-grader-cmdline": ["tried to read", "cmdline", "outside its folder"],
+    "lists-grader-fds": ["tried to list", "/fd", "outside its folder"],
+    "kills-parent": ["tried to send a signal (os.kill)"],
+    "kills-group": ["tried to send a signal (os.killpg)"],
+    "listens": ["tried to use the network"],
+    "link-replaces-file": ["tried to make a link (os.symlink)"],
+    "plants-link": ["tried to make a link (os.symlink)"],
+    "missing-function": ["E_PLUGIN_INCOMPLETE"],
+    "link-to-solution": ["symbolic link"],
+    "no-file": ["no design.py"],
+}
+# more kinds, written here: (code at the top of design.py, code at the start of idempotency_key, words)
+EXTRA = {
+    "os-exit-import": ("import os\nos._exit(7)", "", ["exit status 7", "while importing it"]),
+    "writes-into-checkout": (FIND_ROOT, "open(os.path.join(ROOT, 'protolab-hostile-was-here'), 'w').write('x')",
                              ["tried to write", "outside its folder"]),
-    "reads-solutions": (FIND_ROOT + "\nSTOLEN = open(os.path.join(ROOT, 'solutions', '01-envelope-design', 'design.py')).read()",
-                        "", ["tried to read", "solutions/01-envelope-design/design.py", "outside its folder"]),
-    "reads-hidden-tests-and-hides-it": (FIND_ROOT, "try:\n    open(os.path.join(ROOT, 'solutions/01-envelope-design/hidden.toml')).read()\n"
-                                        "except Exception:\n    pass", ["tried to read", "hidden.toml", "outside its folder"]),
+    "reads-hidden-tests-and-hides-it": (FIND_ROOT, "try:\n    open(os.path.join(ROOT, 'solutions/01-envelope-design/"
+                                                   "hidden.toml')).read()\nexcept Exception:\n    pass",
+                                        ["tried to read", "hidden.toml", "outside its folder"]),
     "globs-solutions": (FIND_ROOT + "\nimport glob\nprint(glob.glob(os.path.join(ROOT, 'solutions', '*', '*.py')))", "",
                         ["outside its folder"]),
     "request-file": ("STOLEN = open('../request.json').read()", "", ["tried to read", "outside its folder"]),
-    "ctypes": ("import ctypes", "", ["ctypes", "design.py line 1"]),
-    "socket": ("", "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)", ["tried to use the network"]),
-    "kills-the-grader": ("", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", ["tried to send a signal (os.kill)"]),
     "leaves-its-group": ("import os\nos.setsid()", "", ["leave its process group"]),
     "walks-the-heap": ("", "import gc\ngc.get_referrers(gc)", ["gc.get_referrers"]),
-    "wrong-type-object": ("", "return object()", ["idempotency_key returned an object"]),
-    "wrong-type-set": ("", "return {'a', 'b'}", ["idempotency_key returned frozenset, not a string"]),
+    "connects-out": ("", "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)", ["tried to use the network"]),
+    "sqlite-by-uri": ("", "import sqlite3\nsqlite3.connect('file:/tmp/protolab-hostile-outside?mode=rwc', uri=True)",
+                      ["tried to open a SQLite database"]),
 }
+# a quick batch (not marked slow): the kinds the operating-system wall exists for
+QUICK = ["sqlite-attach", "sqlite-vacuum-into", "sqlite-run-database", "kills-parent", "plants-link",
+         "link-replaces-file", "reads-grader-environ", "ctypes"]
 
 
-@pytest.mark.parametrize("name", list(HOSTILE_1))
-def test_each_hostile_kind_scores_0_with_its_reason(name, tmp_path):
-    top, inside, words = HOSTILE_1[name]
-    v = run_test("design.loads", _design(tmp_path, top, inside), {}, timeout=10)
-    _zero(v, *words)
+# ------------------------------------------------------------------------------------- the batch
 
 
-@pytest.mark.parametrize("where", ["import", "call"])
-def test_an_endless_loop_is_stopped_at_the_time_limit(where, tmp_path):
-    d = _design(tmp_path, top="while True:\n    pass") if where == "import" else _design(tmp_path, inside="while True:\n    pass")
-    t0 = time.monotonic()
-    v = run_test("design.loads", d, {}, timeout=2)
-    assert time.monotonic() - t0 < 8
-    _zero(v, "did not finish within 2 s")
+def _tree(root: Path) -> dict:
+    """Every file under ``root`` (links included, as links) -> a hash of what it is."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [n for n in dirnames if n != "__pycache__"]
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "link " + os.readlink(p)
+            elif p.is_file():
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+            elif p.is_dir():
+                out[rel] = "dir"
+    return out
 
 
-def test_memory_that_grows_until_the_limit_scores_0(tmp_path, monkeypatch):
-    monkeypatch.setitem(sandbox.LIMITS, "memory_mb", 512)  # the child gets the grader's limits
-    v = run_test("design.loads", _design(tmp_path, inside="hoard = []\nwhile True:\n    hoard.append(bytearray(2 ** 20))"),
-                 {}, timeout=20)
-    _zero(v, "ran out of memory", "512 MB")
+def _survivors(*needles: str) -> list[str]:
+    """Processes whose command line names any of ``needles``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if any(n in cmd for n in needles):
+            found.append(f"{pid}: {cmd[:300]}")
+    return found
 
 
-def test_a_missing_file_and_a_missing_function_score_0(tmp_path):
-    d = _design(tmp_path)
-    (d / "design.py").unlink()
-    _zero(run_test("design.loads", d, {}, timeout=10), "design.py does not exist")
-    (tmp_path / "sub2").mkdir()
-    d2 = _design(tmp_path / "sub2")
-    (d2 / "design.py").write_text((d2 / "design.py").read_text().replace("def payload(", "def payload_(", 1))
-    _zero(run_test("design.loads", d2, {}, timeout=10), "lacks 'payload'")
+def _with_extra(model: str, top: str, inside: str) -> str:
+    src = model
+    if inside:
+        i = src.index(KEY_DEF)
+        j = src.index(":\n", src.index(")", i)) + 2
+        src = src[:j] + "".join("    " + line + "\n" for line in inside.splitlines()) + src[j:]
+    if top:  # after a ``from __future__`` line, if any (it must stay first)
+        k = src.index("\n", src.index("from __future__")) + 1 if "from __future__" in src else 0
+        src = src[:k] + top + "\n" + src[k:]
+    return src
 
 
-def test_legitimate_imports_and_writes_in_its_own_folder_still_work(tmp_path):
-    top = ("import hashlib, json, math, random, datetime, collections, itertools, re, dataclasses, typing, enum\n"
-           "import functools, string, decimal, fractions, statistics, uuid, base64, zlib, tempfile, warnings\n"
-           "from sim.design import Intent\nimport sim.digest\nfrom sim.intake import Verdict\nimport sim.runner\n"
-           "open('notes.txt', 'w').write('mine')\ntempfile.NamedTemporaryFile().close()")
-    inside = "import os\nos.write(1, b'not the protocol\\n')\nlen(open('notes.txt').read())"
-    v = run_test("design.loads", _design(tmp_path, top, inside), {}, timeout=20)
-    assert v["score"] == 1, v["message"]
-
-
-def test_the_checkout_is_off_the_path_and_argv_of_student_code(tmp_path):
-    inside = (FIND_ROOT + "\nimport sys\n"
-              "raise ValueError(f'onpath={any(os.path.realpath(p) == ROOT for p in sys.path)} argv={sys.argv!r}')")
-    v = run_test("design.loads", _design(tmp_path, inside=inside), {}, timeout=10)
-    assert "onpath=False argv=['-c']" in v["message"], v["message"]
-
-
-@pytest.mark.parametrize("path", ["a child per test", "warm judge processes"])
-def test_hidden_arguments_are_never_on_disk(path, tmp_path):
-    """While a test runs, no file of any judging folder (nor the submission's private copy) holds
-    its arguments, whether the test runs in a child of its own or in the grader's warm pool."""
-    from contextlib import ExitStack
-
-    from sim.course.pool import JudgePool, private_copy
-
-    secret = f"HIDDEN-CASE-{os.getpid()}-{time.time_ns()}"
-    d = _design(tmp_path, inside="import time\ntime.sleep(0.02)")
-    found, seen, done = [], set(), threading.Event()
-
-    def watch():
-        while not done.is_set():
-            try:
-                files = [*Path(tempfile.gettempdir()).glob("protolab-judge-*/**/*"),
-                         *Path(tempfile.gettempdir()).glob("protolab-sub-*/**/*")]
-            except OSError:  # a folder went away while it was listed
-                continue
-            for p in files:
-                try:
-                    if p.is_file():
-                        seen.add(p.name)
-                        if secret.encode() in p.read_bytes():
-                            found.append(p)
-                except OSError:
-                    pass
-            time.sleep(0.05)
-
-    t = threading.Thread(target=watch)
-    t.start()
+def _class(tmp: Path, kinds: list[str] | None, extra: dict) -> tuple[Path, Path, Path]:
+    """``(course, class, run database)``: a copy of the checkout with exercise 1's solutions, a class
+    of the model answer and the hostile ``kinds`` (None: every corpus kind), and a run database
+    elsewhere that hostile code goes for."""
+    course = tmp / "course"
+    copy_project(ROOT, course, solutions=[EX1])
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    run_db = elsewhere / "run.db"
+    done = subprocess.run([sys.executable, "-m", "sim", "run", "--db", str(run_db)], cwd=course, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    klass = tmp / "class"
+    ex = get_exercise(1)
+    use_course(course)
     try:
-        if path == "a child per test":
-            v = run_test("design.loads", d, {"secret": secret}, timeout=20)
-        else:
-            with ExitStack() as stack, JudgePool(1) as pool:
-                copy, problem = private_copy(d, stack)
-                assert problem is None
-                v = pool.run("design.loads", copy, {"secret": secret}, timeout=20)
+        entries = build_corpus(ex, klass, slow=False, run_db=run_db)
     finally:
-        done.set()
-        t.join()
-    assert v["score"] == 1, v["message"]
-    assert "design.py" in seen  # the watch saw the judging folder while it judged
-    assert not found
+        use_course(None)
+    keep = {"solution"} | {f"hostile-{k}" for k in (kinds if kinds is not None else CORPUS_WORDS)}
+    for e in entries:
+        if e.name not in keep:
+            shutil.rmtree(klass / e.name) if (klass / e.name).is_dir() else (klass / e.name).unlink()
+    model = (course / "solutions" / EX1 / "design.py").read_text(encoding="utf-8")
+    for name, (top, inside, _words) in extra.items():
+        d = klass / f"extra-{name}"
+        d.mkdir()
+        (d / "design.py").write_text(_with_extra(model, top, inside), encoding="utf-8")
+    return course, klass, run_db
 
 
-def test_a_host_left_alive_is_killed_by_pid_and_start_time():
-    proc = subprocess.Popen(["sleep", "30"])
+def _grade(course: Path, klass: Path, *, fallback: bool, json_out: bool = True) -> subprocess.CompletedProcess:
+    """``protolab grade 1 CLASS`` as an instructor runs it, from the course's own copy of sim."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PROTOLAB_"))}
+    if fallback:
+        env["PROTOLAB_SANDBOX"] = "fallback"
+    args = [sys.executable, "-m", "sim", "grade", "1", str(klass), "-j", "2"] + (["--json"] if json_out else [])
+    return subprocess.run(args, cwd=course, env=env, capture_output=True, text=True, timeout=1800,
+                          start_new_session=True)
+
+
+def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: bool) -> None:
+    if not fallback and sandbox.box().kind != "bubblewrap":
+        pytest.skip(f"no bubblewrap here ({sandbox.describe()}); the fallback case covers this machine")
+    course, klass, run_db = _class(tmp, kinds, extra)
+    for m in MARKERS:
+        Path(m).unlink(missing_ok=True)
+    before = _tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()
+    done = _grade(course, klass, fallback=fallback)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    rows = {r["student"]: r for r in json.loads(done.stdout)}
+    # the batch completed: a row for everyone, the model answer full marks in the same batch
+    assert sorted(rows) == sorted(p.name for p in klass.iterdir())
+    sol = rows["solution"]
+    assert sol["score"] == sol["max_score"] > 0, [t["message"] for t in sol["tests"] if not t["passed"]]
+    # each hostile one: 0, every test, with its reason
+    words = {**{f"hostile-{k}": w for k, w in CORPUS_WORDS.items()}, **{f"extra-{k}": w for k, (_t, _i, w) in extra.items()}}
+    wrong = []
+    for name, row in rows.items():
+        if name == "solution":
+            continue
+        messages = [t["message"] for t in row["tests"]]
+        if row["score"] != 0 or any(t["points"] for t in row["tests"]):
+            wrong.append((name, row["score"], [m[:120] for m, t in zip(messages, row["tests"]) if t["points"]][:2]))
+            continue
+        for m in messages:
+            if not m.strip() or "Traceback" in m or "grader error" in m or not all(
+                    any(x in m for x in ((w,) if isinstance(w, str) else w)) for w in words[name]):
+                wrong.append((name, m[:300]))
+                break
+    assert not wrong, wrong
+    # which sandbox judged it, on every report
+    said = {r["sandbox"] for r in rows.values()}
+    assert len(said) == 1, said
+    assert said.pop().startswith("fallback: PROTOLAB_SANDBOX=fallback" if fallback else "bubblewrap")
+    # nothing outside the submissions' folders changed; no process of the batch is left
+    assert (_tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()) == before
+    assert [m for m in MARKERS if os.path.exists(m)] == []
+    assert _survivors(str(course), str(klass)) == []
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["bubblewrap", "fallback"])
+def test_hostile_code_the_os_wall_is_for_scores_0_and_touches_nothing(fallback, tmp_path):
+    _check_batch(tmp_path, QUICK, {}, fallback=fallback)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fallback", [False, True], ids=["bubblewrap", "fallback"])
+def test_every_hostile_kind_in_one_batch_scores_0_with_its_reason_and_nothing_escapes(fallback, tmp_path):
+    _check_batch(tmp_path, None, EXTRA, fallback=fallback)
+
+
+def test_grade_says_which_sandbox_judged_the_class(tmp_path):
+    course, klass, _run_db = _class(tmp_path, [], {})
+    done = _grade(course, klass, fallback=False, json_out=False)
+    assert done.returncode == 0, done.stderr
+    assert f"sandbox: {sandbox.describe()}" in " ".join(done.stdout.split())
+    done = _grade(course, klass, fallback=True, json_out=False)
+    assert done.returncode == 0, done.stderr
+    out = " ".join(done.stdout.split())
+    assert "sandbox: fallback: PROTOLAB_SANDBOX=fallback" in out and "install bubblewrap" in out
+    assert "warning: graded on the fallback sandbox" in done.stderr
+
+
+# ------------------------------------------------------------------------------ the OS wall alone
+
+needs_bwrap = pytest.mark.skipif(sandbox.box().kind != "bubblewrap", reason=f"no bubblewrap here ({sandbox.describe()})")
+
+
+def _in_box(folder: Path, code: str) -> subprocess.CompletedProcess:
+    """``code`` in a host's box, with no audit hook: the operating-system wall alone."""
+    argv, env, cwd, fds = sandbox.box_command(folder, code, main=str(folder / "design.py"))
     try:
-        start = sandbox._start_time(proc.pid)
-        assert start != "-"
-        sandbox._kill_leftovers([(proc.pid, "1")])  # another process that once had this pid: spared
-        assert proc.poll() is None
-        sandbox._kill_leftovers([(proc.pid, start)])
-        assert proc.wait(timeout=5) == -signal.SIGKILL
+        return subprocess.run(argv, env=env, cwd=cwd, pass_fds=fds, capture_output=True, text=True, timeout=120)
     finally:
-        proc.kill()
-        proc.wait()
+        for fd in fds:
+            os.close(fd)
 
 
-# ------------------------------------------------------------------------------ through evaluate, as graded
+@pytest.fixture
+def bait(tmp_path):
+    """A folder for the box (a design.py in it), and a run database elsewhere."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "design.py").write_text("x = 1\n")
+    db = tmp_path / "elsewhere" / "run.db"
+    db.parent.mkdir()
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE effects (k TEXT)")
+    con.execute("INSERT INTO effects VALUES ('publish:R-1')")
+    con.commit()
+    con.close()
+    return folder, db
 
 
-def test_the_model_answer_gets_full_marks_with_isolation():
-    r = evaluate(get_exercise(1), SOLUTIONS / EX1, hidden=True, isolate=True, only=["clean-run", "keys-name-intents"])
-    assert [x.passed for x in r.results] == [True, True] and r.score == r.max_score
+@needs_bwrap
+def test_sqlite_reaching_out_from_memory_meets_a_private_tmp_and_a_read_only_system(bait):
+    folder, db = bait
+    code = (
+        "import sqlite3, os\n"
+        "c = sqlite3.connect(':memory:')\n"
+        "c.execute(\"ATTACH DATABASE '/tmp/protolab-wall-attach.db' AS a\"); c.execute('CREATE TABLE a.t (x)')\n"
+        "c.execute('CREATE TABLE t (x)'); c.execute(\"VACUUM INTO '/tmp/protolab-wall-vacuum.db'\")\n"
+        "print('private tmp', sorted(os.listdir('/tmp')))\n"
+        f"print('run db seen', os.path.exists({str(db)!r}))\n"
+        f"print('solutions seen', os.path.exists({str(ROOT / 'solutions')!r}))\n"
+        f"print('checkout', sorted(os.listdir({str(ROOT)!r})))\n"
+        "for target in ('/usr/protolab-wall', '/etc/protolab-wall'):\n"
+        "    try:\n"
+        "        c.execute(f\"ATTACH DATABASE '{target}' AS b\"); c.execute('CREATE TABLE b.t (x)')\n"
+        "        print('wrote', target)\n"
+        "    except sqlite3.Error as e:\n"
+        "        print('refused', target)\n"
+        "        c = sqlite3.connect(':memory:')\n"
+    )
+    done = _in_box(folder, code)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    seen = set(eval(out.split("private tmp ")[1].splitlines()[0]))  # noqa: S307 - our own output
+    # the box's /tmp: what SQLite made there, and the folders leading to what the box binds (the
+    # interpreter, the submission's copy); nothing of the real /tmp
+    bound = {Path(p).resolve().relative_to("/tmp").parts[0] for p in (sys.prefix, folder)
+             if Path(p).resolve().is_relative_to("/tmp")}
+    assert {"protolab-wall-attach.db", "protolab-wall-vacuum.db"} <= seen <= bound | {
+        "protolab-wall-attach.db", "protolab-wall-vacuum.db"}, seen
+    assert "run db seen False" in out and "solutions seen False" in out and "checkout ['sim']" in out
+    assert "refused /usr/protolab-wall" in out and "refused /etc/protolab-wall" in out
+    for p in ("/tmp/protolab-wall-attach.db", "/tmp/protolab-wall-vacuum.db", "/usr/protolab-wall"):
+        assert not os.path.exists(p)
 
 
-def test_reading_the_solutions_scores_0_on_every_test_and_shows_none_of_them(tmp_path):
-    d = _design(tmp_path, top=FIND_ROOT, inside="try:\n    print(open(os.path.join(ROOT, 'solutions/01-envelope-design/design.py')).read())\n"
-                                                  "except PermissionError:\n    pass")
-    r = evaluate(get_exercise(1), d, hidden=True, isolate=True, only=["clean-run", "keys-name-intents"])
-    assert len(r.results) == 2 and r.score == 0
-    for x in r.results:
-        assert "tried to read" in x.message and "outside its folder" in x.message, x.message
-        _clean({"message": x.message, "output": x.output})
+@needs_bwrap
+def test_the_box_has_no_network_its_own_processes_an_unprivileged_uid_and_a_private_copy(bait):
+    folder, _db = bait
+    code = (
+        "import os, socket\n"
+        "print('uid', os.getuid(), 'caps', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+        "print('pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print('ifaces', sorted(n for _i, n in socket.if_nameindex()))\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=2); print('net yes')\n"
+        "except OSError:\n"
+        "    print('net no')\n"
+        "open('design.py', 'w').write('changed'); os.symlink('/etc/passwd', 'link'); print('wrote its copy')\n"
+        "print('env', sorted(os.environ))\n"
+    )
+    done = _in_box(folder, code)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    uid = int(out.split("uid ")[1].split()[0])
+    assert uid != 0 and "caps 0000000000000000" in out
+    assert "pids [1, 2]" in out  # bwrap's init and this process, nothing of the grader's
+    assert "ifaces ['lo']" in out and "net no" in out
+    assert "wrote its copy" in out
+    assert (folder / "design.py").read_text() == "x = 1\n" and not (folder / "link").exists()  # the copy was its own
+    env = eval(out.split("env ")[1].splitlines()[0])  # noqa: S307 - our own output
+    assert "PROTOLAB_DROP_TO" not in env and not any(k.startswith(("SSH", "XDG", "VIRTUAL_ENV")) for k in env)
 
 
-def test_a_fork_in_a_hidden_test_scores_0(tmp_path):
-    d = _design(tmp_path, inside="import os\ntry:\n    os.fork()\nexcept OSError:\n    pass")
-    r = evaluate(get_exercise(1), d, hidden=True, isolate=True, only=["keys-name-intents"])
-    assert r.score == 0 and "tried to start a process (os.fork)" in r.results[0].message
+@needs_bwrap
+def test_a_host_killed_for_a_loop_takes_its_whole_sandbox_with_it(bait):
+    """A host stopped at its time limit is gone, with every process in its box, before the judge
+    goes on (no process of it is left for a moment: the judge waits on the sandbox's own end)."""
+    from sim.course.remote import RemoteModule
+
+    folder, _db = bait
+    (folder / "design.py").write_text("while True:\n    pass\n")
+    mark = f"protolab-loop-{os.getpid()}"
+    (folder / f"{mark}.txt").write_text("x")  # copied into the box: its bwrap's command line names it
+    from sim.errors import InputError
+
+    with pytest.raises(InputError, match="did not answer within"):
+        RemoteModule(folder / "design.py", processes=1)
+    assert _survivors(mark) == []
 
 
-def _decide(tmp_path, inside):
-    return _submission(tmp_path, EX3, "decide.py", inside=inside, fn="def decide(")
+def test_a_submission_the_sandbox_cannot_start_is_a_grader_error_not_the_students(monkeypatch, tmp_path):
+    """bwrap or the interpreter failing before the student's file is imported is the grader's
+    trouble: not gradable, never 'your code ...'."""
+    from sim.course.evaluate import evaluate
+
+    sandbox.box()  # probed with the real interpreter (once per process), then the hosts' is broken
+    d = tmp_path / "sub"
+    d.mkdir()
+    shutil.copy(ROOT / "solutions" / EX1 / "design.py", d / "design.py")
+    monkeypatch.setattr(sandbox, "PYTHON", str(tmp_path / "no-such-python"))
+    r = evaluate(get_exercise(1), d, isolate=False, only=[get_exercise(1).tests[0].name])
+    t = r.results[0]
+    assert t.points == 0 and t.grader_error and "your code" not in t.message, (t.message, t.grader_error)
 
 
-def _effects(tmp_path, inside):
-    return _submission(tmp_path, EX5, "effects.py", inside=inside, fn="def effect_key(")
+# ------------------------------------------------------------------------------ root and the probe
 
 
-@pytest.mark.parametrize("inside,words", [
-    (FIND_ROOT + "\ntry:\n    open(os.path.join(ROOT, 'solutions/03-deduplicating-consumer/hidden.toml')).read()\n"
-                 "except OSError:\n    pass", ["tried to read", "hidden.toml", "outside its folder", "decide.py line"]),
-    ("import os\nos._exit(0)", ["exit status 0", "during decide"]),
-    ("return object()", ["decide returned an object"]),
-], ids=["reads-hidden-tests", "os-exit", "wrong-type"])
-def test_exercise_3_hostile_decide_scores_0(inside, words, tmp_path):
-    r = evaluate(get_exercise(3), _decide(tmp_path, inside), isolate=True, only=["contract-keys"])
-    assert r.score == 0
-    for w in words:
-        assert w in r.results[0].message, r.results[0].message
-    _clean({"message": r.results[0].message, "output": r.results[0].output})
-
-
-@pytest.mark.parametrize("inside,words", [
-    ("hoard = bytearray(10 ** 10)", ["effect_key ran out of memory", "effects.py line"]),
-    (f"open({str(OUTSIDE)!r}, 'w').write('x')", ["tried to write", "outside its folder"]),
-], ids=["memory-bomb", "writes-outside"])
-def test_exercise_5_hostile_effect_rule_scores_0(inside, words, tmp_path):
-    v = run_test("effects.at_least_once", _effects(tmp_path, inside), {"policies": ["naive"], "faults": [["duplicate"]]},
-                 timeout=10)
-    _zero(v, *words)
-
-
-# ------------------------------------------------------------------------------ root: an unprivileged user
+def test_the_probe_says_why_when_bubblewrap_is_missing(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("PROTOLAB_SANDBOX", raising=False)
+    b = sandbox._probe()
+    assert b.kind == "fallback" and "not installed" in b.describe() and b.describe().startswith("fallback: ")
+    monkeypatch.setenv("PROTOLAB_SANDBOX", "fallback")
+    assert sandbox._probe().describe() == "fallback: PROTOLAB_SANDBOX=fallback"
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="the grader runs as root here")
-def test_when_not_root_judged_code_runs_as_the_grader():
+def test_when_not_root_judge_processes_run_as_the_grader():
     assert sandbox.sandbox_user() is None
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
-def test_root_with_no_usable_user_runs_as_is_with_a_note(monkeypatch):
+def test_root_with_no_usable_user_runs_judges_as_is_with_a_note(monkeypatch):
     monkeypatch.setenv("PROTOLAB_SANDBOX_USER", "root")
     monkeypatch.setattr(sandbox, "_USER_DONE", False)
     monkeypatch.setattr(sandbox, "RUN_AS", None)
@@ -329,56 +407,32 @@ def test_root_with_no_usable_user_runs_as_is_with_a_note(monkeypatch):
     assert sandbox.sandbox_user() is None and "runs as root" in sandbox.RUN_AS_NOTE
 
 
-def _python_for_sandbox_user(folder: Path) -> str | None:
-    """This Python if the sandbox's user can run it; else a venv (in ``folder``, which that user
-    can reach) of the system's Python of the same version that sees this one's site-packages (a
-    pyenv under /root, say, is out of its reach)."""
-    if sandbox.sandbox_user() is not None:
-        return sandbox.PYTHON
-    base = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
-    if not base.is_file():
-        return None
-    venv = folder / "venv"
-    if subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], capture_output=True).returncode != 0:
-        return None
-    site = next((venv / "lib").glob("python*/site-packages"))
-    (site / "protolab-test.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return str(venv / "bin" / "python")
-
-
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
-def test_root_runs_judged_code_as_an_unprivileged_user_with_no_processes(tmp_path, monkeypatch):
-    reachable = Path(tempfile.mkdtemp(prefix="protolab-test-venv-"))  # pytest's tmp_path is root's alone
+def test_as_root_the_students_code_runs_as_an_unprivileged_user_on_either_sandbox(tmp_path, monkeypatch):
+    """Under bubblewrap and on the fallback alike, root's grader never runs student code as root:
+    the host's uid, its threads (RLIMIT_NPROC 0: the kernel refuses even a thread) and its reads."""
+    from sim.course.evaluate import evaluate
+
+    if sandbox.box().kind != "bubblewrap" and sandbox.sandbox_user() is None:
+        pytest.skip(f"on the fallback, and {sandbox.RUN_AS_NOTE}")
+    ex = get_exercise(1)
+    first = ex.tests[0].name
+    cases = {
+        "who": ("import os\nraise ValueError(f'uid={os.getuid()}')", "uid="),
+        "thread": ("import threading\nthreading.Thread(target=print).start()", "thread"),
+    }
+    reachable = Path(tempfile.mkdtemp(prefix="protolab-test-root-"))
     os.chmod(reachable, 0o755)
     try:
-        _as_the_sandbox_user(reachable, tmp_path, monkeypatch)
+        for name, (inside, word) in cases.items():
+            d = reachable / name
+            d.mkdir()
+            model = (ROOT / "solutions" / EX1 / "design.py").read_text()
+            (d / "design.py").write_text(_with_extra(model, "", inside))
+            r = evaluate(ex, d, isolate=True, only=[first])
+            msg = r.results[0].message
+            assert r.score == 0 and word in msg, (name, msg)
+            if name == "who":
+                assert "uid=0" not in msg, msg
     finally:
         shutil.rmtree(reachable, ignore_errors=True)
-
-
-def _as_the_sandbox_user(reachable: Path, tmp_path: Path, monkeypatch) -> None:
-    python = _python_for_sandbox_user(reachable)
-    if python is None:
-        pytest.skip("no Python the sandbox's user can run")
-    monkeypatch.setattr(sandbox, "PYTHON", python)
-    monkeypatch.setattr(sandbox, "_USER_DONE", False)
-    monkeypatch.setattr(sandbox, "RUN_AS", None)
-    monkeypatch.setattr(sandbox, "RUN_AS_NOTE", "")
-    user = sandbox.sandbox_user()
-    if user is None and "cannot run" in sandbox.RUN_AS_NOTE:  # this install sits where that user cannot read
-        pytest.skip(sandbox.RUN_AS_NOTE)
-    assert user is not None and user[0] != 0, sandbox.RUN_AS_NOTE
-    cases = {
-        "who": ("import os\nraise ValueError(f'uid={os.getuid()}')", f"uid={user[0]}"),
-        # RLIMIT_NPROC is 0 for the host: the kernel refuses even a thread, which no audit event sees
-        "thread": ("import threading\nthreading.Thread(target=print).start()", "can't start new thread"),
-        "reads": (FIND_ROOT + "\nopen(os.path.join(ROOT, 'solutions/01-envelope-design/design.py')).read()",
-                  "outside its folder"),
-    }
-    for name, (inside, word) in cases.items():
-        (tmp_path / name).mkdir()
-        v = run_test("design.loads", _design(tmp_path / name, inside=inside), {}, timeout=20)
-        assert v["score"] == 0 and word in v["message"], (name, v["message"])
-    (tmp_path / "good").mkdir()
-    v = run_test("design.loads", _design(tmp_path / "good"), {}, timeout=20)
-    assert v["score"] == 1, v["message"]

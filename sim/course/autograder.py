@@ -6,7 +6,8 @@ its image (Ubuntu, as root, with network), and then, once per submission on its 
 ``/autograder/results/results.json``. The zip holds::
 
     setup.sh                a Python >= 3.11 venv at /opt/protolab-venv, protolab and its dependencies
-                            installed from protolab/ (pip), the unprivileged user protolab-sandbox
+                            installed from protolab/ (pip), bubblewrap (apt-get), the unprivileged
+                            user protolab-sandbox
     run_autograder          installs nothing; runs 'python -m sim.course.autograder run N' with the
                             bundled source first on the path, and falls back to fallback-results.json
                             if that wrote nothing
@@ -20,9 +21,11 @@ python) let it run anywhere: unpack the zip into ``ROOT/source``, put a submissi
 ``ROOT/submission`` and run ``ROOT/source/run_autograder``.
 
 The grading entry (:func:`run`) finds the exercise's files in the submission even when nested in
-a folder or a zip with other files, grades them with public and hidden tests, each in the sandbox,
-and always writes a valid results.json: a submission that cannot be graded (no such file, a file
-that does not load) gets every test 0 with the reason.
+a folder or a zip with other files, grades them with public and hidden tests, the student's code in
+the sandbox, and always writes a valid results.json: a submission that cannot be graded (no such
+file, a file that does not load) gets every test 0 with the reason. results.json's output and
+extra_data say which sandbox judged it (bubblewrap, or the fallback and why: Gradescope's
+containers may refuse the namespaces bubblewrap needs).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from ..errors import InputError
 from .catalog import Exercise
 from .gradescope import results_json, ungradable, validate_results
 
-__all__ = ["build_autograder", "run", "grade_submission", "main", "DEFAULT_VENV"]
+__all__ = ["build_autograder", "run", "grade_submission", "main", "DEFAULT_VENV", "note_sandbox"]
 
 DEFAULT_VENV = "/opt/protolab-venv"
 MANIFEST = "autograder.json"
@@ -81,6 +84,12 @@ fi
 "$VENV/bin/python" -m pip install --upgrade pip
 "$VENV/bin/python" -m pip install "$SOURCE/protolab"
 PYTHONPATH="$SOURCE/protolab" "$VENV/bin/python" -c "import sim.course.autograder, sim.course.sandbox"
+
+# bubblewrap, the operating-system sandbox students' code runs in where this machine allows user
+# namespaces (without it, or without namespaces, the grader runs on its fallback and says so).
+if ! command -v bwrap >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq bubblewrap || echo "protolab: bubblewrap not installed: the grader will use its fallback"
+fi
 
 # The unprivileged user the sandbox may run students' code as.
 if ! id -u protolab-sandbox >/dev/null 2>&1; then
@@ -175,6 +184,20 @@ def build_autograder(which, out_zip: Path, *, root: Path | None = None) -> dict:
 # ---------------------------------------------------------------------------------- grading
 
 
+def note_sandbox(result: dict, sandbox: str) -> dict:
+    """``result`` (results.json) saying which sandbox judged it, in its output and its extra_data."""
+    if not sandbox:
+        return result
+    if sandbox.startswith("fallback"):
+        line = (f"Sandbox: {sandbox}. Your code ran with the grader's audit hooks and limits, without the "
+                "operating-system sandbox (bubblewrap) it normally runs in.")
+    else:
+        line = f"Sandbox: {sandbox} (your code ran in an operating-system sandbox: no network, no file outside its folder)."
+    result["output"] = (result.get("output", "").rstrip() + "\n\n" + line).lstrip()
+    result.setdefault("extra_data", {})["sandbox"] = sandbox
+    return result
+
+
 def _does_not_load(path: Path) -> str | None:
     """Why the student's file cannot even be read as what it should be (Python, TOML, JSON), or None."""
     name = path.name
@@ -228,6 +251,7 @@ def grade_submission(ex: Exercise, submission: Path, *, started: float | None = 
     """results.json (a dict) for the submission folder ``submission``: public and hidden tests, each
     in the sandbox. Never raises for anything in the submission."""
     from .evaluate import evaluate
+    from .sandbox import describe
 
     started = time.monotonic() if started is None else started
     with tempfile.TemporaryDirectory(prefix="protolab-autograder-") as work:
@@ -235,9 +259,10 @@ def grade_submission(ex: Exercise, submission: Path, *, started: float | None = 
         if folder is not None:
             problem = next((why for f in ex.files if (why := _does_not_load(folder / f))), None)
         if problem is not None:
-            return ungradable(ex, problem, submission=submission, execution_time=time.monotonic() - started)
+            return note_sandbox(ungradable(ex, problem, submission=submission, execution_time=time.monotonic() - started),
+                                describe())
         report = evaluate(ex, folder, hidden=True, isolate=True, shown=ex.dirname)
-        return results_json(report, execution_time=time.monotonic() - started)
+        return note_sandbox(results_json(report, execution_time=time.monotonic() - started), report.sandbox)
 
 
 def _exercise(which, root: Path) -> Exercise:
@@ -279,6 +304,8 @@ def run(which, root: Path) -> int:
     print(f"protolab {__version__} ({Path(__file__).resolve().parents[2]}): exercise {ex.number} ({ex.dirname}), "
           f"score {result['score']:g}/"
           f"{sum(t['max_score'] for t in result['tests']):g} in {time.monotonic() - started:.1f} s")
+    if result["extra_data"].get("sandbox"):
+        print(f"  sandbox: {result['extra_data']['sandbox']}")
     if result["extra_data"].get("problem"):
         print(f"  not graded: {result['extra_data']['problem']}")
     for t in result["tests"]:

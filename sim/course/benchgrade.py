@@ -28,14 +28,16 @@ from .corpus import build_corpus
 __all__ = ["bench_grade", "classroom"]
 
 #: hostile kinds the floor cannot run in its own process
-UNSAFE_IN_PROCESS = ("os-exit-in-call", "memory-bomb", "memory-creep", "forks", "spawns", "writes-outside")
+UNSAFE_IN_PROCESS = ("os-exit-in-call", "memory-bomb", "memory-creep", "forks", "spawns", "writes-outside",
+                     "sqlite-attach", "sqlite-vacuum-into", "sqlite-load-extension", "sqlite-run-database", "ctypes",
+                     "kills-parent", "kills-group", "listens", "link-replaces-file", "plants-link")
 
 
 def classroom(dest: Path, n: int = 200, exercise: int = 1) -> list[tuple[str, object]]:
     """``n`` submissions under ``dest`` (one folder each); ``(name, corpus entry)`` in order."""
     ex = get_exercise(exercise)
     pool_dir = Path(dest) / ".pool"
-    entries = build_corpus(ex, pool_dir, slow=False)
+    entries = build_corpus(ex, pool_dir, slow=False, run_db=Path(dest) / ".no-run" / "protolab.db")
     correct = [e for e in entries if e.kind == "solution"]
     wrong = [e for e in entries if e.kind in ("starter", "wrong")]
     hostile = [e for e in entries if e.kind == "hostile"]

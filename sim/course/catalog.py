@@ -52,7 +52,7 @@ from ..errors import InputError, friendly_list
 from ..resources import shipped
 
 __all__ = ["Test", "Exercise", "exercises", "get_exercise", "solutions_dir", "solutions_root", "load_tests", "VISIBILITIES",
-           "DEFAULT_VISIBILITY"]
+           "DEFAULT_VISIBILITY", "use_course", "course_here", "is_course"]
 
 _SLUG = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 
@@ -241,11 +241,57 @@ def get_exercise(which: str | int) -> Exercise:
     )
 
 
+#: The course named with ``--course`` (:func:`use_course`), if any.
+_COURSE: list = []
+
+
+def is_course(folder: Path) -> bool:
+    """True when ``folder`` is a protolab course: a checkout with ``pyproject.toml`` (the protolab
+    project), ``exercises/`` and the instructors' ``solutions/``."""
+    folder = Path(folder)
+    try:
+        ours = 'name = "protolab"' in (folder / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return ours and (folder / "exercises").is_dir() and (folder / "solutions").is_dir()
+
+
+def course_here(start: Path | None = None) -> Path | None:
+    """The course in the current folder (or ``start``) or the nearest of its parents, if any."""
+    here = Path.cwd() if start is None else Path(start)
+    here = here.resolve()
+    for d in (here, *here.parents):
+        if is_course(d):
+            return d
+    return None
+
+
+def use_course(folder: Path | None) -> Path | None:
+    """Grade, build and verify with the course at ``folder`` (``--course``): its ``solutions/``
+    (hidden tests, model answers, hints) from now on in this process; None forgets it. Refuses a
+    folder that is not a course, saying what it lacks."""
+    _COURSE.clear()
+    if folder is None:
+        return None
+    root = Path(folder).expanduser().resolve()
+    if not root.is_dir():
+        raise InputError(f"--course {folder}: no such folder; name your protolab checkout (the folder holding "
+                         "pyproject.toml, exercises/ and solutions/)", code="E_NOT_A_CHECKOUT")
+    if not is_course(root):
+        lacks = [n for n in ("pyproject.toml", "exercises/", "solutions/") if not (root / n.rstrip("/")).exists()]
+        what = f"it has no {' and no '.join(lacks)}" if lacks else "its pyproject.toml is not protolab's"
+        raise InputError(f"--course {folder} is not a protolab course ({what}); name your protolab checkout (the "
+                         "folder holding pyproject.toml, exercises/ and solutions/)", code="E_NOT_A_CHECKOUT")
+    _COURSE.append(root)
+    return root
+
+
 def solutions_root() -> Path | None:
     """Where the instructors' ``solutions/`` folder is, if this install can see one: the folder
-    ``$PROTOLAB_SOLUTIONS`` names; the checkout the ``sim`` package runs from; or, when protolab
-    was installed from a checkout (``pip install .`` leaves ``solutions/`` out of the wheel) and
-    runs in that checkout, its ``./solutions``. The student kit has none."""
+    ``$PROTOLAB_SOLUTIONS`` names; the course named with ``--course`` (:func:`use_course`); the
+    course in the current folder or its parents (so an install from a checkout, ``pip install .``,
+    whose wheel leaves ``solutions/`` out, finds it when run there); the checkout the ``sim``
+    package runs from. The student kit has none."""
     import os
 
     env = os.environ.get("PROTOLAB_SOLUTIONS")
@@ -254,15 +300,13 @@ def solutions_root() -> Path | None:
         if not p.is_dir():
             raise InputError(f"PROTOLAB_SOLUTIONS names {env}, which is not a folder", code="E_NO_SOLUTIONS")
         return p
+    if _COURSE:
+        return _COURSE[0] / "solutions"
+    here = course_here()
+    if here is not None:
+        return here / "solutions"
     p = shipped("solutions")
-    if p.is_dir():
-        return p
-    here = Path.cwd()
-    try:
-        ours = 'name = "protolab"' in (here / "pyproject.toml").read_text(encoding="utf-8")
-    except OSError:
-        ours = False
-    return here / "solutions" if ours and (here / "solutions").is_dir() else None
+    return p if p.is_dir() else None
 
 
 def solutions_dir(ex: Exercise) -> Path | None:

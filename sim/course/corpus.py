@@ -5,8 +5,12 @@ starter and every planted wrong answer (less than full marks), and every hostile
 produces, made from the model answer so that only the hostile part can cost points (every test
 0 with a reason): code that does not parse, raises or exits on import, loops, exits the process
 from inside a call, floods its output, eats memory, starts processes, writes outside its folder,
-reads the solutions, returns the wrong type, lacks a function; for the data exercises, files that
-are not the format, are huge, nest without end, or are links out of the folder.
+reads the solutions, returns the wrong type, lacks a function, reaches files through SQLite
+(ATTACH, VACUUM INTO, load_extension, a run database by its path), calls C through ctypes, reads
+the grader's /proc, signals its parent or its group, listens on a socket, plants links (its own
+file replaced by a link to the model answer, a link to the checkout) or is a link; for the data
+exercises, files that are not the format, are huge, nest without end, or are links out of the
+folder.
 
 Used by the grader's tests, ``protolab kit verify`` and ``protolab bench grade``. Only an
 instructor's install has ``solutions/``; without it, there is no corpus.
@@ -70,6 +74,39 @@ HOSTILE_CODE = {
     "reads-solutions": ("wrap", "        print(open(SOLUTION_PATH).read()[:200])",
                         "reads the model answer (its path guessed right)", False),
     "wrong-type": ("wrap", "        return object()", "returns an object where a value is expected", False),
+    # SQLite opens files in C, where an audit hook sees nothing: an in-memory database reaching out
+    "sqlite-attach": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
+                              "        db.execute(\"ATTACH DATABASE '/tmp/protolab-hostile-attach.db' AS evil\")\n"
+                              "        db.execute('CREATE TABLE IF NOT EXISTS evil.t (x)')",
+                      "attaches a new SQLite file outside its folder (ATTACH DATABASE)", False),
+    "sqlite-vacuum-into": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
+                                   "        db.execute('CREATE TABLE t (x)')\n"
+                                   "        db.execute(\"VACUUM INTO '/tmp/protolab-hostile-vacuum.db'\")",
+                           "writes a SQLite file outside its folder (VACUUM INTO)", False),
+    "sqlite-load-extension": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
+                                      "        db.enable_load_extension(True)\n        db.load_extension('/tmp/evil')",
+                              "loads a SQLite extension (native code)", False),
+    "sqlite-run-database": ("wrap", "        import sqlite3\n        db = sqlite3.connect(RUN_DB)\n"
+                                    "        db.execute('DELETE FROM effects')\n        db.commit()",
+                            "opens a run database elsewhere by its path and deletes its effects rows", False),
+    "ctypes": ("wrap", "        import ctypes\n        ctypes.CDLL(None).system(b'touch /tmp/protolab-hostile-was-here')",
+               "calls C through ctypes", False),
+    "reads-grader-environ": ("wrap", "        import os\n        print(open(f'/proc/{os.getppid()}/environ').read())",
+                             "reads its parent's environment (/proc/PPID/environ)", False),
+    "reads-grader-cmdline": ("wrap", "        import os\n        print(open(f'/proc/{os.getppid()}/cmdline').read())",
+                             "reads its parent's command line (/proc/PPID/cmdline)", False),
+    "lists-grader-fds": ("wrap", "        import os\n        print(os.listdir(f'/proc/{os.getppid()}/fd'))",
+                         "lists its parent's open files (/proc/PPID/fd)", False),
+    "kills-parent": ("wrap", "        import os, signal\n        os.kill(os.getppid(), signal.SIGKILL)",
+                     "kills its parent process (os.kill(os.getppid(), SIGKILL))", False),
+    "kills-group": ("wrap", "        import os, signal\n        os.killpg(os.getpgid(0), signal.SIGKILL)",
+                    "kills its process group (os.killpg)", False),
+    "listens": ("wrap", "        import socket\n        s = socket.socket()\n        s.bind(('127.0.0.1', 0))\n        s.listen()",
+                "opens a listening socket", False),
+    "link-replaces-file": ("wrap", "        import os\n        os.remove(__file__)\n        os.symlink(SOLUTION_PATH, __file__)",
+                           "replaces its own file by a link to the model answer", False),
+    "plants-link": ("wrap", "        import os\n        os.symlink(CHECKOUT, 'checkout-link')",
+                    "plants a link to the grader's checkout in its folder", False),
 }
 
 #: name -> (content or None, what); None: special (see build_corpus).
@@ -97,13 +134,17 @@ def _copy(ex: Exercise, dest: Path, files_from: Path) -> None:
             shutil.copy(src, dest / name)
 
 
-def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool = True) -> list[Entry]:
+def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool = True,
+                 run_db: Path | None = None) -> list[Entry]:
     """Write one folder per submission under ``dest`` (which must not exist); the entries, each
-    with the score it must get. ``slow=False`` leaves out the kinds that spend a whole time limit."""
+    with the score it must get. ``slow=False`` leaves out the kinds that spend a whole time limit.
+    ``run_db`` is the run database the hostile ``sqlite-run-database`` goes for (default:
+    ``protolab.db`` in the current folder, where ``protolab run`` writes it)."""
     sol = solutions_dir(ex)
     if sol is None:
         raise InputError(f"this install has no solutions/ for exercise {ex.number}; the corpus needs the model "
-                         "answer (an instructor's checkout)", code="E_NO_SOLUTIONS")
+                         "answer: run from your protolab checkout or name it with --course DIR", code="E_NO_SOLUTIONS")
+    run_db = Path(run_db) if run_db is not None else Path.cwd() / "protolab.db"
     dest = Path(dest)
     dest.mkdir(parents=True)
     out = [Entry("solution", "solution", "full", "the model answer")]
@@ -125,7 +166,9 @@ def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool =
                 continue
             d = dest / f"hostile-{kind}"
             _copy(ex, d, sol)
-            code = code.replace("SOLUTION_PATH", repr(str((sol / main).resolve())))
+            code = (code.replace("SOLUTION_PATH", repr(str((sol / main).resolve())))
+                    .replace("CHECKOUT", repr(str(sol.resolve().parent.parent)))
+                    .replace("RUN_DB", repr(str(run_db.resolve()))))
             (d / main).write_text(_hostile_code(model, where, code), encoding="utf-8")
             out.append(Entry(d.name, "hostile", "zero", f"{main} {what}", slow=is_slow))
         # the functions the judges call are missing (renamed)
@@ -138,6 +181,11 @@ def build_corpus(ex: Exercise, dest: Path, *, hostile: bool = True, slow: bool =
         (d / main).write_text(renamed, encoding="utf-8")
         out.append(Entry(d.name, "hostile", "zero", f"{main} has none of the functions it must define ({', '.join(names)}: "
                                                     "each was renamed)"))
+        # the file is a link to the model answer (a link in a submission is never followed)
+        d = dest / "hostile-link-to-solution"
+        d.mkdir()
+        (d / main).symlink_to((sol / main).resolve())
+        out.append(Entry(d.name, "hostile", "zero", f"{main} is a symbolic link to the model answer"))
     else:
         for kind, (content, what) in HOSTILE_DATA.items():
             d = dest / f"hostile-{kind}"

@@ -1,4 +1,5 @@
-"""Judge a submission: every test of an exercise, each in its own sandbox, in parallel.
+"""Judge a submission: every test of an exercise, in warm judge processes whose student code runs in
+the sandbox (:mod:`sim.course.sandbox`), in parallel.
 
 ``protolab exercise check`` runs the public tests; the grader (and the kit's own tests of the
 reference solutions) adds the hidden ones. A :class:`Report` always says how many points the
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .catalog import Exercise, Test
 
-__all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result"]
+__all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result", "sandbox_of"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class TestResult:
     grader_error: str = ""  # the judge failed (the kit's bug): not graded; what and where, for the instructor
     hidden_cases: bool = False  # the grader runs hidden cases of this (public) test
     hidden_cases_ran: bool = False  # ... and they ran here
+    sandbox: str = ""  # which sandbox judged it: "bubblewrap" or "fallback: <why>" (sim.course.sandbox.describe)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,6 +52,7 @@ class Report:
     hidden_ran: bool = False
     hidden_points: int | None = None  # points in hidden tests (None: unknown in this install)
     problem: str | None = None  # why the submission could not be graded at all (every test 0)
+    sandbox: str = ""  # which sandbox judged it: "bubblewrap" or "fallback: <why>" (sim.course.sandbox.describe)
 
     @property
     def score(self) -> float:
@@ -82,6 +85,7 @@ class Report:
             "hidden_points": self.hidden_points,
             "all_passed": self.all_passed,
             "problem": self.problem,
+            "sandbox": self.sandbox,
             "tests": [r.to_dict() for r in self.results],
         }
 
@@ -103,8 +107,19 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
         output=v.get("output", "") or "", seconds=float(v.get("seconds", 0.0)),
         grid=v.get("grid"), signature=None if ok else v.get("signature"),
         visibility=getattr(test, "visibility", "") or "", grader_error=v.get("grader_error") or "",
-        hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended,
+        hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended, sandbox=v.get("sandbox") or "",
     )
+
+
+def sandbox_of(results, default: bool = True) -> str:
+    """Which sandbox judged ``results`` (TestResults): the one their judge processes reported; else
+    (nothing was judged, or in this process) this process's own (:func:`sim.course.sandbox.describe`)."""
+    said = next((r.sandbox for r in results if getattr(r, "sandbox", "")), "")
+    if said or not default:
+        return said
+    from .sandbox import describe
+
+    return describe()
 
 
 def judge_tests(tests: list[Test], folder: Path, shown_dir: str, hints=(), pool=None, progress=None) -> dict[str, TestResult]:
@@ -127,14 +142,14 @@ def judge_tests(tests: list[Test], folder: Path, shown_dir: str, hints=(), pool=
         return out
     import time
 
-    from .sandbox import judge_here
+    from .sandbox import describe, judge_here
 
     with remote.submission():
         for t in tests:
             t0 = time.perf_counter()
             v = judge_here(t.judge, folder, t.args, keep_hosts=True).to_dict()
             v.update(output=getattr(judge_here, "last_output", ""), flooded=getattr(judge_here, "flooded", False),
-                     seconds=round(time.perf_counter() - t0, 3))
+                     seconds=round(time.perf_counter() - t0, 3), sandbox=describe())
             from .sandbox import _flood_note
 
             ended(t.name, _flood_note(v))
@@ -201,11 +216,13 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
             if problem is not None:
                 report.results = [_not_judged(t, problem) for t in tests]
                 report.problem = problem
+                report.sandbox = sandbox_of(report.results)
                 return report
             with ThreadPoolExecutor(max_workers=max(1, len(groups))) as threads:
                 for part in threads.map(lambda g: judge_tests(g, target, shown, hints, judges, step), groups):
                     results.update(part)
     report.results = [results[t.name] for t in tests]
+    report.sandbox = sandbox_of(report.results)
     return report
 def _not_judged(t: Test, problem: str) -> TestResult:
     return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,

@@ -1,5 +1,5 @@
-"""Grading a class: every submission in a folder, public and hidden tests, each test in its own
-sandbox (:mod:`sim.course.sandbox`), many at once.
+"""Grading a class: every submission in a folder, public and hidden tests, judged in warm judge
+processes whose student code runs in the sandbox (:mod:`sim.course.sandbox`), many at once.
 
 A submissions folder holds one folder or ``.zip`` per student (``alice/design.py``,
 ``bob.zip``); the student's name is the folder's name or the zip's stem. Files nested in an
@@ -8,7 +8,8 @@ submission that cannot be graded at all (no such file, a file under another name
 a zip whose paths leave its folder or hold a symlink) still gets a report: every test 0 with the
 reason, so the batch goes on and the gradebook has a row for everyone.
 
-Nothing here runs a student's code: the sandbox does, in child processes.
+Nothing here runs a student's code: host processes in the sandbox do. Every report says which
+sandbox judged it (``Report.sandbox``: ``"bubblewrap"`` or ``"fallback: <why>"``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .catalog import Exercise
-from .evaluate import Report, TestResult, judge_tests
+from .evaluate import Report, TestResult, judge_tests, sandbox_of
 from .pool import JudgePool, private_copy
 
 __all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "ZIP_LIMITS"]
@@ -228,7 +229,11 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
             done += 1
             if progress is not None:
                 progress(done, len(subs), subs[i].name)
-    return [r for r in reports if r is not None]
+    out = [r for r in reports if r is not None]
+    judged = next((s for s in (sandbox_of(r.results, default=False) for r in out) if s), "")
+    for r in out:  # every report says which sandbox judged it (one not judged at all: the one that would have)
+        r.sandbox = sandbox_of(r.results, default=False) or judged or sandbox_of([])
+    return out
 
 
 def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> None:

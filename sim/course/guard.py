@@ -14,7 +14,13 @@ be removed from Python) that refuses, with a :class:`PermissionError`:
   changing resource limits, starting a sub-interpreter;
 * importing ``ctypes`` (or ``_posixsubprocess``, ``readline``, the ``_test*`` modules), loading a
   compiled extension from outside the Python installation, and walking the interpreter's objects
-  with ``gc`` (which could reach this hook's state).
+  with ``gc`` (which could reach this hook's state);
+* opening any SQLite database, in memory too: SQLite opens files in C, where no audit event sees
+  them (``ATTACH`` of a file anywhere, ``VACUUM INTO`` one, ``load_extension``).
+
+Outside this process, bubblewrap (:mod:`sim.course.sandbox`) is the first wall: what the hook
+cannot see (a file SQLite or a C extension opens) still finds a read-only system, a private /tmp
+and a private copy of the folder. On the fallback (no bubblewrap), this hook is the only wall.
 
 The first refusal is written at once, as a ``{"violation": ...}`` line, to the pipe the judge
 reads, so a student's code that catches the ``PermissionError`` (or tampers with the host
@@ -284,11 +290,12 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
         elif event.startswith("ctypes."):
             refuse(f"load native code ({event})")
         elif event == "sqlite3.connect":
+            # SQLite opens files in C, out of this hook's sight: an in-memory database can ATTACH a file
+            # anywhere, or VACUUM INTO one; so no database at all (a judged function computes, it stores nothing)
             db = text(args[0])
-            if db is not None and db not in (":memory:", ""):
-                if db.startswith("file:"):
-                    refuse(f"open a database by URI ({db[:80]})")
-                check(db, 2, "open the database")
+            shown_db = "" if db is None else (db[:80] if db in (":memory:", "") or db.startswith("file:") else shown(real(db)))
+            refuse(f"open a SQLite database (sqlite3.connect {shown_db!r}; SQLite reaches files the sandbox cannot "
+                   "watch: ATTACH, VACUUM INTO)")
         elif event == refuse_event:
             refuse(args[0])
 

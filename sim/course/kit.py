@@ -60,14 +60,27 @@ class KitError(ProtolabError):
     code = "E_KIT"
 
 
-def project_root() -> Path:
-    """The checkout this ``sim`` package lives in (it must have ``solutions/`` and ``pyproject.toml``)."""
-    root = Path(__file__).resolve().parents[2]
-    if not ((root / "pyproject.toml").is_file() and (root / "exercises").is_dir() and (root / "solutions").is_dir()):
-        raise InputError(f"{root} is not a protolab checkout (no pyproject.toml, exercises/ and solutions/): the "
-                         "student kit, kit verify and the autograder are built from the instructor's checkout",
-                         code="E_NOT_A_CHECKOUT")
-    return root
+def project_root(course: Path | str | None = None) -> Path:
+    """The course (an instructor's protolab checkout: ``pyproject.toml``, ``exercises/`` and
+    ``solutions/``) that the student kit, kit verify, a classroom and the autograder are built
+    from: ``course`` (``--course DIR``), else the one named with ``--course`` in this process, else
+    the current folder or its parents, else the checkout this ``sim`` package runs from. Refuses,
+    naming ``--course``, when there is none (an install by ``pip install .``, run elsewhere)."""
+    from .catalog import _COURSE, course_here, is_course, use_course
+
+    if course is not None:
+        return use_course(Path(course))
+    if _COURSE:
+        return _COURSE[0]
+    here = course_here()
+    if here is not None:
+        return here
+    pkg = Path(__file__).resolve().parents[2]
+    if is_course(pkg):
+        return pkg
+    raise InputError(f"no protolab course in {Path.cwd()} or its parents, and this protolab (installed in {pkg}) is "
+                     "not a checkout: run from your protolab checkout (the folder holding pyproject.toml, exercises/ "
+                     "and solutions/), or name it with --course DIR", code="E_NOT_A_CHECKOUT")
 
 
 class _RootedExercise(Exercise):
@@ -334,13 +347,14 @@ def smoke_check(kit: Path, *, checkout: Path | None = None, progress=None, timeo
     """Run the kit in a child process with only the kit on its path: (problems, one row per exercise).
     ``progress(done, total, name)`` is called as each exercise's public tests finish."""
     kit = Path(kit).resolve()
-    checkout = Path(checkout).resolve() if checkout is not None else Path(__file__).resolve().parents[2]
+    checkout = Path(checkout).resolve() if checkout is not None else project_root()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PROTOLAB_SOLUTIONS"))}
     env.update(PYTHONPATH=str(kit), PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
     total = sum(1 for p in (kit / "exercises").iterdir() if (p / "exercise.toml").is_file())
     with tempfile.TemporaryDirectory(prefix="protolab-kit-") as tmp:
         out = Path(tmp) / "smoke.json"
-        proc = subprocess.Popen([sys.executable, "-c", _SMOKE, str(kit), str(checkout), str(out)], cwd=kit, env=env,
+        # run from a folder of its own: neither the kit's nor any course around it (no solutions to find)
+        proc = subprocess.Popen([sys.executable, "-c", _SMOKE, str(kit), str(checkout), str(out)], cwd=tmp, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         tail: list[str] = []
         fired = threading.Event()

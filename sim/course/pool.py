@@ -2,18 +2,23 @@
 
 A judge is the kit's own code (the simulator, the invariants, the hidden cases); the student's
 code never runs in it. It runs the student's code in *host* processes (:mod:`sim.course.remote`),
-one per test, each ``python -I`` in the submission's private copy, with limits. Starting a fresh
-judge process for every test cost more than the judging itself (importing the simulator, working
-out the reference runs again), so the grader keeps ``jobs`` judge processes alive and hands them
-tests over a pipe, one JSON line each way:
+started by :func:`sim.course.sandbox.start_host` in the sandbox (bubblewrap, or the fallback).
+Starting a fresh judge process for every test cost more than the judging itself (importing the
+simulator, working out the reference runs again), so the grader keeps ``jobs`` judge processes
+alive and hands them a submission at a time over a pipe, one JSON line each way:
 
-- the request (the judge, the test's arguments, hidden ones included, and the folder) goes over
-  the judge's stdin and is never written to disk;
+- the request (the submission's private copy, its tests, their arguments, hidden ones included)
+  goes over the judge's stdin and is never written to disk;
 - each judge process runs with the sandbox's limits (memory, file size, no core files) in a new
-  session in an empty private folder, with a clean environment; the hosts it starts inherit them;
-- the parent gives each test its wall-clock limit: past it, the judge process and every host it
-  started (one process group) are killed, the test scores 0 with the reason, and a fresh judge
-  process takes the next test;
+  session in an empty private folder, with a clean environment, as the sandbox's user when the
+  grader is root and that user can run this Python;
+- the tests of one submission run one after another in one judge process, sharing the student's
+  hosts and one budget of the student's time (:func:`sim.course.remote.submission`): a loop is
+  reported within that budget, not once per test;
+- the judge process says which hosts it started (``{"host": pid}``); the parent holds each test to
+  its wall-clock limit: past it, the judge process and its hosts are killed (and waited for: no
+  process of the submission outlives its grading), the test scores 0 with the reason, and a fresh
+  judge process takes the next test;
 - a judge process that dies (killed by the kernel, a bug) costs that test, never the batch.
 """
 
@@ -45,7 +50,7 @@ def worker_main() -> None:
     submission: ``{"submission", "tests": [{"name", "judge", "args"}], "budget"}``; the answer is a
     ``{"start": NAME}`` line as each test begins and a ``{"test": NAME, ...verdict}`` line as it ends,
     then ``{"done": true}``. The tests share the student's host processes and one time budget."""
-    from . import remote
+    from . import remote, sandbox
     from .sandbox import judge_here
 
     proto_in, proto_out = sys.stdin, sys.stdout
@@ -62,6 +67,8 @@ def worker_main() -> None:
         proto_out.write(text + "\n")
         proto_out.flush()
 
+    # each host's pid, as it starts: if this process has to be killed, the grader waits for them to end too
+    remote.on_host_started = lambda pid: say({"host": pid})
     for line in proto_in:
         req = json.loads(line)
         with remote.submission(req.get("budget")):
@@ -76,6 +83,7 @@ def worker_main() -> None:
                     data = grader_error(str(t.get("judge", "?")), e).to_dict()
                 data["output"] = (getattr(judge_here, "last_output", "") or "")[-2000:]
                 data["flooded"] = bool(getattr(judge_here, "flooded", False))
+                data["sandbox"] = sandbox.describe()
                 say({"test": t["name"], **data})
         say({"done": True})
 
@@ -104,6 +112,10 @@ class _Worker:
         self.home = tempfile.mkdtemp(prefix="protolab-judge-")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        for k in ("PROTOLAB_SANDBOX", "PROTOLAB_SANDBOX_USER"):  # which sandbox, as whom (sandbox.box)
+            if os.environ.get(k):
+                env[k] = os.environ[k]
+        self.hosts: list[int] = []  # pidfds of the hosts it started (see watch)
         kw = {}
         drop = getattr(sandbox, "sandbox_user", None)  # (uid, gid) to run as when the grader is root
         user = drop(self.home) if callable(drop) else None
@@ -145,6 +157,26 @@ class _Worker:
             return None
         return out if isinstance(out, dict) else None
 
+    def watch(self, pid) -> None:
+        """A host this judge process started: a pidfd to it, so that the host's end can be waited for."""
+        try:
+            self.hosts.append(os.pidfd_open(int(pid)))
+        except (AttributeError, OSError, ValueError, TypeError):  # gone already, or an old kernel
+            pass
+
+    def reap(self) -> None:
+        """Every host this judge process started has ended (any left is killed, and waited for)."""
+        for fd in self.hosts:
+            try:
+                if not select.select([fd], [], [], 0)[0]:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    select.select([fd], [], [], 10)  # readable once it (and, in bwrap, its PID namespace) is gone
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        self.hosts.clear()
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -154,6 +186,7 @@ class _Worker:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover
             pass
+        self.reap()
         import shutil
 
         shutil.rmtree(self.home, ignore_errors=True)
@@ -172,6 +205,7 @@ class JudgePool:
 
     def __init__(self, jobs: int = 2):
         self.jobs = max(1, jobs)
+        self.started = 0  # judge processes started (a restart follows a test that ran past its limit, or a death)
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -184,6 +218,7 @@ class JudgePool:
             w = _Worker()
             with self._lock:
                 self._all.add(w)
+                self.started += 1
             return w
 
     def _drop(self, w: _Worker) -> None:
@@ -194,7 +229,7 @@ class JudgePool:
     def run_submission(self, folder: Path, tests: list, *, budget: float | None = None, on_result=None) -> dict:
         """Judge the submission copy at ``folder`` with ``tests`` (catalog Tests) in one judge process,
         one after another, sharing the student's hosts and ``budget``: ``{name: verdict dict}`` (each
-        like :func:`sim.course.sandbox.run_test`'s). Each test is held to its own wall-clock limit
+        with score, message, reproduce, witness, output, seconds, sandbox). Each test is held to its own wall-clock limit
         from the moment it starts; past it (or if the process dies), that test scores 0 with the
         reason and the rest go on in a fresh judge process. ``on_result(name, verdict)`` is called as
         each test ends."""
@@ -214,7 +249,9 @@ class JudgePool:
                 msg = w.line(deadline)
                 if msg is None:
                     break
-                if "start" in msg:
+                if "host" in msg:
+                    w.watch(msg["host"])
+                elif "start" in msg:
                     current = by_name.get(msg["start"])
                     t0 = time.perf_counter()
                     deadline = time.monotonic() + (current.timeout if current is not None else 30.0)
@@ -230,6 +267,7 @@ class JudgePool:
                     finished = True
                     break
             if finished:
+                w.reap()  # the submission's hosts ended with it
                 if self._closed:
                     w.close()
                 else:

@@ -51,8 +51,8 @@ SUBMISSION_SECONDS = 20.0
 #: What is left of the submission's time (seconds; None: no budget) and what it started at.
 _BUDGET: list = [None, 0.0]
 _KEEP = [False]  # inside submission(): shared() keeps hosts for the submission's later tests
-#: Called with each host's pid as it starts (the sandbox's child reports them to the grader, which
-#: kills any that outlive the test).
+#: Called with each host's pid as it starts (a judge process reports them to the grader, which waits
+#: for them to end when it had to kill that judge process).
 on_host_started = None
 
 
@@ -189,20 +189,25 @@ _SIGNALS = {"SIGKILL": "was killed (out of memory?)", "SIGXCPU": "used up its CP
 
 class _Host:
     """One host process running the student's file; JSON lines over its stdin and stdout, read with
-    a deadline (an unbuffered pipe and a line buffer of our own, so ``select`` sees every byte)."""
+    a deadline (an unbuffered pipe and a line buffer of our own, so ``select`` sees every byte).
+    Started by :func:`sim.course.sandbox.start_host`, the one way student code starts."""
 
     def __init__(self, path: Path, seed: int):
-        import subprocess
+        import os
 
-        from .sandbox import host_command
+        from .sandbox import start_host
 
-        argv, env, cwd = host_command(path, seed)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd=cwd, env=env, bufsize=0)
+        self.proc, self.pid, self.boxed = start_host(path, seed)
         self.seed = seed
         self._buf = b""
+        self._pidfd = None  # the host's whole life: readable once every process of it has ended
+        if self.pid != self.proc.pid:
+            try:
+                self._pidfd = os.pidfd_open(self.pid)
+            except (AttributeError, OSError):  # an old kernel: killed by pid while its parent holds it
+                self._pidfd = None
         if on_host_started is not None:
-            on_host_started(self.proc.pid)
+            on_host_started(self.pid)
 
     def send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode("utf-8"))
@@ -240,7 +245,46 @@ class _Host:
         out, _, self._buf = self._buf.partition(b"\n")
         return out + b"\n"
 
+    def status(self, timeout: float = 2.0) -> int | None:
+        """How the host ended, as ``Popen.returncode`` says it (a signal as its negative number),
+        None if it has not within ``timeout``. bwrap passes a signal on as 128 + N."""
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if self.boxed and code > 128:
+            return -(code - 128)
+        return code
+
+    def complaint(self) -> str:
+        """What bwrap or the interpreter wrote before the host started (never the student's: the
+        host sends its own stderr to /dev/null before it imports the student's file)."""
+        import os
+
+        try:
+            fd = self.proc.stderr.fileno()
+            os.set_blocking(fd, False)
+            data = os.read(fd, 1 << 16)
+        except (OSError, ValueError):
+            return ""
+        return (data or b"").decode("utf-8", "replace").strip()
+
     def kill(self) -> None:
+        """End the host and every process in it, and wait until they are gone."""
+        import signal
+        import subprocess
+
+        if self._pidfd is not None:  # the sandbox's first process: its PID namespace ends with it
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)  # bwrap ends as soon as the sandbox has
+            except subprocess.TimeoutExpired:
+                pass
         try:
             self.proc.kill()
         except OSError:  # pragma: no cover - already reaped
@@ -249,6 +293,24 @@ class _Host:
             self.proc.wait(timeout=5)
         except Exception:  # noqa: BLE001 - nothing more can be done
             pass
+        self._gone()
+
+    def _gone(self) -> None:
+        """Wait for the sandbox's first process to end (the PID namespace is empty then), and let go of it."""
+        import select
+
+        if self._pidfd is not None:
+            try:
+                select.select([self._pidfd], [], [], 10)
+            except (OSError, ValueError):  # pragma: no cover
+                pass
+            try:
+                import os
+
+                os.close(self._pidfd)
+            except OSError:  # pragma: no cover
+                pass
+            self._pidfd = None
 
     def close(self) -> None:
         import subprocess
@@ -262,7 +324,8 @@ class _Host:
                 self.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 self.kill()
-        for f in (self.proc.stdin, self.proc.stdout):
+        self._gone()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 f.close()
             except (OSError, ValueError):
@@ -287,17 +350,24 @@ class RemoteModule:
         self.fatal: str | None = None
         self.shared = False
         self._turn = 0
-        self.hosts = [_Host(self.path, seed) for seed in range(1, max(1, processes) + 1)]
+        self._started = False  # every host has said hello (imported the file): a host that ends now is the code's doing
+        self.hosts: list[_Host] = []
         try:
+            for seed in range(1, max(1, processes) + 1):
+                self.hosts.append(_Host(self.path, seed))
             hellos = [self._read(h, "while importing it", IMPORT_SECONDS) for h in self.hosts]
         except RemoteError as e:
-            self.close(force=True)
+            self._kill_all()
             raise InputError(e.message, code="E_PLUGIN_IMPORT") from None
+        except BaseException:  # the sandbox failed (SandboxError: the grader's trouble), or worse
+            self._kill_all()
+            raise
         bad = next((h for h in hellos if "error" in h), None)
         if bad is not None:
             self._fatal(bad["error"])
-            self.close(force=True)
+            self._kill_all()
             raise InputError(bad["error"], code=bad.get("code", "E_PLUGIN_IMPORT"))
+        self._started = True
         self.names: dict = hellos[0]["names"]
 
     @property
@@ -313,16 +383,21 @@ class RemoteModule:
             _FATAL.append(message)
 
     def _ended(self, host: _Host, during: str) -> RemoteError:
-        """The host is gone (or no longer answers): why, as an error that is also fatal."""
+        """The host is gone (or no longer answers): why, as an error that is also fatal. A host that
+        never started (bwrap or the interpreter complained before the student's file was imported)
+        is the grader's trouble: :class:`~sim.course.sandbox.SandboxError`, never the student's."""
         import signal
-        import subprocess
 
-        try:
-            code = host.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:  # it closed its end of the pipe but runs on
+        code = host.status(timeout=2)
+        if code is None:  # it closed its end of the pipe but runs on
             host.kill()
-            code = None
         name = self.path.name
+        if not self._started:
+            said = host.complaint()
+            if said and any(w in said for w in ("bwrap:", "Traceback", "Fatal Python error", "Error")):
+                from .sandbox import SandboxError
+
+                raise SandboxError(f"the host process for {name} did not start: {' '.join(said.split()[-40:])[:400]}")
         if code is None:
             how = "stopped answering"
         elif code < 0:
@@ -405,21 +480,39 @@ class RemoteModule:
         for h in self.hosts:
             h.close()
 
+    def _kill_all(self) -> None:
+        """End every host now (a failed start: one may still be importing, or looping there)."""
+        for h in self.hosts:
+            if h.proc.poll() is None:
+                h.kill()
+            h.close()
+
 
 _SHARED: dict[tuple, RemoteModule] = {}
+_FAILED: dict[tuple, tuple] = {}  # modules that did not import in this submission: (message, code, fatal)
 
 
 def shared(path: str | Path, what: str = "design", *, processes: int = 2) -> RemoteModule:
     """The student's module at ``path`` in hosts kept for the whole submission: every test of one
     submission (judged in one process, one after another) calls the same hosts, so they start once.
     ``close()`` on it does nothing; :func:`close_shared` ends them all when the submission is done.
-    A module that failed to import is not kept (each test reports the failure)."""
+    A module that failed to import (or looped there) is not tried again: each later test of the
+    submission gets the same failure at once."""
     if not _KEEP[0]:  # outside a submission: a module of its own, closed by its caller
         return RemoteModule(path, what, processes=processes)
     key = (str(Path(path).resolve()), what, processes)
+    failed_before = _FAILED.get(key)
+    if failed_before is not None:  # it did not import for an earlier test: the same answer, at once
+        if failed_before[2] and not _FATAL:
+            _FATAL.append(failed_before[2])
+        raise InputError(failed_before[0], code=failed_before[1])
     mod = _SHARED.get(key)
     if mod is None:
-        mod = RemoteModule(path, what, processes=processes)
+        try:
+            mod = RemoteModule(path, what, processes=processes)
+        except InputError as e:  # an import that fails (or loops) costs the submission's time once, not per test
+            _FAILED[key] = (e.message, e.code, _FATAL[0] if _FATAL else None)
+            raise
         mod.shared = True
         _SHARED[key] = mod
     return mod
@@ -427,6 +520,7 @@ def shared(path: str | Path, what: str = "design", *, processes: int = 2) -> Rem
 
 def close_shared() -> None:
     """End every shared host (the submission is done)."""
+    _FAILED.clear()
     while _SHARED:
         _key, mod = _SHARED.popitem()
         mod.close(force=True)
@@ -482,9 +576,10 @@ def _where(e: BaseException | None, sub: str) -> str:
     return line
 
 
-def host_main(path: str) -> None:
-    """Wall this process in, import the student's file, then answer ``{"fn", "args"}`` lines
-    until the judge closes the pipe."""
+def host_main(path: str, limits: str = "") -> None:
+    """Wall this process in (the limits given as JSON, ``{"memory_mb", "file_mb"}``, then the
+    guard), import the student's file, then answer ``{"fn", "args"}`` lines until the judge closes
+    the pipe."""
     import dataclasses  # noqa: F401 - encode/decode need them; imported before the guard
     import enum  # noqa: F401
     import io
@@ -530,7 +625,20 @@ def host_main(path: str) -> None:
     memory = ""
     try:
         import resource
+        import signal
 
+        mb = 1024 * 1024
+        wanted = json.loads(limits) if limits else {}
+        for res, value in ((resource.RLIMIT_AS, wanted.get("memory_mb")), (resource.RLIMIT_FSIZE, wanted.get("file_mb")),
+                           (resource.RLIMIT_CORE, 0)):
+            if value is None:
+                continue
+            soft, hard = resource.getrlimit(res)
+            value = value * mb if res != resource.RLIMIT_CORE else 0
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(res, (value, value))  # only ever lowered: the judge's own limits may be lower
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         if limit > 0:
             memory = f" (the limit is {limit // (1024 * 1024)} MB)"

@@ -1,26 +1,40 @@
-"""Where student code runs when it is judged: a child process with limits.
+"""Where student code runs when it is judged: a host process in an operating-system sandbox.
 
-The parent (:func:`run_test`) copies the student's folder to a private temporary folder, starts
-``python -I`` on :func:`child_main` there with a clean environment, hands it the request (judge,
-folder, the test's arguments, hidden or not) on its stdin and reads the verdict back from its
-stdout: nothing of a test is ever written to disk, and the verdict is not a file the student's
-code could overwrite. The child applies resource limits to itself before anything else (address
-space, CPU seconds, size of any file written, no core files); the parent waits for the test's
-wall-clock timeout and kills the whole process group if it is exceeded, then any host process the
-child reported that is still alive. The child calls the judge; a judge that calls student
-functions starts a host process (:mod:`sim.course.remote`) that imports the student's file behind
-an audit hook (:mod:`sim.course.guard`). Whatever happens there (an exception, an endless loop, a
-flood of output, ``sys.exit`` or ``os._exit``, a wrong return type, running out of memory, a
-refused file, process or socket) comes back as a score of 0 with a one-line reason, never as a
-traceback in the grader.
+There is one way student code runs: :func:`start_host` starts a *host* process
+(:mod:`sim.course.remote`) that imports the student's file and answers calls over a pipe. A judge
+(the kit's own code, in a warm judge process of :class:`sim.course.pool.JudgePool`, or in this
+process for the kit's own tests of its reference answers) starts hosts through
+:class:`sim.course.remote.RemoteModule`; nothing else imports a student's file.
 
-When the grader runs as root (Gradescope), the child runs as an unprivileged user
-(``$PROTOLAB_SANDBOX_USER``, default ``protolab-sandbox``, made with ``useradd`` if missing) when
-that user exists or can be made and can run this Python; :data:`RUN_AS` says who, and
-:data:`RUN_AS_NOTE` why not.
+Every host runs inside bubblewrap (``bwrap``, Debian package ``bubblewrap``) when it works here:
 
-``isolate=False`` calls the judge in this process: only for the kit's own tests of its own
-reference solutions, which are not hostile (student functions still run in their own host).
+- a read-only view of the system: ``/usr`` (and the ``/bin``, ``/lib*`` links), the few ``/etc``
+  files the dynamic loader and Python read, the Python installation (``sys.prefix``,
+  ``sys.base_prefix``) and the ``sim`` package's own folder, nothing else of the checkout
+  (never ``solutions/`` or ``tests/``), no other submission, no grader folder, no run database;
+- the submission's folder as a private, writable copy on a tmpfs of its own (each host gets a fresh
+  one, gone when the host ends: one host cannot plant a file for another or for the grader), a
+  private ``/tmp``, a private ``/proc`` and ``/dev``;
+- no network, its own PID, IPC and UTS namespaces, a session of its own, killed with its parent;
+- an unprivileged uid: bwrap runs as the grader's user, or, when the grader is root, as the
+  sandbox's user (``$PROTOLAB_SANDBOX_USER``, default ``protolab-sandbox``; the student's code is
+  uid 65534 inside). When that user cannot reach this Python (a pyenv under ``/root``), bwrap runs
+  as root and the host drops to that user before anything of the student's runs;
+- a cleared environment (only what :func:`host_command` sets), and the limits of :data:`LIMITS`,
+  which the host applies to itself (memory, size of a file written, no core files, no processes).
+
+Whether bubblewrap works is probed once per process (:func:`box`). Where it does not (not
+installed, or namespaces refused, as on some Docker hosts such as Gradescope's), hosts run as the
+fallback: the unprivileged user when the grader is root, a private copy of the submission, the same
+limits. :func:`describe` says which (``"bubblewrap"`` or ``"fallback: <why>"``); every report carries
+it and the grader prints it. In both, the audit hooks of :mod:`sim.course.guard` wall the student's
+code in from inside its own process: a second wall inside the box, the only one on the fallback.
+``PROTOLAB_SANDBOX=fallback`` forces the fallback.
+
+:func:`judge_here` calls a judge in this process, turning anything the student's code did into a
+verdict: a refusal of the guard, ``sys.exit``, running out of memory, a loop past its time, a flood
+of output, a wrong type: a score of 0 with one line saying why, never a traceback in the grader. A
+judge's own exception is the grader's fault (:func:`grader_error`), never the student's.
 """
 
 from __future__ import annotations
@@ -29,29 +43,32 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from .judges import Judged, failed, resolve
 
-__all__ = ["run_test", "judge_here", "host_command", "grader_error", "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
+__all__ = ["judge_here", "start_host", "host_command", "box_command", "box", "describe", "SandboxError", "grader_error",
+           "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
 
-#: Resource limits of a judged child process.
+#: Resource limits of judge and host processes; ``copy_mb`` caps a submission's copy.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
 
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the ``sim`` package
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sim.course.sandbox import child_main; child_main()"
 #: The interpreter judged code runs in.
 PYTHON = sys.executable
-#: ``(name, uid, gid)`` of the user judged code runs as when the grader is root; None: as is.
+#: ``(name, uid, gid)`` of the user judge processes run as when the grader is root; None: as is.
 RUN_AS: tuple | None = None
-#: Why judged code runs as root although the grader is root ("" when it does not, or not known yet).
+#: Why judge processes run as root although the grader is root ("" when they do not, or not known yet).
 RUN_AS_NOTE = ""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed to start a host (the grader's trouble, never the student's)."""
 
 
 class _Capped(io.TextIOBase):
@@ -117,6 +134,8 @@ def judge_here(judge: str, submission: Path, args: dict, *, keep_hosts: bool = F
     finally:
         if not keep_hosts:
             remote.close_shared()
+    if verdict.grader_error:  # the grader's own trouble (a judge's bug, a sandbox that failed): never the student's
+        return verdict
     why = remote.fatal()
     if why:
         return _private_paths(failed(_one_line(why)), sub)
@@ -190,20 +209,6 @@ def grader_error(judge: str, e: BaseException) -> Judged:
     return Judged(0.0, GRADER_ERROR, grader_error=detail)
 
 
-_HOST_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from sim.course.remote import host_main; "
-              "host_main(sys.argv[2])")
-
-
-def host_command(path: Path, seed: int) -> tuple[list[str], dict, str]:
-    """``(argv, env, cwd)`` of a host process for the student's file at ``path`` with hash seed
-    ``seed``: the one way student code is started. Python runs with ``-s -P`` and an environment
-    made here alone (so ``PYTHONHASHSEED`` applies: each host of a module gets its own seed)."""
-    folder = str(Path(path).parent)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": folder, "LANG": "C.UTF-8", "TMPDIR": folder,
-           "PYTHONHASHSEED": str(seed), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
-    return [sys.executable, "-s", "-P", "-c", _HOST_BOOT, _ROOT, str(path)], env, folder
-
-
 def _private_paths(v: Judged, sub: Path) -> Judged:
     """Name the student's folder as ``{dir}``, never the sandbox's private copy."""
     from dataclasses import replace
@@ -211,79 +216,383 @@ def _private_paths(v: Judged, sub: Path) -> Judged:
     return replace(v, message=v.message.replace(str(sub), "{dir}"))
 
 
-def child_main() -> None:
-    """The child's entry: the request is a JSON document on stdin; the answer goes to stdout as
-    ``pid N START`` lines (host processes it started) and one ``result {...}`` line."""
-    req = json.loads(sys.stdin.buffer.read())
-    LIMITS.update(req.get("limits", {}))  # the grader's limits, whatever this module's defaults
-    _apply_limits(float(req["timeout"]))
-    # stdout is kept for the verdict alone; fd 0 reads nothing, fd 1 writes to the log (stderr)
-    res = os.dup(1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    from . import remote
+def _flood_note(v: dict) -> dict:
+    if v.get("flooded") and "printed more than" not in v.get("message", ""):
+        v["message"] = v.get("message", "") + f" (your code printed more than {LIMITS['output_kb']} KB; the rest was dropped)"
+    return v
 
-    def started(pid: int) -> None:
-        os.write(res, f"pid {pid} {_start_time(pid)}\n".encode())
 
-    remote.on_host_started = started
+# ---------------------------------------------------------------------------- the box
+
+
+@dataclass(frozen=True)
+class Box:
+    """How host processes are walled in here (see :func:`box`)."""
+
+    kind: str  # "bubblewrap" or "fallback"
+    why: str = ""  # fallback: why there is no bubblewrap; bubblewrap: how it runs, when worth saying
+    bwrap: str = ""  # the bwrap binary
+    as_user: tuple | None = None  # (name, uid, gid): the grader is root; bwrap is started as this user (setpriv)
+    drop_to: tuple | None = None  # (name, uid, gid): bwrap runs as root; the host drops to this user itself
+    setpriv: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "bubblewrap":
+            return "bubblewrap" + (f" ({self.why})" if self.why else "")
+        return f"fallback: {self.why}"
+
+
+_BOX: list = []
+_BOX_LOCK = threading.Lock()
+
+# Before anything else in a boxed interpreter: when bwrap ran as root, drop to the sandbox's user.
+_DROP = ("import os as _os\n"
+         "_d = _os.environ.pop('PROTOLAB_DROP_TO', '')\n"
+         "if _d:\n"
+         "    _u, _g = (int(_x) for _x in _d.split(':'))\n"
+         "    _os.setgroups([]); _os.setresgid(_g, _g, _g); _os.setresuid(_u, _u, _u)\n"
+         "del _os, _d\n")
+# A host's boot: answer the probe, or run the host (sim.course.remote.host_main).
+_HOST_BOOT = ("import sys\n"
+              "sys.path.insert(0, sys.argv[1])\n"
+              "if sys.argv[2] == '-':\n"
+              "    import os, sim.course.remote, sim.course.guard; print('protolab-sandbox-ok', os.getuid())\n"
+              "else:\n"
+              "    from sim.course.remote import host_main; host_main(sys.argv[2], sys.argv[3])\n")
+#: The few files of /etc that the dynamic loader and Python read.
+_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
+_MB = 1024 * 1024
+
+
+def box() -> Box:
+    """How hosts are walled in, probed once per process: bubblewrap when ``bwrap`` is installed and
+    can make its namespaces here (and run this Python inside them), else the fallback."""
+    if not _BOX:
+        with _BOX_LOCK:
+            if not _BOX:
+                _BOX.append(_probe())
+    return _BOX[0]
+
+
+def describe() -> str:
+    """Which sandbox judges here: ``"bubblewrap"`` (with a note on how, if any) or ``"fallback: <why>"``."""
+    return box().describe()
+
+
+def _probe() -> Box:
+    forced = os.environ.get("PROTOLAB_SANDBOX", "").strip().lower()
+    if forced == "fallback":
+        return Box("fallback", "PROTOLAB_SANDBOX=fallback")
+    if not sys.platform.startswith("linux"):
+        return Box("fallback", f"bubblewrap needs Linux (this is {sys.platform})")
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return Box("fallback", "bubblewrap is not installed (apt-get install bubblewrap)")
+    tries = []
+    if os.geteuid() == 0:
+        acct = _account()
+        if acct is None:
+            return Box("fallback", "the grader is root and there is no unprivileged user to run bubblewrap as")
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            tries.append(Box("bubblewrap", "", bwrap, as_user=acct, setpriv=setpriv))
+        tries.append(Box("bubblewrap", f"bwrap as root, the code as {acct[0]}", bwrap, drop_to=acct))
+    else:
+        tries.append(Box("bubblewrap", "", bwrap))
+    errors = []
+    for b in tries:
+        err = _try(b)
+        if err is None:
+            return b
+        errors.append(err)
+    return Box("fallback", f"bubblewrap cannot make its sandbox here: {errors[0]}")
+
+
+def _try(b: Box) -> str | None:
+    """None when a host's interpreter starts and imports sim inside ``b``; else why not."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="protolab-probe-")
     try:
-        verdict = judge_here(req["judge"], Path(req["submission"]), req["args"])
-    except BaseException as e:  # pragma: no cover - only a KeyboardInterrupt-like escape
-        verdict = failed(_one_line(f"the judge stopped: {type(e).__name__}: {e}"))
-    data = verdict.to_dict()
-    data["output"] = getattr(judge_here, "last_output", "")[-2000:]
-    data["flooded"] = getattr(judge_here, "flooded", False)
-    try:
-        text = json.dumps(data, default=str)
-    except (TypeError, ValueError):
-        data["witness"] = None
-        text = json.dumps(data, default=str)
-    blob = ("result " + text + "\n").encode()
-    while blob:
-        blob = blob[os.write(res, blob):]
-    sys.stdout.flush()
-    os._exit(0)  # no atexit handlers
-
-
-def _apply_limits(timeout: float) -> None:
-    """The child's own limits; its host processes inherit them."""
-    import resource
-
-    mb = 1024 * 1024
-    for res, value in (
-        (resource.RLIMIT_AS, LIMITS["memory_mb"] * mb),
-        (resource.RLIMIT_FSIZE, LIMITS["file_mb"] * mb),
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_CPU, int(timeout) + 2),
-    ):
+        os.chmod(folder, 0o755)
+        argv, env, cwd, fds = host_command(Path(folder) / "-", 0, _box=b, _probe=True)
         try:
-            resource.setrlimit(res, (value, value))
-        except (ValueError, OSError):  # pragma: no cover - a platform without that limit
-            pass
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+            done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                                  pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+    except (OSError, subprocess.SubprocessError) as e:
+        return _one_line(f"{type(e).__name__}: {e}", 200)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if b"protolab-sandbox-ok" in done.stdout:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return _one_line(lines[-1] if lines else f"exit status {done.returncode}", 200)
 
 
-def _start_time(pid: int) -> str:
-    """When ``pid`` started (field 22 of /proc/PID/stat), to tell it from a later process with its pid."""
+def _account() -> tuple | None:
+    """``(name, uid, gid)`` of the unprivileged user bwrap runs as when the grader is root: the
+    sandbox's user (made with useradd if missing), else ``nobody``."""
+    name = os.environ.get("PROTOLAB_SANDBOX_USER", "protolab-sandbox")
+    for n in (name, "nobody"):
+        pw = _user(n, make=n == name)
+        if pw is not None and pw.pw_uid != 0:
+            return n, pw.pw_uid, pw.pw_gid
+    return None
+
+
+def _user(name: str, *, make: bool):
+    import pwd
+
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return "-"
+        return pwd.getpwnam(name)
+    except KeyError:
+        if not make:
+            return None
+    try:
+        subprocess.run(["useradd", "--system", "--no-create-home", name], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
 
 
-def _kill_leftovers(pids: list) -> None:
-    """Kill the host processes a child reported that outlived it (same pid and start time only)."""
-    for pid, start in pids:
-        if start == "-" or _start_time(pid) != start:
+def host_command(path: Path, seed: int, *, info_fd: int | None = None, _box: Box | None = None,
+                 _probe: bool = False) -> tuple[list[str], dict, str, list[int]]:
+    """``(argv, env, cwd, fds)`` of a host process for the student's file at ``path`` with hash seed
+    ``seed``: the recipe of the one way student code is started (:func:`start_host` starts it).
+    Python runs with ``-s -P`` and an environment made here alone (so ``PYTHONHASHSEED`` applies:
+    each host of a module gets its own seed). In bubblewrap, ``fds`` are the submission's files,
+    copied into the host's private folder (the caller passes them to the process, then closes
+    them); ``info_fd`` is bwrap's ``--info-fd``."""
+    path = os.path.abspath(path)
+    limits = json.dumps({"memory_mb": LIMITS["memory_mb"], "file_mb": LIMITS["file_mb"]})
+    return box_command(os.path.dirname(path), _HOST_BOOT, [_ROOT, "-" if _probe else path, limits], seed=seed,
+                       main=path, info_fd=info_fd, _box=_box, _probe=_probe)
+
+
+def box_command(folder: str | Path, code: str, args=(), *, seed: int = 0, main: str | None = None,
+                info_fd: int | None = None, _box: Box | None = None,
+                _probe: bool = False) -> tuple[list[str], dict, str, list[int]]:
+    """``(argv, env, cwd, fds)`` running ``python -s -P -c CODE ARGS...`` in ``folder`` as hosts run:
+    in the box (a private copy of ``folder``, ``main`` copied first) or, on the fallback, as is."""
+    b = _box if _box is not None else box()
+    folder = os.path.abspath(folder)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin" if b.kind == "bubblewrap" else os.environ.get("PATH", "/usr/bin:/bin"),
+           "HOME": folder, "LANG": "C.UTF-8", "TMPDIR": folder, "PYTHONHASHSEED": str(seed),
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
+    inner = [PYTHON, "-s", "-P", "-c", code, *map(str, args)]
+    if b.kind != "bubblewrap":
+        return inner, env, folder, []
+    if b.drop_to is not None:
+        env["PROTOLAB_DROP_TO"] = f"{b.drop_to[1]}:{b.drop_to[2]}"
+        inner[4] = _DROP + code
+    fds: list[int] = []
+    try:
+        argv = _bwrap(b, folder, main or os.path.join(folder, "-"), inner, env, fds, info_fd, probe=_probe)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if b.as_user is not None:
+        _name, uid, gid = b.as_user
+        argv = [b.setpriv, "--reuid", str(uid), "--regid", str(gid), "--clear-groups", "--"] + argv
+    return argv, {"PATH": "/usr/bin:/bin"}, "/", fds
+
+
+def _read_roots() -> list[str]:
+    """What a host must read: the Python installation and the ``sim`` package's folder, resolved."""
+    import site
+    import sysconfig
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.abspath(PYTHON))), os.path.dirname(os.path.realpath(PYTHON)),
+             sysconfig.get_paths().get("stdlib", ""), str(Path(__file__).resolve().parents[1])}
+    try:
+        roots.update(site.getsitepackages())
+    except Exception:  # pragma: no cover - a site module without it
+        pass
+    return sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)})
+
+
+def _checkout() -> str | None:
+    """The checkout that holds ``sim`` (None for an installed sim, in site-packages)."""
+    import site
+
+    root = os.path.realpath(_ROOT)
+    try:
+        installed = {os.path.realpath(p) for p in site.getsitepackages()}
+    except Exception:  # pragma: no cover
+        installed = set()
+    return None if root in installed else root
+
+
+def _bwrap(b: Box, folder: str, main: str, inner: list[str], env: dict, fds: list[int], info_fd: int | None,
+           *, probe: bool) -> list[str]:
+    a = [b.bwrap]
+    if info_fd is not None:
+        a += ["--info-fd", str(info_fd)]
+    if b.drop_to is not None:  # bwrap as root: no user namespace; the host drops to the user before anything else
+        a += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+              "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        a += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]
+    a += ["--die-with-parent", "--new-session", "--clearenv"]
+    for k, v in env.items():
+        a += ["--setenv", k, v]
+    bound: list[str] = []  # read-only trees (each holds what lies under it)
+    made: set[str] = {"/"}  # folders that exist in the new root
+
+    def covered(p: str) -> bool:
+        return any(p == r or p.startswith(r.rstrip("/") + "/") for r in bound)
+
+    def parents(p: str) -> None:
+        parts = p.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:i])
+            if d not in made and not covered(d):
+                a.extend(["--perms", "0755", "--dir", d])
+                made.add(d)
+
+    def ro(src: str, dest: str | None = None) -> None:
+        dest = dest or src
+        if covered(dest):
+            return
+        parents(dest)
+        a.extend(["--ro-bind", src, dest])
+        if os.path.isdir(src):
+            bound.append(dest)
+
+    ro("/usr")
+    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(d):
+            a.extend(["--symlink", os.readlink(d), d])
+            made.add(d)
+        elif os.path.isdir(d):
+            ro(d)
+    for f in _ETC:
+        if os.path.exists(f):
+            ro(f)
+    a += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", str(16 * _MB), "--tmpfs", "/tmp"]
+    made.update({"/dev", "/proc", "/tmp"})
+    for r in _read_roots():
+        ro(r)
+    checkout, sim_dir = _checkout(), str(Path(__file__).resolve().parents[1])
+    if checkout is not None and covered(checkout):  # a checkout inside the installation: only its sim/ shows
+        a.extend(["--tmpfs", checkout])
+        a.extend(["--ro-bind", sim_dir, sim_dir])
+    # the submission's folder: a private tmpfs holding a copy of its files, writable, gone with the host
+    parents(folder)
+    a.extend(["--perms", "0777", "--size", str((LIMITS["copy_mb"] + 56) * _MB), "--tmpfs", folder])
+    made.add(folder)
+    if not probe:
+        _copy_in(a, folder, main, fds)
+    a += ["--chdir", folder, "--"]
+    return a + inner
+
+
+def _copy_in(a: list[str], folder: str, main: str, fds: list[int]) -> None:
+    """``--file`` each regular file of ``folder`` (the student's ``main`` first; no links, no dot
+    files, at most ``copy_mb`` in all) into the host's private copy."""
+    files: list[str] = [main]
+    dirs: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith(".") and n != "__pycache__"
+                             and not os.path.islink(os.path.join(dirpath, n)))
+        dirs += [os.path.join(dirpath, n) for n in dirnames]
+        files += [os.path.join(dirpath, n) for n in sorted(filenames) if not n.startswith(".")]
+        if len(files) > 500:
+            break
+    for d in dirs:
+        a.extend(["--perms", "0777", "--dir", d])
+    total, seen = 0, set()
+    for f in files:
+        if f in seen:
+            continue
+        seen.add(f)
+        try:
+            fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # a link, gone, unreadable: not copied (the judge reports a missing file)
             continue
         try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            continue
+        total += st.st_size
+        if not (st.st_mode & 0o170000 == 0o100000) or (total > LIMITS["copy_mb"] * _MB and f != main):
+            os.close(fd)
+            continue
+        fds.append(fd)
+        a.extend(["--perms", "0666", "--file", str(fd), f])
+
+
+def start_host(path: Path, seed: int) -> tuple[subprocess.Popen, int, bool]:
+    """Start a host process for the student's file at ``path`` (see :func:`host_command`):
+    ``(process, pid, boxed)``. ``pid`` is the process whose end means every process of the host has
+    ended: in bubblewrap the sandbox's own first process (its PID namespace ends with it), else the
+    host itself. stdin and stdout are the host's protocol pipes; stderr says why a host never started
+    (bwrap's or the interpreter's own complaint: nothing of the student's code reaches it)."""
+    import select
+
+    b = box()
+    boxed = b.kind == "bubblewrap"
+    r = w = None
+    if boxed:
+        r, w = os.pipe()
+    argv, env, cwd, fds = host_command(path, seed, info_fd=w)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=cwd, env=env, bufsize=0, pass_fds=fds + ([w] if w is not None else []))
+    except BaseException:
+        if r is not None:
+            os.close(r)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if w is not None:
+            os.close(w)
+    if not boxed:
+        return proc, proc.pid, False
+    info = b""
+    try:
+        while True:  # bwrap writes {"child-pid": N, ...} once its namespaces exist, then closes the pipe
+            ready, _, _ = select.select([r], [], [], 30)
+            if not ready:
+                break
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            info += chunk
+    finally:
+        os.close(r)
+    try:
+        pid = int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        try:
+            proc.kill()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):  # pragma: no cover
             pass
+        err = b""
+        try:
+            err = proc.stderr.read() or b""
+        except (OSError, ValueError):  # pragma: no cover
+            pass
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise SandboxError(f"bubblewrap could not start a host: {_one_line(lines[-1] if lines else 'no reason given', 200)}")
+    return proc, pid, True
 
 
 # ---------------------------------------------------------------------------- running as another user
@@ -293,7 +602,8 @@ _USER_DONE = False
 
 
 def sandbox_user(folder: str | Path | None = None) -> tuple[int, int] | None:
-    """``(uid, gid)`` to run judged code as when this process is root, having given it ``folder``
+    """``(uid, gid)`` to run judge processes as when this process is root (and, on the fallback,
+    the hosts they start), having given it ``folder``
     (and everything in it); None to run as is (not root, or no usable user: :data:`RUN_AS_NOTE`
     says why). The user is worked out once per process (:data:`RUN_AS`)."""
     global RUN_AS, RUN_AS_NOTE, _USER_DONE
@@ -312,21 +622,10 @@ def sandbox_user(folder: str | Path | None = None) -> tuple[int, int] | None:
 def _find_user() -> tuple:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None, ""
-    import pwd
-
     name = os.environ.get("PROTOLAB_SANDBOX_USER", "protolab-sandbox")
-    try:
-        pw = pwd.getpwnam(name)
-    except KeyError:
-        try:
-            subprocess.run(["useradd", "--system", "--no-create-home", name], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError):
-            pass
-        try:
-            pw = pwd.getpwnam(name)
-        except KeyError:
-            return None, f"there is no user {name!r} and useradd could not make one: judged code runs as root"
+    pw = _user(name, make=True)
+    if pw is None:
+        return None, f"there is no user {name!r} and useradd could not make one: judged code runs as root"
     if pw.pw_uid == 0:
         return None, f"the user {name!r} is root: judged code runs as root"
     # can that user run this Python and import sim? (not a pyenv under /root, say)
@@ -374,111 +673,3 @@ def _copy_submission(src: Path, dst: Path) -> None:
                 raise OSError(f"the submission holds more than {LIMITS['copy_mb']} MB")
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, dst / rel)
-
-
-def run_test(judge: str, submission: Path, args: dict, *, timeout: float, isolate: bool = True) -> dict:
-    """Judge ``submission`` with ``judge``; a dict with score (0..1), message, reproduce, witness,
-    output (what the student's code printed, cut short) and seconds."""
-    import time
-
-    t0 = time.perf_counter()
-    if not isolate:
-        v = judge_here(judge, submission, args).to_dict()
-        v.update(output=getattr(judge_here, "last_output", ""), flooded=getattr(judge_here, "flooded", False))
-        v["seconds"] = round(time.perf_counter() - t0, 3)
-        return _flood_note(v)
-    with tempfile.TemporaryDirectory(prefix="protolab-judge-", ignore_cleanup_errors=True) as tmp:
-        tmpd = Path(tmp)
-        sub = tmpd / "submission"
-        try:
-            _copy_submission(Path(submission), sub)
-            user = sandbox_user(tmpd)
-        except OSError as e:
-            return {**failed(f"the submission cannot be read: {e}").to_dict(), "seconds": 0.0, "output": ""}
-        request = json.dumps({"judge": judge, "submission": str(sub), "args": args, "timeout": timeout,
-                              "limits": LIMITS}).encode()
-        who = {"user": user[0], "group": user[1], "extra_groups": []} if user is not None else {}
-        with tempfile.TemporaryFile() as log:  # never named on disk
-            proc = subprocess.Popen([PYTHON, "-I", "-c", _BOOT, _ROOT], cwd=sub, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, env=_env(str(tmpd)), start_new_session=True,
-                                    **who)
-            out, timed_out = b"", False
-            try:
-                out, _ = proc.communicate(request, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill(proc)
-                try:
-                    out, _ = proc.communicate(timeout=5)
-                except (subprocess.TimeoutExpired, ValueError, OSError):  # pragma: no cover
-                    out = b""
-            finally:
-                _kill(proc)
-            pids, result = _parse(out or b"")
-            _kill_leftovers(pids)
-            seconds = round(time.perf_counter() - t0, 3)
-            if timed_out:
-                return {**failed(f"did not finish within {timeout:g} s: an endless loop, or far too slow "
-                                 "(each test has its own time limit)").to_dict(), "seconds": seconds,
-                        "output": _tail(log)}
-            if result is not None:
-                result["seconds"] = seconds
-                return _flood_note(result)
-            rc = proc.returncode
-            if rc is not None and rc < 0:
-                sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-                why = {"SIGXCPU": f"used more than {int(timeout) + 2} s of CPU",
-                       "SIGKILL": "was killed (out of memory?)",
-                       "SIGSEGV": "crashed the interpreter (SIGSEGV)"}.get(sig, f"was stopped by {sig}")
-            else:
-                why = f"ended with exit status {rc} before giving a verdict"
-            tail = _tail(log)
-            last = tail.strip().splitlines()[-1] if tail.strip() else ""
-            return {**failed(_one_line(f"the judged process {why}" + (f": {last}" if last else ""))).to_dict(),
-                    "seconds": seconds, "output": tail}
-
-
-def _parse(out: bytes) -> tuple:
-    """The child's stdout: the host pids it reported, and its verdict (None if it gave none)."""
-    pids, result = [], None
-    for line in out.splitlines():
-        if line.startswith(b"pid "):
-            try:
-                _, pid, start = line.split()
-                pids.append((int(pid), start.decode()))
-            except ValueError:
-                pass
-        elif line.startswith(b"result "):
-            try:
-                result = json.loads(line[7:])
-            except ValueError:
-                result = None
-    return pids, result if isinstance(result, dict) else None
-
-
-def _flood_note(v: dict) -> dict:
-    if v.get("flooded") and "printed more than" not in v.get("message", ""):
-        v["message"] = v.get("message", "") + f" (your code printed more than {LIMITS['output_kb']} KB; the rest was dropped)"
-    return v
-
-
-def _tail(log, n: int = 2000) -> str:
-    """The last ``n`` bytes of the child's log (an open file)."""
-    try:
-        log.seek(0, os.SEEK_END)
-        size = log.tell()
-        log.seek(max(0, size - n))
-        return log.read().decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return ""
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
