@@ -913,6 +913,9 @@ def tui(
     sc = _load_scenario(scenario or "publish-report", None)
     _check_run_args(policy, fault)
     plugins = _plugins(design, intake, effects, machine)
+    from .runner import refuse_lab_run
+
+    refuse_lab_run(db or DEFAULT_DB)  # a lab's run is never replaced, terminal or not
     if not _interactive():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
     _default_db_for(db or DEFAULT_DB, sc.name)

@@ -62,8 +62,6 @@ class LabHost:
         self.lab.refresh(force=True)
         self.guide.hint_text = self.lab.hint()
         self.guide.show()
-        if not self.guide.compact:
-            self.guide.scroll_end(animate=False)
 
     def action_lab_answer(self) -> None:
         def done(result) -> None:
@@ -101,36 +99,68 @@ class Guide(VerticalScroll):
         s = self.session
         lab = s.lab
         met = {st.id for st in s.states if st.met}
+        states = {st.id: st for st in s.states}
         cur = s.current_step()
         t = Text()
         t.append(f"{lab.title}\n", style="bold")
         t.append(f"{progress_bar(s.done, s.total)} {s.done}/{s.total} checkpoints\n\n")
+        span = None  # where the current step starts and ends in the text: kept in view
         for i, step in enumerate(lab.steps):
             done = all(c.id in met for c in step.checkpoints)
             mark = "✓" if done else ("▶" if i == cur else "·")
+            start = len(t)
             t.append(f"{mark} {i + 1}. {step.title}\n", style="bold green" if done else ("bold" if i == cur else "dim"))
             if i == cur:
                 t.append(f"{step.text}\n", style="")
             if i <= cur:
-                states = {st.id: st for st in s.states}
                 for c in step.checkpoints:
                     ok = c.id in met
                     t.append(f"   {'✓' if ok else '○'} {c.title}\n", style="green" if ok else "")
                     shown = s.shows(states[c.id]) if ok and c.id in states else ""
                     if shown:
                         t.append(f"     ↳ {shown}\n", style="green")
+            if i == cur:
+                if self.hint_text:  # the hint beside the step it is for
+                    t.append(f"Hint: {self.hint_text}\n", style="italic yellow")
+                span = (start, len(t))
         right = s.right()
         if lab.questions:
             t.append(f"\nQuestions {right}/{len(lab.questions)} (a: answer)\n", style="bold")
-        if self.hint_text:
+        if self.hint_text and span is None:
             t.append(f"\nHint: {self.hint_text}\n", style="italic yellow")
         elif s.done == s.total and right == len(lab.questions):
             t.append("\nLab complete. protolab lab submit "
                      f"{lab.number} -o lab{lab.number}.protolab packs it for your instructor.\n", style="bold green")
-        else:
+        elif not self.hint_text:
             t.append("\nh: a hint for the next checkpoint\n", style="dim")
         self.body.update(t)
+        self._span = span
+        self.call_after_refresh(self._keep_current_in_view, t)
 
+    def _lines(self, text: Text) -> int:
+        width = max(1, self.scrollable_content_region.width)
+        return len(text.wrap(self.app.console, width))
+
+    def current_lines(self) -> tuple[int, int] | None:
+        """(first line, lines) of the current step in the Guide as drawn (None: every step is done)."""
+        span = getattr(self, "_span", None)
+        text = self.body.content if isinstance(self.body.content, Text) else None
+        if span is None or text is None:
+            return None
+        first = self._lines(text[: span[0]]) if span[0] else 0
+        block = text[span[0]: span[1]]
+        block.rstrip()
+        return first, self._lines(block)
+
+    def _keep_current_in_view(self, text: Text) -> None:
+        """A long Guide scrolls so that the current step (with its hint) is in view, whole when it fits."""
+        where = self.current_lines()
+        if where is None or self.body.content is not text:
+            return
+        first, n = where
+        view = self.scrollable_content_region.height
+        if first < self.scroll_y or first + n > self.scroll_y + view:
+            self.scroll_to(y=max(0, first if n >= view else first + n - view), animate=False)
 
     def _show_compact(self) -> None:
         """A short terminal: progress, what the checkpoints just met showed, the current step whole,
