@@ -105,16 +105,16 @@ def _report(ex, results, problem=None):
 
 def test_results_json_turns_a_report_into_gradescope_tests_a_student_can_act_on():
     ex = get_exercise(1)
-    hidden = ex.hidden_tests()
     results = [
-        Result(name="clean-run", title=ex.tests[0].title, hidden=False, points=10, max_points=10, passed=True,
+        Result(name="keys-name-intents", title=ex.tests[0].title, hidden=False, points=10, max_points=10, passed=True,
                    message="every invariant holds", visibility="visible"),
-        Result(name="faults-delivery", title=ex.tests[3].title, hidden=False, points=24, max_points=30, passed=False,
+        Result(name="fault-matrix", title=ex.tests[5].title, hidden=False, points=24, max_points=30, passed=False,
                    message="RESEND_DEDUPLICATED broke in /private/sandbox/copy/design.py",
                    reproduce="protolab run --design /private/sandbox/copy/design.py --fault resend", hint="look at the key",
                    output="debug print\n", visibility="visible"),
-        Result(name=hidden[0].name, title=hidden[0].title, hidden=True, points=0, max_points=hidden[0].points,
-                   passed=False, message="a crash broke it", hint="each attempt its own key"),  # no visibility: from the catalog
+        # exercise 1 keeps no hidden test (hidden cases of its public ones): a hidden test of another kit
+        Result(name="a-hidden-rule", title="A hidden rule", hidden=True, points=0, max_points=10,
+                   passed=False, message="a crash broke it", hint="each attempt its own key"),  # no visibility: the default
     ]
     d = results_json(_report(ex, results), execution_time=12.2, shown_dir="01-envelope-design")
     check_results(d)
@@ -198,7 +198,7 @@ def test_the_zip_holds_setup_and_run_autograder_at_its_root_and_only_this_exerci
     assert "protolab/solutions/01-envelope-design/hidden.toml" in names
     assert {n.split("/")[2] for n in names if n.startswith("protolab/solutions/")} == {"01-envelope-design"}
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    assert manifest["exercise"] == 1 and manifest["hidden_tests"] == ["faults-recovery", "keys-name-intents"]
+    assert manifest["exercise"] == 1 and manifest["hidden_tests"] == []  # hidden cases of public tests only
     check_results(fallback)
     assert fallback["score"] == 0
     # setup.sh installs; run_autograder installs nothing
@@ -263,12 +263,10 @@ def _grade(zip_path: Path, root: Path, submission: dict[str, bytes] | None = Non
 
 def test_the_autograder_gives_the_model_answer_full_marks_with_hidden_tests(autograder_zip, tmp_path):
     d = _grade(autograder_zip, tmp_path / "autograder", {"design.py": (SOLUTIONS / "design.py").read_bytes()})
-    assert d["score"] == 100 and all(t["status"] == "passed" for t in d["tests"])
-    hidden = [t for t in d["tests"] if "hidden" in t["tags"]]
-    assert [t["extra_data"]["test"] for t in hidden] == ["faults-recovery", "keys-name-intents"]
-    assert {t["visibility"] for t in hidden} == {"after_published"}
+    assert d["score"] == 60 and all(t["status"] == "passed" for t in d["tests"])
+    assert [t for t in d["tests"] if "hidden" in t["tags"]] == []  # six public rules, run with their hidden cases
     assert {t["visibility"] for t in d["tests"] if "public" in t["tags"]} == {"visible"}
-    assert "score 100/100" in d["_stdout"]
+    assert "score 60/60" in d["_stdout"]
     assert f"({tmp_path / 'autograder' / 'source' / 'protolab'})" in d["_stdout"]  # graded by the bundled source
 
 
@@ -279,8 +277,8 @@ def test_the_autograder_finds_a_wrong_design_nested_in_a_zip_and_gives_it_less(a
                zipped={"lab1/design.py": wrong, "lab1/notes.md": b"x", "__MACOSX/lab1/._design.py": b"junk"})
     assert 0 < d["score"] < 100
     failed = {t["extra_data"]["test"]: t for t in d["tests"] if t["status"] == "failed"}
-    assert {"faults-delivery", "faults-recovery", "keys-name-intents"} <= set(failed)
-    out = failed["faults-delivery"]["output"]
+    assert {"keys-name-intents", "fault-matrix"} <= set(failed)
+    out = failed["fault-matrix"]["output"]
     assert "What failed:" in out and "Hint:" in out
     assert "Reproduce it: protolab run --design 01-envelope-design/design.py" in out
 

@@ -76,7 +76,10 @@ def test_the_content_check_finds_solutions_and_hidden_tests_by_content_not_by_fo
     # a hidden test's title in prose, a hidden test's name as a key, hidden.toml pasted into a string
     (kit / "exercises" / "06-conversation-trace" / "NOTES.md").write_text(
         "Also graded: every message hangs from the opening request,\nafter its causes.\n")
-    (kit / "exercises" / "01-envelope-design" / "extra.toml").write_text('[[hint]]\ntest = "keys-name-intents"\ntext = "x"\n')
+    # (a hidden test's name: exercise 1 keeps none, its rules are public with hidden cases)
+    hider = next(ex for ex in exercises() if ex.hidden_tests())
+    hidden_name = hider.hidden_tests()[0].name
+    (kit / "exercises" / hider.dirname / "extra.toml").write_text(f'[[hint]]\ntest = "{hidden_name}"\ntext = "x"\n')
     hidden7 = (ROOT / "solutions" / "07-self-check" / "hidden.toml").read_text()
     (kit / "sim" / "embedded.py").write_text(f"TESTS = {hidden7!r}\n")
     found = "\n".join(check_kit_content(kit, root=ROOT))
@@ -84,7 +87,7 @@ def test_the_content_check_finds_solutions_and_hidden_tests_by_content_not_by_fo
     assert "data/notes.txt line" in found and "wrong/clock-key/design.py" in found
     assert "sim/scratch_decide.py line" in found and "solutions/03-deduplicating-consumer/decide.py" in found
     assert "exercises/06-conversation-trace/NOTES.md holds the title of 06-conversation-trace hidden test causal-chain" in found
-    assert "exercises/01-envelope-design/extra.toml holds the name of 01-envelope-design hidden test keys-name-intents" in found
+    assert f"exercises/{hider.dirname}/extra.toml holds the name of {hider.dirname} hidden test {hidden_name}" in found
     assert "sim/embedded.py" in found
     # the starter itself, the engine and the judges' own docstrings are not leaks
     for rel in ("exercises/01-envelope-design/design.py", "sim/intake.py", "sim/course/judges/trace.py"):
