@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from sim.course.catalog import exercises, solutions_dir
+from sim.course import sandbox
+from sim.course.catalog import exercises, solutions_dir, use_course
 from sim.course.corpus import build_corpus
+from sim.course.kit import copy_project
 from sim.course.grade import collect, grade_all
 from sim.course.gradescope import results_json, validate_results
 
@@ -23,9 +26,13 @@ EXERCISES = exercises()
 def _digest(root: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
-        if "__pycache__" in p.parts or not p.is_file():
+        if "__pycache__" in p.parts:
             continue
-        h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+        h.update(str(p.relative_to(root)).encode())
+        if p.is_symlink():
+            h.update(b"link " + str(p.readlink()).encode())
+        elif p.is_file():
+            h.update(p.read_bytes())
     return h.hexdigest()
 
 
@@ -47,12 +54,29 @@ def _secret_lines(ex) -> list[str]:
 
 
 def _check_class(ex, tmp_path: Path, *, slow: bool) -> None:
+    """The class built from a copy of the course (so that what hostile code aims at, the model answer's
+    path, the checkout, is a tree nobody else touches while it is graded) and a run database elsewhere."""
+    course = tmp_path / "course"
+    copy_project(ROOT, course, solutions=[ex.dirname])
+    run_db = tmp_path / "elsewhere" / "run.db"
+    run_db.parent.mkdir()
+    con = sqlite3.connect(run_db)
+    con.execute("CREATE TABLE effects (effect_key TEXT)")
+    con.execute("INSERT INTO effects VALUES ('publish:R-1:T-2')")
+    con.commit()
+    con.close()
     classroom = tmp_path / "class"
-    entries = build_corpus(ex, classroom, slow=slow)
+    use_course(course)
+    try:
+        entries = build_corpus(ex, classroom, slow=slow, run_db=run_db)
+    finally:
+        use_course(None)
     kinds = {e.name: e for e in entries}
-    before = _digest(ROOT / "solutions"), _digest(ROOT / "exercises"), _digest(ROOT / "sim")
-    marker = Path("/tmp/protolab-hostile-was-here")
-    marker.unlink(missing_ok=True)
+    before = _digest(course), run_db.read_bytes()
+    markers = [Path(p) for p in ("/tmp/protolab-hostile-was-here", "/tmp/protolab-hostile-attach.db",
+                                 "/tmp/protolab-hostile-vacuum.db")]
+    for m in markers:
+        m.unlink(missing_ok=True)
     subs = collect(ex, classroom, tmp_path / "work")
     reports = grade_all(ex, subs, jobs=2)
     assert [s.name for s in subs] == sorted(kinds)  # a report for everyone: the batch completed
@@ -66,8 +90,10 @@ def _check_class(ex, tmp_path: Path, *, slow: bool) -> None:
         if e.kind == "hostile":  # 0, each test with a reason a student can read
             assert all(x.message.strip() for x in r.results), s.name
     assert not wrong, wrong
-    assert (_digest(ROOT / "solutions"), _digest(ROOT / "exercises"), _digest(ROOT / "sim")) == before
-    assert not marker.exists(), "a submission wrote outside its folder"
+    assert (_digest(course), run_db.read_bytes()) == before
+    assert not [m for m in markers if m.exists()], "a submission wrote outside its folder"
+    said = {r.sandbox for r in reports}  # every report says which sandbox judged it, the same for all
+    assert len(said) == 1 and said.pop().split(":")[0].split(" ")[0] == sandbox.box().kind
     # what students see: Gradescope's files (valid), with no line of the model answers
     secret = _secret_lines(ex)
     for s, r in zip(subs, reports):

@@ -252,6 +252,53 @@ def test_grade_says_which_sandbox_judged_the_class(tmp_path):
     assert "warning: graded on the fallback sandbox" in done.stderr
 
 
+# ------------------------------------------------------------------------------ loops
+
+
+@pytest.mark.parametrize("where", ["import", "call"])
+def test_a_looping_submission_is_reported_once_for_the_whole_submission_not_per_test(where, tmp_path, monkeypatch):
+    """``protolab grade`` on a folder holding one looping submission: every test 0 with the reason,
+    the student's code started once for all its tests (its hosts: one module, two hash seeds) and
+    no judge process restarted: the loop costs the submission's time once (a call is held to 5 s,
+    an import to 10 s, all of a submission's code to 20 s), not once per test."""
+    import contextlib
+    import io
+
+    from sim.cli import main
+    from sim.course import pool as pool_mod
+
+    pools, hosts = [], []
+    real_init, real_watch = pool_mod.JudgePool.__init__, pool_mod._Worker.watch
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        pools.append(self)
+
+    def watch(self, pid):
+        hosts.append(pid)
+        return real_watch(self, pid)
+
+    monkeypatch.setattr(pool_mod.JudgePool, "__init__", init)
+    monkeypatch.setattr(pool_mod._Worker, "watch", watch)
+    model = (ROOT / "solutions" / EX1 / "design.py").read_text()
+    looper = tmp_path / "class" / "looper"
+    looper.mkdir(parents=True)
+    loop = "while True:\n    pass"
+    (looper / "design.py").write_text(_with_extra(model, loop, "") if where == "import" else _with_extra(model, "", loop))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        main(["grade", "1", str(tmp_path / "class"), "--json", "-j", "1"])
+    assert done.value.code in (0, None)
+    row = json.loads(out.getvalue())[0]
+    tests = row["tests"]
+    assert row["score"] == 0 and len(tests) > 1
+    limit = "did not answer within 10 s while importing it" if where == "import" else "did not answer within 5 s"
+    assert all(limit in t["message"] and "an endless loop, or far too slow" in t["message"] for t in tests), \
+        [t["message"] for t in tests]
+    assert len(hosts) == 2, hosts  # started once for the whole submission (two hosts: hash seeds 1 and 2)
+    assert sum(p.started for p in pools) == 1  # one judge process, never restarted: fewer restarts than tests
+
+
 # ------------------------------------------------------------------------------ the OS wall alone
 
 needs_bwrap = pytest.mark.skipif(sandbox.box().kind != "bubblewrap", reason=f"no bubblewrap here ({sandbox.describe()})")
@@ -391,6 +438,18 @@ def test_the_probe_says_why_when_bubblewrap_is_missing(monkeypatch):
     assert b.kind == "fallback" and "not installed" in b.describe() and b.describe().startswith("fallback: ")
     monkeypatch.setenv("PROTOLAB_SANDBOX", "fallback")
     assert sandbox._probe().describe() == "fallback: PROTOLAB_SANDBOX=fallback"
+
+
+def test_the_probe_falls_back_when_namespaces_are_refused_as_in_some_containers(tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
+                                "exit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
+    monkeypatch.delenv("PROTOLAB_SANDBOX", raising=False)
+    said = sandbox._probe().describe()
+    assert said.startswith("fallback: bubblewrap cannot make its sandbox here") and "Operation not permitted" in said
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="the grader runs as root here")

@@ -283,8 +283,8 @@ def run(which, root: Path) -> int:
     root = Path(root)
     out = root / "results" / "results.json"
     ex = _exercise(which, root)
-    if not ex.hidden_tests():
-        print(f"protolab: WARNING: no hidden tests for exercise {ex.number} under {root / 'source'}: "
+    if not ex.hidden_tests() and not ex.extensions():
+        print(f"protolab: WARNING: no hidden tests or cases for exercise {ex.number} under {root / 'source'}: "
               "grading the public tests only (rebuild the zip with 'protolab autograder')")
     try:
         result = grade_submission(ex, root / "submission", started=started)

@@ -95,9 +95,13 @@ class Exercise:
     def public_points(self) -> int:
         return sum(t.points for t in self.tests if not t.hidden)
 
+    def solutions(self) -> Path | None:
+        """``solutions/NN-slug`` of this exercise, when this install can see it (see :func:`solutions_root`)."""
+        return solutions_dir(self)
+
     def hidden_tests(self) -> tuple[Test, ...]:
         """The hidden tests, when this install has the solutions (an instructor's checkout)."""
-        sol = solutions_dir(self)
+        sol = self.solutions()
         if sol is None or not (sol / "hidden.toml").is_file():
             return ()
         return load_tests(sol / "hidden.toml", hidden=True, defaults_from=self.folder / "exercise.toml")
@@ -105,7 +109,7 @@ class Exercise:
     def extensions(self) -> dict[str, dict]:
         """The hidden cases of public tests (``[[extend]]`` in hidden.toml), by test name; empty when
         this install has no solutions."""
-        sol = solutions_dir(self)
+        sol = self.solutions()
         if sol is None or not (sol / "hidden.toml").is_file():
             return {}
         path = sol / "hidden.toml"

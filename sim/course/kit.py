@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, ProtolabError
-from .catalog import Exercise, load_tests
+from .catalog import Exercise
 from .hints import KEYS as HINT_KEYS
 
 __all__ = ["KIT_MARKER", "project_root", "exercises_at", "build_student_kit", "check_kit_content", "smoke_check",
@@ -84,17 +84,11 @@ def project_root(course: Path | str | None = None) -> Path:
 
 
 class _RootedExercise(Exercise):
-    """An exercise whose hidden tests are read from ``ROOT/solutions/NN-slug`` beside its folder
-    (``ROOT/exercises/NN-slug``), not from the installed package's."""
+    """An exercise whose hidden tests and hidden cases are read from ``ROOT/solutions/NN-slug``
+    beside its folder (``ROOT/exercises/NN-slug``), not from the installed package's."""
 
     def solutions(self) -> Path:
         return self.folder.parent.parent / "solutions" / self.dirname
-
-    def hidden_tests(self):
-        p = self.solutions() / "hidden.toml"
-        if not p.is_file():
-            return ()
-        return load_tests(p, hidden=True, defaults_from=self.folder / "exercise.toml")
 
 
 def exercises_at(root: Path) -> list[Exercise]:

@@ -305,7 +305,7 @@ def _probe() -> Box:
         if err is None:
             return b
         errors.append(err)
-    return Box("fallback", f"bubblewrap cannot make its sandbox here: {errors[0]}")
+    return Box("fallback", "bubblewrap cannot make its sandbox here: " + "; ".join(dict.fromkeys(errors)))
 
 
 def _try(b: Box) -> str | None:
