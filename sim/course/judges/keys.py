@@ -1,62 +1,123 @@
 """Judges of exercise 2, keys and digests: the student's ``digest`` and ``idempotency_key`` run in
-their own host process (:mod:`sim.course.remote`); digests are compared with the engine's own
-(:mod:`sim.digest`, pinned by RFC 8785's vectors and the course's), keys are judged by what a key
-must do (same intent, same key, in any process; different intents, different keys, whatever the
-ids hold; always a valid id) and then by the simulator: the student's keys name every intent of a
-run under the delivery faults, and the invariants judge the result.
+two host processes with different hash seeds that take turns (:mod:`sim.course.remote`). Digests
+are compared with the engine's own (:mod:`sim.digest`, pinned by RFC 8785's vectors and the
+course's); keys are judged by what a key must do and then by the simulator running on them. Never
+by comparing a key with a model answer's key.
+
+One test per rule of the seed (message-protocols-and-shared-state: "idempotency_key identifies
+the same logical intent. payload_digest binds a payload or artifact under a declared
+serialization algorithm, version, and numeric rules. A duplicate delivery is ignorable only when
+both values match"; "a cross-process implementation must pin and test its own digest scheme and
+version"), each all or nothing:
+
+* ``digest_under_its_scheme``: the digest binds exactly the bytes its declared scheme names
+  (json-sorted-v1's bytes; jcs-v2 is RFC 8785);
+* ``refusals``: a value with no canonical bytes under a scheme, or an unknown scheme, is refused
+  with a ValueError (NaN, infinities, lone surrogates; under jcs-v2 integers of 2**53 or more);
+* ``same_intent_same_key``: the key names the logical intent: the same intent gives the same key
+  every time, in any process;
+* ``key_injective``: different intents never share a key, whatever separators the ids hold and
+  however long they are;
+* ``key_is_an_id``: every key is a valid id (1-200 characters of the id alphabet), long ids too;
+* ``keys_in_the_run``: on real runs under the delivery and recovery faults, intake decides on the
+  student's keys as it does on the course's: a repeat is a repeat, new work is new, a conflict is
+  a conflict, and each run ends as it should.
+
+Each probe of a key is made in *every* host process (calls grouped so that the k-th call of every
+group lands in the same process): a key made with ``hash()`` or a counter is named for what it is,
+and is not excused, nor blamed, for what another rule checks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Judged, failed, partial, passed
+from . import Broke, Judged, grid_row, rule
 
 _FILE = "keys.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:#/-"
+_FIELDS = ("trace_id", "task_id", "sender", "step", "attempt", "answers")
+
+SYMPTOMS = {
+    # digests
+    "keys-not-sorted": "object keys were not written in the order the scheme sorts them",
+    "whitespace-in-bytes": "the bytes held whitespace the scheme leaves out",
+    "non-ascii-escaped": "non-ASCII text was hashed as \\u escapes, not as itself in UTF-8",
+    "escapes-wrong": "a string was escaped otherwise than JSON requires",
+    "numbers-rewritten": "json-sorted-v1 numbers were written otherwise than Python writes them (1 and 1.0 differ)",
+    "literals-wrong": "true, false, null or nesting were written wrong",
+    "random-values-differ": "random values digested otherwise than the scheme does",
+    "run-payloads-differ": "the payloads of a real run digested otherwise than the scheme does",
+    "utf16-order-ignored": "jcs-v2 object keys were not sorted by UTF-16 code units",
+    "ecmascript-numbers-ignored": "jcs-v2 numbers were not written the ECMAScript way (1.0 is 1, -0 is 0)",
+    "jcs-as-v1": "a jcs-v2 digest equals json-sorted-v1's where the two schemes write different bytes",
+    "digest-form-wrong": "a digest is not 'sha256:' and 64 lowercase hex digits",
+    "valid-value-refused": "a value that has canonical bytes was refused (the digest raised)",
+    # refusals
+    "non-finite-digested": "NaN or an infinity got a digest",
+    "surrogate-digested": "a lone surrogate got a digest",
+    "unknown-scheme-accepted": "an unknown scheme got a digest (defaulted) instead of being refused",
+    "big-integer-digested": "under jcs-v2, an integer of magnitude 2**53 or more got a digest",
+    "refused-without-valueerror": "a refusal raised something that is not a ValueError",
+    # keys
+    "key-differs-between-calls": "the same intent keyed twice in one process got two keys (a counter, the clock, "
+                                 "randomness)",
+    "key-differs-between-processes": "the same intent got one key in one process and another in the next (hash(), "
+                                     "id(), a salt: a key that is not the same in every process)",
+    "key-ignores-trace": "two intents differing only in the trace id shared a key",
+    "key-ignores-task": "two intents differing only in the task id shared a key",
+    "key-ignores-sender": "two intents differing only in the sender shared a key",
+    "key-ignores-step": "two intents differing only in the step shared a key",
+    "key-ignores-attempt": "two intents differing only in the attempt shared a key",
+    "key-ignores-answers": "two intents differing only in the message answered shared a key",
+    "separator-collision": "two intents whose ids hold separators (or spell a missing value) shared a key",
+    "long-ids-collide": "two intents with long ids sharing a head shared a key (a key cut short)",
+    "key-too-long": "a key was longer than 200 characters",
+    "key-bad-characters": "a key held characters outside the id alphabet, or did not start with a letter or digit",
+    "key-not-a-string": "a key was not a non-empty string",
+    "key-raises": "idempotency_key raised",
+    # runs
+    "repeat-taken-as-new": "in a run, a repeat of an intent (a resend, a duplicate) was taken as new work",
+    "new-taken-as-repeat": "in a run, new work was taken as a repeat of another intent (a false duplicate)",
+    "false-conflict": "in a run, a new intent was taken for a conflicting repeat of another and its task frozen",
+    "missed-conflict": "in a run, one intent with two payloads was not seen as a conflict",
+    "wrong-ending": "a run ended otherwise than with keys that name intents",
+    "run-stopped": "a run stopped: a key was refused or idempotency_key raised",
+}
+
+# ------------------------------------------------------------------------------------------ the student's module
 
 
-class _Student:
-    """The student's module in its own process; ``call`` returns ``(value, None)`` or ``(None, error)``."""
+def _module(sub: Path):
+    """The student's keys.py in its host processes (kept for the submission when grading)."""
+    from ...errors import InputError
+    from ..remote import shared
 
-    def __init__(self, sub: Path):
-        from ..remote import RemoteModule
-
-        self.host = RemoteModule(sub / _FILE, "keys")
-        for fn in ("digest", "idempotency_key"):
-            if self.host.names.get(fn) != "function":
-                self.host.close()
-                from ...errors import InputError
-
-                raise InputError(f"keys.py has no function {fn!r}", code="E_PLUGIN_INCOMPLETE")
-
-    def call(self, fn: str, *args):
-        from ..remote import RemoteError
-
-        try:
-            return self.host.call(fn, *args), None
-        except RemoteError as e:
-            return None, e
-
-    def close(self) -> None:
-        self.host.close()
+    mod = shared(sub / _FILE, "keys")
+    for fn in ("digest", "idempotency_key"):
+        if mod.names.get(fn) != "function":
+            mod.close()
+            raise InputError(f"keys.py has no function {fn!r}", code="E_PLUGIN_INCOMPLETE")
+    return mod
 
 
-def _with_student(fn):
-    import functools
+def _call(mod, fn: str, *args):
+    """``(value, None)`` or ``(None, error)`` (a RemoteError: the student's code raised)."""
+    from ..remote import RemoteError
 
-    @functools.wraps(fn)
-    def judge(sub: Path, args: dict) -> Judged:
-        st = _Student(sub)
-        try:
-            return fn(st, args)
-        finally:
-            st.close()
+    try:
+        return mod.call(fn, *args), None
+    except RemoteError as e:
+        return None, e
 
-    return judge
+
+def _processes(mod) -> int:
+    return max(1, len(getattr(mod, "hosts", ())) or 1)
 
 
 def _show(value, limit: int = 90) -> str:
@@ -64,27 +125,57 @@ def _show(value, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# ------------------------------------------------------------------------------------- digests
+def _student(fn):
+    """A judge of this module: the student's module is opened for it (and closed after, unless kept)."""
+    import functools
+
+    @functools.wraps(fn)
+    def judge(sub: Path, args: dict) -> Judged:
+        mod = _module(sub)
+        try:
+            return fn(sub, mod, dict(args or {}))
+        finally:
+            mod.close()
+
+    return judge
+
+
+def _list(args: dict, name: str) -> list:
+    from ...errors import InputError
+
+    v = args.get(name, [])
+    if not isinstance(v, list):
+        raise InputError(f"{name} must be a list", code="E_EXERCISE_FILE")
+    return v
+
+
+# ------------------------------------------------------------------------------------------ digests
 #
 # Each group is one lesson: a digest that gets one group wrong disagrees with every other program
 # about every payload that touches it.
 
 
-def _run_payloads() -> list:
-    """The payloads of a real run of the simulator (every message of publish-report)."""
-    from ...runner import run_scenario
-    from ...scenario import load_scenario
-
-    store = run_scenario(load_scenario("publish-report"))
-    try:
-        return [m["payload"] for m in store.messages()]
-    finally:
-        store.close()
+_RUN_PAYLOADS: dict = {}
 
 
-def _random_values(seed: int, n: int) -> list:
+def _run_payloads(scenario: str = "publish-report") -> list:
+    """The payloads of a real run of the simulator (every message of ``scenario``)."""
+    if scenario not in _RUN_PAYLOADS:
+        from ...runner import run_scenario
+        from ...scenario import load_scenario
+
+        store = run_scenario(load_scenario(scenario))
+        try:
+            _RUN_PAYLOADS[scenario] = [m["payload"] for m in store.messages()]
+        finally:
+            store.close()
+    return list(_RUN_PAYLOADS[scenario])
+
+
+def _random_values(seed: int, n: int, *, jcs: bool = False) -> list:
     rng = random.Random(seed)
-    words = ["a", "B", "é", "ß", "日本", "\U0001f600", "x y", 'q"uote', "back\\slash", "tab\t", "\u2028", ""]
+    words = ["a", "B", "é", "ß", "日本", "\U0001f600", "x y", 'q"uote', "back\\slash", "tab\t", "\u2028", "", "\ue000",
+             "ÿ", "Z", "_"]
 
     def value(depth: int):
         kind = rng.randrange(8 if depth < 3 else 5)
@@ -93,11 +184,11 @@ def _random_values(seed: int, n: int) -> list:
         if kind == 1:
             return rng.randrange(-10**6, 10**6)
         if kind == 2:
-            return rng.choice([0.5, -1.25, 3.0, 1e-7, 123456.789, 2.5e20])
+            return rng.choice([0.5, -1.25, 3.0, 1e-7, 123456.789, 2.5e20, 1e21, -0.0, 0.1, 100.0])
         if kind == 3:
             return rng.choice([True, False, None])
         if kind == 4:
-            return rng.randrange(10**12)
+            return rng.randrange(2**53 if jcs else 10**20)
         if kind in (5, 6):
             return {rng.choice(words) + str(i): value(depth + 1) for i in range(rng.randrange(4))}
         return [value(depth + 1) for _ in range(rng.randrange(4))]
@@ -105,55 +196,86 @@ def _random_values(seed: int, n: int) -> list:
     return [{"v": value(0), "k": value(1)} for _ in range(n)]
 
 
-def _groups(scheme: str) -> list[tuple[str, list]]:
-    if scheme == "json-sorted-v1":
-        return [
-            ("object keys in sorted order, whatever order they were written in",
-             [{"b": 1, "a": 2}, {"zeta": {"y": 1, "x": 2}, "alpha": []}, {"B": 1, "a": 2, "_": 3}]),
-            ("no whitespace between items or after keys", [[1, 2, {"a": [3, 4]}], {"a": "b c"}]),
-            ("non-ASCII text written as itself in UTF-8, not as \\u escapes",
-             [{"name": "café"}, ["日本語", "\U0001f600"], {"é": "ß"}]),
-            ("escapes only where JSON requires them", [{"q": 'say "hi"', "b": "a\\b", "t": "tab\there", "n": "line\n"}]),
-            ("integers in full; 1 and 1.0 are different payloads",
-             [{"n": 1}, {"n": 1.0}, {"n": 2**64 + 1}, {"n": -0.0}, {"n": 1e21}, {"n": 0.1}]),
-            ("true, false and null; nested values", [{"t": True, "f": False, "z": None, "l": [[], {}, [None]]}]),
-            ("random values", _random_values(7, 60)),
-            ("the payloads of a real simulator run", _run_payloads()),
-        ]
-    return [
-        ("object keys in UTF-16 code-unit order (RFC 8785), not code-point order",
-         [{"\ue000": 1, "\U0001f600": 2}, {"a": 1, "\U0001f600": 2, "ÿ": 3}]),
-        ("numbers in ECMAScript form: 1.0 is 1, -0 is 0, 1e21 is 1e+21, 1e-7 stays 1e-7",
-         [{"n": 1.0}, {"n": -0.0}, {"n": 1e21}, {"n": 1e-7}, {"n": 0.1}, {"n": 123456789.0}, {"n": 2**53 - 1}]),
-        ("non-ASCII text written as itself in UTF-8", [{"name": "café"}, ["日本語"]]),
-        ("random values", _random_values(11, 40)),
-        ("the payloads of a real simulator run", _run_payloads()),
-    ]
+#: (scheme, group) -> (what the group teaches, the symptom of getting it wrong, its values)
+_GROUPS = {
+    ("json-sorted-v1", "key-order"): (
+        "object keys in sorted order, whatever order they were written in", "keys-not-sorted",
+        lambda c: [{"b": 1, "a": 2}, {"zeta": {"y": 1, "x": 2}, "alpha": []}, {"B": 1, "a": 2, "_": 3}]),
+    ("json-sorted-v1", "whitespace"): (
+        "no whitespace between items or after keys", "whitespace-in-bytes",
+        lambda c: [[1, 2, {"a": [3, 4]}], {"a": "b c"}]),
+    ("json-sorted-v1", "non-ascii"): (
+        "non-ASCII text written as itself in UTF-8, not as \\u escapes", "non-ascii-escaped",
+        lambda c: [{"name": "café"}, ["日本語", "\U0001f600"], {"é": "ß"}]),
+    ("json-sorted-v1", "escapes"): (
+        "escapes only where JSON requires them", "escapes-wrong",
+        lambda c: [{"q": 'say "hi"', "b": "a\\b", "t": "tab\there", "n": "line\n", "u": "\u2028/\u001f"}]),
+    ("json-sorted-v1", "numbers"): (
+        "numbers as Python writes them: integers in full, 1 and 1.0 are different payloads", "numbers-rewritten",
+        lambda c: [{"n": 1}, {"n": 1.0}, {"n": 2**64 + 1}, {"n": -0.0}, {"n": 1e21}, {"n": 0.1}, {"n": 2**53}]),
+    ("json-sorted-v1", "literals"): (
+        "true, false and null; nested values", "literals-wrong",
+        lambda c: [{"t": True, "f": False, "z": None, "l": [[], {}, [None]]}]),
+    ("json-sorted-v1", "random"): (
+        "random values", "random-values-differ",
+        lambda c: _random_values(int(c.get("seed", 7)), int(c.get("n", 60)))),
+    ("json-sorted-v1", "run-payloads"): (
+        "the payloads of a real simulator run", "run-payloads-differ",
+        lambda c: _run_payloads(str(c.get("scenario", "publish-report")))),
+    ("jcs-v2", "utf16-order"): (
+        "object keys in UTF-16 code-unit order (RFC 8785), not code-point order", "utf16-order-ignored",
+        lambda c: [{"\ue000": 1, "\U0001f600": 2}, {"a": 1, "\U0001f600": 2, "ÿ": 3}]),
+    ("jcs-v2", "ecmascript-numbers"): (
+        "numbers in ECMAScript form: 1.0 is 1, -0 is 0, 1e21 is 1e+21, 1e-7 stays 1e-7", "ecmascript-numbers-ignored",
+        lambda c: [{"n": 1.0}, {"n": -0.0}, {"n": 1e21}, {"n": 1e-7}, {"n": 0.1}, {"n": 123456789.0}, {"n": 2**53 - 1}]),
+    ("jcs-v2", "non-ascii"): (
+        "non-ASCII text written as itself in UTF-8", "non-ascii-escaped",
+        lambda c: [{"name": "café"}, ["日本語"]]),
+    ("jcs-v2", "key-order"): (
+        "object keys sorted, no whitespace", "keys-not-sorted",
+        lambda c: [{"b": 1, "a": [1, 2]}, {"zeta": {"y": True, "x": None}, "alpha": "z"}]),
+    ("jcs-v2", "random"): (
+        "random values", "random-values-differ",
+        lambda c: _random_values(int(c.get("seed", 11)), int(c.get("n", 40)), jcs=True)),
+    ("jcs-v2", "run-payloads"): (
+        "the payloads of a real simulator run", "run-payloads-differ",
+        lambda c: _run_payloads(str(c.get("scenario", "publish-report")))),
+}
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-def _digest_groups(st: _Student, scheme: str) -> Judged:
+def _group(case) -> tuple[str, str, str, str, list]:
+    """(scheme, group, what it teaches, symptom, values) of one digest case."""
+    from ...errors import InputError
+
+    if not isinstance(case, dict) or (case.get("scheme"), case.get("group")) not in _GROUPS:
+        raise InputError(f"a digest case names a scheme and a group of {sorted(_GROUPS)}; got {case!r}",
+                         code="E_EXERCISE_FILE")
+    scheme, group = case["scheme"], case["group"]
+    what, symptom, values = _GROUPS[(scheme, group)]
+    return scheme, group, what, symptom, values(case)
+
+
+def _digest_answer(mod, value, scheme: str) -> str:
+    """What the student's digest does with ``value``: "ok", "wrong", "form", "as-v1" or "raised:KIND"."""
     from ... import digest as ref
 
-    groups = _groups(scheme)
-    bad = []
-    for title, values in groups:
-        for v in values:
-            want = ref.digest(v, scheme)
-            got, err = st.call("digest", v, scheme)
-            if got != want:
-                wrote = f"raised {err.kind}: {err.message}" if err else f"returned {_show(got, 40)}"
-                shown = ref.canonical_bytes(v, scheme).decode("utf-8")
-                bad.append((title, f"for {_show(v)} under {scheme} the bytes hashed are {_show(shown, 120)} "
-                                   f"(digest {want[:19]}…); yours {wrote}", v))
-                break
-    if not bad:
-        n = sum(len(v) for _t, v in groups)
-        return passed(f"{n} values in {len(groups)} groups digest exactly as {scheme} does")
-    title, msg, v = bad[0]
-    more = f" (and {len(bad) - 1} more group(s): {'; '.join(t for t, *_ in bad[1:])})" if len(bad) > 1 else ""
-    return partial((len(groups) - len(bad)) / len(groups), f"«{title}»: {msg}{more}",
-                   witness={"failing_groups": [t for t, *_ in bad]},
-                   reproduce=_digest_repro(v, scheme))
+    got, err = _call(mod, "digest", value, scheme)
+    if err is not None:
+        return "raised:" + ("ValueError" if "ValueError" in err.kinds else (err.kind or "error"))
+    want = ref.digest(value, scheme)
+    if got == want:
+        return "ok"
+    if not isinstance(got, str) or not _DIGEST_RE.match(got):
+        return "form"
+    if scheme != "json-sorted-v1":
+        try:
+            if got == ref.digest(value, "json-sorted-v1"):
+                return "as-v1"
+        except ValueError:
+            pass
+    return "wrong"
 
 
 def _digest_repro(v, scheme: str) -> str:
@@ -162,126 +284,132 @@ def _digest_repro(v, scheme: str) -> str:
             f"print(keys.canonical_bytes({shown}, '{scheme}'))\"")
 
 
-@_with_student
-def digest_v1(st: _Student, args: dict) -> Judged:
-    """``digest(value, "json-sorted-v1")`` equals the engine's for every group of values."""
-    return _digest_groups(st, "json-sorted-v1")
+@_student
+def digest_under_its_scheme(sub: Path, mod, args: dict) -> Judged:
+    """Rule: ``digest(value, scheme)`` is the SHA-256 of exactly the bytes ``scheme`` names, for
+    every group of values of each case (json-sorted-v1; jcs-v2 is RFC 8785)."""
+    from ... import digest as ref
+
+    cases = _list(args, "cases")
+    broke: list[Broke] = []
+    n = 0
+    for case in cases:
+        scheme, group, what, symptom, values = _group(case)
+        for v in values:
+            n += 1
+            got = _digest_answer(mod, v, scheme)
+            if got == "ok":
+                continue
+            shown = ref.canonical_bytes(v, scheme).decode("utf-8")
+            syms = [symptom]
+            if got == "form":
+                syms.append("digest-form-wrong")
+                yours = "is not 'sha256:' followed by 64 lowercase hex digits"
+            elif got == "as-v1":
+                syms.append("jcs-as-v1")
+                yours = "is json-sorted-v1's digest of it"
+            elif got.startswith("raised"):
+                syms.append("valid-value-refused")
+                yours = f"raised {got.split(':', 1)[1]}, though the value has canonical bytes"
+            else:
+                yours = "hashes other bytes"
+            broke.append(Broke(f"{scheme}: {what}", f"for {_show(v)} the bytes hashed are {_show(shown, 120)}; yours "
+                                                    f"{yours}", symptoms=tuple(syms), reproduce=_digest_repro(v, scheme),
+                               signature={"case": f"{scheme}/{group}"}))
+            break  # one value per group is enough to say what the group teaches
+    return rule(n, broke, "every value digests exactly as its scheme does")
 
 
-@_with_student
-def digest_jcs(st: _Student, args: dict) -> Judged:
-    """``digest(value, "jcs-v2")`` equals RFC 8785's for every group, and integers a double cannot
-    carry are refused."""
-    judged = _digest_groups(st, "jcs-v2")
-    refused = _refusals(st, [("an integer of 2**53 (a double cannot carry it exactly)", {"n": 2**53}, "jcs-v2"),
-                             ("an integer of -(2**53)", [-(2**53)], "jcs-v2")])
-    if refused is None:
-        return judged
-    msg = refused if judged.score == 1 else f"{judged.message}; {refused}"
-    return partial(judged.score * 0.75, msg, witness=judged.witness, reproduce=judged.reproduce)
+#: name -> (what it is, the value, the symptom of digesting it)
+_REFUSALS = {
+    "nan": ("NaN", {"score": float("nan")}, "non-finite-digested"),
+    "infinity": ("Infinity", [float("inf")], "non-finite-digested"),
+    "minus-infinity-nested": ("-Infinity deep inside", {"a": {"b": [1, float("-inf")]}}, "non-finite-digested"),
+    "nan-in-list": ("NaN in a list", [1, 2, float("nan")], "non-finite-digested"),
+    "surrogate-in-string": ("a string holding a lone surrogate", {"text": "broken \ud800 half"}, "surrogate-digested"),
+    "surrogate-in-key": ("a key holding a lone surrogate", {"\udc00": 1}, "surrogate-digested"),
+    "big-integer": ("an integer of 2**53 (a double cannot carry it exactly)", {"n": 2**53}, "big-integer-digested"),
+    "big-negative-integer": ("an integer of -(2**53)", [-(2**53)], "big-integer-digested"),
+    "huge-integer-nested": ("an integer of 2**64 inside a list", [{"n": 2**64}], "big-integer-digested"),
+    "plain": ("a plain value", {"a": 1}, "unknown-scheme-accepted"),
+}
 
 
-def _refusals(st: _Student, cases) -> str | None:
-    """None when every case raised a ValueError; otherwise what went wrong."""
-    wrong = []
-    for what, value, scheme in cases:
-        got, err = st.call("digest", value, scheme)
+@_student
+def refusals(sub: Path, mod, args: dict) -> Judged:
+    """Rule: a value with no canonical bytes under its scheme, and any value under an unknown
+    scheme, is refused with a ValueError."""
+    from ... import digest as ref
+    from ...errors import InputError
+
+    cases = _list(args, "cases")
+    broke: list[Broke] = []
+    for case in cases:
+        if not isinstance(case, dict) or case.get("value") not in _REFUSALS or not isinstance(case.get("scheme"), str):
+            raise InputError(f"a refusal case names a value of {sorted(_REFUSALS)} and a scheme; got {case!r}",
+                             code="E_EXERCISE_FILE")
+        what, value, symptom = _REFUSALS[case["value"]]
+        scheme = case["scheme"]
+        if scheme not in ref.SCHEMES:
+            what, symptom = f"{what} under the unknown scheme {scheme!r}", "unknown-scheme-accepted"
+        else:
+            what = f"{what} under {scheme}"
+        got, err = _call(mod, "digest", value, scheme)
+        repro = (f"python -c \"import sys; sys.path.insert(0, '{{dir}}'); import keys; "
+                 f"print(keys.digest({value!r}, {scheme!r}))\"") if repr(value).isascii() else None
         if err is None:
-            wrong.append(f"{what} under {scheme} was digested ({_show(got, 30)}); it must be refused with a ValueError")
+            broke.append(Broke(what, f"it was digested ({_show(got, 30)}); it has no canonical bytes, so it must be "
+                                     "refused with a ValueError", symptoms=(symptom,), reproduce=repro))
         elif "ValueError" not in err.kinds:
-            wrong.append(f"{what} under {scheme} raised {err.kind}, which is not a ValueError")
-    if not wrong:
-        return None
-    return f"{len(wrong)} of {len(cases)} refusals missing: " + "; ".join(wrong[:2])
+            broke.append(Broke(what, f"it raised {err.kind or 'an error'}, which is not a ValueError",
+                               symptoms=("refused-without-valueerror",), reproduce=repro))
+    return rule(len(cases), broke, "every value without canonical bytes is refused with a ValueError")
 
 
-@_with_student
-def refusals(st: _Student, args: dict) -> Judged:
-    """What has no canonical bytes is refused with a ValueError, under both schemes."""
-    cases = []
-    for scheme in ("json-sorted-v1", "jcs-v2"):
-        cases += [
-            ("NaN", {"score": float("nan")}, scheme),
-            ("Infinity", [float("inf")], scheme),
-            ("-Infinity", {"a": {"b": float("-inf")}}, scheme),
-            ("a string holding a lone surrogate", {"text": "broken \ud800 half"}, scheme),
-            ("a key holding a lone surrogate", {"\udc00": 1}, scheme),
-        ]
-    cases.append(("an unknown scheme", {"a": 1}, "md5-v0"))
-    n = len(cases)
-    msg = _refusals(st, cases)
-    if msg is None:
-        return passed(f"all {n} values without canonical bytes are refused with a ValueError")
-    missing = int(msg.split(" ", 1)[0])
-    return partial((n - missing) / n, msg)
-
-
-# ------------------------------------------------------------------------------------------ keys
+# ------------------------------------------------------------------------------------------ intents
 
 _BASE = ("R-7", "T-2", "researcher", "result", 1, None)
 
+#: name -> (what the pair holds, intent a, intent b): two different intents a careless encoding
+#: of the fields would give one key.
+PAIRS = {
+    "separator-in-trace": ("a ':' inside the trace id", ("R:1", "T-2", "manager", "request", 1, None),
+                           ("R", "1:T-2", "manager", "request", 1, None)),
+    "separator-in-task": ("a ':' inside the task id", ("R-7", "T:researcher", "x", "result", 1, None),
+                          ("R-7", "T", "researcher:x", "result", 1, None)),
+    "digits-into-attempt": ("digits running into the attempt", ("R-7", "T-1", "writer", "start", 11, None),
+                            ("R-7", "T-11", "writer", "start", 1, None)),
+    "none-spelled-none": ("no answer, and an answer spelled None", ("R-7", "T-2", "manager", "ack", 1, None),
+                          ("R-7", "T-2", "manager", "ack", 1, "None")),
+    "slash-in-id": ("a '/' inside an id", ("R/7", "T-2", "manager", "request", 1, None),
+                    ("R", "7/T-2", "manager", "request", 1, None)),
+    "hash-in-id": ("a '#' inside an id", ("R-7", "T#2", "manager", "cancel", 1, None),
+                   ("R-7", "T", "2#manager", "cancel", 1, None)),
+    "answer-like-step": ("an answer that looks like a step", ("R-7", "T-2", "manager", "ack", 1, "result"),
+                         ("R-7", "T-2", "manager", "ack:result", 1, None)),
+    "dash-in-id": ("a '-' inside an id", ("R-7", "T-2", "writer", "start", 1, None),
+                   ("R", "7-T-2", "writer", "start", 1, None)),
+    "dot-in-id": ("a '.' inside an id", ("R.7", "T.2", "writer", "result", 2, None),
+                  ("R", "7.T.2", "writer", "result", 2, None)),
+    "underscore-in-id": ("a '_' inside an id", ("R_7", "T_2", "manager", "request", 1, None),
+                         ("R", "7_T_2", "manager", "request", 1, None)),
+    "empty-answer": ("an empty answer and no answer", ("R-7", "T-2", "writer", "ack", 1, ""),
+                     ("R-7", "T-2", "writer", "ack", 1, None)),
+    "step-into-attempt": ("a step ending in digits beside the attempt", ("R-7", "T-2", "writer", "start1", 2, None),
+                          ("R-7", "T-2", "writer", "start", 12, None)),
+}
 
-def _key(st: _Student, args: tuple) -> tuple[str | None, str | None]:
-    """(key, problem)."""
-    got, err = st.call("idempotency_key", *args)
-    if err is not None:
-        return None, f"idempotency_key{_show(args)} raised {err.kind}: {err.message}"
-    if not isinstance(got, str):
-        return None, f"idempotency_key{_show(args)} returned {type(got).__name__}, not a string"
-    if not _ID_RE.match(got):
-        why = (f"it is {len(got)} characters, more than 200" if len(got) > 200 else
-               "it must start with a letter or digit and hold only letters, digits and _ . : # / -")
-        return None, f"idempotency_key{_show(args)} = {_show(got, 60)} is not a valid id: {why}"
-    return got, None
+_CHANGES = [("trace_id", "R-8"), ("task_id", "T-3"), ("sender", "writer"), ("step", "start"), ("attempt", 2),
+            ("answers", "M-4"), ("attempt", 10), ("step", "ack"), ("sender", "researcher-2")]
 
 
-@_with_student
-def key_shape(st: _Student, args: dict) -> Judged:
-    """A key is a valid id, the same for the same intent (in another process too), and changes
-    with each part of the intent."""
-    problems, checks = [], 0
-    base, p = _key(st, _BASE)
-    checks += 1
-    if p:
-        return failed(p)
-    again, _ = _key(st, _BASE)
-    checks += 1
-    if again != base:
-        problems.append(f"the same intent gave two keys in one process: {base} and {again}")
-    other = _Student(st.host.path.parent)
-    try:
-        elsewhere, _ = _key(other, _BASE)
-    finally:
-        other.close()
-    checks += 1
-    if elsewhere != base:
-        problems.append(f"the same intent gave {base} in one process and {elsewhere} in another: a key must not "
-                        "depend on hash(), the clock, a counter or randomness")
-    for i, (name, value) in enumerate([("trace_id", "R-8"), ("task_id", "T-3"), ("sender", "writer"),
-                                       ("step", "start"), ("attempt", 2), ("answers", "M-4")]):
+def _changes() -> list[tuple]:
+    out = [_BASE]
+    for name, value in _CHANGES:
         changed = list(_BASE)
-        changed[i] = value
-        k, p = _key(st, tuple(changed))
-        checks += 1
-        if p:
-            problems.append(p)
-        elif k == base:
-            problems.append(f"changing {name} to {value!r} kept the key {base}: two intents would share it, and the "
-                            "second would be taken for a duplicate of the first")
-    if not problems:
-        return passed(f"keys are valid ids, stable across processes, and change with every part of the intent ({checks} checks)")
-    return partial((checks - len(problems)) / checks, f"{len(problems)} of {checks} checks fail: " + "; ".join(problems[:2]))
-
-
-_INJECTION_PAIRS = [
-    ("a separator inside the trace id", ("R:1", "T-2", "manager", "request", 1, None), ("R", "1:T-2", "manager", "request", 1, None)),
-    ("a separator inside the task id", ("R-7", "T:researcher", "x", "result", 1, None), ("R-7", "T", "researcher:x", "result", 1, None)),
-    ("digits running into the attempt", ("R-7", "T-1", "writer", "start", 11, None), ("R-7", "T-11", "writer", "start", 1, None)),
-    ("no answer and an answer spelled None", ("R-7", "T-2", "manager", "ack", 1, None), ("R-7", "T-2", "manager", "ack", 1, "None")),
-    ("a slash inside an id", ("R/7", "T-2", "manager", "request", 1, None), ("R", "7/T-2", "manager", "request", 1, None)),
-    ("a hash sign inside an id", ("R-7", "T#2", "manager", "cancel", 1, None), ("R-7", "T", "2#manager", "cancel", 1, None)),
-    ("an answer that looks like a step", ("R-7", "T-2", "manager", "ack", 1, "result"), ("R-7", "T-2", "manager", "ack:result", 1, None)),
-]
+        changed[_FIELDS.index(name)] = value
+        out.append(tuple(changed))
+    return out
 
 
 def _random_intents(seed: int, n: int) -> list[tuple]:
@@ -293,73 +421,227 @@ def _random_intents(seed: int, n: int) -> list[tuple]:
 
     out = set()
     while len(out) < n:
-        out.add((ident(), ident(), ident(), rng.choice(["request", "start", "result", "ack", "cancel"]),
-                 rng.randrange(1, 12), rng.choice([None, ident()])))
+        out.add((ident(), ident(), rng.choice(["manager", "researcher", "writer", "writer-2"]),
+                 rng.choice(["request", "start", "result", "ack", "cancel"]), rng.randrange(1, 12),
+                 rng.choice([None, ident()])))
     return sorted(out, key=repr)
 
 
-def _distinct(st: _Student, intents: list[tuple]) -> tuple[int, list[str]]:
-    """How many intents got a key of their own, and what went wrong first."""
-    seen: dict[str, tuple] = {}
-    problems, ok = [], 0
-    for args in intents:
-        k, p = _key(st, args)
-        if p:
-            problems.append(p)
-            continue
-        if k in seen and seen[k] != args:
-            problems.append(f"two intents share the key {_show(k, 60)}: {_show(seen[k])} and {_show(args)}")
-            continue
-        seen[k] = args
-        ok += 1
-    return ok, problems
-
-
-@_with_student
-def key_injective(st: _Student, args: dict) -> Judged:
-    """Different intents never share a key, whatever separators the ids hold."""
-    bad = []
-    for what, a, b in _INJECTION_PAIRS:
-        ka, pa = _key(st, a)
-        kb, pb = _key(st, b)
-        if pa or pb:
-            bad.append(pa or pb)
-        elif ka == kb:
-            bad.append(f"{what}: {_show(a)} and {_show(b)} both get {_show(ka, 60)}")
-    intents = _random_intents(int(args.get("seed", 3)), int(args.get("n", 600)))
-    ok, problems = _distinct(st, intents)
-    score = 0.5 * (len(_INJECTION_PAIRS) - len(bad)) / len(_INJECTION_PAIRS) + 0.5 * (1.0 if not problems else 0.0)
-    if not bad and not problems:
-        return passed(f"{len(_INJECTION_PAIRS)} crafted pairs and {len(intents)} random intents all get keys of their own")
-    msgs = bad[:2] + problems[:1]
-    return partial(score, f"{len(bad)} of {len(_INJECTION_PAIRS)} crafted pairs collide"
-                          + (f", and {len(problems)} of {len(intents)} random intents" if problems else "")
-                          + ": " + "; ".join(msgs),
-                   witness={"pairs": bad[:5], "random": problems[:5]})
-
-
-@_with_student
-def key_long_ids(st: _Student, args: dict) -> Judged:
-    """Ids of up to 200 characters (the envelope's limit) still give valid, distinct keys."""
-    rng = random.Random(5)
+def _long_intents(seed: int) -> list[tuple]:
+    """Intents whose ids are up to 200 characters, with every character an id may hold; pairs that
+    share a long head and differ only at the end."""
+    rng = random.Random(seed)
 
     def ident(n: int) -> str:
-        return rng.choice("RT") + "".join(rng.choice(_ID_CHARS) for _ in range(n - 1))
+        return rng.choice("RTM") + "".join(rng.choice(_ID_CHARS) for _ in range(n - 1))
 
-    long_a, long_b = ident(200), ident(200)
-    intents = [
-        (long_a, ident(200), "manager", "request", 1, None),
-        (long_a, ident(200), "manager", "request", 1, None),
-        (long_a, long_b, "researcher", "result", 3, ident(200)),
-        (long_a, long_b, "researcher", "result", 3, ident(200)),
-        # the same 120-character head, different tails: a key cut short would make these one
-        (long_a[:120] + "-x", long_b, "writer", "start", 1, None),
-        (long_a[:120] + "-y", long_b, "writer", "start", 1, None),
+    a, b, c = ident(200), ident(200), ident(200)
+    return [
+        (a, ident(200), "manager", "request", 1, None),
+        (a, b, "researcher", "result", 3, ident(200)),
+        (a, b, "researcher", "result", 3, ident(200)),
+        (a[:120] + "-x", b, "writer", "start", 1, None),
+        (a[:120] + "-y", b, "writer", "start", 1, None),
+        (a, b[:199] + "1", "writer", "ack", 2, c),
+        (a, b[:199] + "2", "writer", "ack", 2, c),
+        (a, b, "writer", "ack", 2, c[:199] + "3"),
+        (c, a, "manager", "cancel", 7, None),
     ]
-    ok, problems = _distinct(st, intents)
-    if not problems:
-        return passed(f"{len(intents)} intents with ids of up to 200 characters get valid keys of their own")
-    return partial(ok / len(intents), f"{len(problems)} of {len(intents)} long-id intents fail: " + "; ".join(problems[:2]))
+
+
+def _intents(spec) -> list[tuple]:
+    """The intents one entry of a test's ``sets`` names."""
+    from ...errors import InputError
+
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if kind == "changes":
+        return _changes()
+    if kind == "pairs":
+        names = spec.get("names", list(PAIRS))
+        bad = [n for n in names if n not in PAIRS] if isinstance(names, list) else [names]
+        if bad:
+            raise InputError(f"unknown pair(s) {bad}; known: {sorted(PAIRS)}", code="E_EXERCISE_FILE")
+        return [x for n in names for x in PAIRS[n][1:]]
+    if kind == "random":
+        return _random_intents(int(spec.get("seed", 3)), int(spec.get("n", 100)))
+    if kind == "long":
+        return _long_intents(int(spec.get("seed", 5)))
+    raise InputError(f"an intent set is a table with kind = changes, pairs, random or long; got {spec!r}",
+                     code="E_EXERCISE_FILE")
+
+
+def _all_intents(args: dict) -> list[tuple]:
+    seen, out = set(), []
+    for spec in _list(args, "sets"):
+        for i in _intents(spec):
+            if i not in seen:
+                seen.add(i)
+                out.append(i)
+    return out
+
+
+def _key_answer(mod, intent: tuple) -> tuple[str, object]:
+    """("key", k), ("invalid", (symptom, why, k)) or ("error", (symptom, why)) for one call."""
+    got, err = _call(mod, "idempotency_key", *intent)
+    if err is not None:
+        return "error", ("key-raises", f"idempotency_key raised {err.kind or 'an error'}: {err.message}")
+    if not isinstance(got, str) or not got:
+        return "error", ("key-not-a-string", f"idempotency_key returned {_show(got, 40)}, not a non-empty string")
+    if not _ID_RE.match(got):
+        if len(got) > 200:
+            return "invalid", ("key-too-long", f"it is {len(got)} characters, more than 200", got)
+        return "invalid", ("key-bad-characters", "an id starts with a letter or digit and holds only letters, digits "
+                                                 "and _ . : # / -", got)
+    return "key", got
+
+
+def _in_each_process(mod, intents: list[tuple], rounds: int = 1) -> list[list[tuple]]:
+    """``out[k][i]``: intent i's answer at the k-th of ``rounds`` x processes consecutive calls;
+    call k of every intent lands in the same process (the hosts take turns)."""
+    n = _processes(mod) * rounds
+    out: list[list[tuple]] = [[] for _ in range(n)]
+    for intent in intents:
+        for k in range(n):
+            out[k].append(_key_answer(mod, intent))
+    return out
+
+
+def _keyed(mod, intents: list[tuple]) -> list[list[tuple]]:
+    """Like :func:`_in_each_process` (``out[k][i]``: intent i's answer in process k), at half the
+    calls when the key is the same in every process and call: a sample of the intents (a spread of
+    them) is keyed twice in each process first; only if that shows a key that changes are all of
+    them keyed in each process. (A key that changes between processes could otherwise hide, or
+    fake, a collision depending on which process answered.)"""
+    n = _processes(mod)
+    step = max(1, len(intents) // 16)
+    sample = list(dict.fromkeys(intents[:4] + intents[::step]))
+    check = _in_each_process(mod, sample, rounds=2)
+    if any(len({tuple(map(repr, check[k][j])) for k in range(len(check))}) > 1 for j in range(len(sample))):
+        return _in_each_process(mod, intents)
+    once = [_key_answer(mod, i) for i in intents]
+    return [once] * n
+
+
+def _key_repro(intent: tuple) -> str:
+    return (f"python -c \"import sys; sys.path.insert(0, '{{dir}}'); import keys; "
+            f"print(keys.idempotency_key{_show(intent, 400)})\"")
+
+
+def _key_repro_twice(intent: tuple) -> str:
+    return f"for i in 1 2; do {_key_repro(intent)}; done"
+
+
+def _stability(mod, intents: list[tuple]) -> tuple[list[Broke], list[str]]:
+    """Each intent once (the hosts taking turns between intents, so each process sees them in its
+    own order), then twice in each process: the same key every time? Returns what broke and, per
+    intent, "same", "calls" (one process, two keys), "processes" or "error"."""
+    n = _processes(mod)
+    first = [_key_answer(mod, i) for i in intents]
+    later = _in_each_process(mod, intents, rounds=2)
+    broke: list[Broke] = []
+    verdicts = []
+    for j, intent in enumerate(intents):
+        answers = [first[j]] + [later[k][j] for k in range(2 * n)]
+        bad = next((a for a in answers if a[0] == "error"), None)
+        if bad is not None:
+            verdicts.append("error")
+            broke.append(Broke(f"the intent {_show(intent)}", bad[1][1], symptoms=(bad[1][0],),
+                               reproduce=_key_repro(intent)))
+            continue
+        keys = [a[1] if a[0] == "key" else a[1][2] for a in answers]
+        if len(set(keys)) == 1:
+            verdicts.append("same")
+            continue
+        within = any(later[k][j] != later[k + n][j] for k in range(n)) or keys[0] not in keys[1:]
+        sym = "key-differs-between-calls" if within else "key-differs-between-processes"
+        verdicts.append("calls" if within else "processes")
+        shown = " and ".join(_show(k, 50) for k in list(dict.fromkeys(keys))[:2])
+        if within:
+            what = (f"keyed twice in one process it got two keys ({shown}): a key that changes from call to call (a "
+                    "counter, the clock, randomness) names no intent, so a resend is never recognised")
+            repro = _key_repro(intent)
+        else:
+            what = (f"it got {shown} in two processes: a key that is not the same in every process (a restarted "
+                    "agent, a replay or another replica computes it again) names no intent")
+            repro = _key_repro_twice(intent)
+        broke.append(Broke(f"the intent {_show(intent)}", what, symptoms=(sym,), reproduce=repro))
+    return broke, verdicts
+
+
+def _collision_symptom(a: tuple, b: tuple) -> str:
+    diff = [f for f, x, y in zip(_FIELDS, a, b) if x != y]
+    if len(diff) == 1 and str(a[_FIELDS.index(diff[0])]) != str(b[_FIELDS.index(diff[0])]) \
+            and "" not in (a[_FIELDS.index(diff[0])], b[_FIELDS.index(diff[0])]):
+        return "key-ignores-" + diff[0].split("_")[0]
+    if any(isinstance(x, str) and len(x) > 60 for x in a + b):
+        return "long-ids-collide"
+    return "separator-collision"
+
+
+# ------------------------------------------------------------------------------------------ key judges
+
+
+@_student
+def same_intent_same_key(sub: Path, mod, args: dict) -> Judged:
+    """Rule: the key names the logical intent: the same intent gives the same key every time it
+    is encoded, in any process."""
+    intents = _all_intents(args)
+    broke, _v = _stability(mod, intents)
+    return rule(len(intents), broke, "every intent got one key, every time, in every process")
+
+
+@_student
+def key_injective(sub: Path, mod, args: dict) -> Judged:
+    """Rule: different intents never share a key, whatever separators the ids hold and however long
+    they are (judged within each process, so that a key that differs between processes neither
+    hides a collision nor is blamed here for it)."""
+    intents = _all_intents(args)
+    got = _keyed(mod, intents)
+    broke: list[Broke] = []
+    reported: set = set()
+    for k in range(len(got)):
+        seen: dict = {}
+        for intent, (kind, v) in zip(intents, got[k]):
+            if kind == "error":
+                if ("error", intent) not in reported:
+                    reported.add(("error", intent))
+                    broke.append(Broke(f"the intent {_show(intent)}", v[1], symptoms=(v[0],), reproduce=_key_repro(intent)))
+                continue
+            key = v if kind == "key" else v[2]
+            other = seen.setdefault(key, intent)
+            if other != intent and (other, intent) not in reported:
+                reported.add((other, intent))
+                sym = _collision_symptom(other, intent)
+                only = f" (they differ only in {sym[len('key-ignores-'):]})" if sym.startswith("key-ignores-") else ""
+                broke.append(Broke(f"{_show(other, 70)} and {_show(intent, 70)}",
+                                   f"two different intents got the one key {_show(key, 60)}{only}: the second would be "
+                                   "taken for a repeat of the first (a duplicate, or with another payload a conflict "
+                                   "that freezes the task)", symptoms=(sym,), reproduce=_key_repro(intent)))
+    return rule(len(intents), broke, "every intent got a key of its own")
+
+
+@_student
+def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
+    """Rule: every key is a valid id (1 to 200 characters of letters, digits and _ . : # / -,
+    starting with a letter or digit), even when the ids it combines are 200 characters long."""
+    intents = _all_intents(args)
+    got = _keyed(mod, intents)
+    broke: list[Broke] = []
+    for j, intent in enumerate(intents):
+        for k in range(len(got)):
+            kind, v = got[k][j]
+            if kind == "invalid":
+                sym, why, key = v
+                broke.append(Broke(f"the intent {_show(intent, 70)}", f"its key {_show(key, 60)} is not a valid id: {why}",
+                                   symptoms=(sym,), reproduce=_key_repro(intent)))
+                break
+            if kind == "error":
+                broke.append(Broke(f"the intent {_show(intent, 70)}", v[1], symptoms=(v[0],), reproduce=_key_repro(intent)))
+                break
+    return rule(len(intents), broke, "every key is a valid id")
+
+
+# ------------------------------------------------------------------------------------------ runs
 
 
 class _KeysDesign:
@@ -368,15 +650,15 @@ class _KeysDesign:
 
     name = "your keys"
 
-    def __init__(self, st: _Student):
+    def __init__(self, mod):
         from ...design import REFERENCE
 
-        self.st = st
+        self.mod = mod
         self.ref = REFERENCE
         self.digest_scheme = REFERENCE.digest_scheme
 
     def idempotency_key(self, i) -> str:
-        return self.st.host.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers)
+        return self.mod.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers)
 
     def payload(self, i) -> dict:
         return self.ref.payload(i)
@@ -385,31 +667,254 @@ class _KeysDesign:
         return self.ref.evidence_refs(i)
 
 
-@_with_student
-def keys_in_the_run(st: _Student, args: dict) -> Judged:
-    """The student's keys name every intent of real runs under the delivery and recovery faults:
-    every invariant holds and each run ends as under the course's keys."""
-    from ...design import DesignError
-    from .design import _judge_run
+@dataclass(frozen=True)
+class _RunOutcome:
+    """What a run did, as far as keys can change it: each delivery's message, type and how intake
+    took it (new, repeat, conflict, refused), the tasks' final states, the publications and the
+    invariants that broke; or why it stopped."""
 
-    design = _KeysDesign(st)
-    runs = [(sc, list(f)) for sc in args.get("scenarios", ["publish-report"]) for f in args["faults"]]
-    from . import grid_row, signature_of
+    stopped: str | None
+    deliveries: tuple  # (message_id, type, class)
+    states: tuple  # (task, state)
+    publications: int
+    broken: tuple  # invariant names
 
-    bad, rows = [], []
-    for sc, faults in runs:
+
+_CLASS = {"accepted": "new", "duplicate": "repeat", "late": "repeat", "conflict": "conflict"}
+_RUNS: dict = {}
+_RUNS_MAX = 256
+_REF_RUNS: dict = {}
+
+
+def _outcome(store) -> _RunOutcome:
+    from ...invariants import check
+
+    dels = tuple((d["message_id"], d["type"], _CLASS.get(d["decision"], "refused")) for d in store.deliveries())
+    states = tuple(sorted((t["task_id"], t["state"]) for t in store.tasks()))
+    pubs = sum(e["kind"] == "publish" for e in store.effects())
+    broken = tuple(r.name for r in check(store) if not r.ok)
+    return _RunOutcome(None, dels, states, pubs, broken)
+
+
+def _run_case(case) -> tuple[str, list[str], int]:
+    from ...errors import InputError
+
+    if not isinstance(case, dict):
+        raise InputError(f"a run case is a table (scenario, faults, seed); got {case!r}", code="E_EXERCISE_FILE")
+    faults = case.get("faults", [])
+    faults = [faults] if isinstance(faults, str) else [str(f) for f in faults]
+    return str(case.get("scenario", "publish-report")), faults, int(case.get("seed", 0))
+
+
+class _IntentKeys(_KeysDesign):
+    """The course's design with a key that is exactly the six arguments the student's function
+    gets, written out unambiguously: what any key that names intents (one key per intent, the same
+    every time) makes of a run. (The course's own keys also tell a sender's re-sends apart, which
+    the exercise's function is not given, so they are not the yardstick.)"""
+
+    name = "intent keys"
+
+    def __init__(self):
+        super().__init__(None)
+
+    def idempotency_key(self, i) -> str:
+        import json
+
+        whole = json.dumps([i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers], separators=(",", ":"))
+        return "k" + hashlib.sha256(whole.encode("utf-8")).hexdigest()[:40]
+
+
+def _reference_run(scenario: str, faults: list[str], seed: int) -> _RunOutcome:
+    k = (scenario, tuple(faults), seed)
+    if k not in _REF_RUNS:
+        from ...plugins import Plugins
+        from ...runner import run_scenario
+        from ...scenario import load_scenario
+
+        store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), strict_faults=False,
+                             plugins=Plugins(design=_IntentKeys()))
         try:
-            ok, msg, witness = _judge_run(st.host.path.parent, sc, faults, 0, design=design, rows=rows)
-        except DesignError as e:
-            ok, msg, witness = False, f"{sc} with {' + '.join(faults)}: {e.message}", None
-            rows.append(grid_row(sc, faults, [], False))
-        if not ok:
-            bad.append((sc, faults, msg, witness))
-    if not bad:
-        return passed(f"all {len(runs)} runs with your keys hold every invariant and end as they should", grid=rows)
-    sc, faults, msg, witness = bad[0]
-    more = f" ({len(bad) - 1} more run(s) failed)" if len(bad) > 1 else ""
-    return partial((len(runs) - len(bad)) / len(runs), msg + more, witness=witness, grid=rows,
-                   signature=signature_of(sc, faults, witness),
-                   reproduce="python -c \"import sys; sys.path.insert(0, '{dir}'); import keys; "
-                             "print(keys.idempotency_key('R-1', 'T-1', 'researcher', 'start', 2, None))\"")
+            _REF_RUNS[k] = _outcome(store)
+        finally:
+            store.close()
+    return _REF_RUNS[k]
+
+
+def _student_run(sub: Path, mod, scenario: str, faults: list[str], seed: int) -> _RunOutcome:
+    from ...errors import ProtolabError
+    from ...plugins import Plugins
+    from ...runner import run_scenario
+    from ...scenario import load_scenario
+
+    path = (sub / _FILE).resolve()
+    try:
+        content = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        content = ""
+    k = (str(path), content, scenario, tuple(faults), seed)
+    if k in _RUNS:
+        return _RUNS[k]
+    try:
+        store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), strict_faults=False,
+                             plugins=Plugins(design=_KeysDesign(mod)))
+    except ProtolabError as e:
+        out = _RunOutcome(e.message, (), (), 0, ())
+    else:
+        try:
+            out = _outcome(store)
+        finally:
+            store.close()
+    if len(_RUNS) >= _RUNS_MAX:
+        _RUNS.pop(next(iter(_RUNS)))
+    _RUNS[k] = out
+    return out
+
+
+_RUN_REPRO = ("python -c \"import sys; sys.path.insert(0, '{dir}'); import keys; "
+              "print(keys.idempotency_key('R-1', 'T-2', 'writer', 'start', 1, None), "
+              "keys.idempotency_key('R-1', 'T-2', 'writer', 'start', 2, None))\"")
+
+
+def _compare(got: _RunOutcome, want: _RunOutcome) -> tuple[str, str] | None:
+    """(symptom, what) for the first way ``got`` differs from the course's run; None: it does not."""
+    for i, (g, w) in enumerate(zip(got.deliveries, want.deliveries)):
+        if g == w:
+            continue
+        if g[:2] != w[:2]:
+            return "wrong-ending", (f"the run took another course at delivery {i + 1}: {g[0]} ({g[1]}) where keys "
+                                    f"that name intents give {w[0]} ({w[1]})")
+        took, should = g[2], w[2]
+        sym = {("new", "repeat"): "repeat-taken-as-new", ("repeat", "new"): "new-taken-as-repeat",
+               ("conflict", "new"): "false-conflict", ("conflict", "repeat"): "false-conflict"}.get((took, should))
+        if sym is None:
+            sym = "missed-conflict" if should == "conflict" else "wrong-ending"
+        words = {"new": "new work", "repeat": "a repeat of an intent already recorded",
+                 "conflict": "a conflict (one key, two payloads)", "refused": "refused"}
+        return sym, (f"{g[0]} ({g[1]}) was taken as {words[took]}; with keys that name intents it is "
+                     f"{words[should]}")
+    if len(got.deliveries) != len(want.deliveries):
+        return "wrong-ending", (f"the run had {len(got.deliveries)} deliveries where keys that name intents give "
+                                f"{len(want.deliveries)}")
+    if got.states != want.states:
+        diff = ", ".join(f"{t} {s}" for t, s in got.states if (t, s) not in want.states)
+        return "wrong-ending", f"the run ended with {diff} (not as with keys that name intents)"
+    if got.publications != want.publications:
+        return "wrong-ending", f"the report was published {got.publications} times, expected {want.publications}"
+    extra = [b for b in got.broken if b not in want.broken]
+    if extra:
+        return "wrong-ending", f"{', '.join(extra)} broke"
+    return None
+
+
+@_student
+def keys_in_the_run(sub: Path, mod, args: dict) -> Judged:
+    """Rule: on real runs under the delivery and recovery faults, intake decides on the student's
+    keys as on keys that name intents: each delivery taken as new work, a repeat or a conflict as
+    with keys that name intents, every invariant holding, each run ending as it should."""
+    cases = _list(args, "cases")
+    broke: list[Broke] = []
+    rows = []
+    for case in cases:
+        sc, faults, seed = _run_case(case)
+        label = f"{sc} with {' + '.join(faults) if faults else 'no faults'}" + (f" (seed {seed})" if seed else "")
+        got = _student_run(sub, mod, sc, faults, seed)
+        want = _reference_run(sc, faults, seed)
+        if got.stopped:
+            found = ("run-stopped", f"the run stopped: {got.stopped}")
+        else:
+            found = _compare(got, want)
+        rows.append(grid_row(sc, faults, [], found is None, label=label))
+        if found is not None:
+            broke.append(Broke(label, found[1], symptoms=(found[0],), reproduce=_RUN_REPRO,
+                               signature={"scenario": sc, "faults": faults}))
+    if broke:  # a key that changes between calls or processes makes every run look wrong: say so
+        why, _v = _stability(mod, [("R-1", "T-2", "writer", "result", 1, None)])
+        if why and why[0].symptoms[0].startswith("key-differs"):
+            first = broke[0]
+            broke[0] = replace(first, what=f"{first.what} ({why[0].what})", symptoms=first.symptoms + why[0].symptoms,
+                               reproduce=why[0].reproduce)
+    return rule(len(cases), broke, "every run decided on your keys as on keys that name intents", grid=rows)
+
+
+# ------------------------------------------------------------------------------------------ behaviour
+
+_B_DIGEST_CASES = [{"scheme": s, "group": g} for s, g in _GROUPS if g not in ("random", "run-payloads")] + [
+    {"scheme": "json-sorted-v1", "group": "random", "seed": 7, "n": 60},
+    {"scheme": "json-sorted-v1", "group": "random", "seed": 23, "n": 40},
+    {"scheme": "json-sorted-v1", "group": "run-payloads", "scenario": "publish-report"},
+    {"scheme": "json-sorted-v1", "group": "run-payloads", "scenario": "fan-out"},
+    {"scheme": "jcs-v2", "group": "random", "seed": 11, "n": 40},
+    {"scheme": "jcs-v2", "group": "random", "seed": 29, "n": 30},
+    {"scheme": "jcs-v2", "group": "run-payloads", "scenario": "publish-report"},
+    {"scheme": "jcs-v2", "group": "run-payloads", "scenario": "fan-out"},
+]
+_B_SCHEMES = ("json-sorted-v1", "jcs-v2", "md5-v0", "", "JSON-SORTED-V1", "jcs-v1")
+_B_INTENT_SETS = [{"kind": "changes"}, {"kind": "pairs"}, {"kind": "long", "seed": 5}, {"kind": "long", "seed": 9},
+                  {"kind": "random", "seed": 3, "n": 150}, {"kind": "random", "seed": 17, "n": 300},
+                  {"kind": "random", "seed": 13, "n": 40}]
+_B_RUNS = [("publish-report", f, 0) for f in ([], ["resend"], ["duplicate"], ["crash"], ["transient"], ["late-failure"],
+                                              ["conflicting-digest"], ["drop"], ["late-conflict"], ["delay"],
+                                              ["resend:ack"], ["crash", "resend"])] + \
+          [("fan-out", f, 0) for f in ([], ["resend"], ["crash"], ["transient"], ["conflicting-digest"])] + \
+          [("publish-report", ["transient"], 1), ("fan-out", ["duplicate:ack"], 1)]
+
+
+def behaviour(sub: Path) -> dict:
+    """What the keys.py in folder ``sub`` does, by what the seed's rules care about.
+
+    * ``digests``: for every value of every digest group of both schemes (more random values and
+      run payloads than the tests), whether the digest is the scheme's, another one, a malformed
+      one, json-sorted-v1's where jcs-v2 was asked for, or refused (and with what);
+    * ``refusals``: what happens to each value without canonical bytes under each known scheme,
+      and to a plain value under unknown schemes;
+    * ``keys``: over the intents of every set (single-field changes, crafted pairs, long ids,
+      random intents), in each host process: which intents share a key (partition labels), which
+      keys are valid ids (or why not); and for the first 40 intents whether the key is the same
+      every time and in every process;
+    * ``runs``: each run of :data:`_B_RUNS` on the student's keys: how each delivery was taken
+      (new, repeat, conflict, refused), the final states, publications and broken invariants.
+
+    Abstracted away: the key strings and digest strings themselves (only which inputs share a key,
+    and whether a digest is the scheme's, matter), error messages, and timing."""
+    mod = _module(sub)
+    try:
+        digests = {}
+        for case in _B_DIGEST_CASES:
+            scheme, group, _w, _s, values = _group(case)
+            digests[f"{scheme}/{group}/{case.get('seed', case.get('scenario', ''))}"] = \
+                [_digest_answer(mod, v, scheme) for v in values]
+        refused = {}
+        for name, (_w, value, _s) in _REFUSALS.items():
+            schemes = _B_SCHEMES if name == "plain" else ("json-sorted-v1", "jcs-v2")
+            for scheme in schemes:
+                got, err = _call(mod, "digest", value, scheme)
+                refused[f"{name}/{scheme}"] = "digested" if err is None else \
+                    ("ValueError" if "ValueError" in err.kinds else f"raised:{err.kind}")
+        intents = []
+        for spec in _B_INTENT_SETS:
+            for i in _intents(spec):
+                if i not in intents:
+                    intents.append(i)
+        got = _keyed(mod, intents)
+        partitions, validity = [], []
+        for answers in got:
+            seen: dict = {}
+            labels, valid = [], []
+            for kind, v in answers:
+                key = v if kind == "key" else (v[2] if kind == "invalid" else None)
+                labels.append(seen.setdefault(key, len(seen)) if key is not None else "error")
+                valid.append("ok" if kind == "key" else v[0])
+            partitions.append(labels)
+            validity.append(valid)
+        _b, stable = _stability(mod, intents[:40])
+        runs = {}
+        for sc, faults, seed in _B_RUNS:
+            out = _student_run(sub, mod, sc, faults, seed)
+            runs[f"{sc}|{'+'.join(faults)}|{seed}"] = {
+                "stopped": bool(out.stopped), "deliveries": [d[2] for d in out.deliveries],
+                "messages": [d[:2] for d in out.deliveries], "states": [list(s) for s in out.states],
+                "publications": out.publications, "broken": list(out.broken)}
+        return {"digests": digests, "refusals": refused,
+                "keys": {"partition": partitions, "validity": validity, "stable": stable}, "runs": runs}
+    finally:
+        mod.close()
