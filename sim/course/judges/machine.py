@@ -1,66 +1,197 @@
-"""Judges of exercise 4, the transition table: the student's ``machine.toml`` is parsed by the
-engine's own parser, judged by the properties the seed asks of a task state machine (a conflict
-can freeze any task and only the runtime freezes; only a reviewer leaves needs_review; every
-unfinished task can be canceled, by a manager or a reviewer; the retry path leads back to ready;
-each of the seed's moves is made by its owner and the table allows nothing more), and then loaded
-into the simulator and run under the fault matrix, where intake must accept the moves the story
-needs and refuse the ones it must not.
+"""Judges of exercise 4, the transition table: one judge per rule, each all or nothing.
 
-The static judges report each failing check with the move it is about; the witness lists them
-all (``protolab exercise check 4 --json``).
+The student's ``machine.toml`` is parsed by the engine's own parser and expanded into its
+*allowlist*: every ``(from, to, role)`` it allows, wildcards and merged rows spelled out. Every
+possible move belongs to exactly one rule (so one mistake costs one rule, not three), and each rule
+is judged on every move it owns:
+
+``loads``                 the file parses, names a version of its own, and leaves no terminal state
+                          except to needs_review (the parser refuses any other row out of one)
+``happy-path``            pending -> ready by the manager only; ready -> running by a worker only;
+                          running -> succeeded | failed | denied | waiting_human by a worker only
+``results-from-running``  no other way into a result state (a result without a lease)
+``retry-path``            running -> retry_wait by a worker or the runtime (an expired lease);
+                          retry_wait -> ready by the manager only
+``human-answer``          waiting_human -> ready by a reviewer only (the kit's row, not the seed's)
+``freeze``                every state -> needs_review, by the runtime only
+``review``                needs_review -> ready | canceled by a reviewer only, and nowhere else
+``cancel``                every unfinished state -> canceled by the manager and a reviewer, nobody else
+``nothing-more``          no other move (work starts only from ready, ready only by assignment,
+                          reassignment, an answer or a release, nothing goes back to pending)
+``fault-runs``            the table loaded into the simulator: under each fault every invariant
+                          holds, the story ends as under task-v1, and a reviewer decides a frozen task
+
+``cancel`` and ``review`` also deliver cancels and review decisions to a live run with the table
+(``live`` cases); ``fault-runs`` plays ``cases`` of (scenario, faults, seed). Hidden cases of both
+come from ``solutions/04-transition-table/hidden.toml``.
+
+:func:`behaviour` (for the grader's mutation run) is the expanded allowlist plus how the runs of a
+fault matrix end: two tables with the same allowlist are the same table to the engine.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from . import Judged, failed, grid_row, partial, passed, reference_outcome, signature_of
+from . import Broke, grid_row, reference_outcome, rule, signature_of
+
+__all__ = ["TABLE", "SYMPTOMS", "RULES", "behaviour", "loads", "happy_path", "results_from_running", "retry_path",
+           "human_answer", "freeze", "review", "cancel", "nothing_more", "fault_runs"]
 
 _FILE = "machine.toml"
-_WORKERS = frozenset({"researcher", "writer"})
-_RESULTS = ("succeeded", "failed", "denied", "waiting_human", "retry_wait")
 _CHECK = "protolab machine check {dir}/machine.toml"
+_VERSION_MAX = 100
 
-#: The seed's moves outside freezing, review and cancel, each with the roles that own it.
-#: Same rows as the shipped task-v1 (tests/test_ex04_machine.py holds them to it).
-_OWNED = {
-    ("pending", "ready"): (frozenset({"manager"}), "only the manager assigns work"),
-    ("ready", "running"): (_WORKERS, "a worker starts the task it was given and takes the lease"),
-    ("running", "succeeded"): (_WORKERS, "results come from the worker holding the lease"),
-    ("running", "failed"): (_WORKERS, "results come from the worker holding the lease"),
-    ("running", "denied"): (_WORKERS, "results come from the worker holding the lease"),
-    ("running", "waiting_human"): (_WORKERS, "the worker holding the lease asks a person"),
-    ("running", "retry_wait"): (_WORKERS | {"runtime"}, "the worker (a transient failure) or the runtime (an expired lease)"),
-    ("retry_wait", "ready"): (frozenset({"manager"}), "the manager hands the task out again"),
-    ("waiting_human", "ready"): (frozenset({"reviewer"}), "a person answers a waiting task"),
+STATES = ("pending", "ready", "running", "retry_wait", "succeeded", "failed", "denied", "waiting_human",
+          "needs_review", "canceled")
+_TERMINAL = frozenset({"succeeded", "failed", "denied", "canceled"})
+_UNFINISHED = ("pending", "ready", "running", "retry_wait", "waiting_human")  # nonterminal, needs_review aside
+_RESULTS = frozenset({"succeeded", "failed", "denied", "waiting_human", "retry_wait"})
+_WORKERS = frozenset({"researcher", "writer"})
+_ROLES = ("manager", "researcher", "writer", "reviewer", "runtime")
+
+#: The table the exercise asks for, move by move: (from, to) -> (the rule that owns it, its owners, why).
+#: The seed's moves, with the kit's owners, plus one row of the kit's own (waiting_human -> ready);
+#: the same allowlist as the shipped task-v1 (tests/test_ex04_machine.py holds them to it).
+TABLE: dict[tuple[str, str], tuple[str, frozenset, str]] = {
+    ("pending", "ready"): ("happy-path", frozenset({"manager"}), "only the manager assigns work"),
+    ("ready", "running"): ("happy-path", _WORKERS, "a worker starts the task it was given and takes its lease"),
+    **{("running", r): ("happy-path", _WORKERS, "a result comes from the worker holding the lease")
+       for r in ("succeeded", "failed", "denied", "waiting_human")},
+    ("running", "retry_wait"): ("retry-path", _WORKERS | {"runtime"},
+                                "an attempt that ends without a result waits to retry: asked by its worker (a "
+                                "transient failure) or by the runtime (a crashed worker's lease expired)"),
+    ("retry_wait", "ready"): ("retry-path", frozenset({"manager"}), "only the manager hands a task out again"),
+    ("waiting_human", "ready"): ("human-answer", frozenset({"reviewer"}), "a person (a reviewer) answers a waiting task"),
+    **{(s, "needs_review"): ("freeze", frozenset({"runtime"}), "only the runtime detects a conflict")
+       for s in STATES if s != "needs_review"},
+    ("needs_review", "ready"): ("review", frozenset({"reviewer"}), "a reviewer releases a frozen task from retained evidence"),
+    ("needs_review", "canceled"): ("review", frozenset({"reviewer"}), "a reviewer cancels a frozen task from retained evidence"),
+    **{(s, "canceled"): ("cancel", frozenset({"manager", "reviewer"}), "the manager or a reviewer stops unfinished work")
+       for s in _UNFINISHED},
 }
-#: Of those, the two whose missing roles ``cancel-and-retry`` judges (here only extra roles count).
-_RETRY = {("running", "retry_wait"), ("retry_wait", "ready")}
+
+#: The rules judged on the table, in the order of exercise.toml, each with what it holds.
+RULES = {
+    "happy-path": "each move of the happy path is allowed to its owners and nobody else",
+    "results-from-running": "a result state is entered only from running",
+    "retry-path": "the retry path runs running -> retry_wait -> ready, each step by its owners only",
+    "human-answer": "a person's answer sends a waiting task back to ready",
+    "freeze": "the runtime, and nobody else, may freeze a task whatever state it is in",
+    "review": "only a reviewer leaves needs_review, and only to ready or canceled",
+    "cancel": "every unfinished task can be canceled by the manager or a reviewer, never by anyone else",
+    "nothing-more": "the table allows no move the seed does not describe",
+}
+
+SYMPTOMS = {
+    "load-error": "machine.toml does not parse under the engine's rules",
+    "terminal-exit": "a row leaves a terminal state for somewhere other than needs_review (refused by the parser)",
+    "shipped-version": "the table is named task-v1, the shipped machine's version",
+    "happy-move-missing": "a move of the happy path is allowed to nobody",
+    "happy-owner-missing": "a move of the happy path is not allowed to one of its owners",
+    "happy-other-role": "a move of the happy path is allowed to a role that does not own it",
+    "result-without-lease": "a result state is reachable from a state other than running",
+    "no-lease-expiry": "the runtime may not move running -> retry_wait (a crashed worker's lease never expires)",
+    "no-worker-retry": "a worker may not move running -> retry_wait (a transient failure cannot ask to retry)",
+    "no-reassign": "the manager may not move retry_wait -> ready (the retry path dead-ends)",
+    "retry-other-role": "a step of the retry path is allowed to a role that does not own it",
+    "no-answer": "a reviewer may not move waiting_human -> ready",
+    "answer-other-role": "waiting_human -> ready is allowed to a role other than a reviewer",
+    "state-not-frozen": "the runtime may not freeze a task in some unfinished state",
+    "terminal-not-frozen": "the runtime may not freeze a finished task (a late conflict would be hidden)",
+    "worker-freezes": "a worker may move a task to needs_review",
+    "agent-freezes": "the manager or a reviewer may move a task to needs_review",
+    "reviewer-cannot-decide": "a reviewer may not release (ready) or cancel a frozen task",
+    "manager-releases-frozen": "the manager may release a frozen task (needs_review -> ready)",
+    "manager-cancels-frozen": "the manager may cancel a frozen task (needs_review -> canceled)",
+    "worker-decides-review": "a worker may leave needs_review",
+    "runtime-decides-review": "the runtime may leave needs_review",
+    "review-elsewhere": "needs_review may be left for a state other than ready or canceled",
+    "not-cancelable": "some unfinished state cannot be canceled at all",
+    "canceler-missing": "the manager or a reviewer may not cancel some unfinished state",
+    "worker-cancels": "a worker may cancel a task",
+    "runtime-cancels": "the runtime may cancel a task",
+    "retry-skips-wait": "running -> ready: an ended attempt skips retry_wait and the manager's reassignment",
+    "restart-without-reassign": "retry_wait -> running: a worker restarts without the manager's reassignment",
+    "answer-restarts": "waiting_human -> running: an answered task restarts without going through ready",
+    "start-without-assign": "pending -> running: work starts before it was assigned",
+    "back-to-pending": "a move back to pending",
+    "invariant-broken": "a run with the table broke an invariant",
+    "wrong-ending": "a run with the table did not end as it does under task-v1",
+    "move-refused": "intake refused a move the story needs (E_TRANSITION_NOT_ALLOWED)",
+    "role-refused": "intake refused a move because the table does not name the role making it (E_ROLE_NOT_ALLOWED)",
+    "stuck-running": "a run ended with a task still running",
+    "stuck-retry-wait": "a run ended with a task in retry_wait",
+    "not-frozen": "a conflict did not leave its task in needs_review",
+    "review-refused": "a reviewer could not decide a frozen task",
+    **{f"run-needs-{r}": f"a run needed a move of rule {r} that the table does not allow"
+       for r in ("happy-path", "retry-path", "human-answer", "freeze", "review", "cancel")},
+}
+
+
+# ---------------------------------------------------------------------------------- the table
 
 
 def _load(sub: Path):
-    """``(RuleBook, None)`` or ``(None, what is wrong)``: the engine's own parser and its message."""
+    """``(RuleBook, None, None)`` or ``(None, what is wrong, its code)``: the engine's own parser."""
     from ...errors import ProtolabError
     from ...machine import load_rulebook
 
     try:
-        return load_rulebook(sub / _FILE), None
+        rb = load_rulebook(sub / _FILE)
+        if len(rb.version) > _VERSION_MAX:  # it is written into every transition of every run
+            return None, (f"E_VERSION_TOO_LONG: the version is {len(rb.version):,} characters long; a version is a "
+                          f"short name (at most {_VERSION_MAX} characters)"), "E_VERSION_TOO_LONG"
+        return rb, None, None
     except ProtolabError as e:  # the path is the grader's private copy: name the file only
-        return None, f"{e.code}: {e.message}".replace(str(sub / _FILE), _FILE)
+        return None, f"{e.code}: {e.message}".replace(str(sub / _FILE), _FILE), e.code
     except OSError as e:  # a folder named machine.toml, an unreadable file
-        return None, f"{_FILE} cannot be read ({type(e).__name__}: {e.strerror or e})"
+        return None, f"{_FILE} cannot be read ({type(e).__name__}: {e.strerror or e})", "E_UNREADABLE"
+    except (RecursionError, MemoryError, ValueError) as e:  # a TOML nested past the parser's depth
+        return None, f"{_FILE} cannot be parsed ({type(e).__name__})", "E_TOML"
 
 
-def _roles(rb, a: str, b: str) -> frozenset[str]:
-    from ...machine import TaskState
+def _allow(rb) -> dict[tuple[str, str], frozenset]:
+    """The expanded allowlist: (from, to) -> the roles that may make the move."""
+    return {(r.from_state.value, r.to_state.value): frozenset(r.roles) for r in rb.rules}
 
-    r = rb.find(TaskState(a), TaskState(b))
-    return frozenset(r.roles) if r is not None else frozenset()
+
+def _triples(allow: dict) -> tuple[str, ...]:
+    return tuple(sorted(f"{a} -> {b}: {role}" for (a, b), roles in allow.items() for role in roles))
+
+
+def _key(rb) -> tuple:
+    """What a run with this table depends on: its version (named in intake's messages) and its
+    allowlist (the reasons and the file's layout are never consulted)."""
+    return (rb.version, _triples(_allow(rb)))
+
+
+def owner_rule(a: str, b: str) -> str:
+    """The rule a move belongs to: the seed's moves to theirs, any other to the rule it breaks."""
+    if (a, b) in TABLE:
+        return TABLE[(a, b)][0]
+    if b == "needs_review":
+        return "freeze"
+    if a == "needs_review":
+        return "review"
+    if b == "canceled":
+        return "cancel"
+    if b in _RESULTS:
+        return "results-from-running"
+    return "nothing-more"
+
+
+def _domain(name: str) -> list[tuple[str, str]]:
+    """Every move a table could hold (the parser allows it) that rule ``name`` judges."""
+    return [(a, b) for a in STATES for b in STATES
+            if a != b and (a not in _TERMINAL or b == "needs_review") and owner_rule(a, b) == name]
 
 
 def _names(roles) -> str:
-    return ", ".join(sorted(roles)) or "nobody"
+    roles = sorted(roles)
+    if not roles:
+        return "nobody"
+    return ", ".join(roles[:-1]) + (" and " if len(roles) > 1 else "") + roles[-1]
 
 
 def _show(rb, faults: str = "") -> str:
@@ -71,34 +202,13 @@ def _show(rb, faults: str = "") -> str:
             f"protolab machine show --db ex4.db --version {shlex.quote(rb.version)}")
 
 
-def _score(checks: list[tuple[str, bool, str]], what: str, reproduce: str) -> Judged:
-    """``checks`` are (property, ok, what is wrong); a property holds only if all its checks do,
-    and the score is the share of properties that hold (one forbidden role costs its property)."""
-    props = list(dict.fromkeys(p for p, _ok, _m in checks))
-    bad = [(p, m) for p, ok, m in checks if not ok]
-    broken = [p for p in props if any(q == p for q, _m in bad)]
-    if not broken:
-        return passed(f"every property of {what} holds ({len(props)} properties, {len(checks)} checks)")
-    more = f" (+{len(bad) - 2} more)" if len(bad) > 2 else ""
-    return partial((len(props) - len(broken)) / len(props),
-                   (f"{len(broken)} of {len(props)} properties fail ({', '.join(broken)}): " if len(props) > 1
-                    else f"{broken[0]}: ")
-                   + "; ".join(m for _p, m in bad[:2]) + more,
-                   witness=[{"property": p, "problem": m} for p, m in bad], reproduce=reproduce)
-
-
-def _gate(sub: Path):
-    rb, err = _load(sub)
-    if rb is None:
-        return None, failed(f"machine.toml does not load: {err}", reproduce=_CHECK)
-    return rb, None
-
-
 def _self_moves(sub: Path) -> list[str]:
     """Rows that name a state as both ends (the parser drops them: staying put is not a move)."""
+    import tomllib
+
     try:
         rows = tomllib.loads((sub / _FILE).read_text(encoding="utf-8")).get("rule", [])
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+    except Exception:  # noqa: BLE001 - only a note; the parser has judged the file already
         return []
     out = []
     for i, row in enumerate(rows if isinstance(rows, list) else []):
@@ -111,238 +221,226 @@ def _self_moves(sub: Path) -> list[str]:
     return out
 
 
-def loads(sub: Path, args: dict) -> Judged:
-    """The file parses under the engine's rules and names a version of its own."""
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
+def _not_loaded(err: str, code: str) -> Broke:
+    if code == "E_TERMINAL_EXIT":
+        what = (f"does not load: {err} (a finished task never moves again: a late result must not overwrite it; "
+                "only a conflict may escalate it to needs_review)")
+        tags = ("terminal-exit",)
+    else:
+        what, tags = f"does not load: {err}", ("load-error",)
+    return Broke("machine.toml", what, symptoms=tags, reproduce=_CHECK, signature={"problem": "load"})
+
+
+# ---------------------------------------------------------------------- what a move gets wrong
+
+
+def _problems(a: str, b: str, roles: frozenset) -> list[tuple[str, str]]:
+    """``(tag, what is wrong)`` for the move ``a -> b`` allowed to ``roles`` (empty: it is right)."""
+    if (a, b) not in TABLE:
+        return [_extra(a, b, roles)] if roles else []
+    name, owners, why = TABLE[(a, b)]
+    missing, extra = owners - roles, roles - owners
+    out: list[tuple[str, str]] = []
+    if name == "happy-path":
+        if not roles & owners:
+            out.append(("happy-move-missing", f"allowed to nobody who owns it ({why}): the happy path "
+                                              "breaks there"))
+        elif missing:
+            out.append(("happy-owner-missing", f"not allowed to the {_names(missing)} ({why})"))
+        if extra:
+            out.append(("happy-other-role", f"also allowed to the {_names(extra)}: {why}, nobody else"))
+    elif name == "retry-path":
+        if (a, b) == ("running", "retry_wait"):
+            if "runtime" in missing:
+                out.append(("no-lease-expiry", f"not allowed to the runtime: a crashed worker's lease can "
+                                               "never expire, so its task stays running forever"))
+            if missing & _WORKERS:
+                out.append(("no-worker-retry", f"not allowed to the {_names(missing & _WORKERS)}: a "
+                                               "transient failure cannot ask for another attempt"))
+        elif missing:
+            out.append(("no-reassign", f"not allowed to the manager: nobody hands the task out again, so "
+                                       "the retry path dead-ends in retry_wait"))
+        if extra:
+            out.append(("retry-other-role", f"also allowed to the {_names(extra)}: {why}"))
+    elif name == "human-answer":
+        if missing:
+            out.append(("no-answer", f"not allowed to a reviewer: a task waiting for a person stays "
+                                     "waiting after the person answers"))
+        if extra:
+            out.append(("answer-other-role", f"also allowed to the {_names(extra)}: only a person (a "
+                                             "reviewer) answers a waiting task"))
+    elif name == "freeze":
+        if missing:
+            if a in _TERMINAL:
+                out.append(("terminal-not-frozen", f"not allowed to the runtime: a conflict that arrives "
+                                                   f"after the task finished ({a}) would be hidden instead of frozen"))
+            else:
+                out.append(("state-not-frozen", f"not allowed to the runtime: a conflict arriving while "
+                                                f"the task is {a} cannot freeze it"))
+        if extra & _WORKERS:
+            out.append(("worker-freezes", f"allowed to the {_names(extra & _WORKERS)}: only the runtime, "
+                                          "which sees every delivery, detects a conflict; a worker allowed to freeze "
+                                          "could stall any task or hide its own contradictory result"))
+        if extra - _WORKERS:
+            out.append(("agent-freezes", f"allowed to the {_names(extra - _WORKERS)}: only the runtime "
+                                         "detects a conflict; an agent allowed to freeze could stall any task it likes"))
+    elif name == "review":
+        decided = "released" if b == "ready" else "canceled"
+        if missing:
+            out.append(("reviewer-cannot-decide", f"not allowed to a reviewer: a frozen task can never be "
+                                                  f"{decided} by the person who decides it"))
+        manager_tag = "manager-releases-frozen" if b == "ready" else "manager-cancels-frozen"
+        for tag, who in ((manager_tag, extra & {"manager"}), ("worker-decides-review", extra & _WORKERS),
+                         ("runtime-decides-review", extra & {"runtime"})):
+            if who:
+                out.append((tag, f"also allowed to the {_names(who)}: a frozen task is decided only by a "
+                                 "reviewer citing retained evidence (the agents' own account is what the conflict "
+                                 "contradicted)"))
+    elif name == "cancel":
+        if not roles & owners:
+            out.append(("not-cancelable", f"allowed to neither the manager nor a reviewer: a {a} task can "
+                                          "never be stopped"))
+        elif missing:
+            out.append(("canceler-missing", f"not allowed to the {_names(missing)}: both the manager and a "
+                                            "reviewer may stop unfinished work"))
+        if extra & _WORKERS:
+            out.append(("worker-cancels", f"allowed to the {_names(extra & _WORKERS)}: a worker does not "
+                                          "decide that work is no longer wanted"))
+        if "runtime" in extra:
+            out.append(("runtime-cancels", f"allowed to the runtime: the runtime freezes and expires "
+                                           "leases; it does not decide that work is no longer wanted"))
+    return out
+
+
+def _extra(a: str, b: str, roles: frozenset) -> tuple[str, str]:
+    """A move the seed does not describe, by the rule it breaks."""
+    move = f"allowed to the {_names(roles)}"
+    if a == "needs_review":
+        return ("review-elsewhere", f"{move}: a frozen task leaves needs_review only to ready (run it again) or "
+                                    "canceled, by a reviewer's decision")
+    if b in _RESULTS:
+        return ("result-without-lease", f"{move}: {b} is reached only from running; only a running attempt holds a "
+                                        "lease, the fencing token that lets intake refuse a stale worker's result, so "
+                                        f"a result written from {a} cannot be told from a stale one")
+    if (a, b) == ("running", "ready"):
+        return ("retry-skips-wait", f"{move}, skips retry_wait: an attempt that ended waits to retry, and only the "
+                                    "manager's reassignment makes it ready again")
+    if (a, b) == ("retry_wait", "running"):
+        return ("restart-without-reassign", f"{move}: a worker restarts on its own, skipping the manager's "
+                                            "reassignment (retry_wait -> ready)")
+    if (a, b) == ("waiting_human", "running"):
+        return ("answer-restarts", f"{move}: an answered task goes back to ready, not straight to running (a "
+                                   "shortcut the seed does not have)")
+    if b == "running":
+        return ("start-without-assign", f"{move}: work starts only from ready, once the manager assigned it")
+    return ("back-to-pending", f"{move}: nothing goes back to pending, where a task is only created")
+
+
+def _table_rule(sub: Path, name: str, live=None) -> object:
+    rb, err, code = _load(sub)
+    if rb is None:
+        return rule(1, [_not_loaded(err, code)], "")
+    allow = _allow(rb)
+    domain = _domain(name)
+    broke = []
+    for a, b in domain:
+        probs = _problems(a, b, allow.get((a, b), frozenset()))
+        if probs:
+            broke.append(Broke(f"{a} -> {b}", "; ".join(m for _t, m in probs), symptoms=tuple(t for t, _m in probs),
+                               reproduce=_show(rb), witness={"move": f"{a} -> {b}",
+                                                             "allowed_to": sorted(allow.get((a, b), ()))},
+                               signature={"problem": name}))
+    checked = len(domain)
+    if live is not None:
+        n, more = live(rb)
+        checked += n
+        broke += more
+    return rule(checked, broke, RULES[name])
+
+
+# ----------------------------------------------------------------------------- the judges
+
+
+def loads(sub: Path, args: dict):
+    """The file parses under the engine's rules (which refuse any row out of a terminal state but
+    to needs_review) and names a version of its own."""
+    rb, err, code = _load(sub)
+    if rb is None:
+        return rule(1, [_not_loaded(err, code)], "")
     if rb.version == "task-v1":
-        return failed("the version is task-v1, the shipped machine's name: a different table needs a different "
-                      "version, or a store would take two different tables for one", reproduce=_CHECK)
+        return rule(2, [Broke("the version", "is task-v1, the shipped machine's name: a different table needs a "
+                                             "different version, or a store would take two tables for one",
+                              symptoms=("shipped-version",), reproduce=_CHECK, signature={"problem": "load"})], "")
     note = ""
     if same := _self_moves(sub):
         note = (f"; note: {', '.join(same)} names the same state on both ends, which is not a move "
                 "(the parser drops it)")
-    return passed(f"{rb.version}: {len(rb.rules)} moves{note}")
+    return rule(2, [], f"{rb.version}: {len(rb.rules)} moves, no terminal state left except to needs_review{note}")
 
 
-def _nonterminal() -> list[str]:
-    from ...machine import TERMINAL, TaskState
-
-    return [s.value for s in TaskState if s not in TERMINAL]
-
-
-def freeze_and_review(sub: Path, args: dict) -> Judged:
-    """needs_review is entered only by the runtime, from every state; only a reviewer leaves it,
-    to ready or to canceled."""
-    from ...machine import TaskState
-
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
-    checks = []
-    for s in TaskState:
-        if s == TaskState.NEEDS_REVIEW:
-            continue
-        roles = _roles(rb, s.value, "needs_review")
-        checks.append(("any state can freeze", "runtime" in roles, f"{s.value} -> needs_review is not allowed to the runtime, so a conflict "
-                                           f"arriving while a task is {s.value} cannot freeze it"))
-        checks.append(("only the runtime freezes", roles <= {"runtime"}, f"{s.value} -> needs_review is allowed to {_names(roles - {'runtime'})}: "
-                                             "only the runtime detects a conflict; an agent that may freeze tasks can stall any of them"))
-    for to in ("ready", "canceled"):
-        roles = _roles(rb, "needs_review", to)
-        checks.append(("a reviewer decides", "reviewer" in roles, f"needs_review -> {to} is not allowed to a reviewer"))
-    leaving = [r for r in rb.rules if r.from_state == TaskState.NEEDS_REVIEW]
-    for r in leaving:
-        checks.append(("only a reviewer releases", set(r.roles) <= {"reviewer"}, f"needs_review -> {r.to_state.value} is allowed to "
-                       f"{_names(set(r.roles) - {'reviewer'})}: a frozen task is released only by a reviewer"))
-        checks.append(("released only to ready or canceled", r.to_state.value in ("ready", "canceled"),
-                       f"needs_review -> {r.to_state.value}: a reviewer sends a frozen task to ready (run it again) or canceled"))
-    return _score(checks, "freezing and review", _show(rb))
+def happy_path(sub: Path, args: dict):
+    """pending -> ready by the manager; ready -> running and running -> succeeded | failed | denied |
+    waiting_human by a worker; each by its owners and nobody else."""
+    return _table_rule(sub, "happy-path")
 
 
-def cancel_and_retry(sub: Path, args: dict) -> Judged:
-    """Every unfinished task can be canceled by a manager or a reviewer (a frozen one by a reviewer
-    only, judged with the review rules), workers cannot cancel; the retry path runs
-    running -> retry_wait -> ready."""
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
-    checks = []
-    for s in _nonterminal():
-        if s == "needs_review":
-            continue  # judged with the review rules
-        roles = _roles(rb, s, "canceled")
-        checks.append(("every unfinished task can be canceled", bool(roles & {"manager", "reviewer"}), f"{s} -> canceled is missing: a {s} task cannot be stopped"))
-        checks.append(("workers do not cancel", not roles & _WORKERS, f"{s} -> canceled is allowed to {_names(roles & _WORKERS)}: "
-                                             "a worker does not decide that work is no longer wanted"))
-    retry = _roles(rb, "running", "retry_wait")
-    checks.append(("the retry path", "runtime" in retry, "running -> retry_wait is not allowed to the runtime, so a crashed worker's "
-                                       "expired lease leaves its task running forever"))
-    checks.append(("the retry path", bool(retry & _WORKERS), "running -> retry_wait is not allowed to the workers, so a transient failure "
-                                           "cannot ask for another attempt"))
-    checks.append(("the retry path", "manager" in _roles(rb, "retry_wait", "ready"), "retry_wait -> ready is not allowed to the manager: "
-                                                                    "the retry path dead-ends in retry_wait"))
-    return _score(checks, "cancel and retry", _show(rb))
+def results_from_running(sub: Path, args: dict):
+    """No move into succeeded, failed, denied, waiting_human or retry_wait but from running."""
+    return _table_rule(sub, "results-from-running")
 
 
-def _extra_move(a: str, b: str) -> tuple[str, str]:
-    """The property a move outside the seed's table breaks, and why it is not wanted."""
-    if b in _RESULTS:
-        return ("results only from a running attempt",
-                f"{b} is reached only from running: only a running attempt holds a lease, the fencing token that lets "
-                "intake refuse a stale worker's result")
-    if b == "running":
-        return ("work starts only from ready",
-                "running is entered only from ready, where the manager put the task (pending -> ready, "
-                "retry_wait -> ready) or a person's answer did (waiting_human -> ready); a worker starts only "
-                "what is ready for it, never on its own")
-    if b == "ready":
-        return ("ready only by assignment, reassignment, an answer or a release",
-                "ready is reached from pending or retry_wait (the manager), waiting_human or needs_review (a reviewer)")
-    return ("nothing goes back to pending", "pending is only where a task is created")
+def retry_path(sub: Path, args: dict):
+    """running -> retry_wait by a worker or the runtime; retry_wait -> ready by the manager."""
+    return _table_rule(sub, "retry-path")
 
 
-def seed_moves(sub: Path, args: dict) -> Judged:
-    """The seed's moves (outside freezing, review and cancel) are made by exactly the roles that
-    own them, and the table allows no move the seed does not describe."""
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
-    checks = []
-    for (a, b), (who, why) in _OWNED.items():
-        roles = _roles(rb, a, b)
-        ok = roles <= who if (a, b) in _RETRY else roles == who
-        checks.append(("each move by its owner", ok, f"{a} -> {b} is allowed to {_names(roles)}; expected {_names(who)} ({why})"))
-    for r in rb.rules:
-        a, b = r.from_state.value, r.to_state.value
-        if (a, b) in _OWNED or b in ("needs_review", "canceled") or a == "needs_review":
-            continue  # owned moves above; freezing, review and cancel have their own tests
-        prop, why = _extra_move(a, b)
-        checks.append((prop, False, f"{a} -> {b} (allowed to {_names(r.roles)}) is not a move of the seed's table: {why}"))
-    return _score(checks, "the seed's moves", _show(rb))
+def human_answer(sub: Path, args: dict):
+    """waiting_human -> ready by a reviewer (the kit's row)."""
+    return _table_rule(sub, "human-answer")
 
 
-# ------------------------------------------------------------------------------------- runs
+def freeze(sub: Path, args: dict):
+    """Every state -> needs_review, by the runtime only."""
+    return _table_rule(sub, "freeze")
 
 
-def _db(scenario: str) -> str:
-    # `protolab run` refuses a database that holds another scenario's run: one file per story.
-    return "ex4.db" if scenario == "publish-report" else f"ex4-{scenario}.db"
+def nothing_more(sub: Path, args: dict):
+    """No move the seed does not describe (besides results from elsewhere than running, judged apart)."""
+    return _table_rule(sub, "nothing-more")
 
 
-def _repro(scenario: str, faults: list[str], then: str = "") -> str:
-    sc = "" if scenario == "publish-report" else f"{scenario} "
-    db = _db(scenario)
-    return (f"protolab run {sc}--machine {{dir}}/machine.toml{''.join(' --fault ' + f for f in faults)} --db {db} && "
-            + (then.format(db=db) if then else f"protolab check --db {db}"))
+def cancel(sub: Path, args: dict):
+    """Every unfinished state -> canceled by the manager and a reviewer, nobody else; and, delivered
+    to a live run with the table (``live`` cases: the state T-1 is brought to, the sender), a cancel
+    is accepted exactly when the rule says so."""
+    cases = [c for c in args.get("live", []) if isinstance(c, dict)]
+    return _table_rule(sub, "cancel", live=lambda rb: _live_cases(sub, rb, cases, "cancel"))
 
 
-def _run(sub: Path, scenario: str, faults: list[str]):
-    from ...plugins import Plugins
-    from ...runner import run_scenario
-    from ...scenario import load_scenario
-
-    return run_scenario(load_scenario(scenario), faults=list(faults), plugins=Plugins(machine=sub / _FILE),
-                        strict_faults=False)
-
-
-def _states(store) -> dict[str, str]:
-    return {t["task_id"]: t["state"] for t in store.tasks()}
+def review(sub: Path, args: dict):
+    """needs_review -> ready | canceled by a reviewer only, nowhere else; and, delivered to a frozen
+    task of a live run (``live`` cases: sender and decision), a review decision is accepted exactly
+    when the rule says so."""
+    cases = [c for c in args.get("live", []) if isinstance(c, dict)]
+    return _table_rule(sub, "review", live=lambda rb: _live_cases(sub, rb, cases, "review"))
 
 
-def _evidence(store, task_id: str) -> list[str]:
-    """The payloads kept under the frozen task's conflicting key: what a reviewer cites."""
-    return [i["message_id"] for i in store.intents_of_task(task_id) if not i["trusted"]][:2]
+# ------------------------------------------------------------------------------ live deliveries
+
+_CACHE: dict = {}
+_CACHE_MAX = 2048
 
 
-def _review_all(store, decision: str) -> tuple[str, str] | None:
-    """A reviewer decides every frozen task; ``(what went wrong, reconcile command)`` or None."""
-    from ...errors import ProtolabError
-    from ...runtime import review
-
-    for t in store.tasks():
-        if t["state"] != "needs_review":
-            continue
-        tid = t["task_id"]
-        evidence = _evidence(store, tid) or ["M-1"]
-        cmd = (f"protolab reconcile {tid} --decision {decision} --by reviewer "
-               + " ".join(f"--evidence {e}" for e in evidence) + " --db {db}")
-        try:
-            out = review(store, tid, decision, by="reviewer", evidence=evidence)
-        except ProtolabError as e:
-            return f"the reviewer could not decide {tid} ({decision}): {e.code}: {e.message}", cmd
-        if out.decision != "accepted":
-            return f"the reviewer's decision on frozen {tid} ({decision}) was {out.decision}: {out.reason}", cmd
-    return None
-
-
-def _one(sub: Path, scenario: str, faults: list[str], decision: str, rows: list | None = None) -> tuple[str, str, dict] | None:
-    results: list = []
-    got = _one_checked(sub, scenario, faults, decision, results)
-    if rows is not None:
-        rows.append(grid_row(scenario, faults, results, got is None))
-    return got
-
-
-def _one_checked(sub: Path, scenario: str, faults: list[str], decision: str, results: list) -> tuple[str, str, dict] | None:
-    """None when the run with the student's machine holds every invariant, ends as under task-v1
-    and (after a conflict) lets a reviewer decide the frozen task; else (message, reproduce, witness)."""
-    from ...invariants import check
-
-    label = f"{scenario} with {' + '.join(faults) or 'no faults'}"
-    store = _run(sub, scenario, faults)
-    try:
-        results.extend(check(store))
-        broken = [r for r in results if not r.ok]
-        if broken:
-            w = broken[0].witnesses[0] if broken[0].witnesses else {}
-            brief = ", ".join(f"{k}={w[k]}" for k in ("task_id", "message_id", "problem") if w.get(k))
-            return (f"{label}: {broken[0].name} broke ({brief})", _repro(scenario, faults),
-                    {"run": label, "invariant": broken[0].name, "witness": w})
-        got, want = _states(store), reference_outcome(scenario, faults)[0]
-        if got != want:
-            refused = [d for d in store.deliveries() if d["code"] in ("E_TRANSITION_NOT_ALLOWED", "E_ROLE_NOT_ALLOWED")]
-            why = f"; intake refused {refused[0]['message_id']} ({refused[0]['type']}): {refused[0]['reason']}" if refused else ""
-            diff = ", ".join(f"{t} {got.get(t, 'never created')} (expected {s})" for t, s in sorted(want.items()) if got.get(t) != s)
-            return (f"{label}: the story did not end as it should: {diff}{why}",
-                    _repro(scenario, faults, "protolab messages --db {db}"), {"run": label, "states": got, "expected": want})
-        if "conflicting-digest" in faults:
-            problem = _review_all(store, decision)
-            if problem:
-                return f"{label}: {problem[0]}", _repro(scenario, faults, problem[1]), {"run": label, "review": problem[0]}
-        return None
-    finally:
-        store.close()
-
-
-def fault_runs(sub: Path, args: dict) -> Judged:
-    """The machine loaded into the simulator under each fault (on each scenario): every invariant
-    holds, the story ends as under the shipped machine, and after a conflict a reviewer decides the
-    frozen task (releasing it on publish-report, canceling it on fan-out)."""
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
-    runs = [(sc, list(f)) for sc in args.get("scenarios", ["publish-report"]) for f in args["faults"]]
-    failures, rows, first = [], [], None
-    for sc, f in runs:
-        got = _one(sub, sc, f, "ready" if sc == "publish-report" else "canceled", rows)
-        if got is not None:
-            failures.append(got)
-            first = first or (sc, f)
-    if not failures:
-        return passed(f"all {len(runs)} runs with your machine hold every invariant and end as they should", grid=rows)
-    msg, repro, w0 = failures[0]
-    more = f" ({len(failures) - 1} more run(s) failed)" if len(failures) > 1 else ""
-    sig = signature_of(first[0], first[1], w0)
-    if "review" in w0:
-        sig["problem"] = "review"
-    return partial((len(runs) - len(failures)) / len(runs), msg + more, reproduce=repro,
-                   witness=[w for _m, _r, w in failures], grid=rows, signature=sig)
+def _cached(key, compute):
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = compute()
+    return _CACHE[key]
 
 
 def _send(store, n: int, task_id: str, sender: str, type_: str, payload: dict, evidence=()):
-    """Deliver one envelope from ``sender`` about ``task_id`` through the runtime (and the student's table)."""
+    """Deliver one envelope from ``sender`` about ``task_id`` through the runtime (and the table)."""
     from ...envelope import build_envelope
     from ...runtime import deliver
 
@@ -354,62 +452,271 @@ def _send(store, n: int, task_id: str, sender: str, type_: str, payload: dict, e
     return deliver(store, env)
 
 
-def cancel_in_run(sub: Path, args: dict) -> Judged:
-    """Cancels and reviews delivered to a live run with the student's machine: a worker's cancel of
-    its running task is refused and a manager's accepted; on a frozen task the manager's own
-    review_decision (to ready, to canceled) is refused and a reviewer's is accepted."""
-    from ...errors import ProtolabError
+def _evidence(store, task_id: str) -> list[str]:
+    """What a reviewer cites: the payloads kept under the frozen task's conflicting key, or (a task
+    frozen because it rests on another's untrusted result) the task's own retained messages."""
+    intents = store.intents_of_task(task_id)
+    return ([i["message_id"] for i in intents if not i["trusted"]][:2] or [i["message_id"] for i in intents][:2]
+            or ["M-1"])
+
+
+def _live_one(sub: Path, kind: str, case: dict) -> dict:
+    """One delivery to a live run of publish-report with the table: ``{"skipped": why}`` when the
+    run never reaches the case's starting point, else ``{"accepted": bool, "state", "reason"}``."""
     from ...live import LiveRun
     from ...plugins import Plugins
-    from ...runtime import review
     from ...scenario import load_scenario
 
-    rb, bad = _gate(sub)
-    if bad:
-        return bad
-    checks = []
-    # Each cancel on a run of its own, stopped once T-1 is running (so one accepted cancel cannot
-    # hide the other).
-    for n, sender, prop in ((1, "researcher", "workers do not cancel"), (2, "manager", "the manager cancels running work")):
-        live = LiveRun(load_scenario("publish-report"), plugins=Plugins(machine=sub / _FILE))
+    sender = str(case.get("sender", "manager"))
+    if kind == "cancel":
+        at = str(case.get("state", "running"))
+        live = LiveRun(load_scenario("publish-report"), faults=list(case.get("faults", [])),
+                       plugins=Plugins(machine=sub / _FILE))
         try:
-            while not live.store.deliveries_of("M-2"):
-                if live.step() is None:
+            while True:
+                t = live.store.get_task("T-1")
+                if t is not None and t.state.value == at:
                     break
-            t = live.store.get_task("T-1")
-            if t is None or t.state.value != "running":
-                return failed("with your machine T-1 never reached running in publish-report (is ready -> running allowed "
-                              "to the workers?)", reproduce=_repro("publish-report", [], "protolab messages --db {db}"))
-            out = _send(live.store, n, "T-1", sender, "cancel", {"reason": "judge"})
-            if sender == "researcher":
-                checks.append((prop, out.decision != "accepted", "a researcher's cancel of its own running task was accepted: "
-                                                                 "workers do not cancel work"))
-            else:
-                checks.append((prop, out.decision == "accepted" and out.state == "canceled",
-                               f"the manager's cancel of running T-1 was {out.decision}: {out.reason}"))
+                if live.step() is None:
+                    return {"skipped": f"T-1 never reached {at}"}
+            out = _send(live.store, 1, "T-1", sender, "cancel", {"reason": "judge"})
+            return {"accepted": out.decision == "accepted", "state": live.store.get_task("T-1").state.value,
+                    "reason": f"{out.code or out.decision}: {out.reason}"}
         finally:
             live.close()
-    for n, decision in ((3, "ready"), (4, "canceled")):
-        live = LiveRun(load_scenario("publish-report"), faults=["conflicting-digest"], plugins=Plugins(machine=sub / _FILE))
+    decision = str(case.get("decision", "ready"))
+    live = LiveRun(load_scenario("publish-report"), faults=["conflicting-digest"], plugins=Plugins(machine=sub / _FILE))
+    try:
+        live.run_to_end()
+        frozen = [t["task_id"] for t in live.store.tasks() if t["state"] == "needs_review"]
+        if not frozen:
+            return {"skipped": "no task was frozen"}
+        tid = frozen[0]
+        out = _send(live.store, 2, tid, sender, "review_decision", {"decision": decision}, _evidence(live.store, tid))
+        return {"accepted": out.decision == "accepted", "state": live.store.get_task(tid).state.value, "task": tid,
+                "reason": f"{out.code or out.decision}: {out.reason}"}
+    finally:
+        live.close()
+
+
+def _live_cases(sub: Path, rb, cases: list[dict], kind: str) -> tuple[int, list[Broke]]:
+    """The live cases of ``cancel`` or ``review``: the decision intake takes must be the one the
+    rule gives. A case the run cannot set up (T-1 never started, nothing froze: another rule's
+    failure) is not counted."""
+    from ...envelope import role_of
+    from ...errors import ProtolabError
+
+    n, broke = 0, []
+    for case in cases:
+        sender = str(case.get("sender", "manager"))
         try:
-            live.run_to_end()
-            frozen = [t["task_id"] for t in live.store.tasks() if t["state"] == "needs_review"]
-            if not frozen:
-                checks.append(("a conflict freezes", False, "a conflicting digest did not freeze any task with your machine"))
-                break
-            tid = frozen[0]
-            evidence = _evidence(live.store, tid)
-            out = _send(live.store, n, tid, "manager", "review_decision", {"decision": decision}, evidence)
-            checks.append(("a frozen task is the reviewer's", out.decision != "accepted",
-                           f"the manager's own review_decision moved frozen {tid} to {decision}: only a reviewer decides a frozen task"))
-            if live.store.get_task(tid).state.value != "needs_review":
-                continue  # the manager's decision went through: that is the failure to report
-            try:
-                out = review(live.store, tid, decision, by="reviewer", evidence=evidence)
-                checks.append(("a reviewer decides", out.decision == "accepted",
-                               f"the reviewer's decision ({decision}) on {tid} was {out.decision}: {out.reason}"))
-            except ProtolabError as e:
-                checks.append(("a reviewer decides", False, f"the reviewer could not decide {tid} ({decision}): {e.code}: {e.message}"))
-        finally:
-            live.close()
-    return _score(checks, "cancels and reviews delivered to a run", _show(rb, " --fault conflicting-digest"))
+            role = role_of(sender)
+        except ProtolabError:
+            continue
+        if kind == "cancel":
+            at = str(case.get("state", "running"))
+            move, label = (at, "canceled"), f"a {role}'s cancel of a {at} task (live run)"
+        else:
+            decision = str(case.get("decision", "ready"))
+            move, label = ("needs_review", decision), f"a {role}'s review decision {decision} on a frozen task (live run)"
+        want = role in TABLE.get(move, ("", frozenset(), ""))[1]
+        key = ("live", _key(rb), kind, tuple(sorted((k, str(v)) for k, v in case.items())))
+        got = _cached(key, lambda: _live_one(sub, kind, case))
+        if "skipped" in got:
+            continue
+        n += 1
+        if got["accepted"] == want:
+            continue
+        if want:
+            tag = "canceler-missing" if kind == "cancel" else "reviewer-cannot-decide"
+            what = f"was refused ({got['reason']}): {TABLE[move][2]}"
+        else:
+            tag = ("worker-cancels" if kind == "cancel" else "worker-decides-review" if role != "manager" else
+                   "manager-releases-frozen" if move[1] == "ready" else "manager-cancels-frozen")
+            what = (f"was accepted (the task went {got['state']}): "
+                    + ("a worker does not decide that work is no longer wanted" if kind == "cancel"
+                       else "only a reviewer decides a frozen task"))
+        broke.append(Broke(label, what, symptoms=(tag,), reproduce=_show(rb, " --fault conflicting-digest"
+                                                                          if kind == "review" else ""),
+                           witness={"case": dict(case), "accepted": got["accepted"], "reason": got["reason"]},
+                           signature={"problem": kind}))
+    return n, broke
+
+
+# ------------------------------------------------------------------------------------- runs
+
+
+def _db(scenario: str) -> str:
+    # `protolab run` refuses a database that holds another scenario's run: one file per story.
+    return "ex4.db" if scenario == "publish-report" else f"ex4-{scenario}.db"
+
+
+def _repro(scenario: str, faults: list[str], seed: int, then: str = "") -> str:
+    sc = "" if scenario == "publish-report" else f"{scenario} "
+    db = _db(scenario)
+    return (f"protolab run {sc}--machine {{dir}}/machine.toml{''.join(' --fault ' + f for f in faults)}"
+            f"{f' --seed {seed}' if seed else ''} --db {db} && "
+            + (then.format(db=db) if then else f"protolab check --db {db}"))
+
+
+def _review_all(store, decision: str) -> tuple[str, str] | None:
+    """A reviewer decides every frozen task; ``(what went wrong, reconcile command)`` or None."""
+    from ...errors import ProtolabError
+    from ...runtime import review as _review
+
+    for t in store.tasks():
+        if t["state"] != "needs_review":
+            continue
+        tid = t["task_id"]
+        evidence = _evidence(store, tid)
+        cmd = (f"protolab reconcile {tid} --decision {decision} --by reviewer "
+               + " ".join(f"--evidence {e}" for e in evidence) + " --db {db}")
+        try:
+            out = _review(store, tid, decision, by="reviewer", evidence=evidence)
+        except ProtolabError as e:
+            return f"the reviewer could not decide {tid} ({decision}): {e.code}: {e.message}", cmd
+        if out.decision != "accepted":
+            return f"the reviewer's decision on frozen {tid} ({decision}) was {out.decision}: {out.reason}", cmd
+    return None
+
+
+def _play(machine: Path, scenario: str, faults: list[str], seed: int, decision: str) -> dict:
+    """One run with the table in ``machine``, summarised: final states, invariants, what intake
+    refused, and (after the run) a reviewer deciding every frozen task; then every move made."""
+    from ...invariants import check
+    from ...plugins import Plugins
+    from ...runner import run_scenario
+    from ...scenario import load_scenario
+
+    store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), plugins=Plugins(machine=machine),
+                         strict_faults=False)
+    try:
+        results = check(store)
+        states = {t["task_id"]: t["state"] for t in store.tasks()}
+        refused = [(d["message_id"], d["type"], d["code"], d["reason"]) for d in store.deliveries()
+                   if d["code"] in ("E_TRANSITION_NOT_ALLOWED", "E_ROLE_NOT_ALLOWED")]
+        problem = _review_all(store, decision) if "needs_review" in states.values() else None
+        moves = sorted({(t["old_state"], t["new_state"], t["role"]) for t in store.transitions()})
+        return {"results": results, "states": states, "refused": refused, "review": problem, "moves": moves}
+    finally:
+        store.close()
+
+
+def _reference_moves(scenario: str, faults: list[str], seed: int, decision: str) -> list[tuple[str, str, str]]:
+    """The moves the story makes under the shipped machine (task-v1), the reviewer's included."""
+    from ...machine import DEFAULT_MACHINE_PATH
+
+    return _cached(("reference", scenario, tuple(faults), seed, decision),
+                   lambda: _play(DEFAULT_MACHINE_PATH, scenario, faults, seed, decision))["moves"]
+
+
+def _case(c) -> tuple[str, list[str], int, str] | None:
+    if not isinstance(c, dict) or not isinstance(c.get("scenario", "publish-report"), str):
+        return None
+    sc = c.get("scenario", "publish-report")
+    faults = [str(f) for f in c.get("faults", [])] if isinstance(c.get("faults", []), list) else []
+    decision = c.get("review") or ("ready" if sc == "publish-report" else "canceled")
+    return sc, faults, int(c.get("seed", 0)), str(decision)
+
+
+def _judge_run(sub: Path, rb, sc: str, faults: list[str], seed: int, decision: str, rows: list) -> Broke | None:
+    got = _cached(("run", _key(rb), sc, tuple(faults), seed, decision), lambda: _play(sub / _FILE, sc, faults, seed, decision))
+    label = f"{sc} with {' + '.join(faults) or 'no faults'}" + (f" (seed {seed})" if seed else "")
+    results = got["results"]
+    broken = [r for r in results if not r.ok]
+    want = reference_outcome(sc, faults, seed)[0]
+    states = got["states"]
+    ok = not broken and states == want and not got["review"]
+    rows.append(grid_row(sc, faults, results, ok))
+    if ok:
+        return None
+    tags: list[str] = []
+    allow = _allow(rb)
+    needed = [m for m in _reference_moves(sc, faults, seed, decision)
+              if m not in got["moves"] and m[2] not in allow.get((m[0], m[1]), ())]
+    tags += [f"run-needs-{TABLE[(a, b)][0]}" for a, b, _r in needed if (a, b) in TABLE]
+    lacking = (f"; the story needed {', '.join(f'{a} -> {b} by the {r}' for a, b, r in needed[:3])}, which your "
+               "table does not allow") if needed else ""
+    refused = got["refused"]
+    for _m, _t, code, _r in refused:
+        tags.append("move-refused" if code == "E_TRANSITION_NOT_ALLOWED" else "role-refused")
+    if broken:
+        w = broken[0].witnesses[0] if broken[0].witnesses else {}
+        brief = ", ".join(f"{k}={w[k]}" for k in ("task_id", "message_id", "problem") if w.get(k))
+        witness = {"run": label, "invariant": broken[0].name, "witness": w}
+        return Broke(label, f"{broken[0].name} broke ({brief}){lacking}", symptoms=tuple(dict.fromkeys(["invariant-broken", *tags])),
+                     reproduce=_repro(sc, faults, seed), witness=witness, signature=signature_of(sc, faults, witness))
+    if states != want:
+        for t, s in want.items():
+            g = states.get(t)
+            if g == "running":
+                tags.append("stuck-running")
+            elif g == "retry_wait":
+                tags.append("stuck-retry-wait")
+            elif s == "needs_review" and g != s:
+                tags.append("not-frozen")
+        why = lacking or (f"; intake refused {refused[0][0]} ({refused[0][1]}): {refused[0][3]}" if refused else "")
+        diff = ", ".join(f"{t} {states.get(t, 'never created')} (expected {s})" for t, s in sorted(want.items())
+                         if states.get(t) != s)
+        witness = {"run": label, "states": states, "expected": want}
+        return Broke(label, f"the story did not end as it should: {diff}{why}",
+                     symptoms=tuple(dict.fromkeys(["wrong-ending", *tags])),
+                     reproduce=_repro(sc, faults, seed, "protolab messages --db {db}"), witness=witness,
+                     signature=signature_of(sc, faults, witness))
+    msg, cmd = got["review"]
+    return Broke(label, msg + lacking, symptoms=tuple(dict.fromkeys(["review-refused", *tags])), reproduce=_repro(sc, faults, seed, cmd),
+                 witness={"run": label, "review": msg}, signature={**signature_of(sc, faults, {}), "problem": "review"})
+
+
+def fault_runs(sub: Path, args: dict):
+    """The table loaded into the simulator, one run per case (scenario, faults, seed): every
+    invariant holds, the story ends as under the shipped machine, and a reviewer decides every
+    frozen task (releasing it on publish-report, canceling it elsewhere, or the case's ``review``)."""
+    rb, err, code = _load(sub)
+    if rb is None:
+        return rule(1, [_not_loaded(err, code)], "")
+    cases = [c for c in (_case(c) for c in args.get("cases", [])) if c is not None]
+    rows: list = []
+    broke = [b for b in (_judge_run(sub, rb, *c, rows) for c in cases) if b is not None]
+    return rule(len(cases), broke, "every run with your table holds every invariant and ends as it should", grid=rows)
+
+
+# ------------------------------------------------------------------------------------- behaviour
+
+#: The runs behaviour() describes: every case the fault-runs rule plays, public and hidden (so the
+#: grader's runs of a mutant are the cached ones), and the third story under a conflict and a crash.
+_BEHAVIOUR_FAULTS = ([], ["duplicate"], ["conflicting-digest"], ["late-failure"], ["crash"], ["transient"], ["resend"],
+                     ["late-conflict"])
+_BEHAVIOUR_RUNS = (tuple((sc, f, 0) for sc in ("publish-report", "fan-out") for f in _BEHAVIOUR_FAULTS)
+                   + (("publish-report", ["crash"], 1), ("sensitive-source", ["conflicting-digest"], 0),
+                      ("sensitive-source", ["crash"], 0)))
+
+
+def behaviour(sub: Path) -> dict:
+    """What the table in ``sub`` does, for the grader's mutation run.
+
+    The core is the expanded allowlist: every (from, to, role) the table allows, wildcards and lists
+    expanded and rows for one move merged. Intake and the runtime consult nothing else (a rule's
+    ``reason`` is only copied into the log, the description never read, the order and grouping of
+    the rows vanish in parsing), so two tables with the same allowlist are the same table to every
+    rule. The version is reduced to whether it reuses the shipped name (any other name is a label).
+    Beside it, how the runs of a fault matrix end (every case the fault-runs rule plays, hidden ones
+    included, and a third story): final states, invariants broken, which moves intake refused,
+    whether a reviewer could decide every frozen task. Those are a function of the allowlist (the
+    run consults nothing else), kept to show it; the matrix stays the tests' own so that grading a
+    mutant reuses its runs. A file that does not load is described by the
+    parser's error code alone."""
+    rb, _err, code = _load(sub)
+    if rb is None:
+        return {"loads": code}
+    out: dict = {"loads": True, "shipped_version": rb.version == "task-v1", "allow": list(_triples(_allow(rb)))}
+    runs = {}
+    for sc, faults, seed in _BEHAVIOUR_RUNS:
+        decision = "ready" if sc == "publish-report" else "canceled"
+        got = _cached(("run", _key(rb), sc, tuple(faults), seed, decision), lambda: _play(sub / _FILE, sc, faults, seed, decision))
+        runs[f"{sc} {'+'.join(faults) or '-'} {seed}"] = {
+            "states": got["states"], "broken": sorted(r.name for r in got["results"] if not r.ok),
+            "refused": sorted({(t, code) for _m, t, code, _r in got["refused"]}), "review_refused": bool(got["review"])}
+    out["runs"] = runs
+    return out
+
