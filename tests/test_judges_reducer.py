@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.errors import StaleWrite
+from sim.errors import StaleWrite, StoreError
 from sim.events import REGISTRY
 from sim.store import EventDraft, Store
 from sim.store.reducer import _FOLDS
@@ -302,4 +302,14 @@ def test_events_that_change_no_state_fold_into_nothing():
     for t, cls in REGISTRY.items():
         if not cls.CHANGES_STATE:
             fold(store, t, {})
+    assert store.state_digest() == before
+
+
+def test_an_event_type_nobody_declared_is_refused_with_its_name():
+    # a log written by something else (a newer protolab, a hand-edited file) folded by this one
+    store = Store.memory()
+    before = store.state_digest()
+    with pytest.raises(StoreError) as e:
+        fold(store, "no_such_event", {})
+    assert e.value.code == "E_UNKNOWN_EVENT" and e.value.message == "unknown event type 'no_such_event'"
     assert store.state_digest() == before
