@@ -224,14 +224,36 @@ def test_results_json_rounds_the_execution_time_up_to_whole_seconds(seconds, sho
     assert "execution_time" not in results_json(_report(_result("a", 1.5, 15)))
 
 
-def test_an_ungradable_submission_scores_zero_of_every_tests_points(tmp_path):
-    (tmp_path / "exercise.toml").write_text("hidden_points = 0\n")
-    ex = _exercise(_test("a", 15), _test("b", 7), folder=tmp_path)
+def _with_hidden(tmp_path, monkeypatch) -> Exercise:
+    """Exercise 99 with two public tests and, in an instructor's solutions folder, one hidden test."""
+    folder = tmp_path / "exercises" / "99-scoring"
+    folder.mkdir(parents=True)
+    (folder / "exercise.toml").write_text("hidden_points = 10\n")
+    sol = tmp_path / "solutions" / "99-scoring"
+    sol.mkdir(parents=True)
+    (sol / "hidden.toml").write_text('[[test]]\nname = "h1"\ntitle = "Hidden one"\npoints = 10\njudge = "design.none"\n')
+    monkeypatch.setenv("PROTOLAB_SOLUTIONS", str(tmp_path / "solutions"))
+    return _exercise(_test("a", 15, visibility="visible"), _test("b", 7, visibility="visible"), folder=folder)
+
+
+def test_an_ungradable_submission_scores_zero_of_every_tests_points_hidden_ones_included(tmp_path, monkeypatch):
+    ex = _with_hidden(tmp_path, monkeypatch)
     d = ungradable(ex, "  no design.py\n in the zip ", execution_time=0.5)
-    assert d["score"] == 0.0 and [t["score"] for t in d["tests"]] == [0.0, 0.0]
-    assert [t["max_score"] for t in d["tests"]] == [15.0, 7.0] and d["extra_data"]["max_score"] == 22
-    assert d["extra_data"]["problem"] == "no design.py in the zip" and "could not be graded" in d["output"]
     assert validate_results(d) == []
+    assert d["score"] == 0.0 and [t["score"] for t in d["tests"]] == [0.0, 0.0, 0.0]
+    assert [t["max_score"] for t in d["tests"]] == [15.0, 7.0, 10.0] and d["extra_data"]["max_score"] == 32
+    assert [t["extra_data"]["test"] for t in d["tests"]] == ["a", "b", "h1"]
+    assert [t["extra_data"]["hidden"] for t in d["tests"]] == [False, False, True]
+    assert [t["visibility"] for t in d["tests"]] == ["visible", "visible", "after_published"]
+    assert [t["status"] for t in d["tests"]] == ["failed"] * 3 and d["execution_time"] == 1
+    assert d["tests"][0]["output"] == "Failed (0/15 points).\nWhat failed: not graded: no design.py in the zip"
+    assert d["extra_data"]["problem"] == "no design.py in the zip" and d["extra_data"]["hidden_ran"] is True
+    assert d["output"].startswith("Exercise 99: Scoring by hand. Your submission could not be graded: no design.py in "
+                                  "the zip.")
+    public = ungradable(ex, "", hidden=False)
+    assert [t["extra_data"]["test"] for t in public["tests"]] == ["a", "b"]
+    assert public["extra_data"]["hidden_ran"] is False and "execution_time" not in public
+    assert public["extra_data"]["problem"] == "the submission cannot be graded"
 
 
 def test_feedback_shows_the_points_earned_of_the_points_possible():
