@@ -85,13 +85,18 @@ def submission(seconds: float | None = SUBMISSION_SECONDS):
 
 
 def fatal() -> str | None:
-    """The first thing a student's host did since :func:`reset` that ends its test, if any."""
-    return _FATAL[0] if _FATAL else None
+    """The first thing a student's host did since :func:`reset` that ends its test, if any; inside
+    :func:`submission`, also what ended the submission's shared hosts in an earlier test (a test that
+    calls nothing, its judge reusing what earlier tests worked out, still ran on those hosts)."""
+    if _FATAL:
+        return _FATAL[0]
+    return next((m.fatal for m in _SHARED.values() if m.fatal), None)
 
 
 def printed() -> int:
-    """The most characters a host printed since :func:`reset`."""
-    return _PRINTED[0]
+    """The most characters a host printed since :func:`reset` (inside :func:`submission`: the most
+    any of the submission's shared hosts printed so far)."""
+    return max([_PRINTED[0], *(m.printed for m in _SHARED.values())])
 
 
 class RemoteError(DesignError):
