@@ -179,7 +179,7 @@ def test_visibility_follows_exercise_toml_and_refuses_unknown_values(tmp_path):
 def autograder_zip(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("zip") / "ex1.zip"
     info = build_autograder(1, out)
-    assert info["exercise"] == 1 and info["hidden_tests"] == 2
+    assert info["exercise"] == 1 and info["hidden_tests"] == 0  # exercise 1: hidden cases of public tests
     return out
 
 
