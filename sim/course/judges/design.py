@@ -31,9 +31,11 @@ not a conflict", "source of truth", "failures and debugging"), each all or nothi
   as the course's design ends it, the report published once.
 
 Runs are shared between the tests of one submission (:data:`_RUNS`, keyed by the file's path,
-its content's hash and the run's arguments) and the design's answers are kept per submission
-(the same intent is asked once; the probes that must reach both processes ask past that), so the
-six tests cost about the runs of one.
+its content's hash and the run's arguments): each (story, faults, seed) is played once however many
+tests name it, a clean run is probed once, and the design's answers are kept per submission (the
+same intent is asked once; the probes that must reach both processes ask past that). The course's
+design's run of each case (its ending, its counts, its intents) is worked out once per process.
+A model answer's grade plays 19 runs and asks the design about 700 times (docs/performance.md).
 """
 
 from __future__ import annotations
