@@ -35,7 +35,7 @@ its content's hash and the run's arguments): each (story, faults, seed) is playe
 tests name it, a clean run is probed once, and the design's answers are kept per submission (the
 same intent is asked once; the probes that must reach both processes ask past that). The course's
 design's run of each case (its ending, its counts, its intents) is worked out once per process.
-A model answer's grade plays 19 runs and asks the design about 700 times (docs/performance.md).
+A model answer's grade plays 19 runs and asks the design about 600 times (docs/performance.md).
 """
 
 from __future__ import annotations
