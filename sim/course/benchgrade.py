@@ -62,12 +62,13 @@ def classroom(dest: Path, n: int = 200, exercise: int = 1) -> list[tuple[str, ob
 class _LocalModule:
     """The student's module imported into this process (the floor's stand-in for a host process)."""
 
-    def __init__(self, path, what: str = "design"):
+    def __init__(self, path, what: str = "design", *, processes: int = 1):
         from ..errors import InputError
         from ..plugins import load_module
 
         self.path = Path(path)
         self.printed = 0
+        self.shared = False
         try:
             self.module = load_module(str(self.path), self.path.stem)
         except InputError:
@@ -89,7 +90,7 @@ class _LocalModule:
             raise RemoteError(f"{fn} raised {type(e).__name__}", kind=type(e).__name__,
                               kinds=tuple(c.__name__ for c in type(e).__mro__)) from None
 
-    def close(self) -> None:
+    def close(self, force: bool = False) -> None:
         pass
 
 
