@@ -88,6 +88,30 @@ def test_a_failed_verdict_keeps_what_a_student_acts_on_and_a_passed_one_drops_it
     assert broken.grader_error == "KeyError in judge" and broken.hint == "" and broken.points == 0.0
     bare = to_result(_test(), {"score": 0.2, "output": None}, ".")
     assert (bare.output, bare.seconds, bare.message, bare.reproduce, bare.visibility) == ("", 0.0, "", None, "")
+    assert to_result(_test(), {"score": 0.2}, ".").output == ""  # a verdict that says nothing of output
+
+
+def test_a_failed_verdict_gets_the_hint_its_signature_picks():
+    from sim.course.hints import HintRule
+
+    rules = [HintRule({"invariant": "EFFECT_AT_MOST_ONCE"}, "key the effect by what it does")]
+    t = _test("faults", points=30)
+    picked = to_result(t, {"score": 0.5, "signature": {"invariant": "EFFECT_AT_MOST_ONCE"}}, ".", rules)
+    assert picked.hint == "key the effect by what it does"
+    other = to_result(t, {"score": 0.5, "signature": {"invariant": "CLOCK_MONOTONIC"}}, ".", rules)
+    assert other.hint == "the test's own hint"
+
+
+def test_a_verdict_says_whether_its_test_carries_hidden_cases_and_ran_them():
+    from dataclasses import replace
+
+    t = replace(_test("rules"), hidden_cases=True)
+    r = to_result(t, {"score": 1.0}, ".")
+    assert (r.hidden_cases, r.hidden_cases_ran) == (True, False)
+    r = to_result(replace(t, extended=True), {"score": 1.0}, ".")
+    assert (r.hidden_cases, r.hidden_cases_ran) == (True, True)
+    r = to_result(_test("plain"), {"score": 1.0}, ".")
+    assert (r.hidden_cases, r.hidden_cases_ran) == (False, False)
 
 
 # ------------------------------------------------------------------------------------- a report's score
@@ -158,7 +182,7 @@ def test_a_gradebook_that_cannot_be_written_is_one_error_and_leaves_no_partial_f
     target.mkdir()  # a folder where the file should go
     with pytest.raises(InputError) as e:
         write_gradebook(target, [Submission("alice", tmp_path)], [_report(_result("a", 1.5, 15))])
-    assert e.value.code == "E_OUTPUT" and f"cannot write {target}" in str(e.value)
+    assert e.value.code == "E_OUTPUT" and e.value.message == f"cannot write {target}: Is a directory"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv"]
     with pytest.raises(InputError) as e:
         write_gradebook(tmp_path / "missing" / "g.csv", [], [])
@@ -196,6 +220,9 @@ def test_a_fault_grid_row_holds_only_while_every_test_that_played_it_says_so():
     held = _report(_result("a", 1, 1, grid=[{"run": "r", "invariants": {"X": 1}, "ok": 0}]))
     assert fault_grid(held)[1][0]["invariants"] == {"X": True} and fault_grid(held)[1][0]["ok"] is False
     assert fault_grid(_report(_result("a", 1, 1))) == ([], [])
+    bare = _report(_result("a", 1, 1, grid=[{"run": "r0"}]))  # a run that judged no invariant
+    assert fault_grid(bare) == ([], [{"run": "r0", "scenario": "", "faults": [], "tests": ["a"], "invariants": {},
+                                      "ok": True}])
 
 
 # ------------------------------------------------------------------------------------- Gradescope's scores
@@ -215,6 +242,24 @@ def test_results_json_carries_fractional_points_to_gradescope():
     assert "Hidden tests: 1 (10 points)" in d["output"]
     assert d["tests"][0]["output"].startswith("Failed (5.55/15 points).")
     assert d["tests"][1]["output"].startswith("Passed (14.99/15 points).")
+    assert [t["number"] for t in d["tests"]] == ["99.1", "99.2", "99.3"]
+    assert [t["tags"] for t in d["tests"]] == [["scoring", "public"], ["scoring", "public"], ["scoring", "hidden"]]
+    assert [t["extra_data"] for t in d["tests"]] == [{"test": "a", "hidden": False, "seconds": 0.0},
+                                                     {"test": "b", "hidden": False, "seconds": 0.0},
+                                                     {"test": "h", "hidden": True, "seconds": 0.0}]
+    assert d["extra_data"] == {"exercise": 99, "slug": "scoring", "max_score": 40, "hidden_ran": True, "problem": None}
+
+
+def test_results_json_names_the_students_own_folder_in_what_failed_and_how_to_reproduce_it():
+    r = _result("a", 7.5, 15, message="broke in /sandbox/alice/design.py", reproduce="protolab run --design "
+                "/sandbox/alice/design.py", seconds=2.5)
+    d = results_json(_report(r, submission="/sandbox/alice"), shown_dir="01-envelope-design")
+    out = d["tests"][0]["output"]
+    assert "What failed: broke in 01-envelope-design/design.py" in out
+    assert "Reproduce it: protolab run --design 01-envelope-design/design.py" in out
+    assert d["tests"][0]["extra_data"]["seconds"] == 2.5
+    kept = results_json(_report(r, submission="/sandbox/alice"))["tests"][0]["output"]
+    assert "What failed: broke in /sandbox/alice/design.py" in kept
 
 
 @pytest.mark.parametrize("seconds, shown", [(0.0, 0), (0.2, 1), (3.0, 3), (-1.0, 0)])
