@@ -665,3 +665,162 @@ def test_a_task_that_failed_or_was_denied_is_finished(status):
                        "R-1:T-1:attempt-1"))
     assert store.get_task("T-1").state.value == status
     assert run(ctx_of(store), "all_terminal") == Like(True, "met", {"tasks": 1})
+
+
+# ------------------------------------------------------------------------------------- issue 26's judgement
+
+
+def test_only_the_actions_recorded_on_this_run_count():
+    progress = ProgressStore.open(None)
+    progress.record_action(LAB, "visit", {"seq": 1, "run": "run-a"})
+    progress.record_action(LAB, "visit", {"seq": 2, "run": "run-b"})
+    progress.record_action(LAB, "visit", {"seq": 3})
+    store = happy(upto=1)
+    facts = Facts(store)
+    assert [a["data"]["seq"] for a in Ctx(store, facts, progress, LAB, run_id="run-a").actions("visit")] == [1]
+    assert [a["data"]["seq"] for a in Ctx(store, facts, progress, LAB).actions("visit")] == [3]
+
+
+def test_invariants_hold_says_nothing_of_an_empty_run_and_can_wait_for_a_decision():
+    empty = ctx_of(Store.memory())
+    assert run(empty, "invariants_hold") == Like(False, "empty", {"after": ""})
+    assert run(empty, "invariants_hold", after="fence_recorded") == Like(False, "empty", {"after": "fence_recorded"})
+    assert run(empty, "invariants_hold", after_decision="late") == Like(False, "empty", {"after": "late"})
+    store = happy()
+    ctx = ctx_of(store)
+    assert run(ctx, "invariants_hold", after_decision="late") == Like(False, "not-yet", {"after": "late"})
+    deliver(store, env("L-1", "T-1", "researcher", "task_result", {"status": "failed", "lease_version": 1},
+                       "R-1:T-1:late"))
+    assert run(ctx, "invariants_hold", after_decision="late").ok
+    assert run(ctx, "invariants_hold", after="task_result", after_decision="late").ok
+
+
+def test_naive_breaks_says_nothing_of_an_empty_run_and_can_ask_for_the_learners_own_refused_message():
+    assert run(ctx_of(Store.memory()), "naive_breaks", invariant="NO_LOST_UPDATE") == Like(
+        False, "empty", {"name": "NO_LOST_UPDATE"})
+    store = happy(upto=2)
+    stale = deliver(store, env("X-1", "T-1", "manager", "cancel", {"reason": "stop", "expected_state_version": 0},
+                               "R-1:T-1:cancel"))
+    assert (stale.decision, stale.code) == ("rejected", "E_STALE_VERSION")
+    ctx = ctx_of(store)
+    assert run(ctx, "naive_breaks", invariant="NO_LOST_UPDATE", witness_code="E_STALE_VERSION") == Like(True, "met", {
+        "name": "NO_LOST_UPDATE", "task_id": "T-1", "message_id": "X-1", "old_state": "running",
+        "new_state": "canceled", "expected_version": 0, "actual_version": 2})
+    others = ", ".join(r.name for r in ctx.naive_invariants() if not r.ok)
+    assert run(ctx, "naive_breaks", invariant="NO_LOST_UPDATE", witness_code="E_NOT_ASSIGNEE") == Like(
+        False, "not-yours", {"name": "NO_LOST_UPDATE", "code": "E_NOT_ASSIGNEE", "others": others})
+    assert run(ctx, "naive_breaks", invariant="NO_LOST_UPDATE").saw["message_id"] == "X-1"
+
+
+def test_opened_detail_is_judged_on_the_delivery_opened():
+    store = happy()
+    deliver(store, m6())  # M-6 again: delivery 9, a duplicate
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(store, progress=progress)
+    progress.record_action(LAB, "open-detail", {"message_id": "M-6", "type": "task_result", "delivery_id": 7})
+    assert run(ctx, "opened", what="detail", type="task_result") == Like(True, "met", {
+        "message_id": "M-6", "type": "task_result", "recipient": "manager", "delivery_id": 7, "decision": "accepted",
+        "state": "succeeded", "task_id": "T-2"})
+    wanted = "task_result to manager of T-2 decided duplicate"
+    assert run(ctx, "opened", what="detail", type="task_result", recipient="manager", task="T-2",
+               decision="duplicate") == Like(False, "other", {
+        "message_id": "M-6", "type": "task_result", "recipient": "manager", "wanted": wanted, "decision": "accepted",
+        "state": "succeeded", "task_id": "T-2"})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-6", "type": "task_result", "delivery_id": 9})
+    assert run(ctx, "opened", what="detail", type="task_result", task="T-2", decision="duplicate") == Like(
+        True, "met", {"delivery_id": 9, "decision": "duplicate"})
+    assert run(ctx, "opened", what="detail", type="task_result", task="T-1").code == "other"
+    assert run(ctx, "opened", what="detail", type="task_result", decision="accepted").saw["delivery_id"] == 7
+    # an action without a delivery id looks at every delivery of its message
+    progress.record_action(LAB, "open-detail", {"message_id": "M-2", "type": "task_started"})
+    assert run(ctx, "opened", what="detail", type="task_started", state_after="running") == Like(True, "met", {
+        "message_id": "M-2", "delivery_id": 2, "state": "running", "task_id": "T-1"})
+    assert run(ctx, "opened", what="detail", type="task_started", state_after="ready") == Like(False, "other", {
+        "wanted": "task_started while its task was ready", "decision": "accepted", "state": "running",
+        "task_id": "T-1"})
+    # a conversation view is about the message, not one delivery
+    progress.record_action(LAB, "open-conversation", {"message_id": "M-6", "type": "task_result"})
+    assert run(ctx, "opened", what="conversation", type="task_result", decision="late") == Like(True, "met", {
+        "message_id": "M-6", "type": "task_result", "recipient": "manager"})
+    assert run(ctx, "opened", what="conversation", type="ack") == Like(False, "other", {
+        "message_id": "M-6", "decision": "", "state": "", "task_id": ""})
+
+
+def test_opened_names_the_last_delivery_seen_when_none_matches():
+    store = happy()
+    deliver(store, m6())
+    progress = ProgressStore.open(None)
+    progress.record_action(LAB, "open-detail", {"message_id": "M-6", "type": "task_result"})
+    ctx = ctx_of(store, progress=progress)
+    assert run(ctx, "opened", what="detail", type="task_result", decision="late") == Like(False, "other", {
+        "message_id": "M-6", "decision": "duplicate", "wanted": "task_result decided late"})
+    assert run(ctx, "opened", what="detail", type="task_result", decision="duplicate").saw["delivery_id"] == 9
+
+
+def test_naive_run_breaks_can_wait_for_the_learner_to_open_the_message():
+    live = live_steps(0, "sensitive-source")
+    try:
+        assert run(ctx_of(live.store), "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION") == Like(
+            False, "empty", {"name": "PAYLOAD_MINIMIZATION"})
+    finally:
+        live.close()
+    store = run_scenario(load_scenario("sensitive-source"), seed=0)
+    try:
+        progress = ProgressStore.open(None)
+        ctx = ctx_of(store, progress=progress)
+        inv, problem = "PAYLOAD_MINIMIZATION", "does not need it"
+        assert run(ctx, "naive_run_breaks", invariant=inv, problem=problem, opened=True) == Like(False, "not-opened", {
+            "name": inv, "message_id": "M-4", "problem": "sent to writer, which does not need it", "task_id": "T-2",
+            "recipient": "writer", "fields": "source_email, source_phone"})
+        progress.record_action(LAB, "open-detail", {"message_id": "M-1"})
+        assert run(ctx, "naive_run_breaks", invariant=inv, problem=problem, opened=True).code == "not-opened"
+        progress.record_action(LAB, "open-detail", {"message_id": "M-4"})
+        assert run(ctx, "naive_run_breaks", invariant=inv, problem=problem, opened=True) == Like(True, "met", {
+            "message_id": "M-4", "recipient": "writer"})
+        # the first witness the learner opened counts, not only the first one delivered
+        log = "in the clear in the message log"
+        assert run(ctx, "naive_run_breaks", invariant=inv, problem=log, opened=True).saw["message_id"] == "M-4"
+    finally:
+        store.close()
+
+
+def test_opened_witness_wants_the_second_payload_of_a_conflict_not_the_first():
+    naive = happy(policy=NAIVE, upto=3)
+    deliver(naive, samples.conflicting_m3(), policy=NAIVE)  # not frozen under naive: CONFLICT_FROZEN breaks
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(naive, progress=progress)
+    progress.record_action(LAB, "open-detail", {"message_id": "M-3", "delivery_id": 3})
+    assert run(ctx, "opened_witness", invariant="CONFLICT_FROZEN") == Like(False, "not-opened", {
+        "name": "CONFLICT_FROZEN", "opened": "M-3 (delivery #3)", "task_id": "T-1"})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-4", "delivery_id": 3})  # another delivery
+    assert run(ctx, "opened_witness", invariant="CONFLICT_FROZEN").code == "not-opened"
+    progress.record_action(LAB, "open-detail", {"message_id": "M-4", "delivery_id": 4})
+    assert run(ctx, "opened_witness", invariant="CONFLICT_FROZEN") == Like(True, "met", {
+        "name": "CONFLICT_FROZEN", "message_id": "M-4", "witness": "M-4", "task_id": "T-1", "delivery_id": 4})
+
+
+def test_opened_witness_takes_any_delivery_of_a_message_a_witness_names_alone():
+    store = happy(upto=3)
+    deliver(store, env("X-1", "T-1", "researcher", "task_result", {"status": "failed", "lease_version": 1},
+                       "R-1:T-1:late"), policy=NAIVE)  # naive: T-1 goes back from succeeded to failed
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(store, progress=progress)
+    assert not {r.name: r for r in ctx.invariants()}["NO_STATE_REGRESSION"].ok
+    progress.record_action(LAB, "open-detail", {"message_id": "X-1"})
+    assert run(ctx, "opened_witness", invariant="NO_STATE_REGRESSION") == Like(True, "met", {
+        "message_id": "X-1", "witness": "X-1", "task_id": "T-1", "delivery_id": ""})
+
+
+def test_opened_witness_counts_every_commit_after_the_first_publication():
+    naive = happy(policy=NAIVE)
+    deliver(naive, m6(), policy=NAIVE)
+    deliver(naive, m6(), policy=NAIVE)
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(naive, progress=progress)
+    w = {r.name: r for r in ctx.invariants()}["EFFECT_AT_MOST_ONCE"].witnesses[0]
+    first, second, third = (e["delivery_id"] for e in w["effects"])
+    progress.record_action(LAB, "open-detail", {"message_id": "M-6", "delivery_id": first})
+    assert run(ctx, "opened_witness", invariant="EFFECT_AT_MOST_ONCE").code == "not-opened"
+    progress.record_action(LAB, "open-detail", {"message_id": "M-6", "delivery_id": third})
+    assert run(ctx, "opened_witness", invariant="EFFECT_AT_MOST_ONCE") == Like(True, "met", {"delivery_id": third})
+    assert second < third
