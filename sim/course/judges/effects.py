@@ -473,7 +473,7 @@ def at_most_once(sub: Path, args: dict) -> Judged:
                                               "problem": "redelivery-commits"}))
             rows.append(grid_row(sc, faults, [], ok, label=f"{pol} + {' + '.join(faults) or 'no faults'}"))
         if broke:  # what the key does that made it commit again: the mistake, not the case
-            _n, why, _got = _probe_same(call, host, list(SAME_EFFECT))
+            _n, why, _got = _probe_same(call, host, ["another-delivery", "a-resend", "a-later-attempt"])
             if why:
                 syms = tuple(dict.fromkeys(s for b in why for s in b.symptoms))
                 first = broke[0]
