@@ -531,6 +531,8 @@ def test_visited_wants_a_visit_to_an_event_before_the_first_of_its_type():
     assert run(ctx, "visited", before="transition_applied", field="to", value="denied") == Like(
         False, "no-event", {"before": "transition_applied"})
     assert run(ctx, "visited", before="effect_committed") == Like(False, "none", {"seq": first_effect})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-1"})  # not a visit
+    assert run(ctx, "visited", before="effect_committed") == Like(False, "none", {"seq": first_effect})
     progress.record_action(LAB, "visit", {"seq": first_effect + 3})
     progress.record_action(LAB, "visit", {"seq": first_effect})
     assert run(ctx, "visited", before="effect_committed") == Like(False, "too-late", {"seq": first_effect,
