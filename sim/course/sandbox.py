@@ -295,7 +295,7 @@ def _probe() -> Box:
             return Box("fallback", "the grader is root and there is no unprivileged user to run bubblewrap as")
         setpriv = shutil.which("setpriv")
         if setpriv:
-            tries.append(Box("bubblewrap", "", bwrap, as_user=acct, setpriv=setpriv))
+            tries.append(Box("bubblewrap", f"as {acct[0]}", bwrap, as_user=acct, setpriv=setpriv))
         tries.append(Box("bubblewrap", f"bwrap as root, the code as {acct[0]}", bwrap, drop_to=acct))
     else:
         tries.append(Box("bubblewrap", "", bwrap))
@@ -326,8 +326,10 @@ def _try(b: Box) -> str | None:
         return _one_line(f"{type(e).__name__}: {e}", 200)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if b"protolab-sandbox-ok" in done.stdout:
-        return None
+    said = done.stdout.split()
+    if b"protolab-sandbox-ok" in said:
+        uid = said[said.index(b"protolab-sandbox-ok") + 1:][:1]
+        return None if uid and uid != [b"0"] else "the code would run as root inside it"
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     return _one_line(lines[-1] if lines else f"exit status {done.returncode}", 200)
 
@@ -417,6 +419,10 @@ def _read_roots() -> list[str]:
         roots.update(site.getsitepackages())
     except Exception:  # pragma: no cover - a site module without it
         pass
+    # packages the installation adds through .pth files (another venv's site-packages, a distribution's
+    # dist-packages): never a checkout or the current folder, which are on the path for other reasons
+    roots.update(p for p in sys.path if p and os.path.isabs(p)
+                 and {"site-packages", "dist-packages"} & set(Path(p).parts))
     return sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)})
 
 
