@@ -36,7 +36,7 @@ from pathlib import Path
 
 from . import Broke, grid_row, reference_outcome, rule, signature_of
 
-__all__ = ["TABLE", "SYMPTOMS", "RULES", "behaviour", "loads", "happy_path", "results_from_running", "retry_path",
+__all__ = ["TABLE", "STATES", "SYMPTOMS", "RULES", "owner_rule", "behaviour", "loads", "happy_path", "results_from_running", "retry_path",
            "human_answer", "freeze", "review", "cancel", "nothing_more", "fault_runs"]
 
 _FILE = "machine.toml"
@@ -49,7 +49,6 @@ _TERMINAL = frozenset({"succeeded", "failed", "denied", "canceled"})
 _UNFINISHED = ("pending", "ready", "running", "retry_wait", "waiting_human")  # nonterminal, needs_review aside
 _RESULTS = frozenset({"succeeded", "failed", "denied", "waiting_human", "retry_wait"})
 _WORKERS = frozenset({"researcher", "writer"})
-_ROLES = ("manager", "researcher", "writer", "reviewer", "runtime")
 
 #: The table the exercise asks for, move by move: (from, to) -> (the rule that owns it, its owners, why).
 #: The seed's moves, with the kit's owners, plus one row of the kit's own (waiting_human -> ready);
@@ -253,19 +252,19 @@ def _problems(a: str, b: str, roles: frozenset) -> list[tuple[str, str]]:
     elif name == "retry-path":
         if (a, b) == ("running", "retry_wait"):
             if "runtime" in missing:
-                out.append(("no-lease-expiry", f"not allowed to the runtime: a crashed worker's lease can "
+                out.append(("no-lease-expiry", "not allowed to the runtime: a crashed worker's lease can "
                                                "never expire, so its task stays running forever"))
             if missing & _WORKERS:
                 out.append(("no-worker-retry", f"not allowed to the {_names(missing & _WORKERS)}: a "
                                                "transient failure cannot ask for another attempt"))
         elif missing:
-            out.append(("no-reassign", f"not allowed to the manager: nobody hands the task out again, so "
+            out.append(("no-reassign", "not allowed to the manager: nobody hands the task out again, so "
                                        "the retry path dead-ends in retry_wait"))
         if extra:
             out.append(("retry-other-role", f"also allowed to the {_names(extra)}: {why}"))
     elif name == "human-answer":
         if missing:
-            out.append(("no-answer", f"not allowed to a reviewer: a task waiting for a person stays "
+            out.append(("no-answer", "not allowed to a reviewer: a task waiting for a person stays "
                                      "waiting after the person answers"))
         if extra:
             out.append(("answer-other-role", f"also allowed to the {_names(extra)}: only a person (a "
@@ -308,7 +307,7 @@ def _problems(a: str, b: str, roles: frozenset) -> list[tuple[str, str]]:
             out.append(("worker-cancels", f"allowed to the {_names(extra & _WORKERS)}: a worker does not "
                                           "decide that work is no longer wanted"))
         if "runtime" in extra:
-            out.append(("runtime-cancels", f"allowed to the runtime: the runtime freezes and expires "
+            out.append(("runtime-cancels", "allowed to the runtime: the runtime freezes and expires "
                                            "leases; it does not decide that work is no longer wanted"))
     return out
 
@@ -522,7 +521,7 @@ def _live_cases(sub: Path, rb, cases: list[dict], kind: str) -> tuple[int, list[
             move, label = ("needs_review", decision), f"a {role}'s review decision {decision} on a frozen task (live run)"
         want = role in TABLE.get(move, ("", frozenset(), ""))[1]
         key = ("live", _key(rb), kind, tuple(sorted((k, str(v)) for k, v in case.items())))
-        got = _cached(key, lambda: _live_one(sub, kind, case))
+        got = _cached(key, lambda case=case: _live_one(sub, kind, case))
         if "skipped" in got:
             continue
         n += 1
@@ -733,7 +732,9 @@ def behaviour(sub: Path) -> dict:
     runs = {}
     for sc, faults, seed in _BEHAVIOUR_RUNS:
         decision = "ready" if sc == "publish-report" else "canceled"
-        got = _cached(("run", _key(rb), sc, tuple(faults), seed, decision), lambda: _play(sub / _FILE, sc, faults, seed, decision))
+        got = _cached(("run", _key(rb), sc, tuple(faults), seed, decision),
+                      lambda sc=sc, faults=faults, seed=seed, decision=decision: _play(sub / _FILE, sc, faults, seed,
+                                                                                      decision))
         runs[f"{sc} {'+'.join(faults) or '-'} {seed}"] = {
             "states": got["states"], "broken": sorted(r.name for r in got["results"] if not r.ok),
             "refused": sorted({(t, code) for _m, t, code, _r in got["refused"]}), "review_refused": bool(got["review"])}
