@@ -125,7 +125,7 @@ def _same_judgement_everywhere(data, number: int, max_actions: int) -> None:
 
 
 QUICK = settings(max_examples=4, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-THOROUGH = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+THOROUGH = settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @pytest.mark.parametrize("number", [3, 6])

@@ -153,6 +153,7 @@ class WorkshopApp(LabHost, Player, App):
         self.labels = labels
         self._autoplay = play
         self.failure = None  # the error that stopped a side (a learner's design raised): the CLI exits 2 with it
+        self.message_line = ""  # a word for the status line ('protolab lab start' says a run was resumed)
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
@@ -182,7 +183,7 @@ class WorkshopApp(LabHost, Player, App):
         faults = self.safe.store.get_meta("faults") or "none"
         mode = "▶ playing" if self.playing else "⏸ paused"
         status = Text(f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults on "
-                      f"both sides · {mode} ×{SPEEDS[self.speed_i]}/s")
+                      f"both sides · {mode} ×{SPEEDS[self.speed_i]}/s" + (f" │ {self.message_line}" if self.message_line else ""))
         if self.failure is not None:
             status = Text(f"the run stopped: {self.failure.code}: {self.failure} (q quits)", style="bold red")
         self.query_one("#status", Static).update(status)
