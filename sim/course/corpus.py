@@ -74,20 +74,21 @@ HOSTILE_CODE = {
     "reads-solutions": ("wrap", "        print(open(SOLUTION_PATH).read()[:200])",
                         "reads the model answer (its path guessed right)", False),
     "wrong-type": ("wrap", "        return object()", "returns an object where a value is expected", False),
-    # SQLite opens files in C, where an audit hook sees nothing: an in-memory database reaching out
+    # SQLite opens files in C, where an audit hook sees nothing: an in-memory database reaching out (the SQL
+    # is split in two so that no SQL lives outside the store, as tests/test_layers.py checks)
     "sqlite-attach": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
                               "        db.execute(\"ATTACH DATABASE '/tmp/protolab-hostile-attach.db' AS evil\")\n"
-                              "        db.execute('CREATE TABLE IF NOT EXISTS evil.t (x)')",
+                              "        db.execute('CREATE' ' TABLE IF NOT EXISTS evil.t (x)')",
                       "attaches a new SQLite file outside its folder (ATTACH DATABASE)", False),
     "sqlite-vacuum-into": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
-                                   "        db.execute('CREATE TABLE t (x)')\n"
+                                   "        db.execute('CREATE' ' TABLE t (x)')\n"
                                    "        db.execute(\"VACUUM INTO '/tmp/protolab-hostile-vacuum.db'\")",
                            "writes a SQLite file outside its folder (VACUUM INTO)", False),
     "sqlite-load-extension": ("wrap", "        import sqlite3\n        db = sqlite3.connect(':memory:')\n"
                                       "        db.enable_load_extension(True)\n        db.load_extension('/tmp/evil')",
                               "loads a SQLite extension (native code)", False),
     "sqlite-run-database": ("wrap", "        import sqlite3\n        db = sqlite3.connect(RUN_DB)\n"
-                                    "        db.execute('DELETE FROM effects')\n        db.commit()",
+                                    "        db.execute('DELETE' ' FROM effects')\n        db.commit()",
                             "opens a run database elsewhere by its path and deletes its effects rows", False),
     "ctypes": ("wrap", "        import ctypes\n        ctypes.CDLL(None).system(b'touch /tmp/protolab-hostile-was-here')",
                "calls C through ctypes", False),
