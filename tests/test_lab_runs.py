@@ -258,3 +258,29 @@ def test_lab_start_resumes_and_fresh_starts_over_in_a_terminal(tmp_path):
     store = Store.open(tmp_path / "lab03.db", readonly=True)
     assert store.last_delivery() == 0
     store.close()
+
+
+def test_a_hand_delivery_lab_is_marked_and_reopened_as_it_is(tmp_path):
+    """No simulator: the learner's deliveries are the run; reopening keeps them, no journal needed."""
+    from sim import samples
+    from sim.labs.catalog import load_lab
+    from sim.runtime import deliver
+    from test_lab_by_hand import LAB
+
+    folder = tmp_path / "90-by-hand"
+    folder.mkdir()
+    (folder / "lab.toml").write_text(LAB)
+    lab = load_lab(folder)
+    db = tmp_path / "lab90.db"
+    run = open_lab_run(lab, db)
+    assert run.live is None and run.store.get_meta("lab") == "90"
+    run.close()
+    other = Store.open(db)  # 'protolab deliver' in another terminal
+    deliver(other, samples.m1())
+    other.close()
+    again = open_lab_run(lab, db)
+    assert again.resumed and again.store.last_delivery() == 1
+    again.close()
+    fresh = open_lab_run(lab, db, fresh=True)
+    assert fresh.store.last_delivery() == 0
+    fresh.close()
