@@ -40,6 +40,7 @@ def test_a_signal_at_the_tours_prompt_exits_128_plus_the_signal_with_one_line(tm
     assert "step 2 of" not in after  # nothing more was delivered
 
 
+@pytest.mark.slow  # the same path runs by default in tests/test_reliability.py; here through a terminal
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_during_a_run_exits_128_plus_the_signal_and_writes_nothing(tmp_path, sig, status):
     # run turns the interruption into its own one-line error (its partial file removed)
