@@ -873,6 +873,32 @@ CASES: tuple[Case, ...] = (
                          mid="M-102d"),
         task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
     ),
+    Case(
+        id="conflict-one-point-zero-after-one",
+        name="1.0 under json-sorted-v1 after 1 under jcs-v2 is a conflict too: the answer does not depend on which "
+             "arrived first",
+        rule=_CONFLICT_RULE + "; payloads are one intent only if each scheme agrees",
+        envelope=_result("succeeded", summary="3 sources", score=1.0, effect={"kind": "publish", "target": "R-1"},
+                         mid="M-102e"),
+        task=DONE, prior=(_intent(SCORED_INT_JCS, 3, "succeeded", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-undigestible-prior",
+        name="a recorded payload the incoming scheme cannot digest is not the incoming payload: a conflict",
+        rule=_CONFLICT_RULE + "; a payload one scheme cannot write is no proof of sameness",
+        envelope=_result("succeeded", summary="3 sources", rows=2 ** 52, scheme="jcs-v2", mid="M-102g"),
+        task=DONE, prior=(_intent(_result("succeeded", summary="3 sources", rows=2 ** 60), 3, "succeeded", 3),),
+        decision=CON, to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
+        id="conflict-names-first-arrival",
+        name="a third payload under a key names the payload that arrived first, whatever the message ids say",
+        rule=_CONFLICT_RULE + "; both payloads are kept in arrival order",
+        envelope=_result("denied", key="result-3p", mid="M-160"), task=REVIEW,
+        prior=(_intent(_result("failed", key="result-3p", mid="M-109a"), 5, "needs_review", 4),
+               _intent(_result("succeeded", key="result-3p", mid="M-201"), 4, "succeeded", 3)),
+        decision=CON,
+    ),
     # ---- late results
     Case(
         id="late-request-succeeded",
@@ -959,6 +985,21 @@ CASES: tuple[Case, ...] = (
         symptom="wrong-holder-accepted",
         envelope=_result("failed", 2, key="result-z2", mid="M-139"), task=RUNNING_L2_WRITER, decision=REJ,
         code="E_NOT_LEASE_HOLDER",
+    ),
+    Case(
+        id="result-before-start",
+        name="a result for a task nobody has started yet (it overtook its start) is refused as a stale lease",
+        rule=_LEASE_RULE + " (no lease has been granted yet)",
+        symptom="stale-lease-accepted",
+        envelope=_result("succeeded", key="result-early", mid="M-155"), task=READY, decision=REJ, code="E_STALE_LEASE",
+    ),
+    Case(
+        id="zombie-after-expiry",
+        name="a result after its lease expired, while nobody holds the lease, is refused as a stale lease",
+        rule=_LEASE_RULE + " (a fenced, stale worker cannot commit)",
+        symptom="stale-lease-accepted",
+        envelope=_result("succeeded", key="result-exp", mid="M-156"),
+        task=_view("retry_wait", 3, holder=None, lease=1, budget=4), decision=REJ, code="E_STALE_LEASE",
     ),
     Case(
         id="start-by-other-assignee",
@@ -1116,6 +1157,16 @@ CASES: tuple[Case, ...] = (
         symptom="legal-move-refused",
         envelope=_env("cancel", {}, sender="reviewer", key="cancel-10", mid="M-151"), task=WAITING, decision=A,
         to_state=S.CANCELED,
+    ),
+    Case(
+        id="result-on-reassigned-ready",
+        name="a result from the last lease holder after the task was reassigned to another worker (ready again) is an "
+             "illegal move",
+        rule=_MOVE_RULE + " (a result moves only a running task)",
+        symptom="illegal-move-made",
+        envelope=_result("succeeded", key="result-ra", mid="M-157"),
+        task=_view("ready", 4, assignee="writer", holder="researcher", lease=1, budget=4), decision=REJ,
+        code="E_TRANSITION_NOT_ALLOWED",
     ),
     Case(
         id="create-by-reviewer",
