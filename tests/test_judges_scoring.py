@@ -304,3 +304,10 @@ def test_an_ungradable_submission_scores_zero_of_every_tests_points_hidden_ones_
 def test_feedback_shows_the_points_earned_of_the_points_possible():
     assert feedback(_result("a", 5.55, 15, message="half")).startswith("Failed (5.55/15 points).\nWhat failed: half")
     assert feedback(_result("a", 15.0, 15, message="fine")) == "Passed (15/15 points). fine"
+
+
+def test_an_ungradable_submission_of_an_exercise_without_hidden_tests_ran_none(tmp_path):
+    (tmp_path / "exercise.toml").write_text("")
+    ex = _exercise(_test("a", 15), _test("b", 7), folder=tmp_path)  # number 99: no solutions, no hidden tests
+    d = ungradable(ex, "no design.py")
+    assert d["extra_data"]["hidden_ran"] is False and [t["extra_data"]["test"] for t in d["tests"]] == ["a", "b"]
