@@ -826,3 +826,15 @@ def test_opened_witness_counts_every_commit_after_the_first_publication():
     progress.record_action(LAB, "open-detail", {"message_id": "M-6", "delivery_id": third})
     assert run(ctx, "opened_witness", invariant="EFFECT_AT_MOST_ONCE") == Like(True, "met", {"delivery_id": third})
     assert second < third
+
+
+def test_a_task_created_but_never_moved_is_open_and_pending():
+    from sim.intake import Decision, Verdict
+
+    def create_only(env_, task, prior, rules, unresolved=frozenset()):  # a plugged intake: creates, moves nothing
+        return Verdict(Decision.ACCEPTED, "created", create=True)
+
+    store = Store.memory()
+    deliver(store, samples.m1(), decide=create_only)
+    assert store.get_task("T-1").state.value == "pending"
+    assert run(ctx_of(store), "all_terminal") == Like(False, "open", {"task_id": "T-1", "state": "pending", "open": 1})
