@@ -367,6 +367,7 @@ def test_effect_once_counts_a_copy_under_another_message_id_recorded_as_a_duplic
     from dataclasses import replace
 
     deliver(store, replace(m6(), message_id="M-6r"))  # a resend: a new id, the same intent
+    assert run(ctx_of(store), "effect_once").saw["deliveries"] == 2
     deliver(store, env("X-1", "T-2", "writer", "task_result", {"status": "failed", "lease_version": 1},
                        "R-1:T-2:late"))  # a late one of the same task: not a copy
     ctx = ctx_of(store)
@@ -838,3 +839,30 @@ def test_a_task_created_but_never_moved_is_open_and_pending():
     deliver(store, samples.m1(), decide=create_only)
     assert store.get_task("T-1").state.value == "pending"
     assert run(ctx_of(store), "all_terminal") == Like(False, "open", {"task_id": "T-1", "state": "pending", "open": 1})
+
+
+def test_injected_looks_past_a_fault_on_another_type_and_on_a_run_with_nothing_redacted():
+    store = happy()
+    record_fault(store, "duplicate", message_id="A-6", task_id="T-2", detail={})
+    record_fault(store, "duplicate", message_id="M-6", task_id="T-2", detail={})
+    ctx = ctx_of(store)
+    assert run(ctx, "injected", fault="duplicate", on_type="task_result") == Like(True, "met", {"message_id": "M-6"})
+    assert run(ctx, "injected", fault="duplicate", on="redacted") == Like(False, "wrong-message", {
+        "message_id": "M-6", "target": "(not yet sent: step until the report is published)"})
+
+
+def test_the_naive_redelivery_skips_a_runtime_action_that_no_longer_applies():
+    store = happy(upto=2)
+    out = deliver(store, env("X-1", "T-1", "writer", "task_result", {"status": "failed", "lease_version": 1},
+                             "R-1:T-1:x"))
+    assert out.decision == "rejected"  # safe: not the lease holder; naive: T-1 fails
+    from sim.runtime import expire_lease
+
+    assert expire_lease(store, "T-1")  # safe: T-1 was still running
+    fresh = redeliver_under(store, "naive")
+    try:
+        assert len(fresh.deliveries()) == 3 and fresh.get_task("T-1").state.value == "failed"
+        assert "lease_expired" in {e["type"] for e in fresh.events()}  # applied; its move no longer could be
+    finally:
+        fresh.close()
+    assert run(ctx_of(store), "naive_breaks", invariant="CLOCK_MONOTONIC").code == "holds"
