@@ -1,3 +1,5 @@
+import signal
+
 import pytest
 from hypothesis import settings
 
@@ -7,6 +9,12 @@ from sim.store import Store
 # mutation run) one example can take longer than hypothesis's default 200 ms deadline.
 settings.register_profile("protolab", deadline=None)
 settings.load_profile("protolab")
+
+# A test run started in the background by a shell (`pytest &`, a CI script's job) inherits SIGINT
+# ignored, and so would every command the tests start: the Ctrl-C tests would see a command that
+# cannot be interrupted. A handler here is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
@@ -25,7 +33,7 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--run-slow"):
         return
-    skip = pytest.mark.skip(reason="slow: runs with --run-slow (as CI and the README's test command do)")
+    skip = pytest.mark.skip(reason="slow: runs with --run-slow (CI runs the slow set after the README's quick loop)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

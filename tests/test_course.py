@@ -174,7 +174,7 @@ def test_check_watch_checks_again_when_a_file_changes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "sim", "exercise", "check", "1", str(d), "--watch"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 300  # a guard against hanging; the loop waits on the output
         out = ""
         while "watching for changes" not in out and time.time() < deadline:
             out += proc.stdout.readline()
