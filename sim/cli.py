@@ -1578,7 +1578,7 @@ def bench_grade_cmd(
 
         r = bench_grade(n, jobs, progress=step)
     typer.echo(f"grader: {r['submissions']} submissions x {r['tests_each']} tests in {r['seconds']} s = "
-               f"{r['per_minute']} per minute on {r['jobs']} jobs  |  peak memory {r['grader_peak_mb']} MB "
+               f"{r['per_minute']} per minute on {r['jobs']} jobs in {r['sandbox']}  |  peak memory {r['grader_peak_mb']} MB "
                f"(largest child {r['largest_child_mb']} MB)")
     typer.echo(f"floor: {r['floor_submissions']} submissions in {r['floor_seconds']} s = {r['floor_per_minute']} per "
                f"minute, one process, no isolation ({r['floor_skipped']} hostile ones skipped: they would end it)  |  "

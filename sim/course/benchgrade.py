@@ -22,6 +22,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import sandbox
 from .catalog import get_exercise
 from .corpus import build_corpus
 
@@ -165,4 +166,5 @@ def bench_grade(n: int = 200, jobs: int | None = None, progress=None) -> dict:
         "floor_submissions": floor_n, "floor_skipped": n - floor_n, "floor_seconds": round(floor_s, 2),
         "floor_per_minute": round(floor_per_min, 1), "ratio": round(seconds / floor_s * floor_n / n, 2),
         "unexpected_scores": wrong_scores,
+        "sandbox": sandbox.describe(),
     }
