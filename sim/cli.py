@@ -1762,16 +1762,25 @@ def exercise_start(
 def _render_report(report, con) -> None:
     ex = report.exercise
     con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({report.submission})")
+    failed = [r for r in report.results if not r.passed and not r.grader_error]
+    # One cause for every failure (the file does not import, a function is missing, the code ran out
+    # of time or memory before any test could finish): said once, above the tests, with no hints.
+    once = failed[0].message if len(failed) > 1 and len({r.message for r in failed}) == 1 else None
+    if once is not None:
+        con.print(f"  [bold red]your files could not be tested[/]: {once}", highlight=False)
+        con.print("  (every test below failed for this one reason; fix it and check again)", highlight=False,
+                  style="dim")
     for r in report.results:
         mark = "[green]PASS[/]" if r.passed else "[bold yellow]N/G [/]" if r.grader_error else "[bold red]FAIL[/]"
         tag = " [dim](hidden)[/]" if r.hidden else " [dim](with hidden cases)[/]" if r.hidden_cases_ran else ""
         con.print(f"  {mark} {r.points:g}/{r.max_points}  {r.name}{tag}: {r.title}", highlight=False)
         if r.grader_error:
             con.print(f"       {r.message}", highlight=False, markup=False)
-        elif not r.passed:
+        elif not r.passed and once is None:
             con.print(f"       what broke: {r.message}", highlight=False, markup=False)
             if r.reproduce:
-                con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False)
+                con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False,
+                          soft_wrap=True)  # one line, so that copy and paste keeps it whole
             if r.hint:
                 con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
     con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)

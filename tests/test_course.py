@@ -4,6 +4,7 @@ grader."""
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -224,3 +225,34 @@ def test_a_decide_hosted_in_its_own_process_drives_the_runtime_exactly_as_in_pro
             assert remote.state_digest() == local.state_digest()
     finally:
         host.close()
+
+
+def _check_in(folder: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sim", "exercise", "check", "1", *args], cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_syntax_error_is_said_once_with_its_line_and_no_hint(tmp_path):
+    subprocess.run([sys.executable, "-m", "sim", "exercise", "start", "1"], cwd=tmp_path, check=True, capture_output=True)
+    design = tmp_path / "01-envelope-design" / "design.py"
+    lines = design.read_text().count("\n")
+    design.write_text(design.read_text() + "def broken(:\n")
+    r = _check_in(tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    flat = " ".join(r.stdout.split())
+    assert flat.count("SyntaxError") == 1 and f"line {lines + 1}" in flat, r.stdout
+    assert "could not be tested" in flat and "hint:" not in r.stdout
+    assert r.stdout.count("FAIL 0/") == 6  # every test still listed, with its points
+
+
+def test_reproduce_commands_are_one_line_each_with_the_seed_and_a_relative_path(tmp_path):
+    subprocess.run([sys.executable, "-m", "sim", "exercise", "start", "1"], cwd=tmp_path, check=True, capture_output=True)
+    r = _check_in(tmp_path)  # the starter: some tests fail, each with a command that reproduces it
+    repro = [ln.split("reproduce:", 1)[1].strip() for ln in r.stdout.splitlines() if "reproduce:" in ln]
+    assert repro, r.stdout
+    for cmd in repro:  # a whole command on its line (output to a pipe is 80 columns: no wrapping)
+        steps = [step.strip() for step in cmd.split("&&")]
+        assert all(step.startswith("protolab ") for step in steps) and "--seed " in cmd, cmd
+        assert all("--db " not in step or shlex.split(step)[shlex.split(step).index("--db") + 1].endswith(".db")
+                   for step in steps), cmd  # no argument cut in two
+        assert "01-envelope-design/design.py" in cmd and str(tmp_path) not in cmd
