@@ -1717,12 +1717,22 @@ def _is_exercise_folder(d: Path, ex) -> bool:
 
 def _exercise_dir(ex, folder: Optional[Path]) -> Path:
     d = folder if folder is not None else Path(ex.dirname)
-    if folder is None and not d.is_dir() and _is_exercise_folder(Path("."), ex):
-        d = Path(".")  # run from inside the exercise's own folder
+    if folder is None and not d.is_dir():
+        # run from inside the exercise's folder, or from a folder below the one it was started in:
+        # the nearest of ., its parents, and their NN-slug folders
+        here = Path.cwd()
+        for up in (here, *here.parents):
+            if _is_exercise_folder(up, ex) or (up / ex.dirname).is_dir():
+                found = up if _is_exercise_folder(up, ex) else up / ex.dirname
+                d = Path(os.path.relpath(found, here)) if found != here else Path(".")
+                break
     if not d.is_dir():
-        raise InputError(f"{d} is not a folder; start the exercise with 'protolab exercise start {ex.number}'"
-                         + (f" or name the folder holding {', '.join(ex.files)}" if folder is not None else ""),
-                         code="E_DIR_MISSING")
+        if folder is not None:
+            raise InputError(f"{d} is not a folder; name the folder holding {', '.join(ex.files)}, or start the "
+                             f"exercise with 'protolab exercise start {ex.number}'", code="E_DIR_MISSING")
+        raise InputError(f"no {ex.dirname} folder in {Path.cwd()} or any folder above it; start the exercise with "
+                         f"'protolab exercise start {ex.number}', or name your folder: "
+                         f"'protolab exercise check {ex.number} PATH'", code="E_DIR_MISSING")
     missing = [f for f in ex.files if not (d / f).is_file()]
     if missing:
         raise InputError(f"{d} has no {missing[0]}; exercise {ex.number} is judged on {', '.join(ex.files)}",

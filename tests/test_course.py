@@ -256,3 +256,18 @@ def test_reproduce_commands_are_one_line_each_with_the_seed_and_a_relative_path(
         assert all("--db " not in step or shlex.split(step)[shlex.split(step).index("--db") + 1].endswith(".db")
                    for step in steps), cmd  # no argument cut in two
         assert "01-envelope-design/design.py" in cmd and str(tmp_path) not in cmd
+
+
+def test_exercise_check_finds_the_folder_from_below_and_says_where_it_looked_when_it_cannot(tmp_path):
+    subprocess.run([sys.executable, "-m", "sim", "exercise", "start", "1"], cwd=tmp_path, check=True, capture_output=True)
+    below = tmp_path / "notes" / "day1"
+    below.mkdir(parents=True)
+    r = _check_in(below)
+    assert r.returncode == 1 and "exercise 1: Envelope design" in r.stdout, r.stderr
+    assert "../../01-envelope-design/design.py" in r.stdout  # reproduce paths are relative to where you are
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.mkdir()
+    r2 = _check_in(elsewhere)
+    assert r2.returncode == 2 and r2.stdout == "" and r2.stderr.count("\n") == 1
+    assert r2.stderr.startswith("error: E_DIR_MISSING: ") and str(elsewhere) in r2.stderr
+    assert "protolab exercise start 1" in r2.stderr and "protolab exercise check 1 PATH" in r2.stderr
