@@ -179,10 +179,22 @@ def _read_file(path: Path, what: str) -> bytes:
 
 
 def _open(db: Path, *, readonly: bool = False):
-    """Open --db: read-only (no side files; works in a read-only folder) for commands that only read."""
+    """Open --db: read-only (no side files; works in a read-only folder) for commands that only read.
+    A writer never writes into a lab's simulator run: that run is what its journal replays, and 'lab
+    verify' would judge another run (a hand-delivery lab's run is delivered into by hand: allowed)."""
     from .store import Store
 
-    return Store.open(db, readonly=readonly)
+    store = Store.open(db, readonly=readonly)
+    if not readonly:
+        from .labs.resume import JOURNAL_KEY, LAB_KEY
+
+        lab = store.get_meta(LAB_KEY)
+        if lab is not None and store.get_meta(JOURNAL_KEY) is not None:
+            store.close()
+            raise InputError(f"{db} holds your run of lab {lab}, which only the lab writes (what you do there is "
+                             f"journaled, and 'lab verify' replays the journal): play it in 'protolab lab start {lab}',"
+                             " or write into another --db", code="E_DB_LAB_RUN")
+    return store
 
 
 _DECISION_STYLE = {

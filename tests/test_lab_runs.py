@@ -23,6 +23,7 @@ from sim.labs.session import LabSession
 from sim.store import ProgressStore, Store
 
 PROTOLAB = [sys.executable, "-m", "sim"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(capsys, *args) -> tuple[int, str, str]:
@@ -284,3 +285,22 @@ def test_a_hand_delivery_lab_is_marked_and_reopened_as_it_is(tmp_path):
     fresh = open_lab_run(lab, db, fresh=True)
     assert fresh.store.last_delivery() == 0
     fresh.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["deliver", str(ROOT / "data/envelopes/late-failure.json"), "--db", "lab03.db"],
+    ["reconcile", "T-1", "--decision", "ready", "--by", "reviewer", "--evidence", "M-1", "--db", "lab03.db"],
+    ["artifact", "put", str(ROOT / "data/envelopes/ack.json"), "--db", "lab03.db"],
+    ["machine", "load", str(ROOT / "data/machines/task-v2.toml"), "--db", "lab03.db"],
+])
+def test_no_command_writes_into_a_labs_run_from_outside_the_lab(argv, tmp_path, capsys, monkeypatch):
+    # the lab's run is what its journal replays: a delivery from outside would make 'lab check' judge
+    # a run that 'lab verify' never sees
+    monkeypatch.chdir(tmp_path)
+    run, *_ = _played(get_lab(3), tmp_path, [{"do": "step", "count": 3}])
+    run.close()
+    before = _sha(tmp_path / "lab03.db")
+    code, out, err = _cli(capsys, *argv)
+    assert code == 2 and err.startswith("error: E_DB_LAB_RUN: ") and err.count("\n") == 1, err
+    assert "lab 3" in err and "protolab lab start 3" in err
+    assert _sha(tmp_path / "lab03.db") == before
