@@ -54,17 +54,23 @@ class Invariant:
     name: str
     description: str
     check: Callable[["_Run"], list[dict]]
+    short: str = ""  # at most five letters: the invariant's column in the grader's grid
 
 
-#: The one registry: adding an invariant is one decorated function (``@invariant(NAME, words)``).
+#: The one registry: adding an invariant is one decorated function (``@invariant(NAME, short=..., description=...)``).
 REGISTRY: dict[str, Invariant] = {}
 
 
-def invariant(name: str, description: str):
+def invariant(name: str, *, short: str, description: str):
+    """Register an invariant: its NAME, a short label of at most five letters (a column of the
+    grader's fault-by-invariant grid) and the rule in words."""
+    if not (1 <= len(short) <= 5) or any(i.short == short for i in REGISTRY.values()):
+        raise ValueError(f"invariant {name}: short label {short!r} must be 1-5 characters and unique")
+
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"invariant {name} is declared twice")
-        REGISTRY[name] = Invariant(name, description, fn)
+        REGISTRY[name] = Invariant(name, description, fn, short)
         return fn
     return register
 
@@ -227,8 +233,11 @@ def _message_brief(msg: dict, delivery: dict) -> dict:
 
 @invariant(
     "NO_STATE_REGRESSION",
-    "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
-    "needs_review: a finished task is never moved anywhere else, only frozen for review.",
+    short="regr",
+    description=(
+        "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
+        "needs_review: a finished task is never moved anywhere else, only frozen for review."
+    ),
 )
 def _no_state_regression(run: _Run) -> list[dict]:
     out = []
@@ -240,8 +249,11 @@ def _no_state_regression(run: _Run) -> list[dict]:
 
 @invariant(
     "EFFECT_AT_MOST_ONCE",
-    "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
-    "(a runtime that keys effects by delivery hides a second publication behind a new key).",
+    short="eff1",
+    description=(
+        "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
+        "(a runtime that keys effects by delivery hides a second publication behind a new key)."
+    ),
 )
 def _effect_at_most_once(run: _Run) -> list[dict]:
     committed_by = {
@@ -299,9 +311,12 @@ def _same_payload(a: dict, b: dict) -> bool:
 
 @invariant(
     "CONFLICT_FROZEN",
-    "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
-    "from every payload already delivered under it, the task is in needs_review right after that delivery "
-    "and makes no move until a delivery that records review_decided for it.",
+    short="froz",
+    description=(
+        "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
+        "from every payload already delivered under it, the task is in needs_review right after that delivery "
+        "and makes no move until a delivery that records review_decided for it."
+    ),
 )
 def _conflict_frozen(run: _Run) -> list[dict]:
     # The last event seq of each delivery: "right after the delivery" is that point in the log.
@@ -378,10 +393,13 @@ def _conflict_frozen(run: _Run) -> list[dict]:
 
 @invariant(
     "NO_LOST_UPDATE",
-    "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
-    "holder of that moment and carries the lease_version of that moment (replaying lease_granted and "
-    "lease_expired in event order; an expired lease is no lease), and every move applied by a message whose "
-    "payload carries expected_state_version left exactly that state_version.",
+    short="lost",
+    description=(
+        "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
+        "holder of that moment and carries the lease_version of that moment (replaying lease_granted and "
+        "lease_expired in event order; an expired lease is no lease), and every move applied by a message whose "
+        "payload carries expected_state_version left exactly that state_version."
+    ),
 )
 def _no_lost_update(run: _Run) -> list[dict]:
     moves_by_seq = {m["event_seq"]: m for m in run.moves}
@@ -445,8 +463,11 @@ def _no_lost_update(run: _Run) -> list[dict]:
 
 @invariant(
     "EVIDENCE_RESOLVES",
-    "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
-    "a stored artifact (sha256:...) or a stored message id other than the message itself.",
+    short="evid",
+    description=(
+        "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
+        "a stored artifact (sha256:...) or a stored message id other than the message itself."
+    ),
 )
 def _evidence_resolves(run: _Run) -> list[dict]:
     out = []
@@ -478,8 +499,11 @@ def _evidence_resolves(run: _Run) -> list[dict]:
 
 @invariant(
     "ACK_IS_NOT_COMPLETION",
-    "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
-    "(a receipt that contradicts an earlier receipt under the same key).",
+    short="ack",
+    description=(
+        "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
+        "(a receipt that contradicts an earlier receipt under the same key)."
+    ),
 )
 def _ack_is_not_completion(run: _Run) -> list[dict]:
     out = []
@@ -505,8 +529,11 @@ def _ack_is_not_completion(run: _Run) -> list[dict]:
 
 @invariant(
     "TRANSITIONS_ALLOWED",
-    "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
-    "machine_version whose comma-separated roles include the role.",
+    short="move",
+    description=(
+        "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
+        "machine_version whose comma-separated roles include the role."
+    ),
 )
 def _transitions_allowed(run: _Run) -> list[dict]:
     rules = {
@@ -524,10 +551,13 @@ def _transitions_allowed(run: _Run) -> list[dict]:
 
 @invariant(
     "RESEND_DEDUPLICATED",
-    "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
-    "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
-    "delivered before it with any decision but rejected. A key derived from the message id or the clock "
-    "makes a resend a new intent (late, rejected or accepted again) and breaks this.",
+    short="rsnd",
+    description=(
+        "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
+        "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
+        "delivered before it with any decision but rejected. A key derived from the message id or the clock "
+        "makes a resend a new intent (late, rejected or accepted again) and breaks this."
+    ),
 )
 def _resend_deduplicated(run: _Run) -> list[dict]:
     first: dict[str, dict] = {}  # message_id -> its first delivery
@@ -563,9 +593,12 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
 
 @invariant(
     "CLOCK_MONOTONIC",
-    "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
-    "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
-    "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one.",
+    short="clock",
+    description=(
+        "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
+        "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
+        "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one."
+    ),
 )
 def _clock_monotonic(run: _Run) -> list[dict]:
     return _clock_over(run.events, sorted(run.deliveries, key=lambda d: d["delivery_id"]),
@@ -609,10 +642,13 @@ def _clock_over(events, deliveries_by_id, events_naming_no_delivery) -> list[dic
 
 @invariant(
     "PAYLOAD_MINIMIZATION",
-    "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
-    "a recipient the declaration does not say needs it, and neither the message log nor the event log keeps "
-    "a sensitive value in the clear (only [redacted], beside the digest of what was sent). A run that declares "
-    "none holds it trivially.",
+    short="mini",
+    description=(
+        "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
+        "a recipient the declaration does not say needs it, and neither the message log nor the event log keeps "
+        "a sensitive value in the clear (only [redacted], beside the digest of what was sent). A run that declares "
+        "none holds it trivially."
+    ),
 )
 def _payload_minimization(run: _Run) -> list[dict]:
     p = run.privacy
@@ -640,9 +676,12 @@ def _payload_minimization(run: _Run) -> list[dict]:
 
 @invariant(
     "EFFECT_HAS_EVIDENCE",
-    "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
-    "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
-    "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check.",
+    short="efev",
+    description=(
+        "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
+        "its evidence_refs (directly, or through the evidence_refs of the messages it cites), at least one stored "
+        "artifact. A result that paraphrases its conclusion and cites nothing publishes a claim nobody can check."
+    ),
 )
 def _effect_has_evidence(run: _Run) -> list[dict]:
     def primary(refs) -> list[str]:
@@ -679,10 +718,13 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
 
 @invariant(
     "NO_EFFECT_FROM_UNTRUSTED",
-    "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
-    "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
-    "different payloads (any decision but rejected), and no review_decided had released that task since. Read "
-    "from the message log in delivery order, whatever the runtime marked.",
+    short="untr",
+    description=(
+        "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
+        "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
+        "different payloads (any decision but rejected), and no review_decided had released that task since. Read "
+        "from the message log in delivery order, whatever the runtime marked."
+    ),
 )
 def _no_effect_from_untrusted(run: _Run) -> list[dict]:
     return _untrusted_effects(run, _taint_intervals(run), (e for e in run.events if e["type"] == "effect_committed"))

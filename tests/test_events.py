@@ -144,7 +144,15 @@ def test_invariants_are_one_registry_and_a_name_cannot_be_declared_twice():
     assert invariants.INVARIANTS == tuple(invariants.REGISTRY)
     assert all(invariants.DESCRIPTIONS[n] == inv.description and inv.description for n, inv in invariants.REGISTRY.items())
     with pytest.raises(ValueError, match="declared twice"):
-        invariants.invariant("NO_LOST_UPDATE", "again")(lambda run: [])
+        invariants.invariant("NO_LOST_UPDATE", short="again", description="again")(lambda run: [])
+    # each declares its grid label, unique and short; the grader's grid reads them from here
+    from sim.course.grade import SHORT
+
+    shorts = [inv.short for inv in invariants.REGISTRY.values()]
+    assert all(1 <= len(s) <= 5 for s in shorts) and len(set(shorts)) == len(shorts)
+    assert SHORT == {n: inv.short for n, inv in invariants.REGISTRY.items()}
+    with pytest.raises(ValueError, match="unique"):
+        invariants.invariant("NEW_ONE", short="regr", description="x")
 
 
 def test_faults_are_one_registry_that_every_list_is_read_from():

@@ -413,3 +413,49 @@ def test_every_task_finished_is_not_met_while_the_story_still_has_tasks_to_creat
     assert not state.met and "not created yet" in session.hint_for(state)
     live.close()
     progress.close()
+
+
+# ------------------------------------------------------------------ a lab file's checks, checked at load
+
+
+@pytest.mark.parametrize("args, words", [
+    ('{ type = "intent_conflict" }', "event type 'intent_conflict' is not one the labs can check"),
+    ('{ type = "conflict_recorded", taks = "T-2" }', "takes no argument 'taks'"),
+    ("{ task = \"T-2\" }", "needs the argument 'type'"),
+])
+def test_a_checkpoint_whose_arguments_its_check_cannot_take_fails_the_labs_load(tmp_path, args, words):
+    from sim.errors import InputError
+    from sim.labs.catalog import load_lab
+
+    src = Path(__file__).resolve().parents[1] / "labs" / "04-conflicting-digest"
+    lab = tmp_path / "04-conflicting-digest"
+    shutil.copytree(src, lab)
+    toml = (lab / "lab.toml").read_text()
+    # one more checkpoint, an 'event' check with these arguments, in the first step
+    toml = toml.replace("[[checkpoint]]", f'[[checkpoint]]\nid = "extra"\ntitle = "x"\ncheck = "event"\nargs = {args}\n'
+                        'hint = "x"\n\n[[checkpoint]]', 1)
+    toml = re.sub(r'(\[\[step\]\][^\[]*?checkpoints = \[)', r'\1"extra", ', toml, count=1)
+    (lab / "lab.toml").write_text(toml)
+    with pytest.raises(InputError) as e:
+        load_lab(lab)
+    assert e.value.code == "E_LAB_FILE" and words in str(e.value)
+
+
+def test_every_event_type_the_engine_writes_but_three_bulk_ones_can_be_checked_by_a_lab(store):
+    from sim.events import REGISTRY
+    from sim.labs.checks import CHECKS, Ctx, Facts
+    from sim.runtime import deliver
+    from sim.samples import conflicting_m3, m1, m2, m3
+    from sim.store import ProgressStore
+
+    assert Facts._KEEP <= set(REGISTRY) and set(REGISTRY) - Facts._KEEP == Facts._UNINDEXED
+    facts = Facts(store)
+    ctx = Ctx(store, facts, ProgressStore.open(None), 4)
+    for env in (m1(), m2(), m3()):
+        deliver(store, env)
+    facts.update()
+    assert not CHECKS["event"](ctx, type="conflict_recorded", task="T-1").ok
+    deliver(store, conflicting_m3())
+    facts.update()
+    seen = CHECKS["event"](ctx, type="conflict_recorded", task="T-1")
+    assert seen.ok and seen.saw["message_id"] == "M-4", seen

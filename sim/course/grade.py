@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..invariants import REGISTRY as _INVARIANTS
 from .catalog import Exercise
 from .evaluate import Report, TestResult, judge_tests, sandbox_of
 from .pool import JudgePool, private_copy
@@ -260,9 +261,8 @@ def _num(x: float) -> str:
 
 
 #: Short column names of the invariants in the fault-by-invariant grid.
-SHORT = {"NO_STATE_REGRESSION": "regr", "EFFECT_AT_MOST_ONCE": "eff1", "CONFLICT_FROZEN": "froz",
-         "NO_LOST_UPDATE": "lost", "EVIDENCE_RESOLVES": "evid", "ACK_IS_NOT_COMPLETION": "ack",
-         "TRANSITIONS_ALLOWED": "move", "RESEND_DEDUPLICATED": "rsnd", "CLOCK_MONOTONIC": "clock"}
+#: The grid's column label of each invariant, as the invariant declares it (``@invariant(short=...)``).
+SHORT = {name: inv.short for name, inv in _INVARIANTS.items()}
 
 
 def fault_grid(report: Report) -> tuple[list[str], list[dict]]:

@@ -119,6 +119,7 @@ def load_lab(folder: Path) -> Lab:
             raise InputError(f"{w}: unknown check {check!r}", code="E_LAB_FILE")
         if cid in cps:
             raise InputError(f"{w}: checkpoint id {cid!r} used twice", code="E_LAB_FILE")
+        _check_args(check, dict(c.get("args", {})), w)
         cps[cid] = Checkpoint(cid, _req(c, "title", str, w), check, dict(c.get("args", {})), _req(c, "hint", str, w),
                               dict(c.get("hints", {})), str(c.get("shows", "")))
     steps = []
@@ -179,3 +180,25 @@ def get_lab(which: str | int) -> Lab:
             return lab
     known = ", ".join(str(lab.number) for lab in all_labs) or "none"
     raise InputError(f"no lab {text!r}; the labs are {known} (protolab lab list)", code="E_UNKNOWN_LAB")
+
+
+def _check_args(check: str, args: dict, where: str) -> None:
+    """A checkpoint's arguments are ones its check takes (none missing), and an 'event' check names an
+    event type the labs index: a typo fails the lab's load, not the learner's step."""
+    import inspect
+
+    from .checks import CHECKS, Facts
+
+    params = inspect.signature(CHECKS[check]).parameters
+    known = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY]
+    unknown = sorted(set(args) - set(known))
+    if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        raise InputError(f"{where}: check {check!r} takes no argument {unknown[0]!r} (it takes {', '.join(known)})",
+                         code="E_LAB_FILE")
+    missing = [n for n in known if params[n].default is inspect.Parameter.empty and n not in args]
+    if missing:
+        raise InputError(f"{where}: check {check!r} needs the argument {missing[0]!r}", code="E_LAB_FILE")
+    if check == "event" and args.get("type") not in Facts._KEEP:
+        raise InputError(f"{where}: event type {args.get('type')!r} is not one the labs can check (one of "
+                         f"{', '.join(sorted(Facts._KEEP))})", code="E_LAB_FILE")
+
