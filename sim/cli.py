@@ -197,23 +197,8 @@ def _open(db: Path, *, readonly: bool = False):
     return store
 
 
-_DECISION_STYLE = {
-    "accepted": "green",
-    "duplicate": "cyan",
-    "conflict": "bold magenta",
-    "late": "yellow",
-    "rejected": "bold red",
-}
-_STATE_STYLE = {
-    "needs_review": "bold magenta",
-    "succeeded": "green",
-    "failed": "red",
-    "denied": "red",
-    "canceled": "dim",
-    "running": "blue",
-    "waiting_human": "yellow",
-    "retry_wait": "yellow",
-}
+from .palette import DECISION_STYLE as _DECISION_STYLE  # noqa: E402  (the colours live once)
+from .palette import STATE_STYLE as _STATE_STYLE  # noqa: E402
 
 
 def _styled(text, styles) -> str:

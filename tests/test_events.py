@@ -168,3 +168,15 @@ def test_faults_are_one_registry_that_every_list_is_read_from():
     assert keyed and all(a.split("'")[1] in faults.INJECTABLE for a in keyed)
     with pytest.raises(ValueError, match="declared twice"):
         faults.fault("drop", "again", default_target="x", default_match=lambda env: False)(lambda bus, spec, s: None)
+
+
+def test_the_colours_of_states_and_decisions_live_once_and_cover_every_value():
+    from sim import cli, palette
+    from sim.intake import Decision
+    from sim.machine import TaskState
+    from sim.tui import rows, screens
+
+    assert set(palette.STATE_STYLE) == {s.value for s in TaskState}
+    assert set(palette.DECISION_STYLE) == {d.value for d in Decision}
+    assert cli._STATE_STYLE is rows.STATE_STYLE is palette.STATE_STYLE
+    assert cli._DECISION_STYLE is rows.DECISION_STYLE is screens.DECISION_STYLE is palette.DECISION_STYLE

@@ -49,7 +49,7 @@ def test_all_sql_lives_in_the_store_package():
 # The floors, bottom up; a module may import its own floor or any below, never one above.
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.resources"}),
-    ("domain", {"sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner",
+    ("domain", {"sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",

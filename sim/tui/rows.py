@@ -13,28 +13,8 @@ from rich.text import Text
 
 from ..events import REGISTRY as EVENT_REGISTRY
 from ..events import summarize
+from ..palette import DECISION_STYLE, STATE_STYLE  # noqa: F401  (the colours live once; screens import them here)
 from ..store import Store
-
-DECISION_STYLE = {
-    "accepted": "green",
-    "duplicate": "cyan",
-    "conflict": "bold magenta",
-    "late": "yellow",
-    "rejected": "bold red",
-}
-
-STATE_STYLE = {
-    "needs_review": "bold white on dark_magenta",
-    "succeeded": "green",
-    "failed": "bold red",
-    "denied": "red",
-    "canceled": "dim",
-    "running": "bold blue",
-    "waiting_human": "yellow",
-    "retry_wait": "yellow",
-    "ready": "cyan",
-    "pending": "white",
-}
 
 #: Each event type's colour, as sim.events declares it.
 EVENT_STYLE = {t: cls.STYLE for t, cls in EVENT_REGISTRY.items() if cls.STYLE}
