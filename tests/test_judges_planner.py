@@ -118,6 +118,19 @@ def test_a_plugged_effect_rule_that_raises_or_answers_nonsense_is_refused_with_a
     assert e.value.code == "E_MINE"
 
 
+def test_a_plugged_effect_rule_that_exits_is_refused_saying_it_called_sys_exit_with_its_code():
+    ok = env(payload={"status": "succeeded", "lease_version": 1, "effect": {"kind": "publish", "target": "R-1"}})
+
+    def leaves(e, d):
+        raise SystemExit(3)
+
+    with pytest.raises(ProtolabError) as e:
+        planner.planned_effect_key(ok, 1, effect_rule=leaves)
+    assert e.value.code == "E_EFFECT_RULE"
+    assert e.value.message.startswith("the effect rule called sys.exit(3) on M-3: 3")
+    assert isinstance(e.value.__cause__, SystemExit)
+
+
 def test_only_a_success_citing_evidence_under_a_holding_policy_asks_which_inputs_are_untrusted():
     assert planner.wants_untrusted_check(env(), True) is True
     assert planner.wants_untrusted_check(env(), False) is False
