@@ -1,4 +1,5 @@
-"""Pluggable parts loaded from files: an envelope design, an intake ``decide``, an effect-commit
+"""Pluggable parts loaded from files: an envelope design, an intake (exercise 3's ``consume``, adapted
+by :mod:`sim.consumer`, or a ``decide`` with the engine's signature), an effect-commit
 rule, a machine table. ``protolab run/tui/compare/demo`` load them in-process (a student watching
 their own code); the course's judge loads them the same way, but inside a sandboxed child process
 (``sim.course.sandbox``), so student code never runs in the grader's process.
@@ -105,9 +106,23 @@ def load_design(path: str | Path) -> ModuleDesign:
     return ModuleDesign(Path(path).name, scheme, m.idempotency_key, m.payload, m.evidence_refs)
 
 
-def load_intake(path: str | Path) -> Callable:
+#: What a file lacking ``consume`` is told (exercise 3 asks for it; see sim.consumer).
+CONSUME_NEEDED = ("consume(delivery, task, recorded, allowed, missing_refs) -> dict, the consumer exercise 3 "
+                  "asks for")
+
+
+def load_intake(path: str | Path, *, consume_only: bool = False) -> Callable:
+    """The runtime's intake from a file: its ``consume`` (exercise 3's interface on plain data,
+    adapted by :func:`sim.consumer.adapt`), or, unless ``consume_only``, a ``decide`` with the
+    engine's own signature (:func:`sim.intake.decide`; advanced use)."""
+    from .consumer import adapt
+
     m = load_module(path, "intake")
-    _need(m, path, "intake", ("decide",))
+    if callable(getattr(m, "consume", None)):
+        return adapt(m.consume)
+    if consume_only or not callable(getattr(m, "decide", None)):
+        raise InputError(f"intake file {path} lacks the function 'consume' (it must define {CONSUME_NEEDED})",
+                         code="E_PLUGIN_INCOMPLETE")
     return m.decide
 
 
@@ -173,7 +188,7 @@ def _guarded(decide: Callable) -> Callable:
         except (Exception, SystemExit) as e:
             msg = " ".join(str(e).split())[:200]
             what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {type(e).__name__}"
-            raise ProtolabError(f"the intake decide {what} on {env.message_id}: {msg}{raised_at(e)}",
+            raise ProtolabError(f"the intake {run.__name__} {what} on {env.message_id}: {msg}{raised_at(e)}",
                                 code="E_INTAKE_RAISED") from e
 
     run.__name__ = getattr(decide, "__name__", "decide")

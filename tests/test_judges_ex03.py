@@ -3,7 +3,9 @@ nothing over contract cases and fault runs; the judges turn any valid-but-wrong 
 verdict (never a grader error); the designs that escaped in issue 25 (no compare-and-swap, no lease
 check, scheme-blind dedup, last write wins) lose at least one rule's share; and a hint names the
 mistake behind all the failures: a consumer that deduplicates by message id is told so, not told to
-compare digest schemes because a scheme case happened to fail first."""
+compare digest schemes because a scheme case happened to fail first. The student writes ``consume`` on
+plain data (sim/consumer.py adapts it to the runtime's intake), so the kit's own intake is no answer:
+a copy of sim/intake.py, or a consume that hands the work to it, scores 0 with the reason."""
 
 from __future__ import annotations
 
@@ -87,16 +89,20 @@ def test_the_model_answer_holds_every_rule_with_hidden_cases(tmp_path):
 
 
 def _decide_from(body: str):
+    from sim.consumer import adapt
+
     ns: dict = {}
     exec(compile(body, "decide.py", "exec"), ns)  # the kit's own variants, in this process
-    return ns["decide"]
+    return adapt(ns["consume"])
 
 
-DEDUP_BY_MESSAGE_ID = _without(MODEL, ("            if _same_payload(p, env):\n",
-                                       "            if p.message_id == env.message_id:\n"))
-NO_DEDUP = _without(MODEL, ("    if prior:\n        for p in prior:", "    if False:\n        for p in prior:"))
-SCHEME_BLIND = _without(MODEL, ("    if prior.digest_scheme == env.digest_scheme:\n        return prior.payload_digest == "
-                                "env.payload_digest\n", "    return prior.payload_digest == env.payload_digest\n"))
+DEDUP_BY_MESSAGE_ID = _without(MODEL, ("        if same_payload(rec, msg):\n",
+                                       "        if rec[\"message_id\"] == msg[\"message_id\"]:\n"))
+NO_DEDUP = _without(MODEL, ("    for rec in recorded:\n        if same_payload", "    for rec in []:\n        if same_payload"),
+                    ("    if recorded:\n        first", "    if False:\n        first"))
+SCHEME_BLIND = _without(MODEL, (('    if rec["digest_scheme"] == msg["digest_scheme"]:\n'
+                                 '        return rec["payload_digest"] == msg["payload_digest"]\n'),
+                                '    return rec["payload_digest"] == msg["payload_digest"]\n'))
 
 
 def _symptoms(decide, ids) -> set[str]:
@@ -141,22 +147,21 @@ ESCAPED = {
     # issue 25: no compare-and-swap scored 99.2, no lease check 95.6, scheme-blind dedup 97,
     # last-write-wins 86.6; and the consumer that deduplicates by message id (each written here from the
     # model answer with one mistake, as a student could)
-    "no-compare-and-swap": (_without(MODEL, ('    if expected is not None and expected != task.state_version:',
+    "no-compare-and-swap": (_without(MODEL, ('    if read_at is not None and read_at != task["state_version"]:',
                                               '    if False:')), {"compare-and-swap"}, "state_version"),
-    "no-lease-check": (_without(MODEL, ('        if task.lease_holder is not None and env.sender != task.lease_holder:',
+    "no-lease-check": (_without(MODEL, ('        if task["lease_holder"] is not None and msg["sender"] != task["lease_holder"]:',
                                          '        if False:'),
-                                ('        if env.payload["lease_version"] != task.lease_version:', '        if False:'),
-                                ('        if task.lease_holder is None and task.lease_version > 0:', '        if False:')),
+                                ('        if msg["payload"]["lease_version"] != task["lease_version"]:', '        if False:'),
+                                ('        if task["lease_holder"] is None and task["lease_version"] > 0:', '        if False:')),
                        {"leases", "runtime"}, "lease"),
-    "scheme-blind": (_without(MODEL, ('    if prior.digest_scheme == env.digest_scheme:', '    if True:')),
+    "scheme-blind": (_without(MODEL, ('    if rec["digest_scheme"] == msg["digest_scheme"]:', '    if True:')),
                      {"duplicates"}, "digest scheme"),
-    "last-write-wins": (_without(MODEL, ('        first = min(prior, key=lambda p: p.arrival)\n',
-                                          '        first = min(prior, key=lambda p: p.arrival)\n        prior = ()\n'),
-                                 ('        return Verdict(\n            Decision.CONFLICT,',
-                                  '        if prior: return Verdict(\n            Decision.CONFLICT,')),
+    "last-write-wins": (_without(MODEL, ('    if recorded:\n        first', '    if False:\n        first')),
                         {"conflicts", "runtime"}, "last write wins"),
-    "dedup-by-message-id": (_without(MODEL, ('            if _same_payload(p, env):',
-                                              '            if p.message_id == env.message_id:')),
+    "dedup-by-message-id": (_without(MODEL, ('        if same_payload(rec, msg):',
+                                              '        if rec["message_id"] == msg["message_id"]:'),
+                                     ('    if recorded:\n        first',
+                                      '    if recorded and not any(same_payload(r, msg) for r in recorded):\n        first')),
                             {"duplicates", "conflicts", "runtime"}, "message id"),
 }
 
@@ -183,54 +188,36 @@ def test_every_planted_wrong_answer_names_its_mistake_in_its_expect_file():
 
 # ------------------------------------------------------------------------------------------ never a grader error
 
+C = "def consume(delivery, task, recorded, allowed, missing_refs):\n"
 WRONG_SHAPES = {
-    "returns-none": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return None\n",
-    "returns-dict": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return {'decision': 'accepted'}\n",
-    "raises": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    raise KeyError('state')\n",
-    "two-args": "def decide(env, task):\n    return None\n",
-    "no-decide": "def decode(env):\n    return None\n",
-    "syntax-error": "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return (\n",
-    "string-decision": "from sim.intake import Verdict\n"
-                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n    return Verdict('accepted', 'ok')\n",
-    "string-move": "from sim.intake import Decision, Verdict\n"
-                   "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                   "    return Verdict(Decision.ACCEPTED, 'ok', move='ready', create=task is None)\n",
-    "move-of-strings": "from sim.intake import Decision, Move, Verdict\n"
-                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                       "    return Verdict(Decision.ACCEPTED, 'ok', move=Move('pending', 'ready', 'r', 'm', 'manager'),"
-                       " create=task is None)\n",
-    "duplicate-of-nothing": "from sim.intake import Decision, Verdict\n"
-                            "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                            "    return Verdict(Decision.DUPLICATE, 'seen')\n",
-    "conflict-with-nothing": "from sim.intake import Decision, Verdict\n"
-                             "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                             "    return Verdict(Decision.CONFLICT, 'two')\n",
-    "always-create": "from sim.intake import Decision, Move, Verdict\nfrom sim.machine import TaskState\n"
-                     "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                     "    return Verdict(Decision.ACCEPTED, 'ok', create=True,"
-                     " move=Move(TaskState.PENDING, TaskState.READY, 'r', env.sender, 'manager'))\n",
-    "odd-fields": "from sim.intake import Decision, Verdict\n"
-                  "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                  "    return Verdict(Decision.ACCEPTED, None, code=5, grant_lease='x', create='yes', held=('a',),"
-                  " needs_reconciliation=None)\n",
-    "huge-lease": "from sim.intake import Decision, Verdict\n"
-                  "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                  "    return Verdict(Decision.ACCEPTED, 'ok', grant_lease=10 ** 30)\n",
-    "move-for-no-task": "from sim.intake import Decision, Move, Verdict\nfrom sim.machine import TaskState\n"
-                        "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                        "    return Verdict(Decision.ACCEPTED, 'ok', move=Move(TaskState.RUNNING, TaskState.SUCCEEDED,"
-                        " 'r', env.sender, 'researcher'))\n",
-    "wrong-from-state": "from sim.intake import Decision, Move, Verdict, target_state\nfrom sim.machine import TaskState\n"
-                        "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                        "    t = target_state(env) or TaskState.READY\n"
-                        "    return Verdict(Decision.ACCEPTED, 'ok', move=Move(TaskState.FAILED, t, 'r', env.sender, 'x'),"
-                        " create=task is None)\n",
-    "late-everything": "from sim.intake import Decision, Verdict\n"
-                       "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                       "    return Verdict(Decision.LATE, 'late', needs_reconciliation=True)\n",
-    "reject-everything": "from sim.intake import Decision, Verdict\n"
-                         "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                         "    return Verdict(Decision.REJECTED, 'no', code='E_NO')\n",
+    "returns-none": C + "    return None\n",
+    "returns-list": C + "    return ['accepted']\n",
+    "raises": C + "    raise KeyError('state')\n",
+    "two-args": "def consume(delivery, task):\n    return {}\n",
+    "no-consume": "def decode(env):\n    return None\n",
+    "syntax-error": C + "    return (\n",
+    "no-decision": C + "    return {'reason': 'ok'}\n",
+    "unknown-decision": C + "    return {'decision': 'ok', 'reason': 'fine'}\n",
+    "enum-decision": "from sim.intake import Decision\n" + C + "    return {'decision': Decision.ACCEPTED, 'reason': 'ok'}\n",
+    "no-reason": C + "    return {'decision': 'accepted'}\n",
+    "string-move": C + "    return {'decision': 'accepted', 'reason': 'ok', 'move': 'ready', 'create': task is None}\n",
+    "move-of-unknown-states": C + "    return {'decision': 'accepted', 'reason': 'ok', 'move': {'from': 'new', 'to': 'go'}}\n",
+    "move-with-more": C + "    return {'decision': 'accepted', 'reason': 'ok', 'create': task is None,\n"
+                          "            'move': {'from': 'pending', 'to': 'ready', 'by': 'me'}}\n",
+    "duplicate-of-nothing": C + "    return {'decision': 'duplicate', 'reason': 'seen'}\n",
+    "duplicate-of-a-stranger": C + "    return {'decision': 'duplicate', 'reason': 'seen', 'duplicate_of': 'M-999'}\n",
+    "conflict-with-nothing": C + "    return {'decision': 'conflict', 'reason': 'two'}\n",
+    "rejected-without-code": C + "    return {'decision': 'rejected', 'reason': 'no'}\n",
+    "unknown-field": C + "    return {'decision': 'accepted', 'reason': 'ok', 'grant_lease': 2}\n",
+    "always-create": C + "    return {'decision': 'accepted', 'reason': 'ok', 'create': True, 'move': {'from': 'pending', 'to': 'ready'}}\n",
+    "odd-fields": C + "    return {'decision': 'accepted', 'reason': None, 'code': 5, 'lease': 'x', 'create': 'yes'}\n",
+    "huge-lease": C + "    return {'decision': 'accepted', 'reason': 'ok', 'lease': 10 ** 30}\n",
+    "object-answer": C + "    return {'decision': 'accepted', 'reason': 'ok', 'move': object()}\n",
+    "move-for-no-task": C + "    return {'decision': 'accepted', 'reason': 'ok', 'move': {'from': 'running', 'to': 'succeeded'}}\n",
+    "wrong-from-state": C + "    return {'decision': 'accepted', 'reason': 'ok', 'move': {'from': 'failed', 'to': 'ready'},"
+                            " 'create': task is None}\n",
+    "late-everything": C + "    return {'decision': 'late', 'reason': 'late', 'reconcile': True}\n",
+    "reject-everything": C + "    return {'decision': 'rejected', 'reason': 'no', 'code': 'E_NO'}\n",
     "empty-file": "",
 }
 
@@ -250,11 +237,87 @@ def test_a_whole_submission_of_a_wrong_shape_is_graded_without_grader_errors(tmp
     assert not r.grader_errors and r.score == 0
 
 
-def test_a_verdict_the_runtime_cannot_apply_ends_the_run_with_its_reason(tmp_path):
-    sub = _submission(tmp_path, WRONG_SHAPES["conflict-with-nothing"])
+def test_an_answer_the_runtime_cannot_apply_ends_the_run_with_its_reason(tmp_path):
+    sub = _submission(tmp_path, WRONG_SHAPES["always-create"])
     v = judge_here("intake.check_rule", sub, {"runs": [{"scenario": "publish-report", "faults": []}]})
-    assert v.score == 0 and "conflict names no recorded intent" in v.message and v.grader_error is None
+    assert v.score == 0 and "create=True for a task that exists" in v.message and v.grader_error is None
     assert v.signature["symptoms"] == ["run-failed"]
+
+
+@pytest.mark.parametrize("name, field", [("no-decision", "'decision'"), ("unknown-decision", "'decision'"),
+                                         ("string-move", "'move'"),
+                                         ("move-of-unknown-states", "move['from']"), ("move-with-more", "'move'"),
+                                         ("no-reason", "'reason'"), ("conflict-with-nothing", "'conflict_with'"),
+                                         ("duplicate-of-a-stranger", "'duplicate_of'"),
+                                         ("rejected-without-code", "'code'"), ("unknown-field", "'grant_lease'")])
+def test_a_malformed_answer_is_the_students_error_in_one_line_naming_the_field(name, field, tmp_path):
+    sub = _submission(tmp_path, WRONG_SHAPES[name])
+    for args in ({"cases": ["create-by-manager", "dup-exact-result", "conflict-result-succeeded"]},
+                 {"runs": [{"scenario": "publish-report", "faults": []}]}):
+        v = judge_here("intake.check_rule", sub, args)
+        assert v.grader_error is None and v.score == 0, v
+        assert field in v.message and "\n" not in v.message and "Traceback" not in v.message, v.message
+        assert "E_BAD_ANSWER" in v.message or "cannot be used" in v.message, v.message
+    v = judge_here("intake.check_rule", sub, {"cases": ["create-by-manager", "dup-exact-result",
+                                                        "conflict-result-succeeded"]})
+    assert set(v.signature["symptoms"]) <= {"not-a-verdict", "run-failed"}, v.signature
+
+
+# ------------------------------------------------------------------------------------------ the kit's intake is no answer
+
+
+def test_a_copy_of_the_kits_intake_scores_0_it_lacks_consume(tmp_path):
+    sub = _submission(tmp_path, (ROOT / "sim" / "intake.py").read_text(encoding="utf-8"))
+    r = evaluate(EX, sub, hidden=True, isolate=False)
+    assert r.score == 0 and not r.grader_errors
+    assert all("E_PLUGIN_INCOMPLETE" in x.message and "'consume'" in x.message and "\n" not in x.message
+               for x in r.results), [x.message for x in r.results]
+
+
+DELEGATING = {
+    "calls-decide": "import sim.intake\n" + C + "    return sim.intake.decide(delivery, task, recorded, allowed, missing_refs)\n",
+    "imports-decide": "from sim.intake import decide as judge\n" + C + "    return judge(delivery)\n",
+    "module-alias": "from sim import intake as kit\n" + C + "    return kit.decide\n",
+    "private-helper": "from sim.intake import _same_payload\n" + MODEL,
+    "through-the-policy": "from sim.policy import SAFE\n" + C + "    return SAFE.decide(delivery)\n",
+    "import-module": "import importlib\n" + C + "    return importlib.import_module('sim.intake').decide\n",
+    "in-a-helper-file": "from helper import consume\n",
+}
+
+
+@pytest.mark.parametrize("name", list(DELEGATING))
+def test_a_consume_that_hands_the_work_to_the_kits_intake_scores_0_with_the_reason(name, tmp_path):
+    sub = _submission(tmp_path, DELEGATING[name])
+    if name == "in-a-helper-file":
+        (sub / "helper.py").write_text(DELEGATING["calls-decide"], encoding="utf-8")
+    r = evaluate(EX, sub, hidden=True, isolate=False)
+    assert r.score == 0 and not r.grader_errors
+    assert all("uses the kit's own intake" in x.message and "that is the exercise" in x.message
+               and "\n" not in x.message for x in r.results), [x.message for x in r.results]
+
+
+def test_the_kits_types_and_helpers_elsewhere_are_no_delegation(tmp_path):
+    body = "from sim.intake import Decision, target_state  # noqa: F401\nimport sim.digest\n" + MODEL
+    assert judges.kit_intake_use(_submission(tmp_path, body)) == ""
+    assert judges.kit_intake_use(EX.folder) == ""
+    starter = (EX.folder / "decide.py").read_text(encoding="utf-8")
+    assert "sim.intake" not in starter and "def consume(" in starter and "def decide(" not in starter
+
+
+def test_run_and_the_tui_load_consume_adapted_and_decide_as_it_is(tmp_path):
+    from sim.errors import InputError
+    from sim.intake import decide as engine
+    from sim.plugins import load_intake
+
+    model = tmp_path / "model.py"
+    model.write_text(MODEL, encoding="utf-8")
+    assert load_intake(model).consume.__name__ == "consume"
+    engine_like = tmp_path / "engine.py"
+    engine_like.write_text("from sim.intake import decide\n", encoding="utf-8")
+    assert load_intake(engine_like) is engine  # advanced use: the engine's own interface
+    with pytest.raises(InputError) as e:
+        load_intake(engine_like, consume_only=True)
+    assert e.value.code == "E_PLUGIN_INCOMPLETE" and "'consume'" in e.value.message
 
 
 def test_a_misconfigured_case_id_is_the_graders_fault_not_the_students(tmp_path):

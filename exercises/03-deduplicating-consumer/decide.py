@@ -1,8 +1,8 @@
 """Exercise 3: a deduplicating consumer.
 
-decide() is the runtime's intake: for each delivery it says what the delivery means (accepted,
-duplicate, conflict, late or rejected) and which move, if any, the task makes. The runtime turns
-your Verdict into events and state; the invariants judge the result.
+consume() decides what one delivery means (accepted, duplicate, conflict, late or rejected) and
+which move, if any, its task makes. Everything it gets and gives is plain data (see the README's
+tables); the runtime turns your answer into events and state, and the invariants judge the result.
 
 This starter applies whatever the allowlist permits and knows nothing of keys, digests, leases
 or versions. It runs. Try:
@@ -12,28 +12,34 @@ or versions. It runs. Try:
 """
 
 from sim.envelope import role_of
-from sim.intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state  # noqa: F401
-from sim.machine import RuleBook, TaskState  # noqa: F401
+
+STATE_ASKED = {"task_request": "ready", "task_started": "running", "cancel": "canceled"}
+RESULT_STATE = {"succeeded": "succeeded", "failed": "failed", "denied": "denied", "waiting_human": "waiting_human",
+                "retry": "retry_wait"}
 
 
-def decide(env, task, prior, rules, unresolved=frozenset()):
-    """env: the Envelope delivered. task: a TaskView (None if the task does not exist yet).
-    prior: the IntentRecords already recorded under (env.task_id, env.idempotency_key).
-    rules: the task's RuleBook (rules.allows(from_state, to_state, role)). unresolved: the
-    evidence_refs that name nothing stored."""
-    role = role_of(env.sender)
+def consume(delivery, task, recorded, allowed, missing_refs):
+    """delivery: the envelope as a dict (its wire JSON). task: the task as stored now, a dict (None
+    if it does not exist yet). recorded: the intents already recorded under (task_id,
+    idempotency_key), a list of dicts. allowed(from_state, to_state, role): the task's allowlist.
+    missing_refs: the evidence_refs that name nothing stored. Returns a dict (the README says which)."""
+    role = role_of(delivery["sender"])
     if task is None:
-        if env.type != "task_request":
-            return Verdict(Decision.REJECTED, f"task {env.task_id} does not exist", code="E_UNKNOWN_TASK")
-        return Verdict(Decision.ACCEPTED, "created",
-                       move=Move(TaskState.PENDING, TaskState.READY, "assigned", env.sender, role),
-                       create=True, record_intent=True)
-    target = target_state(env)
-    if target is None:  # an ack
-        return Verdict(Decision.ACCEPTED, "receipt recorded", record_intent=True)
-    grant = task.lease_version + 1 if env.type == "task_started" else None
-    if rules.allows(task.state, target, role):
-        return Verdict(Decision.ACCEPTED, f"{task.state.value} -> {target.value}",
-                       move=Move(task.state, target, "allowed", env.sender, role), grant_lease=grant, record_intent=True)
-    return Verdict(Decision.REJECTED, f"{task.state.value} -> {target.value} is not allowed",
-                   code="E_TRANSITION_NOT_ALLOWED")
+        if delivery["type"] != "task_request":
+            return {"decision": "rejected", "code": "E_UNKNOWN_TASK", "reason": "no such task"}
+        return {"decision": "accepted", "reason": "created", "move": {"from": "pending", "to": "ready"},
+                "create": True}
+    if delivery["type"] == "ack":
+        return {"decision": "accepted", "reason": "receipt recorded"}
+    if delivery["type"] == "task_result":
+        target = RESULT_STATE[delivery["payload"]["status"]]
+    elif delivery["type"] == "review_decision":
+        target = delivery["payload"]["decision"]
+    else:
+        target = STATE_ASKED.get(delivery["type"], task["state"])
+    lease = task["lease_version"] + 1 if delivery["type"] == "task_started" else None
+    if allowed(task["state"], target, role):
+        return {"decision": "accepted", "reason": f"{task['state']} -> {target}",
+                "move": {"from": task["state"], "to": target}, "lease": lease}
+    return {"decision": "rejected", "code": "E_TRANSITION_NOT_ALLOWED",
+            "reason": f"{task['state']} -> {target} is not allowed"}

@@ -1242,7 +1242,10 @@ def check_tagged(decide: DecideFn, case: Case, rules: RuleBook | None = None) ->
     try:
         v = decide(case.envelope, case.task, case.prior, rules, case.unresolved)
     except Exception as e:  # a crash is a failure to report, not to propagate
-        return None, [("raised", f"decide raised {type(e).__name__}: {e}")]
+        if getattr(e, "code", None) == "E_BAD_ANSWER":  # a consumer's answer that cannot be read (sim.consumer)
+            return None, [("not-a-verdict", str(getattr(e, "message", e)))]
+        said = getattr(e, "message", None) if getattr(e, "code", None) else None  # a line of the kit's, with its code
+        return None, [("raised", said or f"decide raised {type(e).__name__}: {e}")]
     if not isinstance(v, Verdict):
         return v, [("not-a-verdict", f"decide returned {type(v).__name__}, not a sim.intake.Verdict")]
     try:

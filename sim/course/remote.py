@@ -119,12 +119,14 @@ class RemoteError(DesignError):
 
 
 def _registry() -> dict:
+    from ..consumer import Allowlist
     from ..design import Intent as _Intent
     from ..envelope import Envelope
     from ..intake import Decision, IntentRecord, Move, TaskView, Verdict
     from ..machine import Rule, RuleBook, TaskState
 
-    classes = {c.__name__: c for c in (Envelope, TaskView, IntentRecord, Move, Verdict, Rule, RuleBook, _Intent)}
+    classes = {c.__name__: c for c in (Envelope, TaskView, IntentRecord, Move, Verdict, Rule, RuleBook, _Intent,
+                                              Allowlist)}
     enums = {e.__name__: e for e in (TaskState, Decision)}
     return {"classes": classes, "enums": enums}
 

@@ -131,9 +131,129 @@ _RUN_SYMPTOM = {
 
 
 def _decide(sub: Path):
-    from ..remote import remote_callable
+    """``(decide, host)``: the student's ``consume`` in its host process, adapted to the runtime's
+    intake (:func:`sim.consumer.adapt`). A file without ``consume`` (the engine's ``decide`` copied
+    in, say), or one that hands the work to the kit's own intake, is refused with one line."""
+    from ...consumer import adapt
+    from ...errors import InputError
+    from ...plugins import CONSUME_NEEDED
+    from ..remote import shared
 
-    return remote_callable(sub / _FILE, "decide", "intake")
+    use = kit_intake_use(sub)
+    if use:
+        raise InputError(f"{use}: that is the exercise (write consume yourself)", code="E_KIT_INTAKE")
+    if _engine_interface_only(sub / _FILE):  # refused before it is imported (a copy of sim/intake.py would
+        raise InputError(f"intake file {_FILE} defines decide, the engine's interface, but not the function "  # not
+                         f"'consume' (it must define {CONSUME_NEEDED})", code="E_PLUGIN_INCOMPLETE")  # import)
+    host = shared(sub / _FILE, "intake")
+    if host.names.get("consume") != "function":
+        raise InputError(f"intake file {_FILE} lacks the function 'consume' (it must define {CONSUME_NEEDED})",
+                         code="E_PLUGIN_INCOMPLETE")
+
+    def consume(*args):
+        return host.call("consume", *args)
+
+    return adapt(consume), host
+
+
+def _engine_interface_only(path: Path) -> bool:
+    """The file defines ``decide`` at its top level and binds no ``consume`` there (read, not run)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, RecursionError, OSError):
+        return False
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {a.asname or a.name.split(".")[0] for a in node.names}
+        else:
+            bound |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return "decide" in bound and "consume" not in bound and not any(
+        isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in tree.body)
+
+
+def _kit_object(name: str):
+    """The kit's module ``name`` (``sim`` or ``sim.…``), or None."""
+    import importlib
+    import sys
+
+    if name != "sim" and not name.startswith("sim."):
+        return None
+    try:
+        return sys.modules.get(name) or importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - no such module of the kit's
+        return None
+
+
+def kit_intake_use(sub: Path) -> str:
+    """Where the submission's Python files use the kit's own intake (``sim.intake.decide`` or a
+    private helper of ``sim.intake``, imported or reached through any module of the kit), read from
+    their syntax trees (nothing of the student's runs): ``"decide.py line 3 uses the kit's own
+    intake (sim.intake.decide)"``, or ``""``."""
+    import ast
+
+    from ... import intake as kit
+
+    def is_kit_intake(obj) -> str:
+        if obj is kit.decide:
+            return "decide"
+        if callable(obj) and getattr(obj, "__module__", "") == kit.__name__ and str(getattr(obj, "__name__", "")
+                                                                                     ).startswith("_"):
+            return obj.__name__
+        return ""
+
+    for path in sorted(Path(sub).glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError, RecursionError, OSError):
+            continue  # importing it reports the problem, with its line
+        names: dict[str, object] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    mod = _kit_object(a.name)
+                    if mod is not None:
+                        names[a.asname or a.name.split(".")[0]] = mod if a.asname else _kit_object(a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                mod = _kit_object(node.module)
+                if mod is None:
+                    continue
+                for a in node.names:
+                    obj = getattr(mod, a.name, None) if a.name != "*" else getattr(mod, "decide", None)
+                    if obj is None:
+                        obj = _kit_object(f"{node.module}.{a.name}")
+                    hit = is_kit_intake(obj)
+                    if hit:
+                        return f"{path.name} line {node.lineno} uses the kit's own intake (sim.intake.{hit})"
+                    names[a.asname or a.name] = obj
+
+        def value(node, names=names):
+            if isinstance(node, ast.Name):
+                return names.get(node.id)
+            if isinstance(node, ast.Attribute):
+                base = value(node.value)
+                return None if base is None else getattr(base, node.attr, None)
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                arg = node.args[0].value
+                if fn in ("import_module", "__import__") and isinstance(arg, str):
+                    mod = _kit_object(arg)
+                    return _kit_object("sim") if fn == "__import__" and mod is not None else mod
+                if fn == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                    base = value(node.args[0])
+                    return None if base is None else getattr(base, str(node.args[1].value), None)
+            return None
+
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Attribute, ast.Call)):
+                hit = is_kit_intake(value(node))
+                if hit:
+                    return f"{path.name} line {node.lineno} uses the kit's own intake (sim.intake.{hit})"
+    return ""
 
 
 def _content(sub: Path) -> str:
@@ -483,6 +603,8 @@ def _load_local(path: Path):
     import sys
 
     name = f"_protolab_ex3_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}_{_content(path.parent)[:12]}"
+    from ...consumer import adapt
+
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -490,7 +612,7 @@ def _load_local(path: Path):
         spec.loader.exec_module(mod)
     finally:
         sys.modules.pop(name, None)
-    return mod.decide
+    return adapt(mod.consume)
 
 
 def _abstract(v, prior) -> str:

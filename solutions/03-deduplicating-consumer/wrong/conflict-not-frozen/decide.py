@@ -18,190 +18,108 @@ The order of the checks is the lesson:
    left only by a reviewer's decision citing retained evidence.
 """
 
-from __future__ import annotations
+from sim.digest import digest
+from sim.envelope import role_of
+from sim.errors import DigestError
 
-from sim import digest as _digest
-from sim.envelope import SCHEMA_VERSIONS, Envelope, role_of
-from sim.intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
-from sim.machine import TERMINAL, RuleBook, TaskState
+SPOKEN = ("1",)
+FINISHED = ("succeeded", "failed", "denied", "canceled")
+STATUS_TO_STATE = {"succeeded": "succeeded", "failed": "failed", "denied": "denied",
+                   "waiting_human": "waiting_human", "retry": "retry_wait"}
 
 
-def _same_payload(prior: IntentRecord, env: Envelope) -> bool:
-    """Compare digests under one scheme at a time.
-
-    If the schemes differ, each payload is re-digested under the other's scheme and both
-    must match, so the answer does not depend on which one arrived first (``1`` and ``1.0``
-    are equal under jcs-v2 but not under json-sorted-v1: they are a conflict either way).
-    """
-    if prior.digest_scheme == env.digest_scheme:
-        return prior.payload_digest == env.payload_digest
+def same_payload(rec, msg):
+    """One payload, whatever scheme each side was digested under (each side checked both ways)."""
+    if rec["digest_scheme"] == msg["digest_scheme"]:
+        return rec["payload_digest"] == msg["payload_digest"]
     try:
-        return (
-            _digest.digest(prior.payload, env.digest_scheme) == env.payload_digest
-            and _digest.digest(env.payload, prior.digest_scheme) == prior.payload_digest
-        )
-    except _digest.DigestError:
+        return (digest(msg["payload"], rec["digest_scheme"]) == rec["payload_digest"]
+                and digest(rec["payload"], msg["digest_scheme"]) == msg["payload_digest"])
+    except DigestError:
         return False
 
 
-def _reject(code: str, reason: str) -> Verdict:
-    return Verdict(Decision.REJECTED, reason, code=code)
+def refuse(code, reason):
+    return {"decision": "rejected", "code": code, "reason": reason}
 
 
-def decide(
-    env: Envelope,
-    task: TaskView | None,
-    prior: tuple[IntentRecord, ...] | list[IntentRecord],
-    rules: RuleBook,
-    unresolved: frozenset[str] = frozenset(),
-) -> Verdict:
-    """Decide one delivery (see the module docstring for the order of the checks)."""
-    role = role_of(env.sender)
+def wanted_state(msg):
+    kind, body = msg["type"], msg["payload"]
+    if kind == "task_request":
+        return "ready"
+    if kind == "task_started":
+        return "running"
+    if kind == "task_result":
+        return STATUS_TO_STATE[body["status"]]
+    if kind == "cancel":
+        return "canceled"
+    return body["decision"]  # a review_decision
 
-    # 0. A schema this runtime does not speak is refused before anything is read from it.
-    if env.schema_version not in SCHEMA_VERSIONS:
-        return _reject(
-            "E_SCHEMA_VERSION",
-            f"schema_version {env.schema_version!r} is not supported (this runtime speaks {', '.join(SCHEMA_VERSIONS)})",
-        )
 
-    if env.type == "fence":
-        return _reject("E_FENCE_SCOPE", "a fence closes the whole conversation: its task_id must be its trace_id")
+def consume(delivery, task, recorded, allowed, missing_refs):
+    msg = delivery
+    role = role_of(msg["sender"])
+    if msg["schema_version"] not in SPOKEN:
+        return refuse("E_SCHEMA_VERSION", f"schema_version {msg['schema_version']} is not one this runtime reads")
+    if msg["type"] == "fence":
+        return refuse("E_FENCE_SCOPE", "a fence is for a whole trace, not a task")
 
-    # 1. The intent: has this (task_id, idempotency_key) been seen, and with which payload?
-    if prior:
-        for p in prior:
-            if _same_payload(p, env):
-                return Verdict(
-                    Decision.DUPLICATE,
-                    f"key {env.idempotency_key} already recorded from {p.message_id} with the same "
-                    "payload digest; nothing re-executed, stored result reused",
-                    duplicate_of=p,
-                )
-        first = min(prior, key=lambda p: p.arrival)
-        move = None
-        if task is not None and task.state != TaskState.NEEDS_REVIEW:
-            if rules.allows(task.state, TaskState.NEEDS_REVIEW, "runtime"):
-                move = Move(
-                    task.state,
-                    TaskState.NEEDS_REVIEW,
-                    f"key {env.idempotency_key} arrived with two payloads ({first.message_id}, {env.message_id})",
-                    "runtime",
-                    "runtime",
-                )
-        return Verdict(
-            Decision.CONFLICT,
-            f"key {env.idempotency_key} was recorded from {first.message_id} with {first.payload_digest[:15]}…; "
-            f"{env.message_id} carries {env.payload_digest[:15]}…: both kept, result untrusted, task frozen for review",
-            move=None,  # the mistake: recorded, but nothing is frozen
-            record_intent=True,
-            conflict_with=first,
-        )
+    for rec in recorded:
+        if same_payload(rec, msg):
+            return {"decision": "duplicate", "reason": f"repeats {rec['message_id']}: nothing runs again",
+                    "duplicate_of": rec["message_id"]}
+    if recorded:
+        first = min(recorded, key=lambda rec: rec["arrival"])
+        return {"decision": "conflict", "reason": f"one key, two payloads ({first['message_id']} came first)",
+                "move": None, "conflict_with"  # the mistake: recorded, nothing frozen
+                : first["message_id"]}
 
-    # 2. A new intent.
     if task is None:
-        if env.type != "task_request":
-            return _reject("E_UNKNOWN_TASK", f"task {env.task_id} does not exist; only a task_request creates a task")
-        if not rules.allows(TaskState.PENDING, TaskState.READY, role):
-            return _reject(
-                "E_ROLE_NOT_ALLOWED", f"{env.sender} ({role}) may not assign tasks under {rules.version}"
-            )
-        return Verdict(
-            Decision.ACCEPTED,
-            f"task {env.task_id} created and assigned to {env.recipient}",
-            move=Move(TaskState.PENDING, TaskState.READY, f"assigned to {env.recipient}", env.sender, role),
-            create=True,
-            record_intent=True,
-        )
+        if msg["type"] != "task_request":
+            return refuse("E_UNKNOWN_TASK", f"no task {msg['task_id']}")
+        if not allowed("pending", "ready", role):
+            return refuse("E_ROLE_NOT_ALLOWED", f"a {role} does not hand out work")
+        return {"decision": "accepted", "reason": "task created", "move": {"from": "pending", "to": "ready"},
+                "create": True}
+    if msg["type"] == "ack":
+        return {"decision": "accepted", "reason": "receipt noted"}
+    if msg["type"] == "review_decision" and missing_refs:
+        return refuse("E_EVIDENCE_UNRESOLVED", f"cites what is not stored: {sorted(missing_refs)}")
+    read_at = msg["payload"].get("expected_state_version")
+    if read_at is not None and read_at != task["state_version"]:
+        return refuse("E_STALE_VERSION", f"written at version {read_at}, task is at {task['state_version']}")
+    now = task["state"]
+    if now in FINISHED:
+        return {"decision": "late", "reason": f"task already {now}",
+                "reconcile": msg["type"] == "task_result" and task["has_effects"]}
 
-    if env.type == "ack":
-        # A receipt: recorded, never a state change, never "late" (acks follow completion).
-        return Verdict(Decision.ACCEPTED, f"receipt from {env.sender} recorded; task state unchanged", record_intent=True)
+    target = wanted_state(msg)
+    lease = None
+    if msg["type"] == "task_started":
+        if task["assignee"] is not None and msg["sender"] != task["assignee"]:
+            return refuse("E_NOT_ASSIGNEE", f"assigned to {task['assignee']}")
+        if task["budget_left"] <= 0:
+            return refuse("E_BUDGET_EXHAUSTED", "no budget left")
+        lease = task["lease_version"] + 1
+        if msg["payload"].get("lease_version", lease) != lease:
+            return refuse("E_STALE_LEASE", f"the next lease is {lease}")
+    elif msg["type"] == "task_result":
+        if task["lease_holder"] is None and task["lease_version"] > 0:
+            return refuse("E_STALE_LEASE", "the lease expired")
+        if task["lease_holder"] is not None and msg["sender"] != task["lease_holder"]:
+            return refuse("E_NOT_LEASE_HOLDER", f"leased to {task['lease_holder']}")
+        if msg["payload"]["lease_version"] != task["lease_version"]:
+            return refuse("E_STALE_LEASE", f"the current lease is {task['lease_version']}")
+        if msg["payload"]["status"] == "succeeded" and not msg["evidence_refs"]:
+            return refuse("E_EVIDENCE_REQUIRED", "a success cites its evidence")
+    elif msg["type"] == "review_decision" and not msg["evidence_refs"]:
+        return refuse("E_EVIDENCE_REQUIRED", "a review cites its evidence")
 
-    if env.type == "review_decision" and unresolved:
-        # A person decides from *retained* evidence; an unretained citation proves nothing.
-        return _reject(
-            "E_EVIDENCE_UNRESOLVED",
-            f"evidence_refs {', '.join(sorted(unresolved))} name no stored artifact or message",
-        )
-
-    expected = env.payload.get("expected_state_version")
-    if expected is not None and expected != task.state_version:
-        return _reject(
-            "E_STALE_VERSION",
-            f"{env.message_id} was written against state_version {expected}; task {env.task_id} is at "
-            f"{task.state_version} (reread and merge)",
-        )
-
-    if task.state in TERMINAL:
-        has_effect_claim = env.type == "task_result" and task.has_effects
-        return Verdict(
-            Decision.LATE,
-            f"task {env.task_id} is already {task.state.value}; {env.type} recorded as late, state unchanged"
-            + ("; it touches a committed side effect, so reconciliation is required" if has_effect_claim else ""),
-            record_intent=True,
-            needs_reconciliation=has_effect_claim,
-        )
-
-    target = target_state(env)
-    grant = None
-    if env.type == "task_started":
-        if task.assignee is not None and env.sender != task.assignee:
-            return _reject("E_NOT_ASSIGNEE", f"{env.task_id} is assigned to {task.assignee}, not {env.sender}")
-        if task.budget_left <= 0:
-            return _reject("E_BUDGET_EXHAUSTED", f"task {env.task_id} has no budget left for another attempt")
-        grant = task.lease_version + 1
-        asked = env.payload.get("lease_version")
-        if asked is not None and asked != grant:
-            return _reject(
-                "E_STALE_LEASE", f"lease_version {asked} asked; the next lease of {env.task_id} is {grant}"
-            )
-    elif env.type == "task_result":
-        if task.lease_holder is None and task.lease_version > 0:
-            return _reject(
-                "E_STALE_LEASE",
-                f"lease v{task.lease_version} of {env.task_id} expired and nobody holds it now (a fenced, stale worker)",
-            )
-        if task.lease_holder is not None and env.sender != task.lease_holder:
-            return _reject(
-                "E_NOT_LEASE_HOLDER", f"{env.task_id} is leased to {task.lease_holder}, not {env.sender}"
-            )
-        if env.payload["lease_version"] != task.lease_version:
-            return _reject(
-                "E_STALE_LEASE",
-                f"result carries lease_version {env.payload['lease_version']}; the current lease is "
-                f"{task.lease_version} (a fenced, stale worker)",
-            )
-        if env.payload.get("status") == "succeeded" and not env.evidence_refs:
-            return _reject("E_EVIDENCE_REQUIRED", f"{env.message_id} reports success but cites no evidence")
-    elif env.type == "review_decision":
-        if not env.evidence_refs:
-            return _reject("E_EVIDENCE_REQUIRED", "a review decision must cite retained evidence in evidence_refs")
-
-    assert target is not None
-    rule = rules.find(task.state, target)
-    if rule is None or task.state == target:
-        allowed = sorted(r.to_state.value for r in rules.rules if r.from_state == task.state)
-        return _reject(
-            "E_TRANSITION_NOT_ALLOWED",
-            f"{task.state.value} -> {target.value} is not in {rules.version}; from {task.state.value} the "
-            f"allowed moves are to: {', '.join(allowed) or 'nothing'}",
-        )
-    if role not in rule.roles:
-        return _reject(
-            "E_ROLE_NOT_ALLOWED",
-            f"{task.state.value} -> {target.value} may be made by {', '.join(rule.roles)}, not {env.sender} ({role})",
-        )
-    if task.state == TaskState.NEEDS_REVIEW and env.type != "review_decision":
-        # A frozen task is released only by a decision that cites retained evidence.
-        return _reject(
-            "E_EVIDENCE_REQUIRED",
-            "needs_review is left only through a review_decision citing retained evidence",
-        )
-    return Verdict(
-        Decision.ACCEPTED,
-        f"{task.state.value} -> {target.value}: {rule.reason}",
-        move=Move(task.state, target, rule.reason, env.sender, role),
-        grant_lease=grant,
-        record_intent=True,
-    )
+    if now == target or not allowed(now, target):
+        return refuse("E_TRANSITION_NOT_ALLOWED", f"{now} -> {target} is not a move of the machine")
+    if not allowed(now, target, role):
+        return refuse("E_ROLE_NOT_ALLOWED", f"a {role} may not move {now} -> {target}")
+    if now == "needs_review" and msg["type"] != "review_decision":
+        return refuse("E_EVIDENCE_REQUIRED", "only a review decision leaves needs_review")
+    return {"decision": "accepted", "reason": f"{now} -> {target}", "move": {"from": now, "to": target},
+            "lease": lease}
