@@ -239,7 +239,8 @@ def test_a_driver_error_gets_its_code_from_sqlites_result_code_not_its_words(err
 def test_an_error_the_python_module_raises_itself_is_still_translated():
     from sim.store.driver import _translate
 
-    assert _translate(sqlite3.ProgrammingError("Cannot operate on a closed database.")).code == "E_DB_WRITE"
+    assert _translate(sqlite3.ProgrammingError("Cannot operate on a closed database.")).code == "E_DB_CLOSED"
+    assert _translate(sqlite3.ProgrammingError("something else")).code == "E_DB_WRITE"
     assert _translate(sqlite3.IntegrityError("UNIQUE constraint failed: x")).code == "E_DB_CONSTRAINT"
 
 
@@ -317,3 +318,50 @@ def test_a_grouped_run_writes_the_same_rows_as_one_transaction_per_delivery(tmp_
         with Store.open(str(db), readonly=True) as s:
             digests.append(s.state_digest())
     assert dumps[0] == dumps[1] and digests[0] == digests[1]
+
+
+def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_path):
+    """A closed store refuses every read and write with E_DB_CLOSED (the driver translates it, as it
+    does every other driver error): never a raw sqlite3 error."""
+    import inspect
+
+    from sim.errors import StoreError
+    from sim.events import TaskCreated
+    from sim.machine import default_rulebook
+    from sim.samples import m1
+
+    s = Store.create(tmp_path / "run.db", start_time="2026-07-13T04:00:00Z")
+    s.close()
+    # arguments that reach the database for each method that needs some (anything else: a plain id)
+    args = {"append_event": (TaskCreated(trace_id="R-1", goal="g", budget=3, machine_version="task-v1").draft("T-1", "M-1"),),
+            "record_message": (m1(), "sha256:x", None), "count_of": ("tasks",),
+            "record_delivery": (1, 1, m1(), "accepted", None, "ok", "ready", 1), "save_copy": (tmp_path / "copy.db",),
+            "scratch_map": ("seen",), "deliveries_at": ([1, 2],), "events_at": ([1, 2],), "time_at": (1,),
+            "load_machine": (default_rulebook(),),
+            "untrusted_inputs": ((),), "advance": (), "set_meta": ({"k": "v"},), "get_meta": ("k",),
+            "transaction": (), "next_delivery_id": (), "next_arrival": (), "privacy": (), "group_commits": ()}
+    kwargs = {"untrusted_inputs": {"besides": "T-1"}}
+    raw, silent = [], []
+    for name, fn in inspect.getmembers(Store, predicate=inspect.isfunction):
+        if name.startswith("_") or name in ("close", "create", "open", "memory"):
+            continue
+        params = [p for p in list(inspect.signature(fn).parameters.values())[1:]
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+        a = args.get(name, tuple("T-1" for _ in params))
+        try:
+            out = getattr(s, name)(*a, **kwargs.get(name, {}))
+            if hasattr(out, "__enter__"):
+                with out:
+                    s.get_task("T-1")
+            elif hasattr(out, "__next__"):
+                next(out, None)
+            silent.append(name)
+        except StoreError as e:
+            if e.code != "E_DB_CLOSED":
+                raw.append(f"{name}: {e.code}")
+        except Exception as e:  # noqa: BLE001 - what the test is looking for
+            raw.append(f"{name}: {type(e).__module__}.{type(e).__name__}: {e}")
+    assert raw == [], "\n".join(raw)
+    # what answers without the database: counters and meta kept in memory since the store was opened
+    assert set(silent) <= {"advance", "get_meta", "next_delivery_id", "next_arrival", "privacy", "group_commits",
+                           "transaction"}, silent

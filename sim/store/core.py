@@ -16,7 +16,7 @@ from ..errors import StoreError
 from ..machine import RuleBook
 from ..privacy import Privacy
 from .schema import APP_ID, DEFAULT_START, SCHEMA_VERSION, STATE_TABLES, _SCHEMA, _parse_time
-from .driver import _BUSY_SECONDS, _check_writable, _Connection, _translate
+from .driver import _BUSY_SECONDS, _check_writable, _Connection, _translate, remove_database
 from .reads import Reads
 from .reducer import Reducer
 from .writes import Writes
@@ -287,10 +287,7 @@ class Store(Reads, Writes, Reducer):
     def poll(self) -> bool:
         """Whether another connection (another process) committed since this handle last looked;
         if so, its counters and meta are read again. A view watching a file calls it on a timer."""
-        try:
-            now = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error as e:
-            raise _translate(e, self.path) from e
+        now = self.conn.execute("PRAGMA data_version").fetchone()[0]  # the driver translates errors
         if now == self._data_version:
             return False
         self._load_meta()
@@ -359,8 +356,12 @@ class Store(Reads, Writes, Reducer):
         try:
             dst = sqlite3.connect(str(p))
             try:
-                self.conn.backup(dst)
+                self.conn.backup(dst)  # the driver translates this side's errors (a closed store: E_DB_CLOSED)
             finally:
                 dst.close()
-        except (sqlite3.Error, StoreError) as e:
+        except StoreError:
+            remove_database(p)
+            raise
+        except sqlite3.Error as e:  # the new file's side: a connection the driver does not own
+            remove_database(p)
             raise StoreError(f"cannot write {p}: {e}", code="E_DB_WRITE") from e

@@ -68,7 +68,22 @@ class _Connection(sqlite3.Connection):
     tracer = None
 
     def cursor(self, factory=_Cursor):
-        return super().cursor(factory)
+        try:  # a closed connection refuses here, before any statement: translated like the rest
+            return super().cursor(factory)
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+    def commit(self):
+        try:
+            return super().commit()
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+    def rollback(self):
+        try:
+            return super().rollback()
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
 
     def execute(self, sql, params=()):
         if self.tracer is not None:
@@ -115,6 +130,8 @@ def _code_of(e: sqlite3.Error) -> str:
     if isinstance(e, sqlite3.IntegrityError):
         return "E_DB_CONSTRAINT"
     msg = str(e)
+    if isinstance(e, sqlite3.ProgrammingError) and "closed" in msg:
+        return "E_DB_CLOSED"
     for words, code in (
         (("readonly", "read-only"), "E_DB_READONLY"), (("locked", "busy"), "E_DB_BUSY"),
         (("disk is full", "too big"), "E_DB_FULL"), (("malformed", "not a database", "corrupt"), "E_DB_CORRUPT"),
@@ -134,6 +151,7 @@ _SAYS = {
     "E_DB_UNREADABLE": "cannot open {name}: {msg}",
     "E_DB_IO": "{name} could not be read or written: {msg}",
     "E_DB_WRITE": "database error on {name}: {msg}",
+    "E_DB_CLOSED": "{name} was already closed: {msg} (the kit's bug: a store used after close)",
 }
 
 
