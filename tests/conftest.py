@@ -17,6 +17,22 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """The one way tests call the CLI in-process: ``(exit status, stdout, stderr)``. Arguments may be
+    paths; a traceback is never an answer the CLI may give."""
+    from sim.cli import main
+
+    capsys.readouterr()
+    code = 0
+    try:
+        main([str(a) for a in args])
+    except SystemExit as e:
+        code = e.code or 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err, (out + err)[-3000:]
+    return code, out, err
+
+
 @pytest.fixture
 def store():
     """A fresh in-memory protolab store with the default machine loaded."""

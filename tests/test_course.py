@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from conftest import run_cli
+
 from sim.course.catalog import exercises, get_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,13 +23,9 @@ SOLUTION = ROOT / "solutions" / "01-envelope-design"
 
 
 def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out if "--json" in args else " ".join(out.out.split()), out.err
+    """conftest's run_cli, with a table's lines joined (words wrap where the terminal is narrow)."""
+    code, out, err = run_cli(capsys, *args)
+    return code, out if "--json" in args else " ".join(out.split()), err
 
 
 def test_exercise_list_json_names_every_exercise_with_its_points(capsys):

@@ -7,17 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sim.cli import main
+from conftest import run_cli
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 def test_version_and_short_help(capsys):

@@ -3,7 +3,7 @@ each threshold, FIRST_SUCCESS under each tie-break and none, an unknown rule, od
 deadlines) and contribution lists (members and outsiders, late ones, repeats, another gather's,
 dissenting votes, failed candidates, in two orders), each result with every field, as reviewed, in
 ``tests/data/gather-reductions.json``. Rewrite after a deliberate change with
-``PROTOLAB_UPDATE_REDUCTIONS=1 pytest tests/test_gather_reductions.py`` and read the diff."""
+``PROTOLAB_UPDATE_GOLDEN=1 pytest tests/test_gather_reductions.py`` and read the diff."""
 
 import dataclasses
 import json
@@ -85,7 +85,7 @@ def _result(gather, contributions) -> dict:
             "to_json": json.loads(json.dumps(r.to_json(), default=str))}
 
 
-@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_REDUCTIONS"), reason="rewrites the golden file")
+@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_GOLDEN"), reason="rewrites the golden file")
 def test_rewrite_the_golden_reductions():
     GOLDEN.write_text(json.dumps({k: _result(g, c) for k, g, c in _cases()}, indent=1, sort_keys=True) + "\n")
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
+
 from sim.cli import main
 from sim.course.catalog import get_exercise, solutions_dir
 from sim.course.evaluate import evaluate
@@ -25,14 +27,7 @@ EX = get_exercise(1)
 SOL = solutions_dir(EX)
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 def _tree_digest(root: Path) -> str:

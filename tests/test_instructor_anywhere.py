@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from conftest import run_cli
+
 from sim.course import catalog, kit
 from sim.course.catalog import exercises
 from sim.course.kit import copy_project
@@ -38,14 +39,7 @@ INSTRUCTOR = [
 ]
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 @pytest.fixture

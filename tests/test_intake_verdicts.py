@@ -2,7 +2,7 @@
 (decision, code, the reason a student reads, the move, the lease it grants, whether it creates the
 task or asks for reconciliation) is what a reviewer read and accepted, kept in
 ``tests/data/intake-verdicts.json``. The contract pins decisions and codes; this pins the words too.
-After a deliberate change: ``PROTOLAB_UPDATE_VERDICTS=1 pytest tests/test_intake_verdicts.py``, then
+After a deliberate change: ``PROTOLAB_UPDATE_GOLDEN=1 pytest tests/test_intake_verdicts.py``, then
 read the diff."""
 
 import json
@@ -31,7 +31,7 @@ def _verdict(case) -> dict:
     }
 
 
-@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_VERDICTS"), reason="rewrites the golden file")
+@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_GOLDEN"), reason="rewrites the golden file")
 def test_rewrite_the_golden_verdicts():
     GOLDEN.write_text(json.dumps({c.name: _verdict(c) for c in CASES}, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 

@@ -5,7 +5,7 @@ invariant (ok, and each witness with all its fields) is what a reviewer read and
 The contract (``sim/contracts/invariants.py``) pins each verdict and the fields a case names; this
 pins the rest of what ``protolab check`` prints, so a judge that names the wrong row, drops a field,
 or breaks an invariant the case is not about is caught. After a deliberate change, rewrite the file
-with ``PROTOLAB_UPDATE_WITNESSES=1 pytest tests/test_invariant_witnesses.py`` and read the diff.
+with ``PROTOLAB_UPDATE_GOLDEN=1 pytest tests/test_invariant_witnesses.py`` and read the diff.
 """
 
 import json
@@ -38,7 +38,7 @@ def test_the_case_names_are_unique_so_each_has_one_golden_entry():
     assert len(names) == len(set(names))
 
 
-@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_WITNESSES"), reason="rewrites the golden file")
+@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_GOLDEN"), reason="rewrites the golden file")
 def test_rewrite_the_golden_witnesses():
     GOLDEN.write_text(json.dumps({_key(c): _verdicts(c) for c in CASES}, indent=1, sort_keys=True) + "\n")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from conftest import run_cli
+
 from sim.course.catalog import exercises, solutions_dir
 from sim.course.kit import (
     KIT_MARKER,
@@ -29,14 +30,7 @@ from sim.errors import InputError, ProtolabError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 @pytest.fixture(scope="module")

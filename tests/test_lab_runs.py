@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
+
 from ptyrun import Terminal
-from sim.cli import main
 from sim.labs.catalog import get_lab
 from sim.labs.judge import judge_progress
 from sim.labs.paths import play, reference
@@ -26,14 +27,7 @@ PROTOLAB = [sys.executable, "-m", "sim"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main([str(a) for a in args])
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 def _sha(p: Path) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from conftest import run_cli
+
 from sim.labs.catalog import labs
 from sim.labs.paths import before_delivery_of, delivered, first_event_seq, play, reference, wrong_paths
 from sim.labs.session import LabSession
@@ -24,14 +25,7 @@ from sim.store import ProgressStore
 LABS = labs()
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 def _live(lab, db=None) -> LiveRun:

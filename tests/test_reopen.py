@@ -126,12 +126,12 @@ def test_the_shipped_reopened_and_crash_samples_are_what_the_runs_export():
     """data/traces/reopened-epoch-2-trace.json (publish-report, a conflict released after the BLOCKED
     fence: epoch 2, valid, COMPLETED) and crash-generations-trace.json (fan-out seed 3 with a crash:
     the crashed body's messages before the crash accepted, its zombie's late one stale). Rewrite them
-    with PROTOLAB_UPDATE_SAMPLES=1 after a deliberate change."""
+    with PROTOLAB_UPDATE_GOLDEN=1 after a deliberate change."""
     import os
 
     folder = ROOT / "data" / "traces"
     for name, trace in _samples().items():
-        if os.environ.get("PROTOLAB_UPDATE_SAMPLES"):
+        if os.environ.get("PROTOLAB_UPDATE_GOLDEN"):
             (folder / name).write_text(json.dumps(trace, indent=2, ensure_ascii=False) + "\n")
         assert json.loads((folder / name).read_text()) == trace, f"{name} is stale"
     r = validate(json.loads((folder / "reopened-epoch-2-trace.json").read_text()))

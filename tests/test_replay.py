@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import pytest
 
+from conftest import run_cli
+
 from sim.cli import main
 from sim.faults import FAULTS
 from sim.replay import rebuild, redeliver, replay_report
@@ -34,17 +36,7 @@ def _rows(store: Store, table: str) -> list[tuple]:
     return sorted(store.conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
 
 
-def _cli(capsys, *args) -> tuple[object, str, str]:
-    capsys.readouterr()
-    try:
-        main([str(a) for a in args])
-    except SystemExit as e:
-        code = e.code
-    else:  # pragma: no cover - main always exits
-        pytest.fail("main returned without SystemExit")
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
+_cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 # ---------------------------------------------------------------------------- rebuild

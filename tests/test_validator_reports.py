@@ -7,7 +7,7 @@ messages and their positions, each gather's reduction) is what a reviewer read a
 The rule tests pin each code; this pins the rest of what ``protolab trace validate --json`` prints, so a
 validator that names the wrong message, points at the wrong field, or reduces a gather differently is
 caught. After a deliberate change, rewrite the file with
-``PROTOLAB_UPDATE_REPORTS=1 pytest tests/test_validator_reports.py`` and read the diff.
+``PROTOLAB_UPDATE_GOLDEN=1 pytest tests/test_validator_reports.py`` and read the diff.
 """
 
 import dataclasses
@@ -268,7 +268,7 @@ def _report(trace: dict) -> dict:
     return json.loads(json.dumps(d, default=str))
 
 
-@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_REPORTS"), reason="rewrites the golden file")
+@pytest.mark.skipif(not os.environ.get("PROTOLAB_UPDATE_GOLDEN"), reason="rewrites the golden file")
 def test_rewrite_the_golden_reports():
     GOLDEN.write_text(json.dumps({k: _entry(k, t) for k, t in corpus().items()}, indent=1, sort_keys=True) + "\n")
 
