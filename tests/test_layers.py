@@ -149,3 +149,10 @@ def test_the_store_is_split_by_job_and_its_connections_translate_errors():
                     kw = {k.arg for k in node.keywords}
                     assert "factory" in kw or (path.stem, fn.name) in plain, \
                         f"{path.name}:{node.lineno} ({fn.name}) connects without the driver's connection class"
+
+
+def test_process_limits_are_set_in_one_place():
+    # the judge process and the host that runs student code share sim/course/limits.py
+    setters = sorted(str(p.relative_to(SIM.parent)) for p in SIM.rglob("*.py")
+                     if any(isinstance(n, ast.Attribute) and n.attr == "setrlimit" for n in ast.walk(ast.parse(p.read_text()))))
+    assert setters == ["sim/course/limits.py"], setters

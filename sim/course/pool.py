@@ -91,18 +91,10 @@ def worker_main() -> None:
 def _limits() -> None:
     """Runs in the judge process between fork and exec: the sandbox's limits but CPU time (a judge
     process lives for many tests; the parent holds each test to its wall-clock limit)."""
-    import resource
-
+    from .limits import apply_limits
     from .sandbox import LIMITS
 
-    mb = 1024 * 1024
-    for res, value in ((resource.RLIMIT_AS, LIMITS["memory_mb"] * mb), (resource.RLIMIT_FSIZE, LIMITS["file_mb"] * mb),
-                       (resource.RLIMIT_CORE, 0)):
-        try:
-            resource.setrlimit(res, (value, value))
-        except (ValueError, OSError):  # pragma: no cover - a platform without that limit
-            pass
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+    apply_limits(memory_mb=LIMITS["memory_mb"], file_mb=LIMITS["file_mb"])
 
 
 class _Worker:

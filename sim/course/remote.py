@@ -631,26 +631,12 @@ def host_main(path: str, limits: str = "") -> None:
     _reg()
     memory = ""
     try:
-        import resource
-        import signal
+        from .limits import apply_limits
 
-        mb = 1024 * 1024
         wanted = json.loads(limits) if limits else {}
-        for res, value in ((resource.RLIMIT_AS, wanted.get("memory_mb")), (resource.RLIMIT_FSIZE, wanted.get("file_mb")),
-                           (resource.RLIMIT_CORE, 0)):
-            if value is None:
-                continue
-            soft, hard = resource.getrlimit(res)
-            value = value * mb if res != resource.RLIMIT_CORE else 0
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)
-            resource.setrlimit(res, (value, value))  # only ever lowered: the judge's own limits may be lower
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        limit = apply_limits(memory_mb=wanted.get("memory_mb"), file_mb=wanted.get("file_mb"), no_processes=True)
         if limit > 0:
             memory = f" (the limit is {limit // (1024 * 1024)} MB)"
-        if os.geteuid() != 0:  # no process of its own, at the kernel's level too (root ignores the limit)
-            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     except (ImportError, ValueError, OSError):  # pragma: no cover - a platform without these limits
         pass
     # the checkout leaves the path and argv; bytecode is not written; temporary files go to the folder
