@@ -150,7 +150,7 @@ def test_invariants_are_one_registry_and_a_name_cannot_be_declared_twice():
 
     shorts = [inv.short for inv in invariants.REGISTRY.values()]
     assert all(1 <= len(s) <= 5 for s in shorts) and len(set(shorts)) == len(shorts)
-    assert SHORT == {n: inv.short for n, inv in invariants.REGISTRY.items()}
+    assert dict(SHORT) == {n: inv.short for n, inv in invariants.REGISTRY.items()}
     with pytest.raises(ValueError, match="unique"):
         invariants.invariant("NEW_ONE", short="regr", description="x")
 

@@ -20,6 +20,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -261,8 +262,22 @@ def _num(x: float) -> str:
 
 
 #: Short column names of the invariants in the fault-by-invariant grid.
-#: The grid's column label of each invariant, as the invariant declares it (``@invariant(short=...)``).
-SHORT = {name: inv.short for name, inv in _INVARIANTS.items()}
+class _Short(Mapping):
+    """Each invariant's grid label, as it declares it (``@invariant(short=...)``), read from the
+    registry when asked (an invariant registered later has its label too)."""
+
+    def __getitem__(self, name: str) -> str:
+        return _INVARIANTS[name].short
+
+    def __iter__(self):
+        return iter(_INVARIANTS)
+
+    def __len__(self) -> int:
+        return len(_INVARIANTS)
+
+
+#: The grid's column label of each invariant.
+SHORT: Mapping[str, str] = _Short()
 
 
 def fault_grid(report: Report) -> tuple[list[str], list[dict]]:

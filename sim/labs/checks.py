@@ -44,6 +44,19 @@ def _unmet(case: str, /, **saw) -> Seen:
     return Seen(False, case, saw)
 
 
+class _Kept:
+    """The event types the labs index: every type registered when asked, but the bulk ones."""
+
+    def __init__(self, unindexed: frozenset):
+        self.unindexed = unindexed
+
+    def __contains__(self, etype) -> bool:
+        return etype in EVENT_TYPES and etype not in self.unindexed
+
+    def __iter__(self):
+        return (t for t in EVENT_TYPES if t not in self.unindexed)
+
+
 class Facts:
     """What the learner's run holds, indexed, read incrementally from the store."""
 
@@ -65,7 +78,7 @@ class Facts:
     # Every event type the engine registers is kept for the checks, but the three a run writes in bulk
     # and no check asks about (a lab's 'event' check naming one is refused when the lab loads).
     _UNINDEXED = frozenset({"intent_recorded", "artifact_stored", "budget_charged"})
-    _KEEP = frozenset(EVENT_TYPES) - _UNINDEXED
+    _KEEP = _Kept(_UNINDEXED)
 
     def update(self) -> bool:
         """Read what is new; True if anything was."""
@@ -529,7 +542,7 @@ def _trace(ctx: Ctx, *, valid: bool | None = None, code: str | None = None, term
 def _event(ctx: Ctx, *, type: str, task: str | None = None) -> Seen:
     """An event of ``type`` (about ``task``) is in the log."""
     if type not in Facts._KEEP:  # catalog.load refuses such a lab; this is for a check built by hand
-        raise ValueError(f"event type {type!r} is not one the labs can check")
+        raise TypeError(f"event type {type!r} is not indexed for labs")
     for e in ctx.facts.events(type):
         if task is None or e["task_id"] == task:
             return _met(seq=e["seq"], task_id=e["task_id"] or "", message_id=e["message_id"] or "")

@@ -16,8 +16,10 @@ from ..events import summarize
 from ..palette import DECISION_STYLE, STATE_STYLE  # noqa: F401  (the colours live once; screens import them here)
 from ..store import Store
 
-#: Each event type's colour, as sim.events declares it.
-EVENT_STYLE = {t: cls.STYLE for t, cls in EVENT_REGISTRY.items() if cls.STYLE}
+def event_style(etype: str) -> str:
+    """An event type's colour, as its class in sim.events declares it (read when drawn)."""
+    cls = EVENT_REGISTRY.get(etype)
+    return cls.STYLE if cls is not None else ""
 
 TASK_HEADER = "task    state          ver  machine  lease           budget  trusted  late rej"
 # msg is 10 wide: a reviewer's decision (REV-T-1-v4) or a long run's ids (M-1000000) stay whole
@@ -69,7 +71,7 @@ def event_row(e: dict) -> Text:
     d = e["data"] if isinstance(e["data"], dict) else json.loads(e["data"])
     out = Text()
     out.append(f"{e['seq']:>6} {e['tick']:>4} ")
-    out.append(_cell(e["type"], 20) + " ", EVENT_STYLE.get(e["type"], ""))
+    out.append(_cell(e["type"], 20) + " ", event_style(e["type"]))
     out.append(_cell(e["task_id"] or "-", 5) + " " + _cell(e["message_id"] or "", 10) + " ")
     out.append(event_summary(e["type"], d), "dim")
     return out
