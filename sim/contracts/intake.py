@@ -858,6 +858,14 @@ CASES: tuple[Case, ...] = (
         task=RETRY, prior=(_intent(RETRY_RESULT, 3, "retry_wait", 3),), decision=CON, to_state=S.NEEDS_REVIEW,
     ),
     Case(
+        id="conflict-denied-result",
+        name="a denied result under a recorded key with another reason freezes the denied task",
+        rule=_CONFLICT_RULE + "; the only way out of a terminal state is to needs_review",
+        envelope=_result("denied", error="policy P-2", mid="M-102y"),
+        task=DENIED, prior=(_intent(_result("denied", error="policy P-1"), 3, "denied", 3),), decision=CON,
+        to_state=S.NEEDS_REVIEW,
+    ),
+    Case(
         id="conflict-request-ready",
         name="a second task_request under the creating key with another goal freezes a ready task",
         rule=_CONFLICT_RULE,

@@ -1,11 +1,12 @@
 """Judges of exercise 3, a deduplicating consumer.
 
-The student's ``decide`` runs in its own host process. Each test of the exercise is one rule of the
+The student's ``consume`` (exercise 3's interface on plain data, :mod:`sim.consumer`) runs in its own
+host process, adapted to the runtime's intake. Each test of the exercise is one rule of the
 seed, judged all or nothing by :func:`check_rule` over two kinds of case:
 
 * **contract cases** (``sim.contracts.intake``, named by their ``id``): one delivery each, the
   verdict the rule requires;
-* **fault runs**: the student's ``decide`` plugged into the simulator as the runtime's intake under
+* **fault runs**: the student's ``consume`` plugged into the simulator as the runtime's intake under
   a scenario, faults and a seed, judged by the invariants at stake for the rule (and, for the
   runtime's own rule, by how the story ends compared with the reference intake's run).
 
@@ -93,8 +94,8 @@ SYMPTOMS = {
     # schema versions
     "unknown-schema-accepted": "a message in a schema version this runtime does not speak was not refused",
     # anything
-    "decide-raised": "decide raised an exception",
-    "not-a-verdict": "decide returned something other than a usable Verdict",
+    "decide-raised": "consume raised an exception",
+    "not-a-verdict": "consume returned an answer the runtime cannot read (a field missing or malformed)",
     "no-reason": "a verdict gave no reason in words",
     "wrong-decision": "the verdict's decision was not the one the rule requires",
     # fault runs
@@ -110,7 +111,7 @@ SYMPTOMS = {
     "run-effect-from-untrusted": "in a run, an effect committed on an untrusted input (NO_EFFECT_FROM_UNTRUSTED)",
     "run-invariant-broke": "in a run, another invariant broke",
     "run-wrong-ending": "a run ended otherwise than under the reference intake (task states or publications)",
-    "run-failed": "a run could not finish: decide raised, or returned a verdict the runtime cannot apply",
+    "run-failed": "a run could not finish: consume raised, or returned an answer the runtime cannot apply",
 }
 
 _RUN_SYMPTOM = {
@@ -328,7 +329,7 @@ def _guarded(fn, owner: tuple):
                 _ANSWERS.popitem(last=False)
         why = _unusable(v, task)
         if why:
-            raise ProtolabError(f"decide's verdict on {env.message_id} ({env.type}) cannot be applied: {why}",
+            raise ProtolabError(f"your answer to {env.message_id} ({env.type}) cannot be applied: {why}",
                                 code="E_BAD_VERDICT")
         return v
 
