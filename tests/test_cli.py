@@ -992,10 +992,10 @@ def stress_db(tmp_path_factory):
 
 
 def test_a_long_event_log_streams_every_row_in_aligned_columns(stress_db, capsys, monkeypatch):
-    import sim.cli as cli
+    import sim.cli.common as common  # where the views read it
     from sim.store import Store
 
-    monkeypatch.setattr(cli, "TABLE_ROWS", 5)
+    monkeypatch.setattr(common, "TABLE_ROWS", 5)
     with Store.open(str(stress_db), readonly=True) as s:
         evs = s.events()
     out = ok(capsys, "events", "--db", stress_db)
@@ -1022,9 +1022,9 @@ def test_a_streamed_json_log_is_the_same_json_as_before(stress_db, capsys, monke
 
 
 def test_a_long_state_view_streams_each_table_with_its_count(stress_db, capsys, monkeypatch):
-    import sim.cli as cli
+    import sim.cli.common as common  # where the views read it
 
-    monkeypatch.setattr(cli, "TABLE_ROWS", 1)
+    monkeypatch.setattr(common, "TABLE_ROWS", 1)
     out = ok(capsys, "state", "--db", stress_db)
     state = ok_json(capsys, "state", "--db", stress_db)
     assert f"Tasks (authoritative: written only by the runtime) ({len(state['tasks'])})" in out

@@ -443,11 +443,12 @@ def test_a_quorum_of_zero_is_refused_by_the_reducer_and_the_validator():
 
 def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):
     from sim import cli
+    from sim.cli import run as run_group
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt  # as if Ctrl-C came while the run was being set up
 
-    monkeypatch.setattr(cli, "_load_scenario", interrupted)
+    monkeypatch.setattr(run_group, "_load_scenario", interrupted)
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "--db", "never-written.db"])
     assert e.value.code == 130

@@ -149,7 +149,7 @@ def test_a_kit_is_built_checked_and_run_replaces_a_previous_kit_and_a_leak_stops
     assert not (dest / "solutions").exists() and check_kit_content(dest, root=root) == []
     (dest / "stale.txt").write_text("from the previous kit")
     again = build_student_kit(dest, root=root, smoke=False)
-    assert again.replaced and not (dest / "stale.txt").exists() and (dest / "sim" / "cli.py").is_file()
+    assert again.replaced and not (dest / "stale.txt").exists() and (dest / "sim" / "cli" / "__init__.py").is_file()
     # a leak in the project: the build stops, and the previous kit stays as it was
     (root / "exercises" / "01-envelope-design" / "ANSWER.md").write_text(
         (root / "solutions" / "01-envelope-design" / "design.py").read_text())

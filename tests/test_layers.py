@@ -50,6 +50,7 @@ def test_all_sql_lives_in_the_store_package():
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.resources"}),
     ("domain", {"sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
+                "sim.consumer",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",

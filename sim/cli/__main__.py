@@ -1,0 +1,5 @@
+"""``python -m sim.cli ...``: the ``protolab`` command."""
+
+from . import main
+
+main()

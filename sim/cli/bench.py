@@ -1,0 +1,263 @@
+"""'protolab bench': the project's figures beside a floor measured in the same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+from .common import COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
+
+
+bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
+
+
+@bench_app.command("intake")
+def bench_intake(
+    n: int = typer.Option(5000, "-n", help="Deliveries to time."),
+    as_json: bool = JSON_OPT,
+):
+    """Deliveries per second through parse, digest, intake and transaction, beside bare sqlite3."""
+    from ..bench import bench_intake as run
+
+    if n < 10:
+        raise InputError("-n must be at least 10", code="E_USAGE")
+    result = run(n, progress=not as_json)
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"intake: {result['project_per_s']:,.0f} deliveries/s (protolab)  |  floor {result['floor_per_s']:,.0f}/s "
+        f"(bare sqlite3, same rows)  |  ratio {result['ratio']:.2f}  (n={n}, target >= 0.4)"
+    )
+
+
+@bench_app.command("sim")
+def bench_sim(
+    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Comma-separated task counts for the stress scenario "
+                                                                   "(100,000 tasks takes several minutes)."),
+    as_json: bool = JSON_OPT,
+):
+    """The stress scenario at each size: deliveries/s beside bare sqlite3 on the same rows, and peak memory."""
+    from ..bench import bench_sim as run
+
+    try:
+        ns = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--sizes {sizes!r} must be comma-separated integers", code="E_USAGE") from None
+    if not ns or min(ns) < 1:
+        raise InputError("--sizes needs at least one positive task count", code="E_USAGE")
+    result = run(ns, progress=not as_json)
+    if as_json:
+        _print_json(result)
+        return
+    _console().print(_table(
+        "bench sim: stress scenario (5% duplicates, 1% conflicting digests)",
+        ["tasks", "deliveries", "protolab/s", "floor/s", "ratio", "grouped: protolab/s", "floor/s", "ratio",
+         "peak RSS MB (simulation)", "peak RSS MB ('protolab run')"],
+        [[f"{r['tasks']:,}", f"{r['deliveries']:,}", f"{r['project_per_s']:,.0f}", f"{r['floor_per_s']:,.0f}",
+          f"{r['ratio']:.2f}", f"{r['grouped']['project_per_s']:,.0f}", f"{r['grouped']['floor_per_s']:,.0f}",
+          f"{r['grouped']['ratio']:.2f}", r["peak_rss_mb"], r["command_peak_rss_mb"]] for r in result["sizes"]],
+        caption="floor: bare sqlite3 replaying the run's own write statements, same transactions; first one "
+                "transaction per delivery (target ratio >= 0.3), then grouped commits as 'protolab run' makes them; "
+                "'protolab run': the whole command (simulation, summary, invariants) in its own process",
+    ))
+
+
+@bench_app.command("writers")
+def bench_writers_cmd(
+    processes: int = typer.Option(4, "--processes", help="Concurrent 'protolab deliver' processes on one database."),
+    n: int = typer.Option(10_000, "-n", help="Deliveries of its own per process (plus contended ones)."),
+    as_json: bool = JSON_OPT,
+):
+    """Many writers on one database: deliveries/s, lost (must be 0), clock violations (must be 0), beside one process."""
+    from ..bench import bench_writers as run
+
+    if processes < 1 or n < 10:
+        raise InputError("--processes must be at least 1 and -n at least 10", code="E_USAGE")
+    result = run(processes, n, shared=max(1, n // 100))
+    if as_json:
+        _print_json(result)
+        return
+    _console().print(_table(
+        f"bench writers: {processes} processes x {n:,} deliveries (+ contended ones) on one database",
+        ["", "processes", "deliveries", "seconds", "deliveries/s", "lost", "clock violations"],
+        [[k, r["processes"], f"{r['deliveries']:,}", r["seconds"], f"{r['per_s']:,.0f}", r["lost"], r["clock_violations"]]
+         for k, r in (("concurrent", result["concurrent"]), ("one process", result["one_process"]))],
+        caption="lost and clock violations must be 0; each process pays its own start-up",
+    ))
+
+
+@bench_app.command("crash")
+def bench_crash_cmd(
+    cycles: int = typer.Option(200, "--cycles", help="How many runs to kill (200 x 20,000 tasks takes about an hour)."),
+    tasks: int = typer.Option(20_000, "--tasks", help="Tasks in the stress run that is killed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seeds the moments of the kills."),
+    as_json: bool = JSON_OPT,
+):
+    """The crash loop: kill -9 a run at random moments; the partial file must be whole, hold every invariant and replay."""
+    from ..bench import bench_crash
+
+    if cycles < 1 or tasks < 100:
+        raise InputError("--cycles must be at least 1 and --tasks at least 100", code="E_USAGE")
+    if as_json:
+        _print_json(bench_crash(cycles, tasks, seed=seed))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        r = bench_crash(cycles, tasks, seed=seed, progress=bar)
+    _console().print(_table(
+        f"bench crash: {r['cycles']} x kill -9 of a {tasks:,}-task run ({r['whole_run_seconds']} s whole)",
+        ["corrupt", "replay mismatches", "invariant failures", "completed db replaced", "killed before the schema",
+         "deliveries in the partials"],
+        [[r["corrupt"], r["replay_mismatches"], r["invariant_failures"], r["replaced"], r["empty"],
+          f"{r['partial_deliveries_min']:,} to {r['partial_deliveries_max']:,}"]],
+        caption="the first four must be 0" + (
+            f"; {r['finished_before_kill']} run(s) ended before their moment to die (a busy machine) and are not counted"
+            if r["finished_before_kill"] else ""),
+    ))
+
+
+@bench_app.command("lab")
+def bench_lab_cmd(
+    events: int = typer.Option(100_000, "--events", help="Events in the run the checkpoints are evaluated on (100,000 takes a few minutes)."),
+    steps: int = typer.Option(300, "--steps", help="Deliveries timed, each followed by a checkpoint refresh."),
+    as_json: bool = JSON_OPT,
+):
+    """A lab's checkpoints re-checked after each delivery on a large run, beside reading the same new rows; and lab start."""
+    from ..tui.bench import FRAME_MS, bench_lab
+
+    if events < 100 or steps < 10:
+        raise InputError("--events must be at least 100 and --steps at least 10", code="E_USAGE")
+    if as_json:
+        _print_json(bench_lab(events, steps))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        task = bar.add_task("building the run", total=events)
+        r = bench_lab(events, steps, progress=lambda done, total: bar.update(task, completed=done))
+    typer.echo(f"lab checkpoints on a {r['events']:,}-event run: {r['tick_median_ms']} ms per refresh (median, "
+               f"p99 {r['tick_p99_ms']} ms; one frame is {FRAME_MS:.1f} ms)  |  floor {r['floor_median_ms']} ms "
+               f"(reading the same new rows)  |  ratio {r['ratio']}  |  first refresh {r['cold_refresh_ms']} ms")
+    typer.echo(f"lab start: {r['lab_start_ms']} ms to the first frame  |  floor {r['plain_start_ms']} ms (the same run "
+               f"without a lab)  |  ratio {r['start_ratio']}")
+
+
+@bench_app.command("grade")
+def bench_grade_cmd(
+    n: int = typer.Option(200, "-n", help="Generated submissions of exercise 1 (200 takes a few minutes on 2 cores)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
+    as_json: bool = JSON_OPT,
+    course: Optional[Path] = COURSE_OPT,
+):
+    """The grader on a generated class (correct, partly wrong and hostile mixed): submissions per minute
+    and peak memory, beside the same class judged in one process with no isolation."""
+    from ..course.benchgrade import bench_grade
+
+    _course(course)
+    if n < 10:
+        raise InputError("-n must be at least 10", code="E_USAGE")
+    if as_json:
+        _print_json(bench_grade(n, jobs))
+        return
+    from rich.progress import Progress
+
+    with Progress(console=_console(), transient=True) as bar:
+        tasks = {}
+
+        def step(stage, done, total):
+            if stage not in tasks:
+                tasks[stage] = bar.add_task("grading (isolated)" if stage == "grader" else "the floor (one process)",
+                                            total=total)
+            bar.update(tasks[stage], completed=done)
+
+        r = bench_grade(n, jobs, progress=step)
+    typer.echo(f"grader: {r['submissions']} submissions x {r['tests_each']} tests in {r['seconds']} s = "
+               f"{r['per_minute']} per minute on {r['jobs']} jobs in {r['sandbox']}  |  peak memory {r['grader_peak_mb']} MB "
+               f"(largest child {r['largest_child_mb']} MB)")
+    typer.echo(f"floor: {r['floor_submissions']} submissions in {r['floor_seconds']} s = {r['floor_per_minute']} per "
+               f"minute, one process, no isolation ({r['floor_skipped']} hostile ones skipped: they would end it)  |  "
+               f"isolation costs {r['ratio']}x per submission")
+    for line in r["unexpected_scores"]:
+        typer.echo(f"  unexpected: {line}")
+
+
+@bench_app.command("trace")
+def bench_trace(
+    n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),
+    as_json: bool = JSON_OPT,
+):
+    """Validate a generated trace beside json.load of the same file, in process and as the command a user runs."""
+    from ..bench import bench_trace as run
+
+    if n < 12:
+        raise InputError("-n must be at least 12", code="E_USAGE")
+    r = run(n)
+    if as_json:
+        _print_json(r)
+        return
+    typer.echo(f"trace: {r['messages']:,} messages ({r['file_mb']} MB)\n"
+               f"  in process: validate {r['validate_seconds']} s  |  floor json.load {r['json_load_seconds']} s  |  "
+               f"ratio {r['ratio']:.2f}  |  peak RSS {r['peak_rss_mb']} MB\n"
+               f"  the command: protolab trace validate {r['command_seconds']} s  |  floor python -c json.load "
+               f"{r['json_load_command_seconds']} s  |  ratio {r['command_ratio']:.2f} (issue 12's target: 1.3)")
+
+
+@bench_app.command("tui")
+def bench_tui_cmd(
+    events: int = typer.Option(100_000, "--events", help="Build a finished stress run with about this many events."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Measure this finished run instead of building one."),
+    samples: int = typer.Option(300, "--samples", help="Random scroll positions to draw."),
+    datatable: bool = typer.Option(False, "--datatable", help="Also time Textual's DataTable holding every event row."),
+    as_json: bool = JSON_OPT,
+):
+    """Open a large finished run in the TUI (headless) and scroll it; floors: bare sqlite3 reads."""
+    import tempfile
+
+    from ..tui.bench import bench_tui, make_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = db
+        if path is None:
+            path = Path(tmp) / "bench-tui.db"
+            with _progress(True) as bar:
+                make_run(path, events, progress=bar)
+        else:
+            from ..store import Store
+
+            Store.open(path, readonly=True).close()  # refuses a missing, corrupt or foreign file
+        out = bench_tui(path, samples=samples, datatable=datatable)
+    if as_json:
+        _print_json(out)
+        return
+    rows = [
+        ["open to first frame", f"{out['open_s']:.3f} s", f"{out['floor_open_s'] * 1000:.2f} ms",
+         ("under 2 s" if out["open_s"] < 2 else "OVER 2 s") + "; floor: bare sqlite3 reads"],
+        ["  an empty Textual app, for scale", "", f"{out['floor_empty_app_s']:.3f} s", "floor: Textual's own start"],
+        ["one frame while scrolling (median)", f"{out['frame_ms_median']} ms", f"{out['floor_frame_ms_median']} ms",
+         f"p95 {out['frame_ms_p95']} ms"],
+        ["page down, through the keyboard", f"{out['pagedown_ms']} ms", f"{out['floor_key_ms']} ms", "floor: an unbound key"],
+    ]
+    if "datatable_open_s" in out:
+        rows.append(["DataTable with every row (avoided)", f"{out['datatable_open_s']} s", "", ""])
+    _console().print(_table(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows))
+
+
+@bench_app.command("startup")
+def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
+    """Wall time of 'protolab --help' beside a bare 'python -c pass' (budget: 300 ms)."""
+    from ..bench import bench_startup as run
+
+    result = run(max(1, repeat))
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"startup: protolab --help {result['help_ms']:.0f} ms  |  floor python -c pass {result['floor_ms']:.0f} ms  |  "
+        f"ratio {result['ratio']:.2f}  |  budget 300 ms: {'within' if result['within_budget'] else 'OVER'}"
+    )
+

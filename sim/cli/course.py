@@ -1,0 +1,570 @@
+"""The course: 'protolab exercise' (list, start, check, hint), 'protolab kit' (student, classroom,
+verify), 'protolab autograder' and 'protolab grade'."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError
+from .common import COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
+
+commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
+
+
+exercise_app = typer.Typer(help="Graded exercises: list, start (copy the starter), check (public tests), hint.",
+                           no_args_is_help=True)
+
+
+@exercise_app.command("list")
+def exercise_list(as_json: bool = JSON_OPT):
+    """Every exercise: number, title, minutes, points in public and hidden tests."""
+    from ..course.catalog import exercises
+
+    rows = []
+    for ex in exercises():
+        hidden = ex.hidden_points()
+        rows.append({"number": ex.number, "slug": ex.slug, "title": ex.title, "minutes": ex.minutes,
+                     "files": list(ex.files), "public_points": ex.public_points, "hidden_points": hidden,
+                     "folder": ex.dirname, "summary": ex.summary})
+    if as_json:
+        _print_json(rows)
+        return
+    _console().print(_table("Exercises", ["#", "exercise", "minutes", "you edit", "points (public + hidden)"],
+                            [[r["number"], r["title"], r["minutes"], ", ".join(r["files"]),
+                              f"{r['public_points']} + {r['hidden_points'] if r['hidden_points'] is not None else '?'}"]
+                             for r in rows],
+                            caption="protolab exercise start N copies the starter files to ./NN-slug; "
+                                    "protolab exercise check N runs the public tests"))
+
+
+def _is_exercise_folder(d: Path, ex) -> bool:
+    """True when ``d`` is a copy of exercise ``ex`` made by ``exercise start``."""
+    import tomllib
+
+    try:
+        return tomllib.loads((d / "exercise.toml").read_text(encoding="utf-8")).get("number") == ex.number
+    except (OSError, ValueError):
+        return False
+
+
+def _exercise_dir(ex, folder: Optional[Path]) -> Path:
+    d = folder if folder is not None else Path(ex.dirname)
+    if folder is None and not d.is_dir():
+        # run from inside the exercise's folder, or from a folder below the one it was started in:
+        # the nearest of ., its parents, and their NN-slug folders
+        here = Path.cwd()
+        for up in (here, *here.parents):
+            if _is_exercise_folder(up, ex) or (up / ex.dirname).is_dir():
+                found = up if _is_exercise_folder(up, ex) else up / ex.dirname
+                d = Path(os.path.relpath(found, here)) if found != here else Path(".")
+                break
+    if not d.is_dir():
+        if folder is not None:
+            raise InputError(f"{d} is not a folder; name the folder holding {', '.join(ex.files)}, or start the "
+                             f"exercise with 'protolab exercise start {ex.number}'", code="E_DIR_MISSING")
+        raise InputError(f"no {ex.dirname} folder in {Path.cwd()} or any folder above it; start the exercise with "
+                         f"'protolab exercise start {ex.number}', or name your folder: "
+                         f"'protolab exercise check {ex.number} PATH'", code="E_DIR_MISSING")
+    missing = [f for f in ex.files if not (d / f).is_file()]
+    if missing:
+        raise InputError(f"{d} has no {missing[0]}; exercise {ex.number} is judged on {', '.join(ex.files)}",
+                         code="E_FILE_MISSING")
+    return d
+
+
+@exercise_app.command("start")
+def exercise_start(
+    which: str = typer.Argument(..., help="The exercise: its number (1) or slug (envelope-design)."),
+    folder: Optional[Path] = typer.Argument(None, help="Where to put it (default ./NN-slug); must not exist."),
+):
+    """Copy an exercise's README, starter files and public tests to a new folder."""
+    import shutil
+
+    from ..course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    dest = folder if folder is not None else Path(ex.dirname)
+    if dest.exists():
+        raise InputError(f"{dest} already exists; nothing was copied (pick another folder or remove it)", code="E_DIR_EXISTS")
+    if not dest.parent.exists():
+        raise InputError(f"folder {dest.parent} does not exist", code="E_DIR_MISSING")
+    tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    try:
+        shutil.copytree(ex.folder, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    typer.echo(f"exercise {ex.number}: {ex.title} -> {dest}/")
+    typer.echo(f"  read {dest}/README.md, edit {', '.join(ex.files)}, then:")
+    typer.echo(f"  protolab exercise check {ex.number}{'' if folder is None else ' ' + str(dest)}"
+               "            (--watch re-checks on every save)")
+
+
+def _render_report(report, con) -> None:
+    ex = report.exercise
+    con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({report.submission})")
+    failed = [r for r in report.results if not r.passed and not r.grader_error]
+    # One cause for every failure (the file does not import, a function is missing, the code ran out
+    # of time or memory before any test could finish): said once, above the tests, with no hints.
+    once = failed[0].message if len(failed) > 1 and len({r.message for r in failed}) == 1 else None
+    if once is not None:
+        con.print(f"  [bold red]your files could not be tested[/]: {once}", highlight=False)
+        con.print("  (every test below failed for this one reason; fix it and check again)", highlight=False,
+                  style="dim")
+    for r in report.results:
+        mark = "[green]PASS[/]" if r.passed else "[bold yellow]N/G [/]" if r.grader_error else "[bold red]FAIL[/]"
+        tag = " [dim](hidden)[/]" if r.hidden else " [dim](with hidden cases)[/]" if r.hidden_cases_ran else ""
+        con.print(f"  {mark} {r.points:g}/{r.max_points}  {r.name}{tag}: {r.title}", highlight=False)
+        if r.grader_error:
+            con.print(f"       {r.message}", highlight=False, markup=False)
+        elif not r.passed and once is None:
+            con.print(f"       what broke: {r.message}", highlight=False, markup=False)
+            if r.reproduce:
+                con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False,
+                          soft_wrap=True)  # one line, so that copy and paste keeps it whole
+            if r.hint:
+                con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
+    con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
+    said = _sandbox_line(report)
+    if said:
+        con.print(said, highlight=False, markup=False, style="dim")
+    if not report.hidden_ran:
+        hp = report.hidden_points
+        hidden = f"{hp} more points are in hidden tests" if hp else "hidden tests may exist"
+        more = [r.name for r in report.results if r.hidden_cases]
+        if more:
+            hidden += f"; the grader also tries hidden cases of {', '.join(more)}"
+        verdict = "all public tests pass" if report.all_passed else "some public tests fail"
+        con.print(f"[bold]{verdict}[/]: these public tests cover {report.max_score} points; {hidden}, which the "
+                  "instructor runs. This is not your grade.", highlight=False)
+
+
+def _check_once(ex, d: Path, as_json: bool, hidden: bool = False) -> int:
+    from ..course.evaluate import evaluate
+
+    con = _console()
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"exercise {ex.number}", total=len(ex.tests))
+        report = evaluate(ex, d, hidden=hidden, progress=lambda done, total, name: bar.update(job, completed=done))
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _render_report(report, con)
+    return 0 if report.all_passed else 1
+
+
+@exercise_app.command("check")
+def exercise_check(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    folder: Optional[Path] = typer.Argument(None, help="The folder holding your files (default ./NN-slug)."),
+    watch: bool = typer.Option(False, "--watch", help="Check again whenever a file in the folder changes (ctrl+c stops)."),
+    as_json: bool = JSON_OPT,
+):
+    """Run the public tests: points per test, what broke, the command that reproduces it, a hint.
+    Exit 0 when every public test passes, 1 when one fails."""
+    from ..course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    d = _exercise_dir(ex, folder)
+    if not watch:
+        raise typer.Exit(_check_once(ex, d, as_json))
+    import time
+
+    def stamp():
+        return sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in d.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
+
+    seen = None
+    try:
+        while True:
+            now = stamp()
+            if now != seen:
+                seen = now
+                if not as_json:
+                    _console().rule(f"checking {d} ({time.strftime('%H:%M:%S')})")
+                _check_once(ex, d, as_json)
+                if not as_json:
+                    typer.echo("watching for changes (ctrl+c stops)")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        raise typer.Exit(0)
+
+
+@exercise_app.command("hint")
+def exercise_hint(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    folder: Optional[Path] = typer.Argument(None, help="The folder holding your files (default ./NN-slug)."),
+):
+    """The hint for the first failing public test (the tests run first)."""
+    from ..course.catalog import get_exercise
+    from ..course.evaluate import evaluate
+
+    ex = get_exercise(which)
+    d = _exercise_dir(ex, folder)
+    report = evaluate(ex, d)
+    first = report.first_failure()
+    if first is None:
+        typer.echo(f"every public test of exercise {ex.number} passes; hidden tests remain, which the instructor runs")
+        return
+    typer.echo(f"{first.name}: {first.title}")
+    typer.echo(f"  what broke: {first.message}")
+    typer.echo(f"  hint: {first.hint or '(this test has no hint)'}")
+
+
+def _sandbox_line(report_or_text) -> str:
+    """One line on which sandbox judged it; the fallback says what to do about it."""
+    text = report_or_text if isinstance(report_or_text, str) else getattr(report_or_text, "sandbox", "")
+    if not text:
+        return ""
+    if text.startswith("fallback"):
+        return (f"sandbox: {text}; student code ran with the audit hooks and limits alone (install bubblewrap, "
+                "'apt-get install bubblewrap', for the operating-system sandbox)")
+    return f"sandbox: {text}"
+
+
+kit_app = typer.Typer(help="(Instructors) the student kit: build it (no solutions, no hidden tests) and verify that "
+                           "every exercise's answers are judged right.", no_args_is_help=True)
+
+
+@kit_app.command("student")
+def kit_student(dest: Path = typer.Argument(..., help="Where to write the kit: a new or empty folder, or a previous "
+                                                      "kit (replaced)."),
+                course: Optional[Path] = COURSE_OPT):
+    """(Instructors) write the kit students get: the sim package, data, labs, exercises (starters and
+    public tests), pyproject.toml and README; never solutions, hidden tests or planted wrong answers.
+    It lands only after two checks: by content (no line of a solution, no hidden test's name or
+    title) and by running each exercise's public tests on its starter with only the kit on the path."""
+    from ..course.kit import build_student_kit, project_root
+
+    root = project_root(course)
+    with _progress() as bar:
+        job = bar.add_task("smoke check: public tests on each starter", total=None)
+        res = build_student_kit(dest, root=root, progress=lambda done, total, name: bar.update(
+            job, completed=done, total=total, description=f"smoke check: {name}"))
+    typer.echo(f"wrote the student kit to {res.dest}/ ({res.files} files{', replacing the previous kit' if res.replaced else ''})")
+    typer.echo("  content: no line of any solution or planted wrong answer, no hidden test's name or title")
+    typer.echo(f"  smoke check: with only the kit on the path, no hidden tests and no solutions; the public tests of "
+               f"{len(res.exercises)} exercises ran on their starters:")
+    for row in res.exercises:
+        typer.echo(f"    {row['dirname']}: starter {row['score']:g}/{row['max_score']} on {len(row['tests'])} public tests")
+    typer.echo(f"  students: cd {res.dest} && pip install . && protolab exercise list")
+
+
+@kit_app.command("classroom")
+def kit_classroom(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    dest: Path = typer.Argument(..., help="A new folder for the class (one folder per submission)."),
+    loops: bool = typer.Option(False, "--loops", help="Add the two endless loops too (each spends whole time limits)."),
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) a generated class to try the grader on: the model answer, the starter, every
+    planted wrong answer and every hostile kind, each named for what it is."""
+    from ..course.catalog import get_exercise
+    from ..course.corpus import build_corpus
+
+    _course(course)
+    ex = get_exercise(which)
+    if dest.exists():
+        raise InputError(f"{dest} already exists; give a new folder", code="E_OUTPUT_EXISTS")
+    entries = build_corpus(ex, dest, slow=loops)
+    want = {"full": "full marks", "less": "less than full marks", "zero": "0, with the reason"}
+    t = _table(f"{len(entries)} submissions of exercise {ex.number} in {dest}", ["submission", "must get", "what it is"],
+               [[e.name, want[e.expect], e.what] for e in entries], caption=f"protolab grade {ex.number} {dest} grades them all")
+    t.columns[0].no_wrap = False
+    t.columns[0].overflow = "fold"
+    _console().print(t)
+
+
+@kit_app.command("verify")
+def kit_verify(
+    exercise: Optional[List[str]] = typer.Option(None, "--exercise", "-e", help="Only this exercise (number or slug); "
+                                                                                 "repeat for more."),
+    as_json: bool = JSON_OPT,
+    mutants: bool = typer.Option(False, "--mutants", help="Measure the tests instead: mutate each model answer "
+                                                          "and count the mutants that lose points (target 95%)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="With --mutants: an even sample of at most "
+                                                                     "this many mutants per exercise."),
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) judge every exercise as real grading does (hidden tests, each test in the
+    sandbox): the model answer must get full marks, the starter and each planted wrong answer less
+    (and fail the tests its expect.toml names). Exit 0 when all hold, 1 otherwise.
+
+    With --mutants: the grader's mutation score. Each model answer is mutated (an operator flipped,
+    a part of a key dropped, a rule of a table removed, ...); a mutant that behaves as the model
+    answer on every case is equivalent, every other one must lose points. Exit 1 when an exercise
+    is below the target."""
+    from ..course.kit import project_root, verify_kit
+
+    root = project_root(course)  # the course, or an error that names --course
+    _course(root)
+    if mutants:
+        _kit_mutants(exercise, as_json=as_json, limit=limit)
+        return
+    with _progress(not as_json) as bar:
+        job = bar.add_task("verifying", total=None)
+        rows = verify_kit(root=root, only=exercise, progress=lambda done, total, name: bar.update(
+            job, completed=done, total=total, description=f"judged {name}"))
+    bad = [r for r in rows if not r.ok]
+    if as_json:
+        _print_json([r.to_dict() for r in rows])
+    else:
+        table = [[r.exercise, r.submission, "-" if r.score is None else f"{r.score:g}/{r.max_score}", r.want,
+                  "[green]as expected[/]" if r.ok else f"[bold red]WRONG[/] {r.problem}"] for r in rows]
+        _console().print(_table("Kit verify: every exercise's answers, judged with hidden tests in the sandbox",
+                                ["#", "submission", "score", "expected", "result"], table,
+                                caption=f"{len(rows) - len(bad)} of {len(rows)} as expected"))
+        for r in bad:
+            typer.echo(f"FAILED: exercise {r.exercise} {r.submission}: expected {r.want}; {r.problem}")
+    raise typer.Exit(1 if bad else 0)
+
+
+def _kit_mutants(only, *, as_json: bool, limit) -> None:
+    from ..course.catalog import exercises, get_exercise
+    from ..course.mutants import TARGET, mutation_run
+
+    chosen = [get_exercise(x) for x in only] if only else exercises()
+    reports = []
+    with _progress(not as_json) as bar:
+        for ex in chosen:
+            job = bar.add_task(f"exercise {ex.number}: mutants", total=None)
+            reports.append(mutation_run(ex, limit=limit, progress=lambda done, total, name, job=job: bar.update(
+                job, completed=done, total=total, description=f"exercise {ex.number}: mutant {done}/{total}")))
+    low = [r for r in reports if r.problem or r.score is not None and r.score < TARGET]
+    if as_json:
+        _print_json([r.to_dict() for r in reports])
+        raise typer.Exit(1 if low else 0)
+    rows = [[str(r.exercise), r.slug, str(r.total), str(r.equivalent), str(r.killed), str(len(r.survivors)),
+             r.problem or ("-" if r.score is None else f"{r.score:.1%}")] for r in reports]
+    _console().print(_table("The grader's mutation score: mutants of each model answer that lose points",
+                            ["#", "exercise", "mutants", "equivalent", "lose points", "survive", "score"], rows,
+                            caption=f"score = lose points / (mutants - equivalent); target {TARGET:.0%}. An equivalent "
+                                    "mutant behaves as the model answer on every case of the exercise's behaviour "
+                                    "matrix."))
+    for r in reports:
+        for m in r.survivors[:10]:
+            typer.echo(f"survivor: exercise {r.exercise} {m.mutant.what} (behaves differently at {m.differs})")
+    raise typer.Exit(1 if low else 0)
+
+
+@commands.command("autograder")
+def autograder_cmd(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    output: Path = typer.Option(..., "-o", "--output", help="The zip to write (a new file, or a previous "
+                                                            "protolab autograder zip, replaced)."),
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) a Gradescope autograder zip for one exercise: setup.sh, run_autograder and the
+    bundled source with this exercise's hidden tests. Gradescope runs it once per submission."""
+    from ..course.autograder import build_autograder
+    from ..course.kit import project_root
+
+    info = build_autograder(which, output, root=project_root(course))
+    typer.echo(f"wrote {output}: the Gradescope autograder of exercise {info['exercise']} ({info['title']}), "
+               f"{info['tests']} public + {info['hidden_tests']} hidden tests, {info['bytes'] // 1024} KB")
+    typer.echo("  upload it under Configure Autograder (Ubuntu base image); students submit "
+               "their files, loose, in a folder or zipped")
+    typer.echo("  try it here: unzip it into ROOT/source, put a submission in ROOT/submission, then "
+               "PROTOLAB_AUTOGRADER_ROOT=ROOT PROTOLAB_PYTHON=$(which python) ROOT/source/run_autograder")
+
+
+def _grid_table(report):
+    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which faults."""
+    from rich import box
+    from rich.table import Table
+
+    from ..course.grade import SHORT, fault_grid
+
+    names, rows = fault_grid(report)
+    if not rows:
+        return None
+    t = Table(title="faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)",
+              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
+    t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis")
+    for n in names:
+        t.add_column(SHORT.get(n, n.lower()[:5]), justify="center", no_wrap=True, width=5)
+    t.add_column("end", justify="center", no_wrap=True, width=4)
+    scenario = None
+    for r in rows:
+        sc = r.get("scenario") or ""
+        if sc != scenario:
+            scenario = sc
+            t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(names) + 1))
+        label = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
+        cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"] else "·"
+                 for n in names]
+        held = all(r["invariants"].values())
+        end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
+        t.add_row(label, *cells, end)
+    return t
+
+
+def _explain(report, con) -> None:
+    _render_report(report, con)
+    if report.problem:
+        return
+    grid = _grid_table(report)
+    if grid is not None:
+        con.print()
+        con.print(grid)
+        from ..course.grade import SHORT, fault_grid
+
+        names, _rows = fault_grid(report)
+        con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
+
+
+def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
+    from ..course.grade import collect, grade_all, workdir, write_gradebook
+
+    cases = [t.name for t in ex.tests if t.hidden_cases]
+    if (not ex.hidden_tests() and ex.hidden_points()) or (cases and not ex.extensions()):
+        what = (f"hidden tests ({ex.hidden_points()} points)" if not ex.hidden_tests() and ex.hidden_points()
+                else f"hidden cases (of {', '.join(cases[:3])}{' ...' if len(cases) > 3 else ''})")
+        raise InputError(f"exercise {ex.number}'s {what} are not in this install, so a grade would cover the public "
+                         "tests only: run from your protolab checkout, name it with --course DIR, or set "
+                         "PROTOLAB_SOLUTIONS to its solutions/ folder", code="E_NO_SOLUTIONS")
+    con = _console()
+    with workdir() as tmp:
+        subs = collect(ex, path, Path(tmp))
+        if explain and len(subs) != 1:
+            raise InputError(f"--explain grades one submission; {path} holds {len(subs)} "
+                             f"(give one of them, e.g. {subs[0].source})", code="E_USAGE")
+        if gradescope is not None and gradescope.exists() and not gradescope.is_dir():
+            raise InputError(f"{gradescope} is a file; --gradescope names a folder", code="E_OUTPUT")
+        with _progress(not as_json) as bar:
+            job = bar.add_task(f"grading exercise {ex.number}", total=len(subs))
+            reports = grade_all(ex, subs, jobs=jobs,
+                                progress=lambda done, total, name: bar.update(job, completed=done,
+                                                                              description=f"graded {name}"))
+        if csv_out is not None:
+            write_gradebook(csv_out, subs, reports)
+        if gradescope is not None:
+            from ..course.gradescope import results_json
+
+            for s, r in zip(subs, reports):
+                d = gradescope / s.name
+                d.mkdir(parents=True, exist_ok=True)
+                # commands name the student's own folder (as 'exercise start' makes it), not the instructor's copy
+                from ..course.autograder import note_sandbox
+
+                d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
+                (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
+    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    said = _sandbox_line(next((r.sandbox for r in reports if r.sandbox), ""))
+    if said and not as_json and not explain:  # --explain's report says it already
+        typer.echo(said)
+    if said.startswith("sandbox: fallback"):
+        typer.echo("warning: graded on the fallback sandbox, not bubblewrap (see above)", err=True)
+    errors = [(s.name, x.name, x.grader_error) for s, r in zip(subs, reports) for x in r.grader_errors]
+    if errors:  # the kit's fault, never the student's: the instructor must hear of it, and the exit status says so
+        typer.echo(f"warning: {len(errors)} test(s) could not be graded because a judge failed (a grader error, not the "
+                   "students' fault; those tests are reported as not gradable, 0 points until regraded):", err=True)
+        for student, test, what in errors[:10]:
+            typer.echo(f"  {student} {test}: {what}", err=True)
+        if len(errors) > 10:
+            typer.echo(f"  ... and {len(errors) - 10} more (--json lists every one under grader_error)", err=True)
+        raise typer.Exit(1)
+
+
+def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote: list) -> None:
+    if as_json:
+        out = []
+        for s, r in zip(subs, reports):
+            out.append({"student": s.name, **r.to_dict()})
+        _print_json(out)
+        return
+    if explain:
+        _explain(reports[0], con)
+        return
+    rows = []
+    for s, r in zip(subs, reports):
+        marks = "".join("[green]✓[/]" if x.passed else ("[yellow]◐[/]" if x.points > 0 else "[red]✗[/]")
+                        for x in r.results)
+        first = r.problem or next((f"{x.name}: {x.message}" for x in r.results if not x.passed), "")
+        rows.append([s.name, f"{r.score:g}", marks, first])
+    names = " ".join(x.name for x in reports[0].results) if reports else ""
+    top = reports[0].max_score if reports else 0
+    t = _table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions; scores out of {top}, public and hidden tests)",
+               ["student", "score", "tests", "first problem"], rows,
+               caption=f"tests in order: {names}. ✓ full marks, ◐ part, ✗ none. "
+                       "--explain on one submission shows what broke, how to reproduce it and the hint.")
+    t.columns[0].overflow, t.columns[0].max_width = "fold", 28
+    ntests = len(reports[0].results) if reports else 0
+    room = max(20, con.width - (min(28, max((len(s.name) for s in subs), default=7)) + 7 + max(5, ntests) + 12))
+    for cell_row in rows:  # one line per student: the first problem, cut to the room left
+        if len(cell_row[-1]) > room:
+            cell_row[-1] = cell_row[-1][: room - 1] + "…"
+    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
+    t.columns[0].overflow, t.columns[0].max_width = "fold", 28
+    con.print(t)
+    if wrote:
+        typer.echo(f"wrote {', '.join(map(str, wrote))}")
+
+
+def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
+    from ..course.labgrade import collect_labs, grade_labs, write_lab_gradebook
+    from ..labs.catalog import get_lab
+
+    lab = get_lab(which)
+    subs = collect_labs(path)
+    con = _console()
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))
+        results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done))
+    if csv_out is not None:
+        write_lab_gradebook(csv_out, results)
+    if as_json:
+        _print_json(results)
+        return
+    rows = [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
+             f"{r['answered']}/{r['questions']}", r["note"]] for r in results]
+    con.print(_table(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
+                     ["student", "score", "max", "checkpoints", "answers", "note"], rows,
+                     caption="score: one point per checkpoint met and per question answered right, "
+                             "0 when re-delivering the run does not give the submitted state"))
+    if csv_out is not None:
+        typer.echo(f"wrote {csv_out}")
+
+
+@commands.command()
+def grade(
+    which: str = typer.Argument(..., help="The exercise (number or slug), or 'lab' followed by the lab's number."),
+    paths: List[Path] = typer.Argument(..., help="The submissions: a folder of one folder or .zip per student, "
+                                                 "or one student's folder or zip. After 'lab': the lab, then the folder."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write a gradebook (CSV): student, score, max, "
+                                                                "one column per test."),
+    gradescope: Optional[Path] = typer.Option(None, "--gradescope",
+                                              help="Write FOLDER/STUDENT/results.json in Gradescope's format."),
+    explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
+                                                          "reproduces it and the hint, and the fault-by-invariant grid."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
+    as_json: bool = JSON_OPT,
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) grade a class: public and hidden tests, the students' code in the sandboxed host
+    processes (bubblewrap, or the fallback: it says which), a table of scores; --csv, --gradescope
+    and --explain for the rest. 'grade lab 3 FOLDER' grades lab submissions (protolab lab submit),
+    each verified by re-delivering its run."""
+    _course(course)
+    if which == "lab":
+        if len(paths) != 2:
+            raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")
+        if explain or gradescope is not None:
+            raise InputError("--explain and --gradescope are for exercises; lab grading writes a table, --csv "
+                             "or --json", code="E_USAGE")
+        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json)
+        return
+    from ..course.catalog import get_exercise
+
+    ex = get_exercise(which)
+    if len(paths) != 1:
+        raise InputError(f"grade {which} takes one folder of submissions (or one submission), not {len(paths)}",
+                         code="E_USAGE")
+    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
+

@@ -1,0 +1,283 @@
+"""What a run holds, each kind of data on its own, and judged: messages, events, state, check, replay,
+compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError
+from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
+from ..palette import STATE_STYLE as _STATE_STYLE
+from . import common
+from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_rows, _show, _sides, _stream_table, _styled, _table, _witness_line
+
+commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
+
+
+@commands.command()
+def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task."),
+             payloads: bool = typer.Option(False, "--payloads", help="Print each envelope's payload as the log keeps it "
+                                           "(sensitive values the run declared show [redacted] under the safe policy).")):
+    """The message log: every envelope, and every delivery with its decision."""
+    with _open(db, readonly=True) as store:
+        msgs, dels = store.messages(), store.deliveries()
+    if task:
+        msgs = [m for m in msgs if m["task_id"] == task]
+        dels = [d for d in dels if d["task_id"] == task]
+    if as_json:
+        _print_json({"messages": msgs, "deliveries": dels})
+        return
+    con = _console()
+    con.print(
+        _table(
+            "Messages (envelopes, one row per message_id)",
+            ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
+            [
+                [m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
+                 f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
+                for m in msgs
+            ],
+            caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
+        )
+    )
+    if payloads:
+        con.print("[bold]Payloads (as the log keeps them)[/]")
+        for m in msgs:
+            con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
+                      f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
+    con.print(
+        _table(
+            "Deliveries (one row per attempt)",
+            ["#", "tick", "message", "task", "decision", "state after", "code"],
+            [
+                [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
+                 f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
+                 d["code"] or ""]
+                for d in dels
+            ],
+        )
+    )
+
+
+def _event_summary(e: dict) -> str:
+    from ..events import summarize
+
+    return summarize(e["type"], e["data"])
+
+
+@commands.command()
+def events(
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+    task: Optional[str] = typer.Option(None, help="Only this task."),
+    type_: Optional[str] = typer.Option(None, "--type", help="Only this event type."),
+):
+    """The event log: append-only facts, numbered, written only by the runtime."""
+    from ..store import EVENT_TYPES
+
+    if type_ is not None and type_ not in EVENT_TYPES:
+        from ..errors import friendly_list
+
+        raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
+    with _open(db, readonly=True) as store:
+        evs = store.iter_events(task_id=task, etype=type_)
+        if as_json:
+            _print_json_rows(evs)
+            return
+        n = store.count_events(task_id=task, etype=type_)
+        columns = ["seq", "time", "event", "task", "msg", "what"]
+        rows = ([e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs)
+        if n > common.TABLE_ROWS:  # a long log is streamed as it is read, in flat memory
+            from ..store import EVENT_TYPES
+
+            task_w, msg_w = store.id_widths()
+            _stream_table(f"Events ({n})", columns, rows, {"seq": len(str(store.last_event())), "time": 8,
+                                                           "event": max(map(len, EVENT_TYPES)), "task": task_w,
+                                                           "msg": msg_w})
+        else:
+            _console().print(_table(f"Events ({n})", columns, list(rows)))
+
+
+@commands.command()
+def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
+    """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
+    from ..machine import A2A_STATE, TaskState
+
+    with _open(db, readonly=True) as store:
+        data = {
+            "tasks": store.tasks(),
+            "transitions": store.transitions(),
+            "intents": store.intents(),
+            "effects": store.effects(),
+            "artifacts": store.artifacts(),
+            "approvals": store.approvals(),
+            "budget": store.budget_ledger(),
+            "machine_versions": store.machine_versions(),
+            "current_machine": store.current_machine,
+            "state_digest": store.state_digest(),
+        }
+    for t in data["tasks"]:
+        t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
+        t["trusted"] = bool(t["trusted"])
+    if task:
+        if not any(t["task_id"] == task for t in data["tasks"]):
+            known = ", ".join(t["task_id"] for t in data["tasks"][:10]) or "none yet"
+            raise InputError(f"no task {task} in {db} (its tasks: {known})", code="E_UNKNOWN_TASK")
+        for k in ("tasks", "transitions", "intents", "effects", "artifacts", "approvals", "budget"):
+            data[k] = [r for r in data[k] if r.get("task_id") == task]
+    if as_json:
+        _print_json(data)
+        return
+    con = _console()
+    _show(
+        con, "Tasks (authoritative: written only by the runtime)",
+        ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
+        [
+            [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
+             f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
+             "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
+             t["a2a_state"].removeprefix("TASK_STATE_")]
+            for t in data["tasks"]
+        ],
+        caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
+        optional=("machine", "A2A"),
+    )
+    _show(
+        con, "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
+        [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
+          r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
+    )
+    _show(
+        con, "Intents (deduplication: task, key, digest, scheme)",
+        ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
+        [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
+          "yes" if r["trusted"] else "[bold magenta]NO[/]",
+          f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
+    )
+    if data["effects"]:
+        _show(con, "Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
+              [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]])
+    if data["artifacts"]:
+        _show(con, "Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
+              [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]])
+    if data["approvals"]:
+        _show(con, "Approvals", ["task", "decision", "reviewer", "evidence", "message"],
+              [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]])
+    con.print(f"machine for new tasks: {data['current_machine']}\nstate digest (equal digests, equal state):\n  {data['state_digest']}", soft_wrap=True)
+
+
+@commands.command()
+def compare(
+    scenario: str = SCENARIO_ARG,
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The seed both runs use."),
+    fault: List[str] = FAULT_OPT,
+    as_json: bool = JSON_OPT,
+    design: List[Path] = typer.Option([], "--design", help="An envelope design (.py) beside the reference design; "
+                                      "twice: two designs side by side (both under the safe runtime)."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
+):
+    """The same seed and faults under the safe and the naive policy (or two envelope designs), side by side."""
+    from ..invariants import check
+    from ..runner import run_scenario, summarize
+
+    sc = _load_scenario(scenario, tasks)
+    _check_run_args("safe", fault)
+    sides = _sides(_designs(list(design)))
+    import tempfile
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="protolab-compare-") as scratch:
+        for k, (label, pol, plugins) in enumerate(sides):
+            # each side on a scratch file, not in memory: a big run keeps memory flat
+            store = run_scenario(sc, policy=pol, seed=seed, faults=fault, plugins=plugins,
+                                 db=Path(scratch) / f"side-{k}.db")
+            try:
+                results = check(store)
+                out[label] = (summarize(store, results), results)
+            finally:
+                store.close()
+    if as_json:
+        _print_json({label: summary for label, (summary, _) in out.items()})
+        return
+    (la, _pa, _xa), (lb, _pb, _xb) = sides
+    safe, naive = out[la][0], out[lb][0]
+    rows = []
+    if "tasks" in safe and "tasks" in naive:
+        for t in sorted(set(safe["tasks"]) | set(naive["tasks"])):
+            a, b = safe["tasks"].get(t, "-"), naive["tasks"].get(t, "-")
+            rows.append([f"task {t}", _styled(a, _STATE_STYLE), _styled(b, _STATE_STYLE), "" if a == b else "<- differs"])
+    else:  # a big run: how many tasks ended in each state
+        for st in sorted(set(safe["tasks_by_state"]) | set(naive["tasks_by_state"])):
+            a, b = safe["tasks_by_state"].get(st, 0), naive["tasks_by_state"].get(st, 0)
+            rows.append([f"tasks {_styled(st, _STATE_STYLE)}", a, b, "" if a == b else "<- differs"])
+    rows.append(["effects committed", safe["effects_committed"], naive["effects_committed"],
+                 "" if safe["effects_committed"] == naive["effects_committed"] else "<- differs"])
+    for (rs, rn) in zip(out[la][1], out[lb][1]):
+        rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
+    faults = ", ".join(safe["faults"]) or "none"
+    _console().print(_table(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", la, lb, f"{lb}'s witness"], rows))
+
+
+@commands.command()
+def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
+    """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
+    from ..replay import replay_report
+
+    import tempfile
+
+    with _open(db, readonly=True) as store, tempfile.TemporaryDirectory(prefix="protolab-replay-") as scratch:
+        report = replay_report(store, scratch=scratch)  # on files: flat memory at any run size
+    proof = not report["redelivery"]["effects_committed_again"]
+    report["effects_at_most_once_under_redelivery"] = proof
+    if as_json:
+        _print_json(report)
+    else:
+        con = _console()
+        con.print(f"replayed {report['events']} events into an empty store", soft_wrap=True)
+        con.print(f"  live state digest     {report['live_digest']}", soft_wrap=True)
+        con.print(f"  replayed state digest {report['state_digest']}", soft_wrap=True)
+        con.print("  [green]match[/]: state is the fold of the event log" if report["match"]
+                  else "  [bold red]MISMATCH[/]: state holds something the events do not explain")
+        r = report["redelivery"]
+        con.print(f"redelivered all {r['redelivered']} messages through intake ({r['policy']} policy): "
+                  f"{', '.join(f'{k} {v}' for k, v in r['decisions'].items())}", soft_wrap=True)
+        con.print("  [green]no side effect committed twice[/]" if proof
+                  else f"  [bold red]effects committed again[/]: {', '.join(r['effects_committed_again'])}", soft_wrap=True)
+    if not report["match"] or not proof:
+        if not as_json:
+            why = [w for w, bad in (("the replayed state differs from the live one", not report["match"]),
+                                    ("redelivering the log commits side effects again", not proof)) if bad]
+            _console().print(f"replay FAILED: {'; '.join(why)} (exit status 1)", soft_wrap=True, highlight=False)
+        raise typer.Exit(1)
+
+
+@commands.command()
+def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
+    """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
+    with _open(db, readonly=True) as store:
+        results = _judged(store, True)
+        pending = store.open_reconciliations()
+    if as_json:
+        _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
+    else:
+        con = _console()
+        con.print(_table(f"Invariants of {db}", ["invariant", "result", "what must hold"],
+                         [[r.name, _mark(r.ok), _plain(r.description)] for r in results]))
+        for r in results:
+            if not r.ok:
+                con.print(f"[bold red]{r.name}[/] witnesses:")
+                for w in r.witnesses[:10]:
+                    con.print("  " + json.dumps(w, sort_keys=True), soft_wrap=True)
+                if len(r.witnesses) > 10:
+                    con.print(f"  ... {len(r.witnesses) - 10} more (--json has all)")
+        for p in pending:  # not a broken rule: work a reviewer still owes
+            con.print(f"open reconciliation: {p['task_id']}: late {p['message_id']} ({p['status']}) touches "
+                      f"{', '.join(p['effects'])}; decide with: protolab reconcile {p['task_id']} --decision keep|retract "
+                      f"--by reviewer --evidence {p['message_id']}", markup=False, soft_wrap=True)
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+

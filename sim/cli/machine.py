@@ -1,0 +1,72 @@
+"""'protolab machine': task state machines: show, check and load versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+from .common import DB_OPT, JSON_OPT, _console, _open, _print_json, _resolve, _table
+
+
+machine_app = typer.Typer(help="Task state machines: show, check and load versions.", no_args_is_help=True)
+
+
+@machine_app.command("show")
+def machine_show(
+    db: Optional[Path] = typer.Option(None, "--db", help="Show the versions loaded in this database."),
+    version: Optional[str] = typer.Option(None, "--version", help="Only this machine version."),
+    as_json: bool = JSON_OPT,
+):
+    """The allowlist: every allowed move and the roles that may make it."""
+    from ..machine import A2A_STATE, TaskState, default_rulebook
+
+    if db is None:
+        rb = default_rulebook()
+        rules = [{"machine_version": r.machine_version, "from_state": r.from_state.value, "to_state": r.to_state.value,
+                  "roles": ",".join(r.roles), "reason": r.reason} for r in rb.rules]
+        current = rb.version
+    else:
+        store = _open(db, readonly=True)
+        try:
+            rules, current = store.transition_rules(), store.current_machine
+        finally:
+            store.close()
+    if version:
+        rules = [r for r in rules if r["machine_version"] == version]
+        if not rules:
+            raise InputError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
+    a2a = {s.value: A2A_STATE[s] for s in TaskState}
+    if as_json:
+        _print_json({"current": current, "rules": rules, "a2a": a2a})
+        return
+    con = _console()
+    con.print(_table(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
+                     [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]] for r in rules],
+                     optional=("machine",)))
+    con.print(_table("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()]))
+
+
+@machine_app.command("check")
+def machine_check(file: Path = typer.Argument(..., help="A machine file (TOML).")):
+    """Validate a machine file without loading it."""
+    from ..machine import load_rulebook
+
+    rb = load_rulebook(_resolve(file))
+    typer.echo(f"{file}: machine {rb.version}, {len(rb.rules)} allowed moves")
+
+
+@machine_app.command("load")
+def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) with a new version."), db: Path = DB_OPT):
+    """Load a new machine version: new tasks use it; existing tasks keep theirs."""
+    from ..machine import load_rulebook
+
+    rb = load_rulebook(_resolve(file))
+    with _open(db) as store:
+        with store.transaction():
+            store.advance()
+            store.load_machine(rb, description=f"loaded from {file.name}")
+    typer.echo(f"loaded {rb.version} ({len(rb.rules)} moves) into {db}; new tasks use it, existing tasks keep their version")
+

@@ -1,0 +1,405 @@
+"""Runs and delivery by hand: init, tour, deliver, run, demo, tui, reconcile, digest."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError, ProtolabError
+from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
+from ..palette import STATE_STYLE as _STATE_STYLE
+from .common import DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _table, _witness_line
+from .inspect import compare
+
+commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
+
+
+@commands.command()
+def init(
+    db: Path = DB_OPT,
+    machine: Optional[Path] = typer.Option(None, "--machine", help="Start with this machine file instead of task-v1."),
+    start_time: str = typer.Option("2026-07-13T04:00:00Z", "--start-time", help="Logical time zero (UTC)."),
+):
+    """Create an empty protolab database with the task state machine loaded."""
+    from ..machine import load_rulebook
+    from ..runner import refuse_lab_run
+    from ..store import Store
+
+    refuse_lab_run(db)
+    rb = load_rulebook(_resolve(machine)) if machine else None
+    store = Store.create(db, start_time=start_time, rulebook=rb)
+    version = store.current_machine
+    store.close()
+    typer.echo(f"created {db} (schema 1, machine {version}, time zero {start_time})")
+
+
+def _outcome_rows(outcomes) -> list[list]:
+    return [
+        [
+            o.delivery_id, o.message_id, o.type, o.task_id, _styled(o.decision, _DECISION_STYLE),
+            f"{_styled(o.state, _STATE_STYLE)} v{o.state_version}" if o.state else "-",
+            f"{o.code}: {o.reason}" if o.code else o.reason,
+        ]
+        for o in outcomes
+    ]
+
+
+_OUTCOME_COLS = ["#", "message", "type", "task", "decision", "state", "why"]
+
+
+@commands.command()
+def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tour (replaced if it is a protolab database)."),
+         no_pause: bool = typer.Option(False, "--no-pause", help="Print every step at once (piped output never pauses).")):
+    """A guided hand-delivery: the default story and each fault, delivered one step at a time."""
+    from ..runtime import deliver as _deliver, put_artifact, review
+    from ..samples import FACTS, demo_steps, draft
+    from ..store import Store, remove_database
+
+    if db.exists():
+        from ..runner import refuse_lab_run
+
+        refuse_lab_run(db)
+        Store.open(db).close()  # refuses a file that is not a protolab database
+        remove_database(db)
+    con = _console()
+    store = Store.create(db)
+    try:
+        fr = put_artifact(store, FACTS, kind="fact-table", task_id="T-1")
+        dr = put_artifact(store, draft(), kind="draft", task_id="T-2")
+        con.print(f"[bold]protolab tour[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
+        steps = list(demo_steps())
+        pause = _interactive() and not no_pause
+        for i, (title, envs) in enumerate(steps, 1):
+            outcomes = [_deliver(store, e) for e in envs]
+            con.print(_table(f"step {i} of {len(steps)}: {title}", _OUTCOME_COLS, _outcome_rows(outcomes)))
+            if pause:  # in a terminal, one step at a time; piped, it prints through
+                try:
+                    input("enter: the next step (ctrl+c ends the tour; what was delivered stays in the file) ")
+                except EOFError:
+                    pause = False
+        o = review(store, "T-1", "ready", by="reviewer", evidence=["M-3", "M-8"], note="two fact tables under one key; rerun")
+        con.print(_table("reconcile: the reviewer releases T-1 from retained evidence (M-3, M-8)", _OUTCOME_COLS, _outcome_rows([o])))
+        tasks = store.tasks()
+        effects = store.effects()
+        digest_ = store.state_digest()
+        counts = store.counts()
+    finally:
+        store.close()
+    con.print(
+        _table(
+            "state now",
+            ["task", "state", "ver", "trusted", "late", "rejected"],
+            [[t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], "yes" if t["trusted"] else "NO",
+              t["late_results"], t["rejected"]] for t in tasks],
+            caption=f"effects committed: {', '.join(e['effect_key'] for e in effects) or 'none'} (once, though M-6 arrived twice)",
+        )
+    )
+    con.print(
+        f"{counts['messages']} messages, {counts['deliveries']} deliveries, {counts['events']} events; state digest {digest_}\n"
+        f"Look at each kind of data on its own:\n"
+        f"  protolab messages --db {db}\n  protolab events --db {db}\n  protolab state --db {db}",
+        soft_wrap=True,
+    )
+
+
+@commands.command()
+def deliver(
+    file: Path = typer.Argument(..., help="A JSON file holding one envelope or an array delivered in order ('-' for stdin)."),
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Deliver envelopes through intake, one transaction each; print each decision."""
+    from ..envelope import parse_envelopes
+    from ..runtime import deliver as _deliver
+
+    envelopes = parse_envelopes(_read_file(file, "envelope file"), source=str(file))
+    outcomes = []
+    try:
+        with _open(db) as store:
+            for env in envelopes:
+                with _signals_deferred():  # a signal lands between deliveries, so the count below is exact
+                    outcomes.append(_deliver(store, env))
+    except KeyboardInterrupt as e:  # each delivery is its own transaction, and each made stays
+        _interrupted(e, f"interrupted by {{sig}} after {len(outcomes)} of {len(envelopes)} deliveries into {db} "
+                        f"(each made stays); deliver the file again to finish: what landed comes back as duplicates")
+    if as_json:
+        _print_json([o.to_dict() for o in outcomes])
+        return
+    _console().print(
+        _table(f"{len(outcomes)} deliver{'y' if len(outcomes) == 1 else 'ies'} into {db}", _OUTCOME_COLS, _outcome_rows(outcomes))
+    )
+
+
+@commands.command()
+def run(
+    scenario: str = SCENARIO_ARG,
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
+    fault: List[str] = FAULT_OPT,
+    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    db: Path = DB_OPT,
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
+    as_json: bool = JSON_OPT,
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
+):
+    """Run a scenario's scripted agents over a fresh database; print what happened."""
+    from ..runner import run_scenario, summarize
+
+    sc = _load_scenario(scenario, tasks)
+    _check_run_args(policy, fault)
+    plugins = _plugins(design, intake, effects, machine)
+    _default_db_for(db, sc.name)
+    try:
+        with _progress(sc.stress is not None) as bar:
+            store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
+                                 plugins=plugins)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this): the partial file is gone
+        _interrupted(e, f"the run was interrupted by {{sig}} and nothing was written ({db} is as it was)")
+    try:
+        results = _judged(store, sc.stress is not None)  # once: the summary reuses it
+        summary = summarize(store, results)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(summary)
+        return
+    con = _console()
+    con.print(f"[bold]{summary['scenario']}[/] seed {summary['seed']}, policy {summary['policy']}, "
+              f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
+    for k, v in summary.get("plugins", {}).items():
+        con.print(f"  {k}: {v}")
+
+    injected = summary.get("faults_injected")
+    if injected is not None and 0 < len(injected) <= 12:
+        con.print(_table("Faults injected", ["fault", "message", "task"],
+                         [[f["fault"], f["message_id"], f["task_id"]] for f in injected]))
+    elif summary["faults_by_kind"]:  # a big run: how many of each ('events --type fault_injected' lists them)
+        con.print(_table("Faults injected", ["fault", "times"], [[k, v] for k, v in summary["faults_by_kind"].items()]))
+    n_tasks = sum(summary["tasks_by_state"].values())
+    if n_tasks <= 20:
+        con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
+    else:
+        con.print(_table(f"Tasks ({n_tasks:,})", ["final state", "tasks"],
+                         [[_styled(k, _STATE_STYLE), v] for k, v in summary["tasks_by_state"].items()]))
+    c = summary["counts"]
+    con.print(f"{c['messages']} messages, {c['deliveries']} deliveries "
+              f"({', '.join(f'{k} {v}' for k, v in c['deliveries_by_decision'].items())}), {c['events']} events")
+    con.print(f"effects committed: {', '.join(summary['effects']) or 'none'}")
+    con.print(_table("Invariants", ["invariant", "result", "witness"],
+                     [[r.name, _mark(r.ok), _witness_line(r)] for r in results]))
+    con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
+    con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
+
+
+DEFAULT_DB = Path("protolab.db")
+
+
+def _default_db_for(db: Path, scenario: str) -> None:
+    """The rule for the default database: ``protolab.db`` holds the latest simulator run, whatever
+    its scenario; a run of another scenario there is replaced, with a notice (name a --db to keep
+    runs side by side). A named --db is never replaced by another scenario's run, and hand-delivered
+    messages are never replaced."""
+    from ..runner import refuse_lab_run, scenario_of
+
+    refuse_lab_run(db)  # a lab's run, wherever it is, is never replaced
+    if db != DEFAULT_DB or not db.exists():
+        return
+
+    previous = scenario_of(db)
+    if previous is None or previous == scenario:
+        return  # hand-delivered: refused as before; the same scenario: replaced as before
+    from ..store import remove_database
+
+    remove_database(db)
+    sys.stderr.write(f"note: {db} held a run of {previous}; it now holds this run of {scenario} "
+                     "(use --db FILE to keep runs side by side)\n")
+
+
+def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plugins=None) -> None:
+    """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print).
+    The caller has checked policy and faults."""
+    if headless or not _interactive():
+        if not headless:
+            sys.stderr.write(
+                f"protolab: not a terminal, so no TUI: running {sc.name} through instead "
+                f"(open it later with 'protolab tui --db {db}')\n"
+            )
+        p = plugins
+        run(scenario=sc.name, seed=seed, fault=fault, policy=policy, db=db, tasks=None, as_json=False,
+            design=p.design if p else None, intake=p.intake if p else None, effects=p.effects if p else None,
+            machine=p.machine if p else None)
+        return
+    from ..live import LiveRun
+    from ..tui.app import ProtolabApp
+
+    live = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db, plugins=plugins)
+    try:
+        app = ProtolabApp(live.store, live=live, play=not paused)
+        app.run()
+    finally:
+        live.close()
+    if app.failure is not None:  # the learner's code stopped the run: the app showed it; one line and exit 2 here
+        sys.stderr.write(f"note: what was delivered before it stopped is in {db}\n")
+        raise app.failure
+    for unmatched in live.unmatched_faults():
+        sys.stderr.write(f"note: fault selector {unmatched} matched no message in this run\n")
+    print(f"the run is in {db}: protolab check --db {db}  |  protolab tui --db {db}")
+
+
+@commands.command()
+def demo(
+    mode: str = typer.Argument("run", help="'run' (the default scenario, live) or 'regression' (workshop: naive beside safe)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The seed (default: the scenario's, 0)."),
+    fault: List[str] = typer.Option([], "--fault", "-f", help="For regression: the faults both runs get (default: late-failure)."),
+    db: Path = DB_OPT,
+    paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+    headless: bool = typer.Option(False, "--headless", help="No TUI: run it through and print the result."),
+    design: List[Path] = typer.Option([], "--design", help="An envelope design (.py). With 'run': watch it live. "
+                                      "With 'regression': one design beside the reference design, or two side by side."),
+):
+    """Open the TUI on the default scenario (seed 0), live, on protolab.db in this folder."""
+    if mode not in ("run", "regression"):
+        raise InputError(f"unknown demo {mode!r}; expected one of: 'run' or 'regression'", code="E_UNKNOWN_VALUE")
+    sc = _load_scenario("publish-report", None)
+    _check_run_args("safe", fault)
+    designs = _designs(design)
+    if mode == "run":
+        if len(designs) > 1:
+            raise InputError("'demo run' takes one --design; 'demo regression' shows two side by side", code="E_USAGE")
+        _default_db_for(db, sc.name)
+        _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless,
+                  plugins=_plugins(design=designs[0]) if designs else None)
+        return
+    _workshop(sc, seed=seed, fault=list(fault) or (["resend"] if designs else ["late-failure"]), paused=paused,
+              headless=headless, designs=designs)
+
+
+def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> None:
+    if headless or not _interactive():
+        if not headless:
+            sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two sides instead\n")
+        compare(scenario=sc.name, seed=seed, fault=fault, as_json=False, design=list(designs), tasks=None)
+        return
+    from ..live import LiveRun
+    from ..tui.workshop import WorkshopApp
+
+    sides = _sides(list(designs))
+    if designs:
+        # The side that may break goes on the left, where the workshop names the broken invariant.
+        left, right = sides if len(designs) == 2 else (sides[1], sides[0])
+        naive = LiveRun(sc, policy=left[1], seed=seed, faults=fault, plugins=left[2])
+        safe = LiveRun(sc, policy=right[1], seed=seed, faults=fault, plugins=right[2])
+        labels = tuple(label if plugged is None else f"design {label}" for label, _p, plugged in (left, right))
+    else:
+        naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
+        safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
+        labels = ("naive: last write wins", "safe: the course's rules")
+    try:
+        app = WorkshopApp(naive, safe, play=not paused, labels=labels)
+        app.run()
+    finally:
+        naive.close()
+        safe.close()
+    if app.failure is not None:  # a design raised: the app showed it; one line and exit 2 here
+        raise app.failure
+
+
+@commands.command()
+def tui(
+    scenario: Optional[str] = typer.Argument(None, help=f"A scenario to run live ({_SCENARIOS}, or a .toml)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
+    fault: List[str] = FAULT_OPT,
+    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="With a scenario: where the live run is written "
+                                      "(default protolab.db). Without: a finished run to open read-only."),
+    paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
+):
+    """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
+    live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine)) or policy != "safe"
+    if scenario is None and db is not None and not live_flags:
+        from ..store import Store
+
+        store = Store.open(db, readonly=True)
+        try:
+            if not _interactive():
+                raise InputError("the TUI needs a terminal; for a finished run try 'protolab state/events/messages --db "
+                                 f"{db}'", code="E_NOT_A_TERMINAL")
+            from ..tui.app import ProtolabApp
+
+            ProtolabApp(store).run()
+        finally:
+            store.close()
+        return
+    sc = _load_scenario(scenario or "publish-report", None)
+    _check_run_args(policy, fault)
+    plugins = _plugins(design, intake, effects, machine)
+    from ..runner import refuse_lab_run
+
+    refuse_lab_run(db or DEFAULT_DB)  # a lab's run is never replaced, terminal or not
+    if not _interactive():
+        raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
+    _default_db_for(db or DEFAULT_DB, sc.name)
+    _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False,
+              plugins=plugins)
+
+
+@commands.command()
+def reconcile(
+    task_id: str = typer.Argument(..., help="The needs_review task to decide, or a finished task with an open "
+                                            "reconciliation."),
+    decision: str = typer.Option(..., "--decision", help="needs_review: ready (run it again) or canceled. An open "
+                                 "reconciliation (a late result touched a committed effect): keep or retract."),
+    of: Optional[str] = typer.Option(None, "--of", help="Which late message's reconciliation (default: the oldest open)."),
+    by: str = typer.Option(..., "--by", help="Who decides; must be a reviewer (reviewer or reviewer-NAME)."),
+    evidence: List[str] = typer.Option(..., "--evidence", help="Retained evidence: a message id or an artifact ref. Repeat for more."),
+    note: str = typer.Option("", "--note", help="Why, in a sentence."),
+    db: Path = DB_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """A reviewer decides from retained evidence: a frozen (needs_review) task, or an open
+    reconciliation (keep the committed effect, or retract it with a compensating effect)."""
+    from ..envelope import RECONCILE_DECISIONS, role_of
+    from ..runtime import resolve_reconciliation, review
+
+    role_of(by)
+    with _open(db) as store:
+        if decision in RECONCILE_DECISIONS:
+            o = resolve_reconciliation(store, task_id, decision, by=by, evidence=list(evidence), of=of, note=note)
+        else:
+            o = review(store, task_id, decision, by=by, evidence=list(evidence), note=note)
+        effects = [e["effect_key"] for e in store.effects() if e["task_id"] == task_id]
+    if o.decision != "accepted":
+        raise ProtolabError(f"the review was {o.decision}: {o.reason}", code=o.code or "E_REVIEW_NOT_APPLIED")
+    if as_json:
+        _print_json(o.to_dict())
+        return
+    if decision in RECONCILE_DECISIONS:
+        typer.echo(f"{o.message_id}: {o.reason}; {task_id} stays {o.state}; its effects now: {', '.join(effects)}")
+        return
+    typer.echo(f"{o.message_id}: {o.decision} -> {task_id} is {o.state} (state_version {o.state_version}); approval recorded")
+
+
+@commands.command()
+def digest(
+    file: Path = typer.Argument(..., help="A JSON file ('-' for stdin)."),
+    scheme: str = typer.Option("json-sorted-v1", "--scheme", help="json-sorted-v1 or jcs-v2."),
+    show_bytes: bool = typer.Option(False, "--bytes", help="Also print the canonical bytes that are hashed."),
+):
+    """Print the digest of a JSON value, to fill in an envelope's payload_digest by hand."""
+    from .. import digest as _digest
+    from ..envelope import loads_strict
+
+    value = loads_strict(_read_file(file, "file"), source=str(file))
+    if show_bytes:
+        typer.echo(_digest.canonical_bytes(value, scheme).decode("utf-8"))
+    typer.echo(_digest.digest(value, scheme))
+

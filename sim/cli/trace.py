@@ -1,0 +1,226 @@
+"""'protolab trace': conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+from .common import DB_OPT, JSON_OPT, _console, _open, _print_json, _progress, _read_file, _resolve, _table
+
+
+trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram.", no_args_is_help=True)
+
+
+def _write_output(output: Path, text: str) -> None:
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+
+
+def _load_trace(file: Path) -> dict:
+    """Read a trace: refuse what is not UTF-8 JSON, or repeats a key in one object, with one line and
+    exit 2 (plain json with a small hook: a trace can hold a million messages)."""
+    raw = _read_file(file, "trace file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"trace file {file} is not UTF-8 ({e.reason} at byte {e.start})", code="E_NOT_UTF8") from None
+    del raw  # a million-message trace: keep one copy of it, not two
+
+    def refuse(name):
+        raise InputError(f"trace file {file} holds {name}, which is not JSON", code="E_NAN")
+
+    def one_value_per_key(pairs):
+        # as for envelopes: a repeated key would let "the last one wins" decide what the trace says
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen = set()
+            k = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise InputError(f"trace file {file} repeats the key {k!r} in one object", code="E_DUPLICATE_KEY")
+        return d
+
+    try:
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse, object_pairs_hook=one_value_per_key)
+    except json.JSONDecodeError as e:
+        raise InputError(f"trace file {file} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON") from None
+    except (RecursionError, ValueError) as e:
+        raise InputError(f"trace file {file} cannot be read as JSON: {e}", code="E_JSON") from None
+
+
+@trace_app.command("validate")
+def trace_validate(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file ('-' for stdin)."),
+    as_json: bool = JSON_OPT,
+):
+    """Validate a trace: exit 0 valid (and why), 1 invalid (every error), 2 unreadable."""
+    import gc
+
+    from ..protocol import validate
+
+    gc.disable()  # parsing and validating build millions of objects and free none: no cycles to look for
+    try:
+        report = validate(_load_trace(file))
+    finally:
+        gc.enable()
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        con = _console()
+        if report.valid:
+            why = report.reason.removeprefix("valid: ").removeprefix(f"{report.terminal}, ").removeprefix(f"{report.terminal}")
+            if report.terminal is None:  # still open: nothing fenced it (yet)
+                con.print(f"[green]valid[/]: {why.lstrip(', ')}", soft_wrap=True)
+            else:
+                con.print(f"[green]valid[/]: terminal {report.terminal}" + (f", {why.lstrip(', ')}" if why.strip(" ,.") else ""),
+                          soft_wrap=True)
+            for gid, g in report.gathers.items():
+                con.print(f"  gather {gid} ({g.rule}): {g.status}, value {json.dumps(g.value)}"
+                          + (f", dissent from {', '.join(d['sender'] for d in g.dissent)}" if g.dissent else "")
+                          + (f", missing {', '.join(g.missing)}" if g.missing else ""), soft_wrap=True)
+        else:
+            con.print(_table(f"[bold red]invalid[/]: {len(report.errors)} error(s) in {file}",
+                             ["code", "message", "where", "what"],
+                             [[f.code, f.message_id or "", f.pointer, f.message] for f in report.errors]))
+    raise typer.Exit(0 if report.valid else 1)
+
+
+@trace_app.command("export")
+def trace_export(
+    db: Path = DB_OPT,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the trace here (default: stdout)."),
+    epoch: Optional[int] = typer.Option(None, "--epoch", help="Which epoch (default: the last). A reviewer's decision "
+                                        "after the fence reopens the conversation in the next epoch."),
+):
+    """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
+    from ..conversation import TraceExport
+
+    # a bar on stderr while a big run is written (not over a trace scrolling past in the same terminal)
+    with _open(db, readonly=True) as store, _progress(output is not None or not sys.stdout.isatty()) as bar:
+        jobs: dict = {}
+
+        def step(what: str, done: int, total: int) -> None:
+            if what not in jobs:
+                jobs[what] = bar.add_task(what, total=total)
+            bar.update(jobs[what], completed=done)
+
+        export = TraceExport(store, epoch, progress=step)  # a message at a time: flat memory at any run size
+        if output is None:
+            export.write(sys.stdout)
+            return
+        # beside the destination, renamed over it when whole: an interrupted export leaves no half a trace
+        tmp = output.with_name(f".{output.name}.partial-{os.getpid()}")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                export.write(fh)
+            os.replace(tmp, output)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    typer.echo(f"wrote {output}: {export.count} messages of conversation {export.header['conversationId']}"
+               + (f", epoch {export.epoch} of {export.epochs} (--epoch N for another)" if export.epochs > 1 else ""))
+
+
+@trace_app.command("replay")
+def trace_replay(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file carrying reducer outputs."),
+    as_json: bool = JSON_OPT,
+):
+    """Re-run the reducers in the supplied order; recompute gathers and state digests; prove equivalence."""
+    from ..protocol.replay import replay as run_replay
+
+    trace = _load_trace(_resolve(file))
+    if not isinstance(trace, dict) or not isinstance(trace.get("messages"), list):
+        raise InputError(f"{file} is not a conversation trace (no messages list)", code="E_SCHEMA")
+    result = run_replay(trace)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        con = _console()
+        con.print(f"replayed {result.messages} messages ({result.accepted} accepted, rejected ones never reach a reducer)")
+        con.print(f"  recomputed state digest {result.state_digest}", soft_wrap=True)
+        if result.recorded_state_digest is not None:
+            con.print(f"  recorded state digest   {result.recorded_state_digest}", soft_wrap=True)
+        d = result.first_divergence
+        if d is None:
+            con.print("  [green]equivalent[/]: every recorded reducer output matches the replay")
+        else:
+            where = f"message {d.position} ({d.message_id})" if d.position >= 0 else d.what
+            con.print(f"  [bold red]diverges[/] first at {where}: {d.what}", soft_wrap=True)
+            con.print(f"    expected (recorded)  {d.expected}", soft_wrap=True)
+            con.print(f"    found (recomputed)   {d.found}", soft_wrap=True)
+    raise typer.Exit(0 if result.equivalent else 1)
+
+
+@trace_app.command("mutate")
+def trace_mutate(
+    file: Path = typer.Argument("data/traces/valid-trace.json", help="A valid trace to mutate."),
+    as_json: bool = JSON_OPT,
+):
+    """The adversarial mutation suite: one mutation per rule, and the code each produced."""
+    from ..protocol import run_mutations, validate
+
+    trace = _load_trace(_resolve(file))
+    base = validate(trace)
+    if not base.valid:
+        raise InputError(f"{file} is not a valid trace ({base.errors[0].code}); mutate a valid one", code="E_TRACE_INVALID")
+    from ..protocol.mutate import MUTATIONS
+
+    rows = []
+    for mu in MUTATIONS:
+        try:
+            rows.extend(run_mutations(trace, (mu,)))
+        except (KeyError, IndexError, StopIteration, TypeError, ValueError, AttributeError):
+            # The mutation finds nothing of the kind it breaks in this trace (no ACK after the
+            # fence, no recorded gather result, ...): it cannot be applied, which is not a catch.
+            rows.append({"name": mu.name, "rule": mu.rule, "expected": mu.expected_code,
+                         "expected_terminal": mu.expected_terminal, "produced": [], "terminal": None,
+                         "ok": False, "exact": False, "applicable": False})
+    if as_json:
+        _print_json(rows)
+    else:
+        def what(r):
+            if r.get("applicable") is False:
+                return f"not applicable: the trace has nothing this mutation breaks ({r['rule']})"
+            return ((", ".join(r["produced"]) or f"valid {r['terminal']}")
+                    + ("" if r["exact"] else f"; the rule's own code is {r['expected'] or 'valid ' + str(r['expected_terminal'])}"))
+
+        _console().print(_table(
+            f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
+            ["caught", "mutation", "the validator said"],
+            [["[green]yes[/]" if r["ok"] else ("[yellow]n/a[/]" if r.get("applicable") is False else "[bold red]NO[/]"),
+              r["name"], what(r)] for r in rows],
+        ))
+    raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
+
+
+@trace_app.command("diagram")
+def trace_diagram(
+    file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the Mermaid source here (a .md file gets a mermaid fence)."),
+    as_text: bool = typer.Option(False, "--text", help="Draw it in plain text for the terminal instead of Mermaid."),
+    width: int = typer.Option(100, "--width", help="With --text: the width to draw in."),
+):
+    """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked."""
+    from ..protocol import mermaid, text_sequence, validate
+
+    trace = _load_trace(_resolve(file))
+    if as_text:
+        text = "\n".join(line for line, _kind in text_sequence(trace, validate(trace), width=width)) + "\n"
+    else:
+        text = mermaid(trace, validate(trace))
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    _write_output(output, f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text)
+    typer.echo(f"wrote {output}")
+
