@@ -57,7 +57,7 @@ FLOORS = [
                 "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.samples",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
-    ("faces", {"sim.cli", "sim.__main__", "sim.tui*"}),
+    ("faces", {"sim.cli*", "sim.__main__", "sim.tui*"}),
 ]
 
 
