@@ -280,10 +280,16 @@ def test_behaviour_is_deterministic_and_abstracts_key_strings(tmp_path):
     assert judges.behaviour(a) == judges.behaviour(b)
 
 
+CI_MUTANTS = 60  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_grade_notices_at_least_95_percent_of_the_model_answers_mutants():
     from sim.course.mutants import TARGET, mutation_run
 
-    report = mutation_run(EX, jobs=2)
+    # CI judges an even sample (60 mutants); the full run is
+    # 'protolab kit verify --mutants -e 1', its figure in docs/performance.md
+
+    report = mutation_run(EX, jobs=2, limit=CI_MUTANTS)
     survivors = [(r.mutant.what, r.differs) for r in report.survivors]
     assert report.score is not None and report.score >= TARGET, survivors

@@ -149,10 +149,16 @@ def test_a_malformed_case_list_is_the_exercise_files_error_not_a_crash(judge, ar
     assert v.grader_error is None and v.score == 0 and "E_EXERCISE_FILE" in v.message
 
 
+CI_MUTANTS = 80  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_grade_notices_at_least_95_percent_of_the_model_answers_mutants():
     from sim.course.mutants import TARGET, mutation_run
 
-    rep = mutation_run(EX, jobs=2)
+    # CI judges an even sample (80 mutants); the full run is
+    # 'protolab kit verify --mutants -e 2', its figure in docs/performance.md
+
+    rep = mutation_run(EX, jobs=2, limit=CI_MUTANTS)
     assert not rep.problem, rep.problem
     assert rep.score is not None and rep.score >= TARGET, [(r.mutant.what, r.differs) for r in rep.survivors]

@@ -209,11 +209,17 @@ def test_the_model_answer_gets_full_marks_and_a_table_with_the_same_allowlist_do
     assert rep.score == rep.max_score == 100
 
 
+CI_MUTANTS = 200  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_grader_mutation_score_of_exercise_4_reaches_the_target():
     from sim.course.mutants import TARGET, mutation_run
 
-    rep = mutation_run(EX, jobs=2)
+    # CI judges an even sample (200 mutants); the full run is
+    # 'protolab kit verify --mutants -e 4', its figure in docs/performance.md
+
+    rep = mutation_run(EX, jobs=2, limit=CI_MUTANTS)
     assert not rep.problem
     survivors = [(r.mutant.id, r.mutant.what, r.differs) for r in rep.survivors]
     assert rep.score is not None and rep.score >= TARGET, survivors

@@ -149,10 +149,16 @@ def test_at_most_once_takes_its_case_lists_in_every_form(args, tmp_path):
     assert v.grader_error is None and v.score == 1, v.message
 
 
+CI_MUTANTS = None  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_grade_notices_at_least_95_percent_of_the_model_answers_mutants():
     from sim.course.mutants import TARGET, mutation_run
 
-    rep = mutation_run(EX, jobs=2)
+    # CI judges an even sample (every mutant); the full run is
+    # 'protolab kit verify --mutants -e 5', its figure in docs/performance.md
+
+    rep = mutation_run(EX, jobs=2, limit=CI_MUTANTS)
     assert not rep.problem, rep.problem
     assert rep.score is not None and rep.score >= TARGET, [(r.mutant.what, r.differs) for r in rep.survivors]

@@ -181,10 +181,16 @@ def test_behaviour_abstracts_what_no_rule_reads_and_keeps_what_one_does(tmp_path
     assert validate(other).valid and J.behaviour(_folder(tmp_path, other, "o")) != model
 
 
+CI_MUTANTS = 200  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_mutation_score_of_exercise_6_is_at_least_the_target():
     from sim.course.mutants import TARGET, mutation_run
 
-    rep = mutation_run(EX, jobs=2)
+    # CI judges an even sample (200 mutants); the full run is
+    # 'protolab kit verify --mutants -e 6', its figure in docs/performance.md
+
+    rep = mutation_run(EX, jobs=2, limit=CI_MUTANTS)
     assert rep.problem == "" and rep.total > 400
     assert rep.score is not None and rep.score >= TARGET, [(r.mutant.what, r.differs) for r in rep.survivors]

@@ -236,10 +236,16 @@ def test_a_wrong_answer_is_named_and_the_right_one_is_not(tmp_path):
             assert a not in feedback, (w.name, a)
 
 
+CI_MUTANTS = None  # the slow mutation test's even sample (None: all)
+
+
 @pytest.mark.slow
 def test_the_mutation_score_of_exercise_7_is_at_least_the_target():
     from sim.course.mutants import TARGET, mutation_run
 
-    rep = mutation_run(EX, jobs=1)
+    # CI judges an even sample (every mutant); the full run is
+    # 'protolab kit verify --mutants -e 7', its figure in docs/performance.md
+
+    rep = mutation_run(EX, jobs=1, limit=CI_MUTANTS)
     assert rep.problem == "" and rep.total > 0
     assert rep.score is not None and rep.score >= TARGET, [(r.mutant.what, r.differs) for r in rep.survivors]
