@@ -151,12 +151,12 @@ class TransitionApplied(Event):
     CHANGES_STATE = True
     STYLE = "bold"
     from_state: str = _as("from")
-    to: str = None
-    from_version: int = None
-    reason: str = None
-    executor: str = None
-    role: str = None
-    machine_version: str = None
+    to: str
+    from_version: int | None  # None: the task did not exist yet (its creation's first move)
+    reason: str
+    executor: str
+    role: str
+    machine_version: str
     assignee: str | None = None
 
     def summary(self) -> str:
@@ -172,8 +172,8 @@ class TransitionRejected(Event):
     STYLE = "bold red"
     code: str
     reason: str
-    type_: str = _as("type", default=None)
-    sender: str = None
+    type_: str = _as("type")
+    sender: str
     from_state: str | None = _as("from", default=None)
     proposed: str | None = None
     task_id: str | None = None
@@ -250,7 +250,7 @@ class DuplicateRecorded(Event):
     digest: str
     scheme: str
     first_message_id: str
-    reused: Any = None
+    reused: Any  # the stored result handed back (None when the first had none)
 
     def summary(self) -> str:
         return f"{self.key}: same key and digest as {self.first_message_id}; nothing re-executed"
@@ -280,10 +280,10 @@ class LateRecorded(Event):
     FOLDS = "tasks.late_results rises; state unchanged"
     CHANGES_STATE = True
     STYLE = "yellow"
-    type_: str = _as("type", default=None)
+    type_: str = _as("type")
+    state: str
+    reason: str
     status: str | None = None
-    state: str = None
-    reason: str = None
 
     def summary(self) -> str:
         return f"{self.type_} ({self.status or '-'}) after the task was {self.state}: state unchanged"
@@ -297,7 +297,7 @@ class AckRecorded(Event):
     TYPE = "ack_recorded"
     FOLDS = "nothing: a receipt is not a state change"
     of: str | None
-    from_sender: str = _as("from", default=None)
+    from_sender: str = _as("from")
 
     def summary(self) -> str:
         return f"receipt of {self.of or '?'} from {self.from_sender}"

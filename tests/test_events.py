@@ -181,3 +181,22 @@ def test_the_colours_of_states_and_decisions_live_once_and_cover_every_value():
     assert set(palette.DECISION_STYLE) == {d.value for d in Decision}
     assert cli._STATE_STYLE is rows.STATE_STYLE is palette.STATE_STYLE
     assert cli._DECISION_STYLE is rows.DECISION_STYLE is screens.DECISION_STYLE is palette.DECISION_STYLE
+
+
+def test_an_event_cannot_be_built_without_its_required_fields():
+    import dataclasses
+    import typing
+
+    from sim.events import REGISTRY, TransitionApplied
+
+    with pytest.raises(TypeError, match="missing"):
+        TransitionApplied(from_state="ready")
+    # a field whose type does not admit None has no default: building the event without it fails
+    loose = []
+    for etype, cls in REGISTRY.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            allows_none = "None" in str(hints[f.name]) or "Optional" in str(hints[f.name]) or hints[f.name] is typing.Any
+            if f.default is None and not allows_none:
+                loose.append(f"{etype}.{f.name}")
+    assert loose == []
