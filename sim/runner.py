@@ -36,7 +36,7 @@ from .store import GROUP_COMMITS, SIDE_FILES, Store, remove_database
 #: A run's summary lists each task, effect and fault up to this many; past it, only their counts.
 SUMMARY_LIST_LIMIT = 10_000
 
-__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "refuse_lab_run", "lab_run_in", "scenario_of", "fault_specs", "unmatched_faults", "new_run"]
+__all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "refuse_lab_run", "lab_run_in", "scenario_of", "LAB_META", "JOURNAL_META", "fault_specs", "unmatched_faults", "new_run"]
 
 
 @dataclass
@@ -449,6 +449,12 @@ def scenario_of(db: Path) -> str | None:
         store.close()
 
 
+#: The meta keys of a lab's run: the lab's number (``sim.labs.judge.LAB_KEY``) and its journal
+#: (``sim.labs.resume.JOURNAL_KEY``; a test holds them equal).
+LAB_META = "lab"
+JOURNAL_META = "lab_journal"
+
+
 def lab_run_in(db: Path) -> str | None:
     """The lab whose run ``db`` holds (its ``lab`` meta, written by 'protolab lab start'), or None
     (no file, not a protolab database, or not a lab's run)."""
@@ -459,18 +465,34 @@ def lab_run_in(db: Path) -> str | None:
     except ProtolabError:
         return None
     try:
-        return store.get_meta("lab")
+        return store.get_meta(LAB_META)
     finally:
         store.close()
 
 
-def refuse_lab_run(db: Path) -> None:
-    """A lab's run is the learner's work: no command but 'protolab lab start N --fresh' replaces it."""
-    lab = lab_run_in(db)
-    if lab is not None:
-        raise StoreError(f"{db} holds your run of lab {lab}: it is your work, so it is not replaced. 'protolab lab start "
-                         f"{lab}' reopens it, 'protolab lab start {lab} --fresh' starts the lab over; or choose another "
-                         "--db", code="E_DB_LAB_RUN")
+def refuse_lab_run(db: Path, store: Store | None = None) -> None:
+    """A lab's run is the learner's work: every command but the lab's own is refused here, in one place
+    (E_DB_LAB_RUN).
+
+    Without ``store``, ``db`` is about to be replaced (init, tour, run, demo, tui): no command but
+    'protolab lab start N --fresh' replaces a lab's run. With ``store`` (``db`` opened to be written into
+    by hand: deliver, reconcile, artifact put, machine load), a lab's simulator run is refused and
+    ``store`` closed: only the lab writes it (what the learner does there is journaled, and 'lab verify'
+    replays the journal, so a write from outside would make lab check judge another run than lab verify).
+    A hand-delivery lab's run (no journal) is delivered into by hand: allowed."""
+    if store is None:
+        lab = lab_run_in(db)
+        if lab is not None:
+            raise StoreError(f"{db} holds your run of lab {lab}: it is your work, so it is not replaced. 'protolab lab "
+                             f"start {lab}' reopens it, 'protolab lab start {lab} --fresh' starts the lab over; or choose "
+                             "another --db", code="E_DB_LAB_RUN")
+        return
+    lab = store.get_meta(LAB_META)
+    if lab is not None and store.get_meta(JOURNAL_META) is not None:
+        store.close()
+        raise InputError(f"{db} holds your run of lab {lab}, which only the lab writes (what you do there is "
+                         f"journaled, and 'lab verify' replays the journal): play it in 'protolab lab start {lab}',"
+                         " or write into another --db", code="E_DB_LAB_RUN")
 
 
 def prepare_db_path(db: Path, scenario: str) -> None:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .common import COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
+from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress
 
 
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
@@ -50,10 +50,7 @@ def bench_sim(
     if not ns or min(ns) < 1:
         raise InputError("--sizes needs at least one positive task count", code="E_USAGE")
     result = run(ns, progress=not as_json)
-    if as_json:
-        _print_json(result)
-        return
-    _console().print(_table(
+    output_rows(
         "bench sim: stress scenario (5% duplicates, 1% conflicting digests)",
         ["tasks", "deliveries", "protolab/s", "floor/s", "ratio", "grouped: protolab/s", "floor/s", "ratio",
          "peak RSS MB (simulation)", "peak RSS MB ('protolab run')"],
@@ -63,7 +60,8 @@ def bench_sim(
         caption="floor: bare sqlite3 replaying the run's own write statements, same transactions; first one "
                 "transaction per delivery (target ratio >= 0.3), then grouped commits as 'protolab run' makes them; "
                 "'protolab run': the whole command (simulation, summary, invariants) in its own process",
-    ))
+        as_json=as_json, data=result,
+    )
 
 
 @bench_app.command("writers")
@@ -78,16 +76,14 @@ def bench_writers_cmd(
     if processes < 1 or n < 10:
         raise InputError("--processes must be at least 1 and -n at least 10", code="E_USAGE")
     result = run(processes, n, shared=max(1, n // 100))
-    if as_json:
-        _print_json(result)
-        return
-    _console().print(_table(
+    output_rows(
         f"bench writers: {processes} processes x {n:,} deliveries (+ contended ones) on one database",
         ["", "processes", "deliveries", "seconds", "deliveries/s", "lost", "clock violations"],
         [[k, r["processes"], f"{r['deliveries']:,}", r["seconds"], f"{r['per_s']:,.0f}", r["lost"], r["clock_violations"]]
          for k, r in (("concurrent", result["concurrent"]), ("one process", result["one_process"]))],
         caption="lost and clock violations must be 0; each process pays its own start-up",
-    ))
+        as_json=as_json, data=result,
+    )
 
 
 @bench_app.command("crash")
@@ -103,13 +99,13 @@ def bench_crash_cmd(
     if cycles < 1 or tasks < 100:
         raise InputError("--cycles must be at least 1 and --tasks at least 100", code="E_USAGE")
     if as_json:
-        _print_json(bench_crash(cycles, tasks, seed=seed))
-        return
-    from rich.progress import Progress
+        r = bench_crash(cycles, tasks, seed=seed)
+    else:
+        from rich.progress import Progress
 
-    with Progress(console=_console(), transient=True) as bar:
-        r = bench_crash(cycles, tasks, seed=seed, progress=bar)
-    _console().print(_table(
+        with Progress(console=_console(), transient=True) as bar:
+            r = bench_crash(cycles, tasks, seed=seed, progress=bar)
+    output_rows(
         f"bench crash: {r['cycles']} x kill -9 of a {tasks:,}-task run ({r['whole_run_seconds']} s whole)",
         ["corrupt", "replay mismatches", "invariant failures", "completed db replaced", "killed before the schema",
          "deliveries in the partials"],
@@ -118,7 +114,8 @@ def bench_crash_cmd(
         caption="the first four must be 0" + (
             f"; {r['finished_before_kill']} run(s) ended before their moment to die (a busy machine) and are not counted"
             if r["finished_before_kill"] else ""),
-    ))
+        as_json=as_json, data=r,
+    )
 
 
 @bench_app.command("lab")
@@ -231,7 +228,7 @@ def bench_tui_cmd(
 
             Store.open(path, readonly=True).close()  # refuses a missing, corrupt or foreign file
         out = bench_tui(path, samples=samples, datatable=datatable)
-    if as_json:
+    if as_json:  # (the rows below read keys a JSON reader does not need)
         _print_json(out)
         return
     rows = [
@@ -244,7 +241,7 @@ def bench_tui_cmd(
     ]
     if "datatable_open_s" in out:
         rows.append(["DataTable with every row (avoided)", f"{out['datatable_open_s']} s", "", ""])
-    _console().print(_table(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows))
+    output_rows(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows)
 
 
 @bench_app.command("startup")

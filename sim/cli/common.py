@@ -61,7 +61,27 @@ def _print_json_rows(rows) -> None:
     out("[]\n" if first else "\n]\n")
 
 
+#: A view with more rows than this is streamed as plain aligned text instead of drawn as one table
+#: (a table measures every row before it prints the first; a big run's log has millions).
 TABLE_ROWS = 2000
+
+_ROWS = object()  # output_rows' default JSON: the rows themselves
+
+
+def output_rows(title: str, columns: list[str], rows: list[list], *, as_json: bool = False, data=_ROWS,
+                caption: str | None = None, optional: tuple[str, ...] = (), stream: bool = False, con=None) -> None:
+    """The one way a command prints rows: a table titled ``title`` (see :func:`_table`: columns wrap at
+    words; ``optional`` ones are left out, and said so, when it would not fit), or with ``as_json`` the
+    command's JSON instead, ``data`` (default: one object per row, keyed by column), as ``_print_json``
+    writes it. ``stream``: a view that may be long is streamed as plain columns past ``TABLE_ROWS`` rows."""
+    if as_json:
+        _print_json([dict(zip(columns, r)) for r in rows] if data is _ROWS else data)
+        return
+    con = con or _console()
+    if stream:
+        _show(con, title, columns, rows, caption=caption, optional=optional)
+    else:
+        con.print(_table(title, columns, rows, caption=caption, optional=optional))
 
 
 def _show(con, title: str, columns: list[str], rows: list[list], **kw) -> None:
@@ -134,20 +154,14 @@ def _read_file(path: Path, what: str) -> bytes:
 
 def _open(db: Path, *, readonly: bool = False):
     """Open --db: read-only (no side files; works in a read-only folder) for commands that only read.
-    A writer never writes into a lab's simulator run: that run is what its journal replays, and 'lab
-    verify' would judge another run (a hand-delivery lab's run is delivered into by hand: allowed)."""
+    A writer is refused a lab's simulator run (:func:`sim.runner.refuse_lab_run` says why)."""
     from ..store import Store
 
     store = Store.open(db, readonly=readonly)
     if not readonly:
-        from ..labs.resume import JOURNAL_KEY, LAB_KEY
+        from ..runner import refuse_lab_run
 
-        lab = store.get_meta(LAB_KEY)
-        if lab is not None and store.get_meta(JOURNAL_KEY) is not None:
-            store.close()
-            raise InputError(f"{db} holds your run of lab {lab}, which only the lab writes (what you do there is "
-                             f"journaled, and 'lab verify' replays the journal): play it in 'protolab lab start {lab}',"
-                             " or write into another --db", code="E_DB_LAB_RUN")
+        refuse_lab_run(db, store)
     return store
 
 

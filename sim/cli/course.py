@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
-from .common import COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
+from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -31,15 +31,11 @@ def exercise_list(as_json: bool = JSON_OPT):
         rows.append({"number": ex.number, "slug": ex.slug, "title": ex.title, "minutes": ex.minutes,
                      "files": list(ex.files), "public_points": ex.public_points, "hidden_points": hidden,
                      "folder": ex.dirname, "summary": ex.summary})
-    if as_json:
-        _print_json(rows)
-        return
-    _console().print(_table("Exercises", ["#", "exercise", "minutes", "you edit", "points (public + hidden)"],
-                            [[r["number"], r["title"], r["minutes"], ", ".join(r["files"]),
-                              f"{r['public_points']} + {r['hidden_points'] if r['hidden_points'] is not None else '?'}"]
-                             for r in rows],
-                            caption="protolab exercise start N copies the starter files to ./NN-slug; "
-                                    "protolab exercise check N runs the public tests"))
+    output_rows("Exercises", ["#", "exercise", "minutes", "you edit", "points (public + hidden)"],
+                [[r["number"], r["title"], r["minutes"], ", ".join(r["files"]),
+                  f"{r['public_points']} + {r['hidden_points'] if r['hidden_points'] is not None else '?'}"] for r in rows],
+                caption="protolab exercise start N copies the starter files to ./NN-slug; "
+                        "protolab exercise check N runs the public tests", as_json=as_json, data=rows)
 
 
 def _is_exercise_folder(d: Path, ex) -> bool:
@@ -312,14 +308,13 @@ def kit_verify(
         rows = verify_kit(root=root, only=exercise, progress=lambda done, total, name: bar.update(
             job, completed=done, total=total, description=f"judged {name}"))
     bad = [r for r in rows if not r.ok]
-    if as_json:
-        _print_json([r.to_dict() for r in rows])
-    else:
-        table = [[r.exercise, r.submission, "-" if r.score is None else f"{r.score:g}/{r.max_score}", r.want,
-                  "[green]as expected[/]" if r.ok else f"[bold red]WRONG[/] {r.problem}"] for r in rows]
-        _console().print(_table("Kit verify: every exercise's answers, judged with hidden tests in the sandbox",
-                                ["#", "submission", "score", "expected", "result"], table,
-                                caption=f"{len(rows) - len(bad)} of {len(rows)} as expected"))
+    output_rows("Kit verify: every exercise's answers, judged with hidden tests in the sandbox",
+                ["#", "submission", "score", "expected", "result"],
+                [[r.exercise, r.submission, "-" if r.score is None else f"{r.score:g}/{r.max_score}", r.want,
+                  "[green]as expected[/]" if r.ok else f"[bold red]WRONG[/] {r.problem}"] for r in rows],
+                caption=f"{len(rows) - len(bad)} of {len(rows)} as expected", as_json=as_json,
+                data=[r.to_dict() for r in rows])
+    if not as_json:
         for r in bad:
             typer.echo(f"FAILED: exercise {r.exercise} {r.submission}: expected {r.want}; {r.problem}")
     raise typer.Exit(1 if bad else 0)
@@ -337,17 +332,14 @@ def _kit_mutants(only, *, as_json: bool, limit) -> None:
             reports.append(mutation_run(ex, limit=limit, progress=lambda done, total, name, job=job: bar.update(
                 job, completed=done, total=total, description=f"exercise {ex.number}: mutant {done}/{total}")))
     low = [r for r in reports if r.problem or r.score is not None and r.score < TARGET]
-    if as_json:
-        _print_json([r.to_dict() for r in reports])
-        raise typer.Exit(1 if low else 0)
     rows = [[str(r.exercise), r.slug, str(r.total), str(r.equivalent), str(r.killed), str(len(r.survivors)),
              r.problem or ("-" if r.score is None else f"{r.score:.1%}")] for r in reports]
-    _console().print(_table("The grader's mutation score: mutants of each model answer that lose points",
-                            ["#", "exercise", "mutants", "equivalent", "lose points", "survive", "score"], rows,
-                            caption=f"score = lose points / (mutants - equivalent); target {TARGET:.0%}. An equivalent "
-                                    "mutant behaves as the model answer on every case of the exercise's behaviour "
-                                    "matrix."))
-    for r in reports:
+    output_rows("The grader's mutation score: mutants of each model answer that lose points",
+                ["#", "exercise", "mutants", "equivalent", "lose points", "survive", "score"], rows,
+                caption=f"score = lose points / (mutants - equivalent); target {TARGET:.0%}. An equivalent "
+                        "mutant behaves as the model answer on every case of the exercise's behaviour matrix.",
+                as_json=as_json, data=[r.to_dict() for r in reports])
+    for r in reports if not as_json else ():
         for m in r.survivors[:10]:
             typer.echo(f"survivor: exercise {r.exercise} {m.mutant.what} (behaves differently at {m.differs})")
     raise typer.Exit(1 if low else 0)
@@ -519,16 +511,14 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
         results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done))
     if csv_out is not None:
         write_lab_gradebook(csv_out, results)
-    if as_json:
-        _print_json(results)
-        return
-    rows = [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
-             f"{r['answered']}/{r['questions']}", r["note"]] for r in results]
-    con.print(_table(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
-                     ["student", "score", "max", "checkpoints", "answers", "note"], rows,
-                     caption="score: one point per checkpoint met and per question answered right, "
-                             "0 when re-delivering the run does not give the submitted state"))
-    if csv_out is not None:
+    output_rows(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
+                ["student", "score", "max", "checkpoints", "answers", "note"],
+                [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
+                  f"{r['answered']}/{r['questions']}", r["note"]] for r in results],
+                caption="score: one point per checkpoint met and per question answered right, "
+                        "0 when re-delivering the run does not give the submitted state",
+                as_json=as_json, data=results, con=con)
+    if csv_out is not None and not as_json:
         typer.echo(f"wrote {csv_out}")
 
 

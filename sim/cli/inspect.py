@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
 from . import common
-from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_rows, _show, _sides, _stream_table, _styled, _table, _witness_line
+from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_rows, output_rows, _sides, _stream_table, _styled, _witness_line
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -32,34 +32,32 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
         _print_json({"messages": msgs, "deliveries": dels})
         return
     con = _console()
-    con.print(
-        _table(
-            "Messages (envelopes, one row per message_id)",
-            ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
-            [
-                [m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
-                 f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
-                for m in msgs
-            ],
-            caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
-        )
+    output_rows(
+        "Messages (envelopes, one row per message_id)",
+        ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
+        [
+            [m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
+             f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
+            for m in msgs
+        ],
+        caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
+        con=con,
     )
     if payloads:
         con.print("[bold]Payloads (as the log keeps them)[/]")
         for m in msgs:
             con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
                       f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
-    con.print(
-        _table(
-            "Deliveries (one row per attempt)",
-            ["#", "tick", "message", "task", "decision", "state after", "code"],
-            [
-                [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
-                 f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
-                 d["code"] or ""]
-                for d in dels
-            ],
-        )
+    output_rows(
+        "Deliveries (one row per attempt)",
+        ["#", "tick", "message", "task", "decision", "state after", "code"],
+        [
+            [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
+             f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
+             d["code"] or ""]
+            for d in dels
+        ],
+        con=con,
     )
 
 
@@ -99,7 +97,7 @@ def events(
                                                            "event": max(map(len, EVENT_TYPES)), "task": task_w,
                                                            "msg": msg_w})
         else:
-            _console().print(_table(f"Events ({n})", columns, list(rows)))
+            output_rows(f"Events ({n})", columns, list(rows))
 
 
 @commands.command()
@@ -133,8 +131,8 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
         _print_json(data)
         return
     con = _console()
-    _show(
-        con, "Tasks (authoritative: written only by the runtime)",
+    output_rows(
+        "Tasks (authoritative: written only by the runtime)",
         ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
         [
             [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
@@ -144,29 +142,34 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
             for t in data["tasks"]
         ],
         caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
-        optional=("machine", "A2A"),
+        optional=("machine", "A2A"), stream=True, con=con,
     )
-    _show(
-        con, "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
+    output_rows(
+        "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
         [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
           r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
+        stream=True, con=con,
     )
-    _show(
-        con, "Intents (deduplication: task, key, digest, scheme)",
+    output_rows(
+        "Intents (deduplication: task, key, digest, scheme)",
         ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
         [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
           "yes" if r["trusted"] else "[bold magenta]NO[/]",
           f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
+        stream=True, con=con,
     )
     if data["effects"]:
-        _show(con, "Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
-              [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]])
+        output_rows("Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
+                    [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]],
+                    stream=True, con=con)
     if data["artifacts"]:
-        _show(con, "Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
-              [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]])
+        output_rows("Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
+                    [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]],
+                    stream=True, con=con)
     if data["approvals"]:
-        _show(con, "Approvals", ["task", "decision", "reviewer", "evidence", "message"],
-              [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]] for a in data["approvals"]])
+        output_rows("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
+                    [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]]
+                     for a in data["approvals"]], stream=True, con=con)
     con.print(f"machine for new tasks: {data['current_machine']}\nstate digest (equal digests, equal state):\n  {data['state_digest']}", soft_wrap=True)
 
 
@@ -200,9 +203,6 @@ def compare(
                 out[label] = (summarize(store, results), results)
             finally:
                 store.close()
-    if as_json:
-        _print_json({label: summary for label, (summary, _) in out.items()})
-        return
     (la, _pa, _xa), (lb, _pb, _xb) = sides
     safe, naive = out[la][0], out[lb][0]
     rows = []
@@ -219,7 +219,8 @@ def compare(
     for (rs, rn) in zip(out[la][1], out[lb][1]):
         rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
     faults = ", ".join(safe["faults"]) or "none"
-    _console().print(_table(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", la, lb, f"{lb}'s witness"], rows))
+    output_rows(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", la, lb, f"{lb}'s witness"], rows,
+                as_json=as_json, data={label: summary for label, (summary, _) in out.items()})
 
 
 @commands.command()
@@ -261,12 +262,12 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     with _open(db, readonly=True) as store:
         results = _judged(store, True)
         pending = store.open_reconciliations()
-    if as_json:
-        _print_json([{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)} for r in results])
-    else:
-        con = _console()
-        con.print(_table(f"Invariants of {db}", ["invariant", "result", "what must hold"],
-                         [[r.name, _mark(r.ok), _plain(r.description)] for r in results]))
+    con = _console()
+    output_rows(f"Invariants of {db}", ["invariant", "result", "what must hold"],
+                [[r.name, _mark(r.ok), _plain(r.description)] for r in results], as_json=as_json, con=con,
+                data=[{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)}
+                      for r in results])
+    if not as_json:
         for r in results:
             if not r.ok:
                 con.print(f"[bold red]{r.name}[/] witnesses:")

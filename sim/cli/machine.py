@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .common import DB_OPT, JSON_OPT, _console, _open, _print_json, _resolve, _table
+from .common import output_rows, DB_OPT, JSON_OPT, _console, _open, _print_json, _resolve
 
 
 machine_app = typer.Typer(help="Task state machines: show, check and load versions.", no_args_is_help=True)
@@ -43,10 +43,10 @@ def machine_show(
         _print_json({"current": current, "rules": rules, "a2a": a2a})
         return
     con = _console()
-    con.print(_table(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
-                     [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]] for r in rules],
-                     optional=("machine",)))
-    con.print(_table("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()]))
+    output_rows(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
+                [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]]
+                 for r in rules], optional=("machine",), con=con)
+    output_rows("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()], con=con)
 
 
 @machine_app.command("check")

@@ -11,7 +11,7 @@ import typer
 from ..errors import InputError, ProtolabError
 from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
-from .common import DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _table, _witness_line
+from .common import output_rows, DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _witness_line
 from .inspect import compare
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
@@ -54,48 +54,37 @@ _OUTCOME_COLS = ["#", "message", "type", "task", "decision", "state", "why"]
 def tour(db: Path = typer.Option("tour.db", "--db", help="Where to write the tour (replaced if it is a protolab database)."),
          no_pause: bool = typer.Option(False, "--no-pause", help="Print every step at once (piped output never pauses).")):
     """A guided hand-delivery: the default story and each fault, delivered one step at a time."""
-    from ..runtime import deliver as _deliver, put_artifact, review
-    from ..samples import FACTS, demo_steps, draft
-    from ..store import Store, remove_database
+    from ..tour import delivered_twice, deliver_step, open_tour, release, store_artifacts, tour_steps
 
-    if db.exists():
-        from ..runner import refuse_lab_run
-
-        refuse_lab_run(db)
-        Store.open(db).close()  # refuses a file that is not a protolab database
-        remove_database(db)
     con = _console()
-    store = Store.create(db)
+    store = open_tour(db)
     try:
-        fr = put_artifact(store, FACTS, kind="fact-table", task_id="T-1")
-        dr = put_artifact(store, draft(), kind="draft", task_id="T-2")
+        fr, dr = store_artifacts(store)
         con.print(f"[bold]protolab tour[/] -> {db}\nartifacts stored first: fact table {_short(fr)}, draft {_short(dr)}\n")
-        steps = list(demo_steps())
+        steps = tour_steps()
         pause = _interactive() and not no_pause
         for i, (title, envs) in enumerate(steps, 1):
-            outcomes = [_deliver(store, e) for e in envs]
-            con.print(_table(f"step {i} of {len(steps)}: {title}", _OUTCOME_COLS, _outcome_rows(outcomes)))
+            output_rows(f"step {i} of {len(steps)}: {title}", _OUTCOME_COLS, _outcome_rows(deliver_step(store, envs)),
+                        con=con)
             if pause:  # in a terminal, one step at a time; piped, it prints through
                 try:
                     input("enter: the next step (ctrl+c ends the tour; what was delivered stays in the file) ")
                 except EOFError:
                     pause = False
-        o = review(store, "T-1", "ready", by="reviewer", evidence=["M-3", "M-8"], note="two fact tables under one key; rerun")
-        con.print(_table("reconcile: the reviewer releases T-1 from retained evidence (M-3, M-8)", _OUTCOME_COLS, _outcome_rows([o])))
-        tasks = store.tasks()
-        effects = store.effects()
-        digest_ = store.state_digest()
-        counts = store.counts()
+        r = release(store, steps)
+        output_rows(f"reconcile: the reviewer releases {r.task_id} from retained evidence ({', '.join(r.evidence)})",
+                    _OUTCOME_COLS, _outcome_rows([r.outcome]), con=con)
+        tasks, effects, digest_, counts = store.tasks(), store.effects(), store.state_digest(), store.counts()
     finally:
         store.close()
-    con.print(
-        _table(
-            "state now",
-            ["task", "state", "ver", "trusted", "late", "rejected"],
-            [[t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], "yes" if t["trusted"] else "NO",
-              t["late_results"], t["rejected"]] for t in tasks],
-            caption=f"effects committed: {', '.join(e['effect_key'] for e in effects) or 'none'} (once, though M-6 arrived twice)",
-        )
+    twice = ", ".join(delivered_twice(steps))
+    output_rows(
+        "state now",
+        ["task", "state", "ver", "trusted", "late", "rejected"],
+        [[t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], "yes" if t["trusted"] else "NO",
+          t["late_results"], t["rejected"]] for t in tasks],
+        caption=f"effects committed: {', '.join(e['effect_key'] for e in effects) or 'none'} (once, though {twice} arrived twice)",
+        con=con,
     )
     con.print(
         f"{counts['messages']} messages, {counts['deliveries']} deliveries, {counts['events']} events; state digest {digest_}\n"
@@ -125,12 +114,8 @@ def deliver(
     except KeyboardInterrupt as e:  # each delivery is its own transaction, and each made stays
         _interrupted(e, f"interrupted by {{sig}} after {len(outcomes)} of {len(envelopes)} deliveries into {db} "
                         f"(each made stays); deliver the file again to finish: what landed comes back as duplicates")
-    if as_json:
-        _print_json([o.to_dict() for o in outcomes])
-        return
-    _console().print(
-        _table(f"{len(outcomes)} deliver{'y' if len(outcomes) == 1 else 'ies'} into {db}", _OUTCOME_COLS, _outcome_rows(outcomes))
-    )
+    output_rows(f"{len(outcomes)} deliver{'y' if len(outcomes) == 1 else 'ies'} into {db}", _OUTCOME_COLS,
+                _outcome_rows(outcomes), as_json=as_json, data=[o.to_dict() for o in outcomes])
 
 
 @commands.command()
@@ -176,22 +161,23 @@ def run(
 
     injected = summary.get("faults_injected")
     if injected is not None and 0 < len(injected) <= 12:
-        con.print(_table("Faults injected", ["fault", "message", "task"],
-                         [[f["fault"], f["message_id"], f["task_id"]] for f in injected]))
+        output_rows("Faults injected", ["fault", "message", "task"],
+                    [[f["fault"], f["message_id"], f["task_id"]] for f in injected], con=con)
     elif summary["faults_by_kind"]:  # a big run: how many of each ('events --type fault_injected' lists them)
-        con.print(_table("Faults injected", ["fault", "times"], [[k, v] for k, v in summary["faults_by_kind"].items()]))
+        output_rows("Faults injected", ["fault", "times"], [[k, v] for k, v in summary["faults_by_kind"].items()], con=con)
     n_tasks = sum(summary["tasks_by_state"].values())
     if n_tasks <= 20:
-        con.print(_table("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()]))
+        output_rows("Tasks", ["task", "final state"], [[k, _styled(v, _STATE_STYLE)] for k, v in summary["tasks"].items()],
+                    con=con)
     else:
-        con.print(_table(f"Tasks ({n_tasks:,})", ["final state", "tasks"],
-                         [[_styled(k, _STATE_STYLE), v] for k, v in summary["tasks_by_state"].items()]))
+        output_rows(f"Tasks ({n_tasks:,})", ["final state", "tasks"],
+                    [[_styled(k, _STATE_STYLE), v] for k, v in summary["tasks_by_state"].items()], con=con)
     c = summary["counts"]
     con.print(f"{c['messages']} messages, {c['deliveries']} deliveries "
               f"({', '.join(f'{k} {v}' for k, v in c['deliveries_by_decision'].items())}), {c['events']} events")
     con.print(f"effects committed: {', '.join(summary['effects']) or 'none'}")
-    con.print(_table("Invariants", ["invariant", "result", "witness"],
-                     [[r.name, _mark(r.ok), _witness_line(r)] for r in results]))
+    output_rows("Invariants", ["invariant", "result", "witness"], [[r.name, _mark(r.ok), _witness_line(r)] for r in results],
+                con=con)
     con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
     con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
 

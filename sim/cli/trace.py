@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .common import DB_OPT, JSON_OPT, _console, _open, _print_json, _progress, _read_file, _resolve, _table
+from .common import output_rows, DB_OPT, JSON_OPT, _console, _open, _print_json, _progress, _read_file, _resolve
 
 
 trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram.", no_args_is_help=True)
@@ -85,9 +85,8 @@ def trace_validate(
                           + (f", dissent from {', '.join(d['sender'] for d in g.dissent)}" if g.dissent else "")
                           + (f", missing {', '.join(g.missing)}" if g.missing else ""), soft_wrap=True)
         else:
-            con.print(_table(f"[bold red]invalid[/]: {len(report.errors)} error(s) in {file}",
-                             ["code", "message", "where", "what"],
-                             [[f.code, f.message_id or "", f.pointer, f.message] for f in report.errors]))
+            output_rows(f"[bold red]invalid[/]: {len(report.errors)} error(s) in {file}", ["code", "message", "where", "what"],
+                        [[f.code, f.message_id or "", f.pointer, f.message] for f in report.errors], con=con)
     raise typer.Exit(0 if report.valid else 1)
 
 
@@ -185,21 +184,20 @@ def trace_mutate(
             rows.append({"name": mu.name, "rule": mu.rule, "expected": mu.expected_code,
                          "expected_terminal": mu.expected_terminal, "produced": [], "terminal": None,
                          "ok": False, "exact": False, "applicable": False})
-    if as_json:
-        _print_json(rows)
-    else:
-        def what(r):
-            if r.get("applicable") is False:
-                return f"not applicable: the trace has nothing this mutation breaks ({r['rule']})"
-            return ((", ".join(r["produced"]) or f"valid {r['terminal']}")
-                    + ("" if r["exact"] else f"; the rule's own code is {r['expected'] or 'valid ' + str(r['expected_terminal'])}"))
 
-        _console().print(_table(
-            f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
-            ["caught", "mutation", "the validator said"],
-            [["[green]yes[/]" if r["ok"] else ("[yellow]n/a[/]" if r.get("applicable") is False else "[bold red]NO[/]"),
-              r["name"], what(r)] for r in rows],
-        ))
+    def what(r):
+        if r.get("applicable") is False:
+            return f"not applicable: the trace has nothing this mutation breaks ({r['rule']})"
+        return ((", ".join(r["produced"]) or f"valid {r['terminal']}")
+                + ("" if r["exact"] else f"; the rule's own code is {r['expected'] or 'valid ' + str(r['expected_terminal'])}"))
+
+    output_rows(
+        f"Mutations of {file}: {sum(r['ok'] for r in rows)}/{len(rows)} caught",
+        ["caught", "mutation", "the validator said"],
+        [["[green]yes[/]" if r["ok"] else ("[yellow]n/a[/]" if r.get("applicable") is False else "[bold red]NO[/]"),
+          r["name"], what(r)] for r in rows],
+        as_json=as_json, data=rows,
+    )
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
 
