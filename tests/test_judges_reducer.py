@@ -122,6 +122,7 @@ def test_a_move_from_another_state_or_version_is_a_lost_compare_and_swap(frm, ve
         moved(store, frm, "canceled", version)
     assert str(e.value) == f"task T-1 is no longer {frm} at state_version {version}; reread and retry"
     assert e.value.code == "E_STALE_WRITE"
+    assert e.value.context == {"task_id": "T-1"}  # a caller that catches it can tell which task to reread
     assert store.state_digest() == before and store.transitions() == []
 
 
