@@ -127,6 +127,10 @@ def test_a_report_scores_the_sum_of_its_fractional_points_to_two_places():
     assert d["submission"] == "/sandbox/alice" and d["public_only"] is True and d["problem"] is None
     assert [t["points"] for t in d["tests"]] == [5.55, 14.99, 0.1, 0.2]
     assert d["all_passed"] is False and d["hidden_points"] is None
+    assert d["sandbox"] == "" and sorted(d) == ["all_passed", "exercise", "hidden_points", "max_score", "problem",
+                                                "public_only", "sandbox", "score", "slug", "submission", "tests"]
+    rep.sandbox = "bubblewrap"
+    assert rep.to_dict()["sandbox"] == "bubblewrap"  # the report says which sandbox judged it
     assert _report().score == 0 and _report().max_score == 0
 
 
@@ -299,6 +303,38 @@ def test_an_ungradable_submission_scores_zero_of_every_tests_points_hidden_ones_
     assert [t["extra_data"]["test"] for t in public["tests"]] == ["a", "b"]
     assert public["extra_data"]["hidden_ran"] is False and "execution_time" not in public
     assert public["extra_data"]["problem"] == "the submission cannot be graded"
+
+
+def test_a_submission_the_grader_cannot_judge_scores_zero_of_every_tests_points_saying_why(tmp_path, monkeypatch):
+    # grade_all's report for a submission it cannot open (a bad zip), and evaluate's for a folder it
+    # cannot copy: every test it would have run, at 0 of its points, with the problem as the message
+    from sim.course.evaluate import _not_judged
+    from sim.course.grade import _ungradable
+
+    ex = _with_hidden(tmp_path, monkeypatch)
+    tests = [*ex.graded_tests(True), _test("c", 5)]  # c: a test with no visibility of its own
+    sub = Submission("bob", tmp_path / "bob.zip", problem="bob.zip is not a zip file")
+    rep = _ungradable(ex, sub, tests)
+    assert rep.exercise is ex and rep.submission == tmp_path / "bob.zip" and rep.problem == "bob.zip is not a zip file"
+    assert rep.hidden_ran is True and rep.hidden_points == 10
+    assert rep.score == 0.0 and rep.max_score == 37 and rep.all_passed is False
+    why = "not graded: bob.zip is not a zip file"
+    assert rep.results == [
+        Result(name="a", title="Title of a", hidden=False, points=0.0, max_points=15, passed=False, message=why,
+               visibility="visible"),
+        Result(name="b", title="Title of b", hidden=False, points=0.0, max_points=7, passed=False, message=why,
+               visibility="visible"),
+        Result(name="h1", title="Hidden one", hidden=True, points=0.0, max_points=10, passed=False, message=why,
+               visibility="after_published"),
+        Result(name="c", title="Title of c", hidden=False, points=0.0, max_points=5, passed=False, message=why),
+    ]
+    assert _ungradable(ex, sub, tests[:2]).hidden_ran is False  # no hidden test would have run
+    assert [_not_judged(t, "the folder cannot be copied") for t in (tests[2], tests[3])] == [
+        Result(name="h1", title="Hidden one", hidden=True, points=0.0, max_points=10, passed=False,
+               message="not graded: the folder cannot be copied", visibility="after_published"),
+        Result(name="c", title="Title of c", hidden=False, points=0.0, max_points=5, passed=False,
+               message="not graded: the folder cannot be copied"),
+    ]
 
 
 def test_feedback_shows_the_points_earned_of_the_points_possible():
