@@ -61,6 +61,12 @@ def test_a_verdict_is_worth_its_fraction_of_the_tests_points_to_two_places(score
     assert isinstance(r.points, float)
 
 
+def test_a_verdict_says_which_sandbox_judged_it():
+    assert to_result(_test(), {"score": 1.0, "sandbox": "bubblewrap"}, ".").sandbox == "bubblewrap"
+    assert to_result(_test(), {"score": 0.5, "sandbox": None}, ".").sandbox == ""
+    assert to_result(_test(), {"score": 0.5}, ".").sandbox == ""
+
+
 def test_a_verdict_without_a_score_is_worth_nothing():
     r = to_result(_test(points=10), {"message": "the judge said nothing"}, ".")
     assert (r.points, r.passed, r.message) == (0.0, False, "the judge said nothing")
@@ -340,6 +346,42 @@ def test_a_submission_the_grader_cannot_judge_scores_zero_of_every_tests_points_
 def test_feedback_shows_the_points_earned_of_the_points_possible():
     assert feedback(_result("a", 5.55, 15, message="half")).startswith("Failed (5.55/15 points).\nWhat failed: half")
     assert feedback(_result("a", 15.0, 15, message="fine")) == "Passed (15/15 points). fine"
+
+
+def test_feedback_on_a_failure_gives_the_hint_and_the_end_of_what_the_code_printed():
+    printed = "x" * 1490 + "\n" + "y" * 20 + "\n"  # 1,511 characters: the first 11 are cut
+    r = _result("a", 2.5, 15, message="", hint="read the rule about keys", output=printed)
+    assert feedback(r) == ("Failed (2.5/15 points).\nWhat failed: (the judge gave no reason)\nHint: read the rule about "
+                           "keys\n\nYour code printed (the end of it):\n" + "x" * 1479 + "\n" + "y" * 20)
+    assert feedback(_result("b", 7, 7, message="fine", output="  hello\n")) == ("Passed (7/7 points). fine\n\n"
+                                                                                "Your code printed:\nhello")
+    assert feedback(_result("b", 7, 7, message="", output="")) == "Passed (7/7 points)."
+
+
+def test_the_summary_counts_public_passes_and_says_when_hidden_tests_are_shown():
+    rep = _report(_result("a", 15, 15), _result("b", 3, 7),
+                  _result("h1", 0, 10, hidden=True, visibility="after_due_date"),
+                  _result("h2", 5, 5, hidden=True, visibility="hidden"),
+                  _result("h3", 1, 1, hidden=True, visibility="visible"))
+    assert results_json(rep)["output"] == ("Exercise 99: Scoring by hand. Score 24/38. Public tests: 1 of 2 pass. Hidden "
+                                           "tests: 3 (16 points), shown after the due date or to your instructor only.")
+    shown_now = _report(_result("a", 15, 15), _result("h3", 1, 1, hidden=True, visibility="visible"))
+    assert results_json(shown_now)["output"] == ("Exercise 99: Scoring by hand. Score 16/16. Public tests: 1 of 1 pass. "
+                                                 "Hidden tests: 1 (1 points).")
+    published = _report(_result("a", 15, 15), _result("h4", 2, 4, hidden=True, visibility="after_published"))
+    assert results_json(published)["output"].endswith(" Hidden tests: 1 (4 points), shown when grades are published.")
+    broken = _report(_result("a", 0.0, 15), problem="no design.py in the zip")
+    assert results_json(broken)["output"] == ("Exercise 99: Scoring by hand. Your submission could not be graded: no "
+                                              "design.py in the zip. Every test scores 0; fix this and submit again.")
+
+
+def test_a_tests_visibility_is_its_results_own_else_its_catalog_tests_else_the_default_for_its_kind():
+    ex = _exercise(_test("a", 5, visibility="visible"), _test("b", 5, visibility="after_due_date"), _test("c", 5))
+    rep = Report(ex, Path("/sandbox/alice"), hidden_ran=True)
+    rep.results = [_result("a", 5, 5, visibility="hidden"), _result("b", 5, 5), _result("c", 5, 5),
+                   _result("h", 5, 5, hidden=True)]  # h: a hidden test this install does not list
+    assert [t["visibility"] for t in results_json(rep)["tests"]] == ["hidden", "after_due_date", "visible",
+                                                                     "after_published"]
 
 
 def test_an_ungradable_submission_of_an_exercise_without_hidden_tests_ran_none(tmp_path):
