@@ -35,6 +35,16 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
+async def _settled(pilot) -> None:
+    """Wait on the Guide's own signal that the current step is in view (a busy machine takes more
+    refreshes; a bounded number of them, never a sleep)."""
+    for _ in range(50):
+        if pilot.app.guide.settled:
+            return
+        await pilot.pause()
+    raise AssertionError("the Guide never settled on its current step")
+
+
 def _shown_whole(app, session) -> None:
     """The current step's text is in the Guide and the Guide needs no scrolling to show it."""
     guide = app.guide
@@ -73,6 +83,7 @@ async def test_every_step_is_shown_whole_and_no_notice_covers_the_guide(lab, siz
         await pilot.pause()
         # a short terminal: the current step only (the workshop's Guide, below both sides, is short below 36 rows)
         assert app.guide.compact == (size == (80, 24) or naive is not None)
+        await _settled(pilot)
         _shown_whole(app, session)
         seen_notice = False
         for action in reference(lab):
@@ -89,12 +100,14 @@ async def test_every_step_is_shown_whole_and_no_notice_covers_the_guide(lab, siz
             app.lab_refresh([s.id for s in session.states if s.met and s.id not in before])
             (app._refresh if naive is not None else app.reload)()
             await pilot.pause()
+            await _settled(pilot)
             _shown_whole(app, session)
             _no_notice_covers_the_guide(app)
             seen_notice = seen_notice or bool(app._notifications)
             await pilot.press("h")
             await pilot.pause()
             assert app.guide.hint_text
+            await _settled(pilot)
             _shown_whole(app, session)
         assert seen_notice  # a checkpoint met said so, away from the Guide
     live.close()

@@ -88,6 +88,7 @@ class Guide(VerticalScroll):
         self.news: list[str] = []  # what the checkpoints just met showed (their lab.toml 'shows'), until the next
         self.compact = False  # a short terminal: the current step only (whole), its next checkpoint, the hint
         self.body = Static(id="guide-body")
+        self.settled = True  # the current step is in view (False while a new text waits for its scroll)
 
     def compose(self) -> ComposeResult:
         yield self.body
@@ -95,6 +96,7 @@ class Guide(VerticalScroll):
     def show(self) -> None:
         if self.compact:
             self._show_compact()
+            self.settled = True  # shown whole, nothing to scroll
             return
         s = self.session
         lab = s.lab
@@ -135,6 +137,7 @@ class Guide(VerticalScroll):
             t.append("\nh: a hint for the next checkpoint\n", style="dim")
         self.body.update(t)
         self._span = span
+        self.settled = False  # True once the current step is in view (tests and the app can wait on it)
         self.call_after_refresh(self._keep_current_in_view, t)
 
     def _lines(self, text: Text) -> int:
@@ -152,15 +155,25 @@ class Guide(VerticalScroll):
         block.rstrip()
         return first, self._lines(block)
 
-    def _keep_current_in_view(self, text: Text) -> None:
-        """A long Guide scrolls so that the current step (with its hint) is in view, whole when it fits."""
+    def _keep_current_in_view(self, text: Text, tries: int = 0) -> None:
+        """A long Guide scrolls so that the current step (with its hint) is in view, whole when it fits.
+        Until the layout has grown to hold the new text, the scroll would be cut short: then it is
+        tried again after the next refresh (a few times), and ``settled`` says when it is done."""
         where = self.current_lines()
-        if where is None or self.body.content is not text:
+        if self.body.content is not text:
+            return  # a newer text is on its way; its own call settles it
+        if where is None:
+            self.settled = True
             return
         first, n = where
         view = self.scrollable_content_region.height
+        target = max(0, first if n >= view else first + n - view)
         if first < self.scroll_y or first + n > self.scroll_y + view:
-            self.scroll_to(y=max(0, first if n >= view else first + n - view), animate=False)
+            if target > self.max_scroll_y and tries < 5:
+                self.call_after_refresh(self._keep_current_in_view, text, tries + 1)
+                return
+            self.scroll_to(y=target, animate=False)
+        self.settled = True
 
     def _show_compact(self) -> None:
         """A short terminal: progress, what the checkpoints just met showed, the current step whole,
