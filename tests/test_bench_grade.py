@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a benchmark: two passes over a generated class
 def test_bench_grade_prints_the_graders_rate_beside_the_floor_and_names_the_sandbox(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sim", "bench", "grade", "-n", "10", "--json", "--course", str(ROOT)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=600)

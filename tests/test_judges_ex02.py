@@ -90,7 +90,7 @@ WRONG_KEYS = {
     "int": "    return 42\n",
     "list": "    return [trace_id, task_id]\n",
     "dict": "    return {'k': trace_id}\n",
-    "huge": "    return 'k' * 3_000_000\n",
+    "huge": "    return 'k' * 300_000\n",  # far past any id's length
     "object": "    return object()\n",
     "raises": "    raise KeyError(trace_id)\n",
     "raises-on-none": "    return trace_id + task_id + sender + step + str(attempt) + answers\n",
