@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import digest as _digest
+from . import events as ev_
 from .errors import DigestError
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
@@ -115,10 +116,10 @@ class _Run:
         # delivery_id -> task ids that a review_decided event of that delivery names
         self.reviewed_in: dict[int, set] = {}
         for e in self.events:
-            if e["type"] == "review_decided" and e["delivery_id"] is not None:
+            if e["type"] == ev_.ReviewDecided.TYPE and e["delivery_id"] is not None:
                 self.reviewed_in.setdefault(e["delivery_id"], set()).add(e["task_id"])
         # the applied moves, in event order, each joined to its transitions row, delivery and message
-        self.moves = [self._move(e) for e in self.events if e["type"] == "transition_applied"]
+        self.moves = [self._move(e) for e in self.events if e["type"] == ev_.TransitionApplied.TYPE]
 
     def message_of(self, delivery: dict | None) -> dict | None:
         return self.message_by_seq.get(delivery["msg_seq"]) if delivery else None
@@ -261,7 +262,7 @@ def _no_state_regression(run: _Run) -> list[dict]:
 )
 def _effect_at_most_once(run: _Run) -> list[dict]:
     committed_by = {
-        e["data"]["effect_key"]: e for e in run.events if e["type"] == "effect_committed"
+        e["data"]["effect_key"]: e for e in run.events if e["type"] == ev_.EffectCommitted.TYPE
     }
     groups: dict[tuple, list[dict]] = {}
     for eff in run.effects:
@@ -411,15 +412,15 @@ def _no_lost_update(run: _Run) -> list[dict]:
     out = []
     for e in run.events:
         tid = e["task_id"]
-        if e["type"] == "lease_granted":
+        if e["type"] == ev_.LeaseGranted.TYPE:
             lease[tid] = {
                 "holder": e["data"]["holder"], "lease_version": e["data"]["lease_version"],
                 "expired": False, "event_seq": e["seq"],
             }
-        elif e["type"] == "lease_expired":
+        elif e["type"] == ev_.LeaseExpired.TYPE:
             cur = lease.get(tid, {"holder": e["data"].get("holder"), "lease_version": e["data"].get("lease_version")})
             lease[tid] = {**cur, "expired": True, "event_seq": e["seq"]}
-        elif e["type"] == "transition_applied":
+        elif e["type"] == ev_.TransitionApplied.TYPE:
             m = moves_by_seq[e["seq"]]
             dv, msg = m["delivery"], m["message"]
             if dv is None or msg is None or dv["decision"] == "conflict":
@@ -570,7 +571,7 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     keys = {m["message_id"]: m["idempotency_key"] for m in run.messages}
     out = []
     for e in run.events:
-        if e["type"] != "fault_injected" or e["data"].get("fault") != "resend":
+        if e["type"] != ev_.FaultInjected.TYPE or e["data"].get("fault") != "resend":
             continue
         orig_id, copy_id = e["message_id"], e["data"].get("resend")
         orig, copy = first.get(orig_id), first.get(copy_id)
@@ -672,7 +673,7 @@ def _payload_minimization(run: _Run) -> list[dict]:
         if clear:
             out.append({"problem": "kept in the clear in the message log", **brief, "fields": clear})
     for e in run.events:
-        if e["type"] == "intent_recorded":
+        if e["type"] == ev_.IntentRecorded.TYPE:
             clear = p.in_clear(e["data"].get("payload"))
             if clear:
                 out.append({"problem": "kept in the clear in the event log", "event_seq": e["seq"],
@@ -708,7 +709,7 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
 
     out = []
     for e in run.events:
-        if e["type"] != "effect_committed":
+        if e["type"] != ev_.EffectCommitted.TYPE:
             continue
         msg = run.message_of(run.delivery_by_id.get(e["delivery_id"])) if e["delivery_id"] is not None else None
         if msg is not None and msg["type"] != "task_result":
@@ -726,7 +727,7 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
     "NO_EFFECT_FROM_UNTRUSTED",
     short="untr",
     across_tasks=lambda store, lookups, intervals: _untrusted_effects(lookups, intervals,
-                                                                      store.iter_events(etype="effect_committed")),
+                                                                      store.iter_events(etype=ev_.EffectCommitted.TYPE)),
     description=(
         "No result commits an effect while an input it cites (an artifact or a message of another task) belongs to "
         "a task that was untrusted at that moment: one (task_id, idempotency_key) had been delivered with two "
@@ -735,7 +736,7 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
     ),
 )
 def _no_effect_from_untrusted(run: _Run) -> list[dict]:
-    return _untrusted_effects(run, _taint_intervals(run), (e for e in run.events if e["type"] == "effect_committed"))
+    return _untrusted_effects(run, _taint_intervals(run), (e for e in run.events if e["type"] == ev_.EffectCommitted.TYPE))
 
 
 def _taint_intervals(run: _Run) -> dict[str, list[list]]:
@@ -762,7 +763,7 @@ def _taint_intervals(run: _Run) -> dict[str, list[list]]:
                     open_[m["task_id"]] = iv
                     out.setdefault(m["task_id"], []).append(iv)
                 earlier.append(m)
-        if e["type"] == "review_decided":
+        if e["type"] == ev_.ReviewDecided.TYPE:
             iv = open_.pop(e["task_id"], None)
             if iv is not None:
                 iv[1] = e["seq"]

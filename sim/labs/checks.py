@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..events import REGISTRY as EVENT_TYPES
+from .. import events as ev_
 from ..privacy import is_redacted
 from ..store import ProgressStore, Store
 
@@ -91,10 +92,10 @@ class Facts:
             for e in batch:
                 if e["type"] in self._KEEP:
                     self.events_by_type[e["type"]].append(e)
-                if e["type"] == "task_created":
+                if e["type"] == ev_.TaskCreated.TYPE:
                     self.task_states[e["task_id"]] = "pending"
                     self.open_tasks.add(e["task_id"])
-                elif e["type"] == "transition_applied" and e["task_id"] in self.task_states:
+                elif e["type"] == ev_.TransitionApplied.TYPE and e["task_id"] in self.task_states:
                     to = e["data"].get("to")
                     self.task_states[e["task_id"]] = to
                     (self.open_tasks.discard if to in _TERMINAL else self.open_tasks.add)(e["task_id"])
@@ -229,7 +230,7 @@ def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
     if t.state.value == state:
         return _met(task_id=task, state=state)
     if ever:
-        for e in ctx.facts.events("transition_applied"):
+        for e in ctx.facts.events(ev_.TransitionApplied.TYPE):
             if e["task_id"] == task and e["data"].get("to") == state:
                 return _met(task_id=task, state=state, now=t.state.value)
     return _unmet("other", task_id=task, state=t.state.value, wanted=state)
@@ -252,7 +253,7 @@ def _all_terminal(ctx: Ctx) -> Seen:
 
 
 def _publishing_results(ctx: Ctx) -> list[dict]:
-    return [e for e in ctx.facts.events("effect_committed")]
+    return [e for e in ctx.facts.events(ev_.EffectCommitted.TYPE)]
 
 
 @check("injected")
@@ -260,7 +261,7 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
     """A ``fault`` was injected by hand on a message of ``on_type`` (``on = "publishing"``: on the
     result that committed the publication; ``on = "redacted"``: on a message whose log keeps
     [redacted] values)."""
-    faults = [e for e in ctx.facts.events("fault_injected") if e["data"].get("fault") == fault]
+    faults = [e for e in ctx.facts.events(ev_.FaultInjected.TYPE) if e["data"].get("fault") == fault]
     if not faults:
         return _unmet("none", fault=fault)
     target = ""
@@ -292,7 +293,7 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
 @check("crashed")
 def _crashed(ctx: Ctx, *, by_hand: bool = True) -> Seen:
     """A worker was crashed (by hand, with k) while holding a lease."""
-    for e in ctx.facts.events("fault_injected"):
+    for e in ctx.facts.events(ev_.FaultInjected.TYPE):
         if e["data"].get("fault") == "crash" and (not by_hand or e["data"].get("selector") == "by hand"):
             return _met(worker=e["data"].get("worker", ""), task_id=e["task_id"] or "",
                         lease_version=e["data"].get("lease_version", ""))
@@ -318,7 +319,7 @@ def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
     if times < 2:
         return _unmet("not-repeated", message_id=mid, deliveries=times)
     return _met(message_id=mid, deliveries=times, effect_key=pubs[0]["data"]["effect_key"],
-                suppressed=len(ctx.facts.events("effect_suppressed")))
+                suppressed=len(ctx.facts.events(ev_.EffectSuppressed.TYPE)))
 
 
 @check("invariants_hold")
