@@ -939,10 +939,10 @@ def validate(trace, *, check_payload_digests: bool = True) -> Report:
     ``check_payload_digests`` recomputes ``payloadDigest`` (jcs-v2) for every message
     that carries its ``payload``; turn it off only to time the rest.
     """
-    box: list = []
-    for _ in _judging(trace, None, None, set(), set(), check_payload_digests, None, box):
+    judge = _Judge(trace, None, None, set(), set(), check_payload_digests, None)
+    for _ in judge.run():
         pass
-    return box[0]
+    return judge.report
 
 
 class StreamJudge:
@@ -961,184 +961,287 @@ class StreamJudge:
         self.report: Report | None = None
 
     def judge(self, messages: Iterable) -> Iterable[bool]:
-        box: list = []
-        yield from _judging(self.header, self.scan, messages, self.seen, self.accepted, self.check, self.keep, box)
-        self.report = box[0]
+        judge = _Judge(self.header, self.scan, messages, self.seen, self.accepted, self.check, self.keep)
+        yield from judge.run()
+        self.report = judge.report
 
 
-def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_digests: bool, keep: int | None,
-             box: list):
-    """The validator: the header, then each message (yielding whether it was accepted), then the gathers
-    and the terminal; the :class:`Report` goes into ``box``. ``stream`` is None to judge
-    ``trace["messages"]`` (and find the :class:`Scan` in it); ``keep`` is None to keep every finding and
-    the accepted ids."""
-    out: list[Finding] = []
-    sh = _Shape(out)
-    if type(trace) is not dict:
-        sh.add("", f"the trace is {_jtype(trace)}, expected an object")
-        box.append(_report(out, None, [], {}, None))
-        return
-    head = sh.header(trace)
-    add = out.append
+class _Judge:
+    """The validator over one trace, one method per part of the check. :meth:`run` judges the header
+    (:meth:`envelope`, :meth:`participants`, :meth:`declared_gathers`, :meth:`terminal_fence`), then
+    each message in :meth:`judge_messages` (its shape, id and place under the ceiling, then
+    :meth:`speaker`: sender, epoch, generation, sequence; :meth:`audience`; :meth:`causes`;
+    :meth:`timing`; :meth:`fenced`; :meth:`gathered`; :meth:`payload`; accepted if none found a
+    fault), yielding whether each was accepted, then the gathers (:meth:`reduce_gathers`) and the
+    terminal (:meth:`acknowledgements`); the :class:`Report` is then in ``report``. Findings come out
+    in that order. A method's guard that holds for most messages is tested in the loop before the call.
 
-    conv_epoch = head.get("epoch")
-    conv_scope = head.get("scope")
-    conv_deadline = head.get("deadline")
-    ceiling = head.get("messageCeiling")
-    terminal = head["terminal"]
-    if stream is None:
-        messages = head["messages"] or []
-        scan = scan_messages(messages, wanted_ids(trace))
-    else:
-        messages = stream
-    count = scan.count
+    ``stream`` is None to judge ``trace["messages"]`` (and find the :class:`Scan` in it); ``keep`` is
+    None to keep every finding and the accepted ids. ``seen`` and ``acc_index`` remember the ids seen
+    and accepted (anything with ``in`` and ``add``)."""
 
-    # participants: ref -> (generation, audiences); a repeated ref is a fault
-    parts: dict[str, tuple] = {}
-    prows = head["participants"]
-    # ref -> [(generation, index of the last message it may send)] for each earlier body, oldest first
-    bodies: dict[str, list] = {}
-    if prows is not None:
-        first_at = scan.first_at
-        for j, ref, gen, aud, earlier in prows:
-            if ref in parts:
-                add(Finding("E_DUPLICATE_PARTICIPANT", None, f"/participants/{j}/ref",
-                            f"participant ref {ref!r} is declared twice"))
+    __slots__ = ("acc_index", "accepted", "acked", "add", "bodies", "ceiling", "check_digests", "conv_deadline",
+                 "conv_epoch", "conv_scope", "count", "dropped", "fence_at", "fence_id", "gathers", "head", "keep",
+                 "known_parts", "last_ok", "messages", "n_accepted", "next_seq", "out", "parts", "positions",
+                 "report", "required", "required_set", "results", "scan", "seen", "sh", "stream", "t_fence",
+                 "t_state", "terminal", "trace")
+
+    def __init__(self, trace, scan: Scan | None, stream, seen, acc_index, check_payload_digests: bool,
+                 keep: int | None):
+        self.trace, self.scan, self.stream, self.keep = trace, scan, stream, keep
+        self.seen, self.acc_index, self.check_digests = seen, acc_index, check_payload_digests
+        self.out: list[Finding] = []
+        self.add = self.out.append
+        self.sh = _Shape(self.out)
+        # participants: ref -> (generation, audiences); a repeated ref is a fault
+        self.parts: dict[str, tuple] = {}
+        # ref -> [(generation, index of the last message it may send)] for each earlier body, oldest first
+        self.bodies: dict[str, list] = {}
+        self.gathers: dict[str, _G] = {}
+        # what the messages leave behind
+        self.accepted: list[str] = []
+        self.positions: list[int] = []
+        self.n_accepted = self.dropped = 0
+        self.next_seq: dict[tuple, int] = {}
+        self.acked: dict[str, str] = {}
+        self.results: dict[str, GatherResult] = {}
+        self.report: Report | None = None
+
+    def run(self) -> Iterable[bool]:
+        """The whole check, in order; yields per message whether it was accepted."""
+        trace = self.trace
+        if type(trace) is not dict:
+            self.sh.add("", f"the trace is {_jtype(trace)}, expected an object")
+            self.report = _report(self.out, None, [], {}, None)
+            return
+        self.envelope(trace)
+        self.participants()
+        self.declared_gathers()
+        self.terminal_fence()
+        yield from self.judge_messages()
+        self.reduce_gathers()
+        missing_acks, unresolved = self.acknowledgements()
+        required, acked = self.required, self.acked
+        self.report = _report(self.out, self.terminal, self.accepted, self.results, self.fence_id, self.t_state,
+                              missing_acks, unresolved, [r for r in (required or ()) if r in acked],
+                              self.positions, self.n_accepted, self.dropped)
+
+    # ---- the header
+
+    def envelope(self, trace: dict) -> None:
+        """The header's shape, and what the messages are judged against: epoch, scope, deadline,
+        ceiling, terminal, and the messages with their :class:`Scan`."""
+        head = self.head = self.sh.header(trace)
+        self.conv_epoch = head.get("epoch")
+        self.conv_scope = head.get("scope")
+        self.conv_deadline = head.get("deadline")
+        self.ceiling = head.get("messageCeiling")
+        self.terminal = head["terminal"]
+        if self.stream is None:
+            self.messages = head["messages"] or []
+            self.scan = scan_messages(self.messages, wanted_ids(trace))
+        else:
+            self.messages = self.stream
+        self.count = self.scan.count
+
+    def participants(self) -> None:
+        """Each participant once; each earlier body older than the next, replaced after a message of
+        the trace, in order."""
+        parts, bodies, add = self.parts, self.bodies, self.add
+        prows = self.head["participants"]
+        if prows is not None:
+            first_at = self.scan.first_at
+            for j, ref, gen, aud, earlier in prows:
+                if ref in parts:
+                    add(Finding("E_DUPLICATE_PARTICIPANT", None, f"/participants/{j}/ref",
+                                f"participant ref {ref!r} is declared twice"))
+                    continue
+                parts[ref] = (gen, aud)
+                last, prev = -1, 0
+                for k, egen, after in earlier:
+                    at = -1 if after is None else first_at.get(after)
+                    ptr = f"/participants/{j}/earlierGenerations/{k}"
+                    if egen <= prev or (gen is not None and egen >= gen):
+                        add(Finding("E_STALE_GENERATION", None, f"{ptr}/generation",
+                                    f"{ref}: earlier generation {egen} is not between {prev} and the current generation "
+                                    f"{gen} (earlier generations come oldest first, each older than the next)"))
+                        continue
+                    if at is None:
+                        add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
+                                    f"{ref}: generation {egen} is replaced after {after}, which names no message of the trace"))
+                        continue
+                    if at < last:
+                        add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
+                                    f"{ref}: generation {egen} is replaced after {after}, before the body it replaced was"))
+                        continue
+                    last, prev = at, egen
+                    bodies.setdefault(ref, []).append((egen, at, after))
+        self.known_parts = prows is not None
+
+    def declared_gathers(self) -> None:
+        """Gathers: the first declaration of an id is the frozen one; members sorted, participants, at
+        least as many as the threshold."""
+        gathers, parts, known_parts, add = self.gathers, self.parts, self.known_parts, self.add
+        trace = self.trace
+        raw_gathers = trace.get("gathers") if type(trace.get("gathers")) is list else []
+        for row in self.head["gathers"] or ():
+            j = row["index"]
+            if "id" not in row:
                 continue
-            parts[ref] = (gen, aud)
-            last, prev = -1, 0
-            for k, egen, after in earlier:
-                at = -1 if after is None else first_at.get(after)
-                ptr = f"/participants/{j}/earlierGenerations/{k}"
-                if egen <= prev or (gen is not None and egen >= gen):
-                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/generation",
-                                f"{ref}: earlier generation {egen} is not between {prev} and the current generation "
-                                f"{gen} (earlier generations come oldest first, each older than the next)"))
-                    continue
-                if at is None:
-                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
-                                f"{ref}: generation {egen} is replaced after {after}, which names no message of the trace"))
-                    continue
-                if at < last:
-                    add(Finding("E_STALE_GENERATION", None, f"{ptr}/replacedAfter",
-                                f"{ref}: generation {egen} is replaced after {after}, before the body it replaced was"))
-                    continue
-                last, prev = at, egen
-                bodies.setdefault(ref, []).append((egen, at, after))
-    known_parts = prows is not None
+            gid = row["id"]
+            mem = row.get("membership")
+            prev = gathers.get(gid)
+            if prev is not None:
+                if mem is not None and prev.members is not None and frozenset(mem) != prev.members:
+                    add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership",
+                                f"gather {gid} is declared again with other members; membership is frozen when "
+                                f"it opens (first declared as {', '.join(sorted(prev.members))})"))
+                else:
+                    add(Finding("E_DUPLICATE_GATHER", None, f"/gathers/{j}/id", f"gather {gid} is declared twice"))
+                continue
+            gathers[gid] = _G(row, raw_gathers[j])
+            if mem is not None:
+                if list(mem) != sorted(mem):
+                    add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership",
+                                f"gather {gid} membership is not sorted ({', '.join(mem)})"))
+                if known_parts:
+                    for k, ref in enumerate(mem):
+                        if ref not in parts:
+                            add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership/{k}",
+                                        f"gather {gid} member {ref!r} is not a participant"))
+                th = row.get("threshold")
+                if th is not None and th > len(mem):
+                    add(Finding("E_QUORUM_THRESHOLD", None, f"/gathers/{j}/threshold",
+                                f"gather {gid} threshold {th} exceeds its {len(mem)} member(s)"))
 
-    # gathers: the first declaration of an id is the frozen one
-    gathers: dict[str, _G] = {}
-    raw_gathers = trace.get("gathers") if type(trace.get("gathers")) is list else []
-    for row in head["gathers"] or ():
-        j = row["index"]
-        if "id" not in row:
-            continue
-        gid = row["id"]
-        mem = row.get("membership")
-        prev = gathers.get(gid)
-        if prev is not None:
-            if mem is not None and prev.members is not None and frozenset(mem) != prev.members:
-                add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership",
-                            f"gather {gid} is declared again with other members; membership is frozen when "
-                            f"it opens (first declared as {', '.join(sorted(prev.members))})"))
+    def terminal_fence(self) -> None:
+        """The terminal, and from the scan: where the fence is, and which gather openers exist."""
+        terminal, scan = self.terminal, self.scan
+        self.t_state = terminal.get("state") if terminal else None
+        t_fence = self.t_fence = terminal.get("fence") if terminal else None
+        required = self.required = terminal.get("requiredAcks") if terminal else None
+        self.required_set = frozenset(required) if required is not None else None
+
+        fences = scan.fences
+        for g in self.gathers.values():
+            if type(g.opener) is str and g.opener in scan.first_at:
+                g.opener_known = True
+        fence_at: int | None = None
+        fence_id = None
+        if fences:
+            fence_at, fence_id = fences[0]
+            if t_fence is not None:
+                for i, fid in fences:
+                    if fid == t_fence:
+                        fence_at, fence_id = i, fid
+                        break
+        self.fence_at, self.fence_id = fence_at, fence_id
+        ceiling = self.ceiling
+        self.last_ok = ceiling if ceiling is not None else self.count + 1  # index of the first message over the ceiling
+
+    # ---- each message
+
+    def judge_messages(self) -> Iterable[bool]:
+        """Each message in order: its shape, then each part of the check; yields whether it was
+        accepted (filter before reduce: only a message without any finding is)."""
+        out, add, keep, last_ok, seen, acc_index = self.out, self.add, self.keep, self.last_ok, self.seen, self.acc_index
+        accepted, positions, acked = self.accepted, self.positions, self.acked
+        shape_message = self.sh.message
+        n_accepted = 0
+        speaker, audience, causes, timing = self.speaker, self.audience, self.causes, self.timing
+        fenced, gathered, payload = self.fenced, self.gathered, self.payload
+        fence_at, check_digests = self.fence_at, self.check_digests
+        for i, m in enumerate(self.messages):
+            n0 = len(out)
+            bad = shape_message(m, i)
+            if bad is _ALL_BAD:
+                yield False
+                continue
+            if bad is _NO_BAD:  # every required field is there and usable: fetch them at once
+                mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = _REQUIRED_OF(m)
             else:
-                add(Finding("E_DUPLICATE_GATHER", None, f"/gathers/{j}/id", f"gather {gid} is declared twice"))
-            continue
-        gathers[gid] = _G(row, raw_gathers[j])
-        if mem is not None:
-            if list(mem) != sorted(mem):
-                add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership",
-                            f"gather {gid} membership is not sorted ({', '.join(mem)})"))
-            if known_parts:
-                for k, ref in enumerate(mem):
-                    if ref not in parts:
-                        add(Finding("E_GATHER_MEMBERSHIP", None, f"/gathers/{j}/membership/{k}",
-                                    f"gather {gid} member {ref!r} is not a participant"))
-            th = row.get("threshold")
-            if th is not None and th > len(mem):
-                add(Finding("E_QUORUM_THRESHOLD", None, f"/gathers/{j}/threshold",
-                            f"gather {gid} threshold {th} exceeds its {len(mem)} member(s)"))
+                mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = map(m.get, _MSG_REQUIRED_T)
+                if "sender" in bad:
+                    sender = None
+                if "kind" in bad:
+                    kind = None
+                if "at" in bad:
+                    at = None
+                if "causedBy" in bad:
+                    caused = None
+            dup = False  # an id seen earlier: rejected; what else is wrong with it is still reported, but it moves nothing
+            if "id" in bad:
+                mid = None
+            else:
+                if mid in seen:
+                    dup = True
+                    add(Finding("E_DUPLICATE_MESSAGE", mid, f"/messages/{i}/id",
+                                f"message id {mid} was seen earlier; a duplicate never reaches a reducer"))
+                seen.add(mid)
+            if i == last_ok:
+                after = self.count - i - 1
+                add(Finding("E_MESSAGE_CEILING", mid, f"/messages/{i}",
+                            f"message {mid} is number {i + 1} but the ceiling is {self.ceiling}; "
+                            + (f"it and the {after} message(s) after it are rejected" if after else "it is rejected")))
+            # each part of the check, where it applies
+            speaker(i, mid, sender, gen, seq, ep, bad, dup)
+            audience(i, mid, sc, labels, recips, bad)
+            if caused:
+                causes(i, mid, caused)
+            if at is not None:
+                timing(i, m, mid, at, bad)
+            if fence_at is not None and kind is not None and not dup:
+                fenced(i, mid, sender, kind, caused)
+            gid = m.get("gatherId")
+            gth = None
+            if gid is not None and "gatherId" not in bad:
+                gth = gathered(i, mid, gid, sender, kind, at, dup)
+            if check_digests and "payload" in m and "payload" not in bad and "payloadDigest" not in bad:
+                payload(i, m, mid, pd)
 
-    # terminal
-    t_state = terminal.get("state") if terminal else None
-    t_fence = terminal.get("fence") if terminal else None
-    required = terminal.get("requiredAcks") if terminal else None
-    required_set = frozenset(required) if required is not None else None
+            if len(out) != n0 or i >= last_ok or mid is None:
+                if keep is not None and len(out) > keep:
+                    self.dropped += len(out) - keep
+                    del out[keep:]
+                yield False
+                continue
+            n_accepted += 1
+            self.n_accepted = n_accepted
+            if keep is None:
+                accepted.append(mid)
+                positions.append(i)
+            acc_index.add(mid)
+            if gth is not None:
+                if kind == "CONTRIBUTION":
+                    gth.contributions.append(m)
+                    gth.contributed.add(sender)
+                elif kind == "GATHER_RESULT":
+                    gth.closed_by = mid
+            if kind == "ACK" and fence_at is not None and i > fence_at:
+                acked[sender] = mid
+            yield True
 
-    # from the scan: where the fences are, and which gather openers exist
-    fences = scan.fences
-    for g in gathers.values():
-        if type(g.opener) is str and g.opener in scan.first_at:
-            g.opener_known = True
-    fence_at: int | None = None
-    fence_id = None
-    if fences:
-        fence_at, fence_id = fences[0]
-        if t_fence is not None:
-            for i, fid in fences:
-                if fid == t_fence:
-                    fence_at, fence_id = i, fid
-                    break
-    last_ok = ceiling if ceiling is not None else count + 1  # index of the first message over the ceiling
-
-    accepted: list[str] = []
-    positions: list[int] = []
-    n_accepted = dropped = 0
-    next_seq: dict[tuple, int] = {}
-    acked: dict[str, str] = {}
-    check_digests = check_payload_digests
-    part_get = parts.get
-    shape_message = sh.message
-
-    for i, m in enumerate(messages):
-        n0 = len(out)
-        bad = shape_message(m, i)
-        if bad is _ALL_BAD:
-            yield False
-            continue
-        g = m.get
-        if bad is _NO_BAD:  # every required field is there and usable: fetch them at once
-            mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = _REQUIRED_OF(m)
-        else:
-            mid, sender, gen, seq, ep, sc, labels, recips, kind, caused, at, pd = map(g, _MSG_REQUIRED_T)
-            if "sender" in bad:
-                sender = None
-            if "kind" in bad:
-                kind = None
-            if "at" in bad:
-                at = None
-            if "causedBy" in bad:
-                caused = None
-        dup = False
-        if "id" in bad:
-            mid = None
-        else:
-            if mid in seen:  # rejected; what else is wrong with it is still reported, but it moves nothing
-                dup = True
-                add(Finding("E_DUPLICATE_MESSAGE", mid, f"/messages/{i}/id",
-                            f"message id {mid} was seen earlier; a duplicate never reaches a reducer"))
-            seen.add(mid)
-        if i == last_ok:
-            after = count - i - 1
-            add(Finding("E_MESSAGE_CEILING", mid, f"/messages/{i}",
-                        f"message {mid} is number {i + 1} but the ceiling is {ceiling}; "
-                        + (f"it and the {after} message(s) after it are rejected" if after else "it is rejected")))
-
-        # who is speaking, in which epoch and body generation, at which sequence
+    def speaker(self, i: int, mid, sender, gen, seq, ep, bad, dup) -> None:
+        """Who is speaking, in which epoch and body generation, at which sequence: the sender is a
+        participant, the message in the conversation's epoch, its body the one in force for the sender
+        at this point of the trace, its seq the exact next of that body (a new body starts again at 1).
+        A stale or duplicate message moves no sequence."""
+        add = self.add
         p = None
-        if sender is not None and known_parts:
-            p = part_get(sender)
+        if sender is not None and self.known_parts:
+            p = self.parts.get(sender)
             if p is None:
                 add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/sender",
                             f"{mid}: sender {sender!r} is not a participant of this conversation"))
         stale = False
+        conv_epoch = self.conv_epoch
         if conv_epoch is not None and "epoch" not in bad:
             if ep != conv_epoch:
                 stale = True
                 add(Finding("E_STALE_EPOCH", mid, f"/messages/{i}/epoch",
                             f"{mid}: epoch {ep} is not the conversation's epoch {conv_epoch}"))
         if p is not None and p[0] is not None and "generation" not in bad:
+            bodies = self.bodies
             in_force, until = p[0], None  # the body speaking for sender at this point of the trace
             for egen, last, after in bodies.get(sender, ()):
                 if i <= last:
@@ -1158,6 +1261,7 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
                 add(Finding("E_STALE_GENERATION", mid, f"/messages/{i}/generation", f"{mid}: {why}"))
         if p is not None and not stale and not dup and "seq" not in bad and "epoch" not in bad and "generation" not in bad:
             body = (sender, gen)  # a new body starts its sequence again at 1
+            next_seq = self.next_seq
             want = next_seq.get(body, 1)
             if seq == want:
                 next_seq[body] = want + 1
@@ -1166,175 +1270,171 @@ def _judging(trace, scan: Scan | None, stream, seen, acc_index, check_payload_di
                             f"{mid}: seq {seq} from {sender} where the exact next is {want}"
                             + (" (a gap, or a later message first)" if seq > want else " (replayed or reordered)")))
 
-        # where it goes
+    def audience(self, i: int, mid, sc, labels, recips, bad) -> None:
+        """The conversation's scope; each recipient a participant accepting every audience label."""
+        conv_scope = self.conv_scope
         if conv_scope is not None and "scope" not in bad:
             if sc != conv_scope:
-                add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/scope",
-                            f"{mid}: scope {sc!r} is not the conversation's scope {conv_scope!r}"))
-        if known_parts and "recipients" not in bad:
+                self.add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/scope",
+                                 f"{mid}: scope {sc!r} is not the conversation's scope {conv_scope!r}"))
+        if self.known_parts and "recipients" not in bad:
             if "audienceLabels" in bad:
                 labels = ()
+            part_get = self.parts.get
             for j, r in enumerate(recips):
                 q = part_get(r)
                 if q is None:
-                    add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/recipients/{j}",
-                                f"{mid}: recipient {r!r} is not a participant of this conversation"))
-                elif q[1] is not None:
+                    self.add(Finding("E_AUDIENCE_SCOPE", mid, f"/messages/{i}/recipients/{j}",
+                                     f"{mid}: recipient {r!r} is not a participant of this conversation"))
+                elif q[1] is not None and not q[1].issuperset(labels):  # (a frozenset; labels are strings)
                     lack = [lab for lab in labels if lab not in q[1]]
-                    if lack:
-                        add(Finding("E_AUDIENCE_LABEL", mid, f"/messages/{i}/recipients/{j}",
-                                    f"{mid}: recipient {r} does not accept audience label(s) {', '.join(lack)}"))
+                    self.add(Finding("E_AUDIENCE_LABEL", mid, f"/messages/{i}/recipients/{j}",
+                                     f"{mid}: recipient {r} does not accept audience label(s) {', '.join(lack)}"))
 
-        # what it answers
-        if caused:
-            for j, parent in enumerate(caused):
-                if parent not in acc_index:
-                    if parent == mid:
-                        why = "is the message itself"
-                    elif parent in seen:
-                        why = "was not accepted"
-                    else:
-                        why = "is not an earlier message of the trace"
-                    add(Finding("E_CAUSATION_GAP", mid, f"/messages/{i}/causedBy/{j}",
-                                f"{mid}: causedBy parent {parent} {why}"))
-
-        # when
-        if at is not None:
-            exp = g("expiresAt")
-            if exp is not None and "expiresAt" not in bad and at > exp:
-                add(Finding("E_EXPIRED_MESSAGE", mid, f"/messages/{i}/expiresAt",
-                            f"{mid}: dated {at}, after it expired at {exp}"))
-            if conv_deadline is not None and at > conv_deadline:
-                add(Finding("E_DEADLINE", mid, f"/messages/{i}/at",
-                            f"{mid}: dated {at}, after the conversation deadline {conv_deadline}"))
-
-        # the fence and after it
-        if fence_at is not None and kind is not None and not dup:
-            if i > fence_at:
-                if kind == "ACK":
-                    if required_set is not None and sender not in required_set:
-                        add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
-                                    f"{mid}: ACK after the fence {fence_id} from {sender}, who is not in "
-                                    "the required acknowledgement set"))
-                    elif caused is not None and fence_id not in caused:
-                        add(Finding("E_ACK_NOT_FENCE", mid, f"/messages/{i}/causedBy",
-                                    f"{mid}: ACK after the fence does not cite the fence {fence_id}"))
-                    elif sender in acked:
-                        add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
-                                    f"{mid}: {sender} already acknowledged the fence with {acked[sender]}"))
-                elif kind == "FENCE":
-                    add(Finding("E_SECOND_FENCE", mid, f"/messages/{i}/kind",
-                                f"{mid}: a second FENCE after {fence_id}; exactly one fence closes the conversation"))
+    def causes(self, i: int, mid, caused) -> None:
+        """The causal chain: each causedBy parent an earlier accepted message."""
+        acc_index = self.acc_index
+        for j, parent in enumerate(caused):
+            if parent not in acc_index:
+                if parent == mid:
+                    why = "is the message itself"
+                elif parent in self.seen:
+                    why = "was not accepted"
                 else:
-                    add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
-                                f"{mid}: {kind} after the terminal fence {fence_id}; only acknowledgements "
-                                "of the fence may follow it"))
-            elif kind == "FENCE" and i < fence_at:
-                add(Finding("E_SECOND_FENCE", mid, f"/messages/{i}/kind",
-                            f"{mid}: a FENCE other than the terminal fence {fence_id}; exactly one fence "
-                            "closes the conversation"))
+                    why = "is not an earlier message of the trace"
+                self.add(Finding("E_CAUSATION_GAP", mid, f"/messages/{i}/causedBy/{j}",
+                                 f"{mid}: causedBy parent {parent} {why}"))
 
-        # gathers
-        gid = g("gatherId")
-        gth = None
-        if gid is not None and "gatherId" not in bad:
-            gth = gathers.get(gid)
-            if gth is None:
-                add(Finding("E_UNKNOWN_GATHER", mid, f"/messages/{i}/gatherId",
-                            f"{mid}: gatherId {gid!r} names no declared gather"))
-            elif kind == "CONTRIBUTION" and not dup:
-                if gth.opener_known and gth.opener not in acc_index:
-                    add(Finding("E_GATHER_NOT_OPEN", mid, f"/messages/{i}/gatherId",
-                                f"{mid}: contribution to {gid} before its opener {gth.opener} was accepted"))
-                if gth.closed_by is not None:
-                    add(Finding("E_GATHER_CLOSED", mid, f"/messages/{i}/gatherId",
-                                f"{mid}: contribution to {gid} after its result {gth.closed_by}"))
-                if sender is not None and gth.members is not None and sender not in gth.members:
-                    add(Finding("E_GATHER_MEMBERSHIP", mid, f"/messages/{i}/sender",
-                                f"{mid}: {sender} is not a member of gather {gid} "
-                                f"({', '.join(sorted(gth.members))})"))
-                elif sender in gth.contributed:
-                    add(Finding("E_DUPLICATE_CONTRIBUTION", mid, f"/messages/{i}/sender",
-                                f"{mid}: {sender} already contributed to gather {gid}"))
-                if at is not None and gth.deadline is not None and at > gth.deadline:
-                    add(Finding("E_LATE_GATHER_CONTRIBUTION", mid, f"/messages/{i}/at",
-                                f"{mid}: contribution dated {at}, after gather {gid}'s deadline {gth.deadline}"))
-            elif kind == "GATHER_RESULT" and gth.closed_by is not None and not dup:
+    def timing(self, i: int, m: dict, mid, at, bad) -> None:
+        """When: dated before it expires and before the conversation's deadline (a message with a
+        date)."""
+        exp = m.get("expiresAt")
+        if exp is not None and "expiresAt" not in bad and at > exp:
+            self.add(Finding("E_EXPIRED_MESSAGE", mid, f"/messages/{i}/expiresAt",
+                             f"{mid}: dated {at}, after it expired at {exp}"))
+        conv_deadline = self.conv_deadline
+        if conv_deadline is not None and at > conv_deadline:
+            self.add(Finding("E_DEADLINE", mid, f"/messages/{i}/at",
+                             f"{mid}: dated {at}, after the conversation deadline {conv_deadline}"))
+
+    def fenced(self, i: int, mid, sender, kind, caused) -> None:
+        """The fence and after it: one FENCE only, and after it only one acknowledgement of it from
+        each required acknowledger (a first-seen message of a known kind, in a trace with a fence)."""
+        fence_at, fence_id = self.fence_at, self.fence_id
+        if i > fence_at:
+            if kind == "ACK":
+                required_set, acked = self.required_set, self.acked
+                if required_set is not None and sender not in required_set:
+                    self.add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
+                                     f"{mid}: ACK after the fence {fence_id} from {sender}, who is not in "
+                                     "the required acknowledgement set"))
+                elif caused is not None and fence_id not in caused:
+                    self.add(Finding("E_ACK_NOT_FENCE", mid, f"/messages/{i}/causedBy",
+                                     f"{mid}: ACK after the fence does not cite the fence {fence_id}"))
+                elif sender in acked:
+                    self.add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
+                                     f"{mid}: {sender} already acknowledged the fence with {acked[sender]}"))
+            elif kind == "FENCE":
+                self.add(Finding("E_SECOND_FENCE", mid, f"/messages/{i}/kind",
+                                 f"{mid}: a second FENCE after {fence_id}; exactly one fence closes the conversation"))
+            else:
+                self.add(Finding("E_POST_TERMINAL_MESSAGE", mid, f"/messages/{i}",
+                                 f"{mid}: {kind} after the terminal fence {fence_id}; only acknowledgements "
+                                 "of the fence may follow it"))
+        elif kind == "FENCE" and i < fence_at:
+            self.add(Finding("E_SECOND_FENCE", mid, f"/messages/{i}/kind",
+                             f"{mid}: a FENCE other than the terminal fence {fence_id}; exactly one fence "
+                             "closes the conversation"))
+
+    def gathered(self, i: int, mid, gid, sender, kind, at, dup):
+        """Gathers (a message naming one): the gather is declared; a contribution comes after its
+        opener, before its result, from a member, once, by the deadline; a gather has one result.
+        Returns the gather, or None."""
+        gth = self.gathers.get(gid)
+        if gth is None:
+            self.add(Finding("E_UNKNOWN_GATHER", mid, f"/messages/{i}/gatherId",
+                             f"{mid}: gatherId {gid!r} names no declared gather"))
+        elif kind == "CONTRIBUTION" and not dup:
+            add = self.add
+            if gth.opener_known and gth.opener not in self.acc_index:
+                add(Finding("E_GATHER_NOT_OPEN", mid, f"/messages/{i}/gatherId",
+                            f"{mid}: contribution to {gid} before its opener {gth.opener} was accepted"))
+            if gth.closed_by is not None:
                 add(Finding("E_GATHER_CLOSED", mid, f"/messages/{i}/gatherId",
-                            f"{mid}: a second result for gather {gid} after {gth.closed_by}"))
+                            f"{mid}: contribution to {gid} after its result {gth.closed_by}"))
+            if sender is not None and gth.members is not None and sender not in gth.members:
+                add(Finding("E_GATHER_MEMBERSHIP", mid, f"/messages/{i}/sender",
+                            f"{mid}: {sender} is not a member of gather {gid} "
+                            f"({', '.join(sorted(gth.members))})"))
+            elif sender in gth.contributed:
+                add(Finding("E_DUPLICATE_CONTRIBUTION", mid, f"/messages/{i}/sender",
+                            f"{mid}: {sender} already contributed to gather {gid}"))
+            if at is not None and gth.deadline is not None and at > gth.deadline:
+                add(Finding("E_LATE_GATHER_CONTRIBUTION", mid, f"/messages/{i}/at",
+                            f"{mid}: contribution dated {at}, after gather {gid}'s deadline {gth.deadline}"))
+        elif kind == "GATHER_RESULT" and gth.closed_by is not None and not dup:
+            self.add(Finding("E_GATHER_CLOSED", mid, f"/messages/{i}/gatherId",
+                             f"{mid}: a second result for gather {gid} after {gth.closed_by}"))
+        return gth
 
-        # the payload it carries
-        if check_digests and "payload" in m and "payload" not in bad and "payloadDigest" not in bad:
-            try:
-                actual = _digest.digest(m["payload"], PAYLOAD_DIGEST_SCHEME)
-            except Exception as e:  # DigestError: a value jcs-v2 cannot write
-                actual = f"(not computable: {e})"
-            if actual != pd:
-                add(Finding("E_PAYLOAD_DIGEST", mid, f"/messages/{i}/payloadDigest",
-                            f"{mid}: payloadDigest is not the {PAYLOAD_DIGEST_SCHEME} digest of the payload "
-                            f"(computed {actual})"))
+    def payload(self, i: int, m: dict, mid, pd) -> None:
+        """The payload it carries (a message with a usable payload and payloadDigest, when digests
+        are checked) hashes to its payloadDigest."""
+        try:
+            actual = _digest.digest(m["payload"], PAYLOAD_DIGEST_SCHEME)
+        except Exception as e:  # DigestError: a value jcs-v2 cannot write
+            actual = f"(not computable: {e})"
+        if actual != pd:
+            self.add(Finding("E_PAYLOAD_DIGEST", mid, f"/messages/{i}/payloadDigest",
+                             f"{mid}: payloadDigest is not the {PAYLOAD_DIGEST_SCHEME} digest of the payload "
+                             f"(computed {actual})"))
 
-        # filter before reduce: only a message without any finding is accepted
-        if len(out) != n0 or i >= last_ok or mid is None:
-            if keep is not None and len(out) > keep:
-                dropped += len(out) - keep
-                del out[keep:]
-            yield False
-            continue
-        n_accepted += 1
-        if keep is None:
-            accepted.append(mid)
-            positions.append(i)
-        acc_index.add(mid)
-        if gth is not None:
-            if kind == "CONTRIBUTION":
-                gth.contributions.append(m)
-                gth.contributed.add(sender)
-            elif kind == "GATHER_RESULT":
-                gth.closed_by = mid
-        if kind == "ACK" and fence_at is not None and i > fence_at:
-            acked[sender] = mid
-        yield True
+    # ---- after the messages
 
-    # gathers: openers, reductions, recorded results
-    results: dict[str, GatherResult] = {}
-    for gid, gth in gathers.items():
-        j = gth.index
-        if gth.opener is not None and not gth.opener_known:
-            add(Finding("E_GATHER_OPENER", None, f"/gathers/{j}/opener",
-                        f"gather {gid} opener {gth.opener} names no message of the trace"))
-        res = evaluate_gather(gth.decl, gth.contributions)
-        results[gid] = res
-        recorded = gth.decl.get("result")
-        if recorded is not None and type(recorded) is dict and not any(
-            f.pointer.startswith(f"/gathers/{j}/result") for f in out
-        ):
-            computed = res.to_json()
-            if recorded != computed:
-                diff = [k for k in sorted(set(recorded) | set(computed)) if recorded.get(k) != computed.get(k)]
-                add(Finding("E_GATHER_RESULT_MISMATCH", None, f"/gathers/{j}/result",
-                            f"gather {gid}: the recorded result differs from the reduction of accepted "
-                            f"contributions in {', '.join(diff)} (computed {res.status})"))
+    def reduce_gathers(self) -> None:
+        """Gathers: openers, reductions, recorded results."""
+        out, add, results = self.out, self.add, self.results
+        for gid, gth in self.gathers.items():
+            j = gth.index
+            if gth.opener is not None and not gth.opener_known:
+                add(Finding("E_GATHER_OPENER", None, f"/gathers/{j}/opener",
+                            f"gather {gid} opener {gth.opener} names no message of the trace"))
+            res = evaluate_gather(gth.decl, gth.contributions)
+            results[gid] = res
+            recorded = gth.decl.get("result")
+            if recorded is not None and type(recorded) is dict and not any(
+                f.pointer.startswith(f"/gathers/{j}/result") for f in out
+            ):
+                computed = res.to_json()
+                if recorded != computed:
+                    diff = [k for k in sorted(set(recorded) | set(computed)) if recorded.get(k) != computed.get(k)]
+                    add(Finding("E_GATHER_RESULT_MISMATCH", None, f"/gathers/{j}/result",
+                                f"gather {gid}: the recorded result differs from the reduction of accepted "
+                                f"contributions in {', '.join(diff)} (computed {res.status})"))
 
-    # terminal
-    missing_acks: list[str] = []
-    unresolved: list[GatherResult] = []
-    if terminal is not None:
-        if t_fence is not None:
-            if fence_at is None or fence_id != t_fence:
-                why = (f"{t_fence} is a {scan.kind_at[t_fence]}, not a FENCE" if t_fence in scan.first_at
-                       else f"{t_fence} names no message of the trace")
-                add(Finding("E_TERMINAL_FENCE", None, "/terminal/fence", f"the terminal fence {why}"))
-        if required is not None:
-            for j, r in enumerate(required):
-                if known_parts and r not in parts:
-                    add(Finding("E_AUDIENCE_SCOPE", None, f"/terminal/requiredAcks/{j}",
-                                f"required acknowledger {r!r} is not a participant of this conversation"))
-            missing_acks = [r for r in required if r not in acked]
-        if t_state == "COMPLETED":
-            unresolved = [r for r in results.values() if r.status != "complete"]
-    box.append(_report(out, terminal, accepted, results, fence_id, t_state, missing_acks, unresolved,
-                       [r for r in (required or ()) if r in acked], positions, n_accepted, dropped))
+    def acknowledgements(self) -> tuple[list[str], list[GatherResult]]:
+        """The terminal: its fence is the trace's FENCE, its required acknowledgers participants.
+        Returns who has not acknowledged, and (for a COMPLETED terminal) the gathers not complete."""
+        missing_acks: list[str] = []
+        unresolved: list[GatherResult] = []
+        if self.terminal is not None:
+            t_fence, required, add = self.t_fence, self.required, self.add
+            if t_fence is not None:
+                if self.fence_at is None or self.fence_id != t_fence:
+                    scan = self.scan
+                    why = (f"{t_fence} is a {scan.kind_at[t_fence]}, not a FENCE" if t_fence in scan.first_at
+                           else f"{t_fence} names no message of the trace")
+                    add(Finding("E_TERMINAL_FENCE", None, "/terminal/fence", f"the terminal fence {why}"))
+            if required is not None:
+                known_parts, parts = self.known_parts, self.parts
+                for j, r in enumerate(required):
+                    if known_parts and r not in parts:
+                        add(Finding("E_AUDIENCE_SCOPE", None, f"/terminal/requiredAcks/{j}",
+                                    f"required acknowledger {r!r} is not a participant of this conversation"))
+                missing_acks = [r for r in required if r not in self.acked]
+            if self.t_state == "COMPLETED":
+                unresolved = [r for r in self.results.values() if r.status != "complete"]
+        return missing_acks, unresolved
 
 
 def _report(out, terminal, accepted, results, fence_id, t_state=None, missing_acks=(), unresolved=(),
