@@ -338,6 +338,26 @@ def test_a_plugged_intake_decides_instead_of_the_policys():
     assert store.get_task("T-1") is None
 
 
+def test_an_accepted_result_commits_its_effect_even_when_a_plugged_intake_also_asks_for_reconciliation():
+    # needs_reconciliation belongs to a late verdict: on an accepted one (a student's intake may set it)
+    # the runtime still plans the accepted success, effect included
+    from dataclasses import replace as _replace
+
+    from sim.intake import Decision
+    from sim.intake import decide as reference
+
+    def eager(env, task, prior, rules, unresolved=frozenset()):
+        v = reference(env, task, prior, rules, unresolved)
+        return _replace(v, needs_reconciliation=True) if v.decision == Decision.ACCEPTED else v
+
+    store = Store.memory()
+    put_artifact(store, samples.FACTS, kind="fact-table", task_id="T-1")
+    put_artifact(store, samples.draft(), kind="draft", task_id="T-2")
+    outs = [deliver(store, e, decide=eager) for e in samples.happy_path()]
+    assert [e["effect_key"] for e in store.effects()] == [PUBLISH]
+    assert [o.effects for o in outs if o.effects] == [(PUBLISH,)]
+
+
 def test_a_message_cannot_be_its_own_evidence():
     store = Store.memory()
     deliver(store, samples.m1())
