@@ -378,3 +378,23 @@ def test_grade_names_course_when_it_finds_no_course(tmp_path, monkeypatch, capsy
     assert code == 2 and err.startswith("error: E_NO_SOLUTIONS:") and "--course DIR" in err and err.count("\n") == 1
     code, _, err = _cli(capsys, "grade", "1", str(tmp_path), "--course", str(tmp_path))
     assert code == 2 and err.startswith("error: E_NOT_A_CHECKOUT:") and "--course" in err
+
+
+@pytest.mark.parametrize("when, words", [
+    ({"invariant": "EFFECT_AT_MOST_ONCEE"}, "invariant 'EFFECT_AT_MOST_ONCEE' names no invariant"),
+    ({"fault": "resnd"}, "fault 'resnd' names no fault"),
+    ({"fault": "resend:task_request"}, None),  # a fault with its target is the fault
+    ({"test": "fault-matrx"}, "test 'fault-matrx' names no test"),
+    ({"scenario": "publish-reprot"}, "scenario 'publish-reprot' names no scenario"),
+    ({"policy": "safer"}, "policy 'safer' names no policy"),
+    ({"symptom": ("resend-acepted",)}, "symptom 'resend-acepted' is reported by no judge"),
+])
+def test_a_hint_that_names_something_the_course_does_not_have_is_reported(when, words):
+    from sim.course.catalog import get_exercise
+    from sim.course.hints import check_symptoms
+
+    found = check_symptoms(get_exercise(1), [HintRule(when, "x", "hints.toml hint 1")])
+    if words is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and words in found[0] and found[0].startswith("hints.toml hint 1: "), found

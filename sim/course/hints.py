@@ -150,7 +150,16 @@ def symptoms_of(ex) -> dict[str, str]:
 def check_symptoms(ex, rules: list[HintRule] | None = None) -> list[str]:
     """Problems with ``ex``'s hint tables: a rule naming a symptom no judge of the exercise reports
     would never match (a typo, or a judge that stopped reporting it)."""
+    from ..faults import REGISTRY as FAULTS
+    from ..invariants import REGISTRY as INVARIANTS
+    from ..scenario import scenario_names
+
     known = symptoms_of(ex)
+    # what the other conditions can name: a typo in any of them would never match either
+    names = {
+        "invariant": set(INVARIANTS), "fault": set(FAULTS), "policy": {"safe", "naive"},
+        "test": {t.name for t in ex.tests + ex.hidden_tests()}, "scenario": set(scenario_names()),
+    }
     problems = []
     for r in load_hints(ex) if rules is None else rules:
         for k in _LISTS:
@@ -158,4 +167,9 @@ def check_symptoms(ex, rules: list[HintRule] | None = None) -> list[str]:
                 if s not in known:
                     problems.append(f"{r.source}: {k} {s!r} is reported by no judge of exercise {ex.number} "
                                     f"(known: {', '.join(sorted(known)) or 'none'})")
+        for k, allowed in names.items():
+            v = r.when.get(k)
+            if v is not None and v.split(":", 1)[0] not in allowed:
+                problems.append(f"{r.source}: {k} {v!r} names no {k} of exercise {ex.number}'s course "
+                                f"(known: {', '.join(sorted(allowed))})")
     return problems
