@@ -29,8 +29,9 @@ The rule whose conditions all hold and name the most conditions wins (each sympt
 a tie goes to the rule met first, instructors' before the shipped ones, then in file order, so a
 table lists the more fundamental mistakes first. With none, the test's own ``hint`` from
 ``exercise.toml`` is used. A rule that names no condition is refused, as is an unknown key (a typo
-would otherwise match everything), and so is a symptom no judge of the exercise can report
-(:func:`check_symptoms`).
+would otherwise match everything); :func:`check_symptoms` (run by ``kit verify`` and the tests)
+reports a rule naming a symptom no judge of the exercise can report, or an invariant, fault, test,
+scenario or policy the course does not have (a typo there would never match).
 """
 
 from __future__ import annotations
