@@ -535,6 +535,12 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
                         row.ok = not failing and rep.score == rep.max_score and rep.hidden_ran
                         if failing:
                             row.problem = "fails " + "; ".join(f"{r.name}: {r.message}" for r in failing[:2])
+                        elif row.ok:  # the hint tables: a condition the course cannot produce never matches
+                            from .hints import check_symptoms
+
+                            bad = check_symptoms(ex)
+                            if bad:
+                                row.ok, row.problem = False, "hint table: " + bad[0]
                     else:
                         share = min((r.max_points for r in rep.results), default=0)
                         row.ok = rep.score <= rep.max_score - share
