@@ -4,7 +4,7 @@ An agent decides *what* it means to say: an :class:`Intent` (assign T-2 to the w
 is attempt 2's result, this acknowledges M-4). A design decides *how* that is encoded: the
 idempotency key that names the logical intent, the payload the recipient is sent, the evidence
 it cites, and the digest scheme that binds the payload. Every envelope the simulator's agents
-send goes through one design (:meth:`sim.runner.Run.send_intent`), so a student's design can be
+send goes through one design (:meth:`sim.world.RunWorld.say`), so a student's design can be
 plugged into the running simulator and judged by what intake recorded and what the invariants
 say.
 

@@ -1,0 +1,211 @@
+"""The rounds of a run and the clock of its deliveries.
+
+Each round (one logical tick):
+1. the lease monitor expires leases whose holder stopped heartbeating (:mod:`sim.recovery`);
+2. the manager, then the fence once every task has settled, then any zombie, then each worker
+   (sorted) acts: they read tasks and send;
+3. the transport releases what it held and delivers every envelope due this round, in send order,
+   through the runtime; each outcome goes back to the manager and the recipient.
+
+A stress run keeps a window of tasks in play and forgets settled ones (flat memory at any size). The
+run ends when it has been quiet long enough for every retry timer to have fired, or at max_rounds.
+A reviewer's decision outside the rounds (:meth:`Schedule.reviewed`) and a reopening after the fence
+(:meth:`Schedule.reopen`) come from a run driven by hand (:class:`sim.live.LiveRun`).
+
+A part of :class:`sim.runner.Run`, which holds the state.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from .agents import DONE, _Job
+from .machine import TaskState
+from .runtime import Outcome, deliver
+from .scenario import TaskSpec
+
+__all__ = ["Schedule"]
+
+
+class Schedule:
+    """The rounds, the stress window, the fence, and how the run ended."""
+
+    # ---------------------------------------------------------------- tasks in play
+
+    def _tasks_in_play(self) -> list[TaskSpec]:
+        st = self.scenario.stress
+        if st is None:
+            return list(self.specs.values())
+        # Stress: keep at most `window` tasks in flight; forget the ones that are done.
+        for tid in [t for t in self.specs if self._settled(t)]:
+            del self.specs[tid]
+            self.results.pop(tid, None)
+            self.manager.sent.pop(tid, None)
+            self._tasks.pop(tid, None)
+            self._forgotten.append(tid)
+        self._prune()
+        workers = sorted(self.scenario.workers)
+        while len(self.specs) < st.window and self._stress_next < st.tasks:
+            self._stress_next += 1
+            i = self._stress_next
+            w = workers[i % len(workers)]
+            tid = f"T-{i}"
+            self.specs[tid] = TaskSpec(tid, f"collect evidence {i}", w, "research")
+        return list(self.specs.values())
+
+    def _settled(self, task_id: str) -> bool:
+        t = self.task(task_id)
+        return t is not None and t.state in DONE
+
+    def _prune(self) -> None:
+        """Drop the intents of forgotten tasks that have nothing left on the bus (flat memory at any
+        run size: a stress run keeps only its window of tasks)."""
+        if not self._forgotten:
+            return
+        busy = self.bus.carrying()
+        keep = []
+        for tid in self._forgotten:
+            if tid in busy:
+                keep.append(tid)
+                continue
+            for mid in self._messages_of.pop(tid, ()):
+                self.intents.pop(mid, None)
+        self._forgotten = keep
+
+    # ---------------------------------------------------------------- outside the rounds
+
+    def reviewed(self, task_id: str, released: bool) -> None:
+        """A reviewer decided ``task_id`` outside the rounds (it took the store's next tick). A task
+        released to ready goes back to its assignee, who starts a new attempt with a fresh lease."""
+        self.now = max(self.now, self.store.tick)
+        self._tasks.pop(task_id, None)
+        task = self.task(task_id)
+        spec = self.specs.get(task_id)
+        worker = self.workers.get(task.assignee) if task is not None and task.assignee else None
+        if released and spec is not None and worker is not None:
+            worker.jobs[task_id] = _Job(spec, tuple(self.manager._inputs(spec) or ()))
+
+    def reopen(self) -> None:
+        """A reviewer's accepted decision after the fence reopens the conversation in its next epoch
+        (see :func:`sim.conversation.epochs_of`): the manager fences it again once all has settled."""
+        if self.fence is not None:
+            self.fence = None
+            self.epoch += 1
+
+    def seal(self) -> None:
+        """Record in meta how the run ended."""
+        self.store.set_meta({"rounds": str(self.now), "unfinished": str(self.unfinished),
+                             "commits": str(self.store.commits + 1)})
+
+    # ---------------------------------------------------------------- the loop
+
+    def _deliver_due(self) -> Iterator[Outcome]:
+        """Deliver what is due this round, one envelope at a time (a generator: the TUI steps it)."""
+        for env in self.bus.due(self.now):
+            out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
+            self._tasks.pop(env.task_id, None)
+            self.manager.on_delivery(env, out.decision)
+            w = self.workers.get(env.recipient)
+            intent = self.intents.get(env.message_id)
+            if w is not None:
+                w.on_delivery(env, out.decision, self.specs.get(env.task_id), intent)
+            if env.type == "fence" and out.decision == "accepted":
+                for wid in (intent.body if intent is not None else env.payload)["to"]:
+                    if wid in self.workers:
+                        self.workers[wid].on_fence(env)
+            if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
+                self.results[env.task_id] = env
+            yield out
+
+    def _settled_all(self) -> bool:
+        st = self.scenario.stress
+        if st is not None and self._stress_next < st.tasks:
+            return False
+        return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
+
+    def _send_fence(self) -> None:
+        """Every task has settled: the manager fences the conversation; the workers must ack it."""
+        states = [self.task(s.id) for s in self.specs.values()] if self.scenario.stress is None else []
+        if self.manager.timed_out:
+            terminal = "TIMED_OUT"  # a gather's deadline passed with inputs missing
+        elif any(t is None or t.state in (TaskState.NEEDS_REVIEW, TaskState.FAILED, TaskState.DENIED) for t in states):
+            terminal = "BLOCKED"
+        elif any(t.state == TaskState.CANCELED for t in states):
+            terminal = "CANCELLED"
+        else:
+            terminal = "COMPLETED"
+        workers = sorted(self.workers)
+        self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal},
+                              attempt=self.epoch)
+
+    def _quiet(self) -> bool:
+        if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies):
+            return False
+        st = self.scenario.stress
+        if st is not None and self._stress_next < st.tasks:
+            return False
+        return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
+
+    def _blocked(self, spec: TaskSpec) -> bool:
+        """A task whose inputs can no longer all succeed waits forever: not the run's business.
+
+        A task already handed out (created, or its request in flight) is in play whatever became
+        of its inputs since: the conversation is not fenced while its work is still under way."""
+        if self.task(spec.id) is not None or spec.id in self.manager.sent:
+            return False
+        for dep in spec.after:
+            t = self.task(dep)
+            if t is not None and t.state in DONE and t.state != TaskState.SUCCEEDED:
+                return True
+            if t is not None and t.state not in DONE:
+                return False
+            if t is None:
+                dep_spec = self.specs.get(dep)
+                return dep_spec is not None and self._blocked(dep_spec)
+        return False
+
+    def run(self) -> None:
+        for _ in self.steps():
+            pass
+
+    def steps(self) -> Iterator[Outcome]:
+        """The run, one delivery at a time: yields each delivery's outcome as it happens.
+
+        Exhausting it is :meth:`run`. After it ends, calling it again carries on from the
+        current round (the TUI does so when a fault injected by hand puts more on the bus).
+        """
+        s = self.settings
+        quiet_for = 0
+        bar_total = self.scenario.stress.tasks if self.scenario.stress else len(self.specs)
+        job = self.progress.add_task(f"{self.scenario.name} ({self.policy.name})", total=bar_total) if self.progress else None
+        while self.now < s.max_rounds:
+            self.now += 1
+            self.sent_this_round = 0
+            self._expire_leases()
+            self.manager.act(self.now)
+            if self.fence is None and self._settled_all():
+                self._send_fence()
+            # A crashed worker's old body acts as soon as it notices the recovery: its stale
+            # commit races the recovered worker's, which is the case fencing must win.
+            for z in self.zombies:
+                z.act(self.now)
+            for wid in sorted(self.workers):
+                self.workers[wid].act(self.now)
+            self.bus.release_held(self.now)
+            delivered = 0
+            for out in self._deliver_due():
+                delivered += 1
+                yield out
+            if self.progress is not None and self.now % 25 == 0:
+                done = (self._stress_next - len(self.specs)) if self.scenario.stress else sum(self._settled(t) for t in self.specs)
+                self.progress.update(job, completed=done)
+            if self.sent_this_round or delivered:
+                quiet_for = 0
+            else:
+                quiet_for += 1
+            # Quiet long enough for every retry timer to have fired: nothing more will happen.
+            if quiet_for > s.retry_ticks and self._quiet():
+                break
+        if self.progress is not None:
+            self.progress.update(job, completed=bar_total)
+        self.unfinished = sum(1 for sp in self._tasks_in_play() if not self._settled(sp.id) and not self._blocked(sp))
