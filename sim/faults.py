@@ -86,6 +86,9 @@ class Fault:
     rate_skips_acks: bool = False
     #: what injecting it by hand on a sent message does (None: it cannot be injected)
     by_hand: str | None = None
+    #: a fault injected by hand has a key in the TUI: (key, footer label, palette title, help line);
+    #: the TUI's KEYS rows for faults are made from these
+    tui_key: tuple[str, str, str, str] | None = None
 
     @property
     def injectable(self) -> bool:
@@ -97,11 +100,18 @@ REGISTRY: dict[str, Fault] = {}
 
 
 def fault(name: str, what: str, *, default_target: str, default_match: Callable[[Envelope], bool],
-          only: tuple[str, ...] = (), rate_skips_acks: bool = False, by_hand: str | None = None):
+          only: tuple[str, ...] = (), rate_skips_acks: bool = False, by_hand: str | None = None,
+          tui_key: tuple[str, str, str, str] | None = None):
+    if (tui_key is None) != (by_hand is None):
+        raise ValueError(f"fault {name!r}: a fault injected by hand needs its TUI key, and only such a fault has one")
+    if tui_key is not None and any(f.tui_key and f.tui_key[0] == tui_key[0] for f in REGISTRY.values()):
+        raise ValueError(f"fault {name!r}: key {tui_key[0]!r} is another fault's")
+
     def register(apply):
         if name in REGISTRY:
             raise ValueError(f"fault {name!r} is declared twice")
-        REGISTRY[name] = Fault(name, what, default_target, default_match, apply, only, rate_skips_acks, by_hand)
+        REGISTRY[name] = Fault(name, what, default_target, default_match, apply, only, rate_skips_acks, by_hand,
+                               tui_key)
         return apply
     return register
 
@@ -124,7 +134,8 @@ def _started(env: Envelope) -> bool:
 
 @fault("duplicate", "deliver the same envelope again one round later",
        default_target="publishing task_result (else the first task_result)", default_match=_publishing,
-       by_hand="deliver the same envelope once more")
+       by_hand="deliver the same envelope once more",
+       tui_key=("d", "Duplicate", "Inject a duplicate delivery", "Deliver the selected message again"))
 def _duplicate(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.extra.append((s.due + 1, s.out))
     bus._record(spec.name, s.out, {"selector": spec.text, "again_at": s.due + 1})
@@ -139,10 +150,13 @@ def _copying(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 fault("conflicting-digest", "send a second envelope under the same idempotency key with another payload",
       default_target="first task_result", default_match=_result,
-      by_hand="send the same idempotency key again with another payload")(_copying)
+      by_hand="send the same idempotency key again with another payload",
+      tui_key=("c", "Conflict", "Inject a conflicting digest", "Send the selected message's key with another payload"),
+      )(_copying)
 fault("late-failure", "after a successful result, a failed one for the same task under a new key",
       default_target="first successful task_result", default_match=_success, only=("task_result",),
-      rate_skips_acks=True, by_hand="a failure for the same attempt arrives after its result")(_copying)
+      rate_skips_acks=True, by_hand="a failure for the same attempt arrives after its result",
+      tui_key=("l", "Late", "Inject a late failure", "A late failure after the selected result"))(_copying)
 
 
 @fault("reorder", "hold the message back until the next message has been sent, then deliver it right after",
@@ -210,7 +224,8 @@ def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tup
 
 @fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",
        default_target="publishing task_result (else the first task_result)", default_match=_publishing,
-       by_hand="the sender sends the same intent again under a new message id")
+       by_hand="the sender sends the same intent again under a new message id",
+       tui_key=("s", "Resend", "Inject a resend", "The sender resends the selected message's intent under a new id"))
 def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return

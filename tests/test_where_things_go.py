@@ -113,9 +113,18 @@ def test_a_new_hostile_kind_is_one_entry_and_the_corpus_has_it(tmp_path, monkeyp
     assert "hostile-sample-prints" in names and (tmp_path / "class" / "hostile-sample-prints").is_dir()
 
 
-@pytest.mark.parametrize("kind", ["fault"])
-def test_kinds_whose_lists_are_still_kept_by_hand_are_named_in_the_table(kind):
-    # a fault's TUI key is still a binding written in sim/tui/app.py: the table must say so
-    table = (ROOT / "docs" / "architecture.md").read_text().split("## Where a new thing goes", 1)[1]
-    row = next(line for line in table.splitlines() if line.startswith(f"| {kind} |"))
-    assert "sim/tui/app.py" in row
+def test_a_fault_injected_by_hand_declares_its_key_and_the_tui_keys_are_made_from_the_registry():
+    from sim import faults
+    from sim.tui.app import KEYS, RunScreen
+
+    declared = {f.tui_key[0]: f"inject('{f.name}')" for f in faults.REGISTRY.values() if f.tui_key}
+    assert set(declared.values()) == {f"inject('{n}')" for n in faults.INJECTABLE}
+    rows = {k: action for k, action, *_ in KEYS if action.startswith("inject(")}
+    assert rows == declared  # no fault key is written by hand
+    bound = {b.key: b.action.removeprefix("app.") for b in RunScreen.BINDINGS if "inject(" in b.action}
+    assert bound == declared
+    with pytest.raises(ValueError, match="needs its TUI key"):
+        faults.fault("sample", "x", default_target="x", default_match=lambda env: False, by_hand="x")
+    with pytest.raises(ValueError, match="another fault's"):
+        faults.fault("sample", "x", default_target="x", default_match=lambda env: False, by_hand="x",
+                     tui_key=("d", "X", "X", "X"))

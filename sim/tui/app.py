@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..errors import ProtolabError
+from ..faults import REGISTRY as FAULT_REGISTRY
 from ..live import LiveRun, Timeline
 from ..store import Store
 from .guide import LabHost
@@ -68,12 +69,9 @@ KEYS = [
     ("plus,equals_sign", "faster", "Faster", "Faster", "Raise the play speed", SPEED,
      {"key_display": "+", "show": False}),  # ? lists them
     ("minus", "slower", "Slower", "Slower", "Lower the play speed", SPEED, {"key_display": "-", "show": False}),
-    ("d", "inject('duplicate')", "Duplicate", "Inject a duplicate delivery", "Deliver the selected message again", FAULTS, {}),
-    ("c", "inject('conflicting-digest')", "Conflict", "Inject a conflicting digest",
-     "Send the selected message's key with another payload", FAULTS, {}),
-    ("l", "inject('late-failure')", "Late", "Inject a late failure", "A late failure after the selected result", FAULTS, {}),
-    ("s", "inject('resend')", "Resend", "Inject a resend", "The sender resends the selected message's intent under a new id",
-     FAULTS, {}),
+    # a key per fault that can be injected by hand, as the fault declares it (sim/faults.py, tui_key=)
+    *[(f.tui_key[0], f"inject('{f.name}')", f.tui_key[1], f.tui_key[2], f.tui_key[3], FAULTS, {})
+      for f in FAULT_REGISTRY.values() if f.tui_key is not None],
     ("k", "crash", "Crash", "Crash a worker", "Crash a worker mid-task", FAULTS, {}),
     ("r", "reconcile", "Review", "Reconcile a needs_review task", "Decide a needs_review task as the reviewer", None, {}),
     ("f", "filter", "Filter", "Filter by task or trace", "Show one task or trace only", VIEW, {}),
