@@ -416,6 +416,7 @@ def test_every_task_finished_is_not_met_while_the_story_still_has_tasks_to_creat
     ('{ type = "intent_conflict" }', "event type 'intent_conflict' is not one the labs can check"),
     ('{ type = "conflict_recorded", taks = "T-2" }', "takes no argument 'taks'"),
     ("{ task = \"T-2\" }", "needs the argument 'type'"),
+    ('{ type = "conflict_recorded" }\nhints = { nnone = "x" }', "check 'event' never reports 'nnone'"),
 ])
 def test_a_checkpoint_whose_arguments_its_check_cannot_take_fails_the_labs_load(tmp_path, args, words):
     from sim.errors import InputError

@@ -120,6 +120,7 @@ def load_lab(folder: Path) -> Lab:
         if cid in cps:
             raise InputError(f"{w}: checkpoint id {cid!r} used twice", code="E_LAB_FILE")
         _check_args(check, dict(c.get("args", {})), w)
+        _check_hints(check, dict(c.get("hints", {})), w)
         cps[cid] = Checkpoint(cid, _req(c, "title", str, w), check, dict(c.get("args", {})), _req(c, "hint", str, w),
                               dict(c.get("hints", {})), str(c.get("shows", "")))
     steps = []
@@ -201,4 +202,15 @@ def _check_args(check: str, args: dict, where: str) -> None:
     if check == "event" and args.get("type") not in Facts._KEEP:
         raise InputError(f"{where}: event type {args.get('type')!r} is not one the labs can check (one of "
                          f"{', '.join(sorted(Facts._KEEP))})", code="E_LAB_FILE")
+
+
+def _check_hints(check: str, hints: dict, where: str) -> None:
+    """A checkpoint's hints are keyed by codes its check can report (a typo would never be shown)."""
+    from .checks import case_codes
+
+    known = case_codes(check)
+    unknown = sorted(set(hints) - known)
+    if unknown:
+        raise InputError(f"{where}: check {check!r} never reports {unknown[0]!r}, so its hint would never be shown "
+                         f"(it reports: {', '.join(sorted(known)) or 'nothing but met'})", code="E_LAB_FILE")
 

@@ -191,6 +191,44 @@ def redeliver_under(store: Store, policy: str) -> Store:
 CHECKS: dict[str, Callable[..., Seen]] = {}
 
 
+def case_codes(name: str) -> frozenset[str]:
+    """The codes check ``name`` can report when unmet (the keys a lab's hints for it may use): every
+    ``_unmet("code", ...)`` in its body and in the helpers of this module it calls, read from the
+    source, so the list cannot drift from the code."""
+    if not _CODES:
+        import ast
+        import inspect
+        import sys
+
+        module = sys.modules[__name__]
+        tree = ast.parse(inspect.getsource(module))
+        funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+        def literals(node) -> set[str]:
+            """The codes an ``_unmet(...)`` call can give (a constant, or each branch of a conditional)."""
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_unmet" and node.args:
+                return {c.value for c in ast.walk(node.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            return set()
+
+        def codes(fn: str, seen: set) -> set:
+            if fn in seen or fn not in funcs:
+                return set()
+            seen.add(fn)
+            out = set()
+            for n in ast.walk(funcs[fn]):
+                out |= literals(n)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                    out |= codes(n.func.id, seen)
+            return out
+
+        for check_name, fn in CHECKS.items():
+            _CODES[check_name] = frozenset(codes(fn.__name__, set()))
+    return _CODES.get(name, frozenset())
+
+
+_CODES: dict[str, frozenset[str]] = {}
+
+
 def check(name: str):
     def register(fn):
         CHECKS[name] = fn
