@@ -866,3 +866,82 @@ def test_the_naive_redelivery_skips_a_runtime_action_that_no_longer_applies():
     finally:
         fresh.close()
     assert run(ctx_of(store), "naive_breaks", invariant="CLOCK_MONOTONIC").code == "holds"
+
+
+# ------------------------------------------------------------------------------------- what a check says of a bare witness
+# Witnesses differ by invariant: some name a message, some a list of them, some the two payloads of a
+# conflict; few name a recipient, fields or versions. A check reports what its witness names and ""
+# for what it does not (a hint quoting a fact must never show "None"), and finds the message it names
+# whichever way it names it. These runs stand in for the invariants' verdicts to give them such witnesses.
+
+
+def _broken(name: str, *witnesses: dict):
+    from sim.invariants import InvariantResult
+
+    return InvariantResult(name, False, "stand-in", tuple(witnesses))
+
+
+def _naive_run_of(monkeypatch, *witnesses: dict, name="PAYLOAD_MINIMIZATION"):
+    import sim.labs.checks as checks
+
+    monkeypatch.setattr(checks, "_naive_run", lambda store: {name: _broken(name, *witnesses)})
+
+
+def test_naive_run_breaks_runs_the_learners_scenario_seed_and_starting_faults_under_naive(monkeypatch):
+    import sim.runner as runner
+
+    calls = []
+    monkeypatch.setattr(runner, "run_scenario", lambda scenario, **kw: calls.append((scenario.name, kw)) or Store.memory())
+    store = happy()
+    store.set_meta({"scenario": "publish-report", "seed": "7", "faults": "duplicate:M-6,crash:writer"})
+    assert run(ctx_of(store), "naive_run_breaks", invariant="EFFECT_AT_MOST_ONCE") == Like(
+        False, "holds", {"name": "EFFECT_AT_MOST_ONCE"})
+    assert calls == [("publish-report", {"policy": "naive", "seed": 7, "faults": ["duplicate:M-6", "crash:writer"],
+                                         "strict_faults": False})]
+    bare = happy()  # a run that recorded no seed and no faults: seed 0, none
+    bare.set_meta({"scenario": "publish-report"})
+    run(ctx_of(bare), "naive_run_breaks", invariant="EFFECT_AT_MOST_ONCE")
+    assert calls[1] == ("publish-report", {"policy": "naive", "seed": 0, "faults": [], "strict_faults": False})
+
+
+def test_naive_run_breaks_reports_blanks_for_what_a_witness_does_not_name(monkeypatch):
+    ctx = ctx_of(happy())
+    _naive_run_of(monkeypatch, {"message_id": "M-3"})
+    assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION").saw == {
+        "name": "PAYLOAD_MINIMIZATION", "message_id": "M-3", "problem": "", "task_id": "", "recipient": "",
+        "fields": ""}
+    ctx = ctx_of(happy())
+    _naive_run_of(monkeypatch, {"message_ids": ["M-404"], "message_id": ""})  # named, never delivered here
+    assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION") == Like(False, "not-yet", {
+        "message_id": "M-404", "problem": "", "recipient": "", "fields": ""})
+    ctx = ctx_of(happy())
+    _naive_run_of(monkeypatch, {"problem": "names no message"})
+    assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION") == Like(False, "not-yet", {
+        "message_id": "", "problem": "names no message"})
+
+
+def test_naive_run_breaks_filters_by_problem_past_a_witness_that_states_none(monkeypatch):
+    _naive_run_of(monkeypatch, {"message_id": "M-1"}, {"message_id": "M-3", "problem": "sent to writer"})
+    assert run(ctx_of(happy()), "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION", problem="writer") == Like(
+        True, "met", {"message_id": "M-3", "problem": "sent to writer"})
+
+
+@pytest.mark.parametrize("witness, mid", [
+    ({"first": {"message_id": "M-1"}, "second": {"message_id": "M-3"}}, "M-3"),  # a conflict: the second payload
+    ({"first": {"message_id": "M-1"}}, "M-1"),
+    ({"message_ids": ["M-404", "M-4"]}, "M-4"),  # the first of a list that this run delivered
+])
+def test_naive_run_breaks_finds_the_message_a_witness_names_however_it_names_it(monkeypatch, witness, mid):
+    _naive_run_of(monkeypatch, witness)
+    assert run(ctx_of(happy()), "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION") == Like(
+        True, "met", {"message_id": mid})
+
+
+def test_naive_run_breaks_counts_only_a_detail_opened_not_a_conversation(monkeypatch):
+    _naive_run_of(monkeypatch, {"message_id": "M-3"})
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(happy(), progress=progress)
+    progress.record_action(LAB, "open-conversation", {"message_id": "M-3"})
+    assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION", opened=True).code == "not-opened"
+    progress.record_action(LAB, "open-detail", {"message_id": "M-3"})
+    assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION", opened=True).ok
