@@ -91,6 +91,23 @@ KEYS = [
 ]
 
 
+def bindings(*picks, prefix: str = "") -> list[Binding]:
+    """Bindings made from ``KEYS``, in the order given: each pick is an action of KEYS (its row as it
+    is), ``(action, overrides)`` (the row with Binding arguments replaced, e.g. another label), or a
+    ready Binding for a key only this screen has. Another screen's keys are the run screen's keys."""
+    rows = {action: (key, label, what, group, extra) for key, action, label, _t, what, group, extra in KEYS}
+    out = []
+    for pick in picks:
+        if isinstance(pick, Binding):
+            out.append(pick)
+            continue
+        action, over = (pick, {}) if isinstance(pick, str) else pick
+        key, label, what, group, extra = rows[action]
+        kw = {"tooltip": what, "group": group, **extra, **over}
+        out.append(Binding(key, prefix + action, kw.pop("label", label), **kw))
+    return out
+
+
 class RunScreen(Screen):
     """The main screen: the source-of-truth strip, the three panes, a status line, the footer."""
 

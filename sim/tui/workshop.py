@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 from ..errors import ProtolabError
 from ..invariants import check
 from ..live import LiveRun
-from .app import LAB, SPEED
+from .app import bindings
 from .guide import LabHost
 from .player import SPEEDS, Player
 from .logview import LogView
@@ -104,17 +104,16 @@ class WorkshopApp(LabHost, Player, App):
 
     TITLE = "protolab workshop"
     CSS_PATH = ["protolab.tcss", "workshop.tcss"]
-    BINDINGS = [
-        Binding("space", "step", "Step both", tooltip="One delivery on each side"),
-        Binding("p", "toggle_play", "Play/pause"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", group=SPEED),
-        Binding("minus", "slower", "Slower", key_display="-", group=SPEED),
+    # the run screen's keys (sim/tui/app.py KEYS), worded for two sides, and one of its own (e)
+    BINDINGS = bindings(
+        ("step", {"label": "Step both", "tooltip": "One delivery on each side"}),
+        ("toggle_play", {"label": "Play/pause", "tooltip": ""}),
+        ("faster", {"show": True}), ("slower", {"show": True}),  # the workshop's footer shows the speed
         Binding("e", "end", "To the end", tooltip="Run both to the end"),
-        Binding("h", "lab_hint", "Hint", tooltip="Lab: the hint for the next unmet checkpoint", group=LAB),
-        Binding("a", "lab_answer", "Answer", tooltip="Lab: answer the next question", group=LAB),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, and what the two sides show"),
-        Binding("q", "quit", "Quit", tooltip="Leave the workshop"),
-    ]
+        "lab_hint", "lab_answer",
+        ("help", {"tooltip": "Every key, and what the two sides show"}),
+        ("quit", {"tooltip": "Leave the workshop"}),
+    )
     NOTES = (
         "What the two sides show\n"
         "  Both sides run the same scenario, seed and faults: the left under the naive policy (last write\n"
