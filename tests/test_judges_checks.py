@@ -945,3 +945,79 @@ def test_naive_run_breaks_counts_only_a_detail_opened_not_a_conversation(monkeyp
     assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION", opened=True).code == "not-opened"
     progress.record_action(LAB, "open-detail", {"message_id": "M-3"})
     assert run(ctx, "naive_run_breaks", invariant="PAYLOAD_MINIMIZATION", opened=True).ok
+
+
+def test_invariants_hold_names_what_the_first_broken_witness_names_and_blanks_the_rest():
+    ctx = ctx_of(happy())
+    ctx.invariants = lambda: [_broken("NO_STATE_REGRESSION", {"message_id": "M-3"})]
+    assert run(ctx, "invariants_hold") == Like(False, "broken", {"name": "NO_STATE_REGRESSION", "message_id": "M-3",
+                                                                 "task_id": ""})
+
+
+def test_naive_breaks_lists_every_other_broken_invariant_and_blanks_what_its_witness_does_not_name():
+    ctx = ctx_of(happy())
+    ctx.naive_invariants = lambda: [_broken("NO_STATE_REGRESSION", {"message_id": "M-3"}),
+                                    _broken("EFFECT_AT_MOST_ONCE", {"message_ids": ["M-6"]}),
+                                    {r.name: r for r in ctx_of(happy()).invariants()}["CLOCK_MONOTONIC"]]
+    assert run(ctx, "naive_breaks", invariant="NO_STATE_REGRESSION").saw == {
+        "name": "NO_STATE_REGRESSION", "task_id": "", "message_id": "M-3", "old_state": "", "new_state": "",
+        "expected_version": "", "actual_version": ""}
+    assert run(ctx, "naive_breaks", invariant="CLOCK_MONOTONIC") == Like(False, "holds", {
+        "others": "NO_STATE_REGRESSION, EFFECT_AT_MOST_ONCE"})
+
+
+def test_opened_witness_takes_a_message_of_a_witness_that_names_a_list_and_says_what_was_opened():
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(happy(), progress=progress)
+    ctx.invariants = lambda: [_broken("NO_STATE_REGRESSION", {"message_ids": ["M-3"], "problem": "went back"})]
+    inv = "NO_STATE_REGRESSION"
+    assert run(ctx, "opened_witness", invariant=inv, problem="went back") == Like(False, "not-opened", {
+        "name": inv, "opened": "nothing", "task_id": ""})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-1"})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-2", "delivery_id": 2})
+    assert run(ctx, "opened_witness", invariant=inv) == Like(False, "not-opened", {
+        "opened": "M-1, M-2 (delivery #2)", "task_id": ""})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-3", "delivery_id": 3})
+    assert run(ctx, "opened_witness", invariant=inv) == Like(True, "met", {
+        "name": inv, "message_id": "M-3", "witness": "M-3", "task_id": "", "delivery_id": 3})
+
+
+def test_opened_names_no_message_or_type_an_action_did_not_record():
+    store = happy(upto=1)
+    deliver(store, env("X-9", "T-9", "researcher", "task_result", {"status": "failed", "lease_version": 1},
+                       "R-1:T-9:x"))  # refused, E_UNKNOWN_TASK: it left no task in any state
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(store, progress=progress)
+    progress.record_action(LAB, "open-conversation", {})
+    assert run(ctx, "opened", what="conversation") == Like(True, "met", {"message_id": "", "type": "",
+                                                                          "recipient": ""})
+    progress.record_action(LAB, "open-detail", {"message_id": "M-1"})
+    assert run(ctx, "opened", what="detail", type="ack") == Like(False, "other", {"message_id": "M-1", "type": "",
+                                                                                  "recipient": "researcher"})
+    progress.record_action(LAB, "open-detail", {"message_id": "X-9", "type": "task_result"})
+    assert run(ctx, "opened", what="detail", decision="rejected") == Like(True, "met", {
+        "message_id": "X-9", "decision": "rejected", "state": "", "task_id": "T-9"})
+
+
+def test_reviewed_names_no_state_for_a_decision_that_left_none_and_reads_only_refusals():
+    store = happy(upto=1)
+    deliver(store, env("V-9", "T-9", "reviewer", "review_decision", {"decision": "ready"}, "R-1:T-9:r"))
+    progress = ProgressStore.open(None)
+    ctx = ctx_of(store, progress=progress)
+    assert run(ctx, "reviewed") == Like(False, "other-decision", {"decision": "rejected", "state": "",
+                                                                  "task_id": "T-9"})
+    progress.record_action(LAB, "reconcile-refused", {"code": "E_STALE_VERSION", "reason": "stale", "task_id": "T-1"})
+    progress.record_action(LAB, "visit", {"seq": 3})  # another kind of action, later
+    assert run(ctx, "reviewed") == Like(False, "refused", {"code": "E_STALE_VERSION", "task_id": "T-1"})
+
+
+def test_trace_names_no_message_or_sender_for_an_error_about_the_whole_trace(monkeypatch):
+    import dataclasses
+
+    import sim.protocol.trace as trace_mod
+
+    real = trace_mod.validate
+    whole = trace_mod.Finding("E_DUPLICATE_PARTICIPANT", None, "/participants/1/ref", "a participant twice")
+    monkeypatch.setattr(trace_mod, "validate", lambda t: dataclasses.replace(real(t), valid=False, errors=(whole,)))
+    assert run(ctx_of(happy()), "trace", code="E_DUPLICATE_PARTICIPANT") == Like(True, "met", {
+        "code": "E_DUPLICATE_PARTICIPANT", "message_id": "", "sender": ""})
