@@ -172,7 +172,7 @@ class Guide(VerticalScroll):
             if target > self.max_scroll_y and tries < 5:
                 self.call_after_refresh(self._keep_current_in_view, text, tries + 1)
                 return
-            self.scroll_to(y=target, animate=False)
+            self.scroll_to(y=target, animate=False, immediate=True)  # now, so that settled is true
         self.settled = True
 
     def _show_compact(self) -> None:
