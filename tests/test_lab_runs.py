@@ -163,6 +163,18 @@ def test_a_run_of_another_lab_or_one_the_lab_did_not_make_is_refused_and_kept(tm
     fresh.close()
 
 
+def _refused_on_lab3(argv, tmp_path, capsys, monkeypatch) -> str:
+    """Lab 3 played a little into lab03.db, then ``argv``: refused in one line, the file unchanged."""
+    monkeypatch.chdir(tmp_path)
+    run, *_ = _played(get_lab(3), tmp_path, [{"do": "step", "count": 3}])
+    run.close()
+    before = _sha(tmp_path / "lab03.db")
+    code, out, err = _cli(capsys, *argv)
+    assert code == 2 and err.startswith("error: E_DB_LAB_RUN: ") and err.count("\n") == 1, err
+    assert _sha(tmp_path / "lab03.db") == before
+    return err
+
+
 @pytest.mark.parametrize("argv", [
     ["run", "--db", "lab03.db"],
     ["run", "fan-out", "--db", "lab03.db"],
@@ -172,14 +184,8 @@ def test_a_run_of_another_lab_or_one_the_lab_did_not_make_is_refused_and_kept(tm
     ["init", "--db", "lab03.db"],
 ])
 def test_no_command_replaces_a_labs_run(argv, tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    run, *_ = _played(get_lab(3), tmp_path, [{"do": "step", "count": 3}])
-    run.close()
-    before = _sha(tmp_path / "lab03.db")
-    code, out, err = _cli(capsys, *argv)
-    assert code == 2 and err.startswith("error: E_DB_LAB_RUN: ") and err.count("\n") == 1, err
+    err = _refused_on_lab3(argv, tmp_path, capsys, monkeypatch)
     assert "lab 3" in err and "protolab lab start 3 --fresh" in err
-    assert _sha(tmp_path / "lab03.db") == before
 
 
 def test_the_default_database_holding_a_labs_run_is_not_replaced_either(tmp_path, capsys, monkeypatch):
@@ -290,11 +296,5 @@ def test_a_hand_delivery_lab_is_marked_and_reopened_as_it_is(tmp_path):
 def test_no_command_writes_into_a_labs_run_from_outside_the_lab(argv, tmp_path, capsys, monkeypatch):
     # the lab's run is what its journal replays: a delivery from outside would make 'lab check' judge
     # a run that 'lab verify' never sees
-    monkeypatch.chdir(tmp_path)
-    run, *_ = _played(get_lab(3), tmp_path, [{"do": "step", "count": 3}])
-    run.close()
-    before = _sha(tmp_path / "lab03.db")
-    code, out, err = _cli(capsys, *argv)
-    assert code == 2 and err.startswith("error: E_DB_LAB_RUN: ") and err.count("\n") == 1, err
+    err = _refused_on_lab3(argv, tmp_path, capsys, monkeypatch)
     assert "lab 3" in err and "protolab lab start 3" in err
-    assert _sha(tmp_path / "lab03.db") == before

@@ -24,6 +24,8 @@ PROGRESS_FILE = "protolab-progress.db"
 PROGRESS_OPT = typer.Option(None, "--progress",
                             help=f"Your lab progress file (checkpoints' actions, answers, time spent; default: {PROGRESS_FILE} "
                                  "in this folder or the nearest folder above it that has one).")
+LAB_DB_OPT = typer.Option(None, "--db", help="Your run (default: the one your progress file recorded, "
+                                             "else labNN.db beside it).")
 
 
 def _shown_path(p: Path) -> Path:
@@ -269,8 +271,7 @@ def lab_start(
 def lab_check(
     ctx: typer.Context,
     which: str = typer.Argument(..., help="The lab: its number or slug."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Your run (default: the one your progress file recorded, "
-                                                         "else labNN.db beside it)."),
+    db: Optional[Path] = LAB_DB_OPT,
     progress: Optional[Path] = PROGRESS_OPT,
     as_json: bool = JSON_OPT,
 ):
@@ -320,8 +321,7 @@ def lab_submit(
     ctx: typer.Context,
     which: str = typer.Argument(..., help="The lab: its number or slug."),
     out: Path = typer.Option(..., "-o", "--output", help="The submission file to write (.protolab)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Your run (default: the one your progress file recorded, "
-                                                         "else labNN.db beside it)."),
+    db: Optional[Path] = LAB_DB_OPT,
     progress: Optional[Path] = PROGRESS_OPT,
 ):
     """One file for your instructor: the run, your actions and answers, and the judgement 'lab verify' will repeat."""
