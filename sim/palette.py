@@ -5,7 +5,7 @@ every TaskState and every Decision has its colour."""
 
 from __future__ import annotations
 
-__all__ = ["DECISION_STYLE", "STATE_STYLE"]
+__all__ = ["DECISION_STYLE", "STATE_STYLE", "WEB_COLOURS", "web_colour"]
 
 #: intake's decision on a delivery: accepted is the quiet case; a conflict and a refusal stand out
 DECISION_STYLE: dict[str, str] = {
@@ -29,3 +29,30 @@ STATE_STYLE: dict[str, str] = {
     "ready": "cyan",
     "pending": "white",
 }
+
+
+#: the CSS colour of each Rich colour name the styles above use, for pages read on a light background
+#: (the timeline page): a terminal's white and bright hues would vanish there, so each is a darker shade
+WEB_COLOURS: dict[str, str] = {
+    "green": "#1a7f37",
+    "cyan": "#0b7a96",
+    "magenta": "#b3179e",
+    "dark_magenta": "#7e1a8c",
+    "yellow": "#a86400",
+    "red": "#cf222e",
+    "blue": "#1f4fd1",
+    "white": "#57606a",
+    "dim": "#8c959f",
+}
+
+
+def web_colour(style: str) -> str:
+    """The CSS colour a Rich style string stands for on a page: its background if it has one
+    (``bold white on dark_magenta``: the colour that stands out), else its foreground; ``dim`` alone is grey."""
+    words = style.split()
+    if "on" in words:
+        return WEB_COLOURS[words[words.index("on") + 1]]
+    for w in reversed(words):
+        if w in WEB_COLOURS and w != "dim":
+            return WEB_COLOURS[w]
+    return WEB_COLOURS["dim"]

@@ -8,7 +8,7 @@ from pathlib import Path
 SIM = Path(__file__).resolve().parent.parent / "sim"
 CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench",
         "sim.labs.catalog", "sim.labs.checks", "sim.labs.session", "sim.labs.verify", "sim.labs.submit", "sim.labs.paths",
-        "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote"]
+        "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote", "sim.timeline", "sim.store.browse"]
 SQL_WORDS = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "CREATE TABLE", "PRAGMA ")
 
 
@@ -55,10 +55,10 @@ FLOORS = [
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
                 "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.samples", "sim.tour",
-                "sim.world", "sim.schedule", "sim.recovery", "sim.runfile",
+                "sim.world", "sim.schedule", "sim.recovery", "sim.runfile", "sim.timeline",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
-    ("faces", {"sim.cli*", "sim.__main__", "sim.tui*"}),
+    ("faces", {"sim.cli*", "sim.__main__", "sim.tui*", "sim.web*"}),
 ]
 
 

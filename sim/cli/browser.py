@@ -1,0 +1,81 @@
+"""A run in a browser: timeline (one self-contained HTML page) and browse (Datasette, read-only).
+The served TUI is '--serve' on 'demo' and 'tui' (run.py), over :mod:`sim.web.serve`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError
+from .common import _open
+
+commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
+
+PORT_OPT = typer.Option(8000, "--port", min=0, max=65535, help="The port on localhost (0: any free port).")
+
+
+@commands.command()
+def timeline(
+    db: Optional[List[Path]] = typer.Option(None, "--db", help="A run (default protolab.db). Twice: two runs side "
+                                            "by side, row n beside row n (the naive/safe regression)."),
+    out: Path = typer.Option(Path("timeline.html"), "--out", "-o", help="The page to write."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Mark broken invariants (--no-check: skip the "
+                               "check, for a very big run)."),
+    title: Optional[str] = typer.Option(None, "--title", help="The page's title."),
+):
+    """One self-contained HTML page of a run: lanes per agent, an arrow per delivery coloured by the
+    intake's decision, faults, task states and broken invariants; click a row for its envelope and events."""
+    from .. import timeline as tl
+
+    dbs = list(db or [Path("protolab.db")])
+    if len(dbs) > 4:
+        raise InputError(f"{len(dbs)} runs given; the page shows at most 4 side by side", code="E_USAGE")
+    if not out.parent.exists() or not out.parent.is_dir():
+        raise InputError(f"folder {out.parent} does not exist; choose another -o", code="E_OUTPUT")
+    if out.exists() and out.is_dir():
+        raise InputError(f"{out} is a folder; -o takes a file name such as run.html", code="E_OUTPUT")
+    stores = []
+    try:
+        for d in dbs:  # every file checked before anything is read or written
+            stores.append(_open(d, readonly=True))
+        pictures = [tl.read_run(s, _label(d, s, dbs), check=check) for d, s in zip(dbs, stores)]
+    finally:
+        for s in stores:
+            s.close()
+    try:
+        size = tl.write(pictures, out, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
+    except OSError as e:
+        raise InputError(f"cannot write {out}: {e.strerror}", code="E_OUTPUT") from None
+    rows = ", ".join(f"{p.label}: {len(p.rows)} deliveries" for p in pictures)
+    typer.echo(f"wrote {out} ({size / 1024:,.0f} KB; {rows}): open it in a browser, no network needed")
+
+
+def _label(db: Path, store, dbs: list[Path]) -> str:
+    names = [d.name for d in dbs]
+    name = db.name if names.count(db.name) == 1 else str(db)
+    policy = store.get_meta("policy")
+    return f"{name} ({policy})" if policy else name
+
+
+@commands.command()
+def browse(
+    db: Path = typer.Option(Path("protolab.db"), "--db", help="The run to browse (never written)."),
+    port: int = PORT_OPT,
+):
+    """Datasette over a run, read-only, on localhost: every table described, facets on decision,
+    type, task and state, canned queries (every delivery of one intent, tasks in needs_review with
+    both payloads, effects per key, the transitions of one task). Ctrl-C stops it."""
+    from ..web import datasette
+
+    store = _open(db, readonly=True)  # a protolab run this program knows, or one line and exit 2
+    try:
+        def ready(url: str) -> None:
+            print(f"browsing {db} (read-only) at {url}  (Ctrl-C stops it)", flush=True)
+
+        datasette.serve(db, store, port=port, ready=ready)
+    finally:
+        store.close()
+    sys.stderr.write("stopped\n")

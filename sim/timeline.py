@@ -1,0 +1,400 @@
+"""A run as one self-contained HTML page: ``protolab timeline``.
+
+Time runs down the page, one row per delivery; each agent is a lane (a vertical line) and each
+delivery an arrow from its sender's lane to its recipient's, coloured by the intake's decision
+(accepted, duplicate, conflict, late, rejected: the colours of :mod:`sim.palette`). Beside the
+arrows: a fault where the transport injected it, a mark where an invariant broke (its witness names
+the delivery, its message or one of its events), and on the right the state the delivery left its
+task in whenever that state moved. Hover an arrow for its one-line summary; click a row for the
+envelope, the delivery's decision and every event it caused.
+
+Two runs (``--db a.db --db b.db``, the naive/safe regression) sit side by side, row ``n`` of one
+beside row ``n`` of the other. The page needs no network: inline SVG, CSS and a little JavaScript,
+the details of every row as JSON in the page. Everything is read through the store, in delivery
+order, a page at a time; the output is a function of the runs alone (no clock), so the same run
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .events import REGISTRY as EVENT_REGISTRY
+from .events import summarize
+from .palette import DECISION_STYLE, STATE_STYLE, web_colour
+
+__all__ = ["RunPicture", "read_run", "render", "write", "DECISIONS", "LANE_ORDER"]
+
+#: the intake's decisions, in the legend's order
+DECISIONS = ("accepted", "duplicate", "conflict", "late", "rejected")
+
+#: agents' lanes, left to right: the manager first, then the roles in the story's order (an agent
+#: whose role is not here comes after, by name)
+LANE_ORDER = ("manager", "researcher", "writer", "reviewer")
+
+#: a payload longer than this (as JSON) is cut in the page: 'protolab messages --payloads' shows it whole
+PAYLOAD_CAP = 4000
+#: witnesses of one invariant placed on the page (the rest are counted)
+WITNESS_CAP = 200
+
+ROW = 18          # px per delivery
+LANE_W = 150      # px between lanes
+GUTTER = 70       # the left column: delivery number, faults, broken invariants
+STATE_W = 200     # the right column: the state a delivery left its task in
+TOP = 8
+
+
+@dataclass
+class RunPicture:
+    """What one run shows on the page: read once from the store, then drawn."""
+
+    label: str
+    meta: dict
+    lanes: list[str]
+    rows: list[dict] = field(default_factory=list)      # one per delivery, in order
+    faults: list[dict] = field(default_factory=list)    # {"row", "fault", "summary", "message_id"}
+    breaks: list[dict] = field(default_factory=list)    # {"name", "description", "witnesses": [(row|None, witness)], "more"}
+    decisions: dict = field(default_factory=dict)       # decision -> count
+
+
+def _lane_key(agent: str) -> tuple:
+    base = agent.split("-")[0]
+    return (LANE_ORDER.index(base) if base in LANE_ORDER else len(LANE_ORDER), agent)
+
+
+def _payload(p) -> object:
+    text = json.dumps(p, sort_keys=True, ensure_ascii=False)
+    if len(text) <= PAYLOAD_CAP:
+        return p
+    return {"(cut)": f"{len(text)} characters; 'protolab messages --payloads' shows it whole",
+            "start": text[:PAYLOAD_CAP]}
+
+
+_ENVELOPE = ("message_id", "trace_id", "task_id", "sender", "recipient", "type", "schema_version", "created_at",
+             "idempotency_key", "payload_digest", "digest_scheme", "payload", "evidence_refs")
+
+
+def read_run(store, label: str, *, check: bool = True) -> RunPicture:
+    """Read a run for the page: each delivery with its envelope and events, the faults injected,
+    and (``check``) every broken invariant with the rows its witnesses name."""
+    meta = {k: store.get_meta(k) for k in ("scenario", "seed", "policy", "faults", "schema_version")}
+    rows: list[dict] = []
+    row_of_delivery: dict[int, int] = {}
+    first_row_of_message: dict[str, int] = {}
+    agents: set[str] = set()
+    last_version: dict[str, int] = {}
+    decisions = {d: 0 for d in DECISIONS}
+    # iter_deliveries (the delivery's columns) and iter_deliveries_with_messages (its envelope) walk
+    # the same delivery ids in the same order
+    for d, m in zip(store.iter_deliveries(), store.iter_deliveries_with_messages()):
+        if d["delivery_id"] != m["delivery_id"]:  # pragma: no cover - the store's order is one order
+            raise AssertionError("deliveries read out of step")
+        i = len(rows)
+        row_of_delivery[d["delivery_id"]] = i
+        first_row_of_message.setdefault(d["message_id"], i)
+        agents.update((m["sender"], m["recipient"]))
+        decisions[d["decision"]] = decisions.get(d["decision"], 0) + 1
+        moved = None
+        if d["state_after"] is not None and d["state_version_after"] != last_version.get(d["task_id"]):
+            moved = d["state_after"]
+            last_version[d["task_id"]] = d["state_version_after"]
+        env = {k: m[k] for k in _ENVELOPE}
+        env["payload"] = _payload(env["payload"])
+        rows.append({
+            "d": d["delivery_id"], "t": d["tick"], "dec": d["decision"], "code": d["code"], "reason": d["reason"],
+            "state": d["state_after"], "sv": d["state_version_after"], "moved": moved,
+            "from": m["sender"], "to": m["recipient"], "type": m["type"], "mid": m["message_id"], "task": d["task_id"],
+            "env": env, "ev": [],
+        })
+    faults: list[dict] = []
+    row_of_event: dict[int, int] = {}
+    loose: list = []  # events that name no delivery, placed with the next delivery's (a fault, a stored artifact)
+
+    def place(e, i: int) -> None:
+        row_of_event[e["seq"]] = i
+        rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
+        if e["type"] == "fault_injected":
+            faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
+                           "summary": summarize(e["type"], e["data"])})
+
+    for e in store.iter_events():
+        i = row_of_delivery.get(e["delivery_id"]) if e["delivery_id"] is not None else None
+        if i is None:
+            loose.append(e)
+            continue
+        for held in loose:
+            place(held, i)
+        loose.clear()
+        place(e, i)
+    if rows:
+        for held in loose:
+            place(held, len(rows) - 1)
+    picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
+                         decisions=decisions)
+    if check:
+        from .invariants import check as check_invariants
+
+        for r in check_invariants(store):
+            if r.ok:
+                continue
+            placed = [(_witness_row(w, row_of_delivery, first_row_of_message, row_of_event), w)
+                      for w in r.witnesses[:WITNESS_CAP]]
+            picture.breaks.append({"name": r.name, "description": r.description, "witnesses": placed,
+                                   "more": max(0, len(r.witnesses) - WITNESS_CAP)})
+    return picture
+
+
+def _witness_row(w, by_delivery: dict, by_message: dict, by_event: dict) -> int | None:
+    """The row a witness points at: a delivery it names, else the first delivery of a message it
+    names, else the delivery of an event it names (searched through nested values)."""
+    found: dict[str, list] = {"delivery": [], "message": [], "event": []}
+
+    def walk(v) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("delivery_id", "delivery") and isinstance(x, int) and not isinstance(x, bool):
+                    found["delivery"].append(x)
+                elif k in ("message_id", "message", "first", "second", "late") and isinstance(x, str):
+                    found["message"].append(x)
+                elif k in ("event_seq", "seq") and isinstance(x, int) and not isinstance(x, bool):
+                    found["event"].append(x)
+                else:
+                    walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(w)
+    for d in found["delivery"]:
+        if d in by_delivery:
+            return by_delivery[d]
+    for m in found["message"]:
+        if m in by_message:
+            return by_message[m]
+    for s in found["event"]:
+        if s in by_event:
+            return by_event[s]
+    return None
+
+
+# ------------------------------------------------------------------------------ drawing
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _colours() -> dict:
+    return {
+        "decision": {d: web_colour(DECISION_STYLE[d]) for d in DECISIONS},
+        "state": {s: web_colour(st) for s, st in STATE_STYLE.items()},
+        "fault": web_colour(EVENT_REGISTRY["fault_injected"].STYLE),
+        "break": web_colour(DECISION_STYLE["rejected"]),
+    }
+
+
+def _svg(p: RunPicture, k: int, colours: dict) -> str:
+    lanes = {a: GUTTER + LANE_W // 2 + j * LANE_W for j, a in enumerate(p.lanes)}
+    width = GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
+    height = TOP + ROW * max(1, len(p.rows)) + 8
+    out = [f'<svg class="run" id="run{k}" data-run="{k}" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    out.append(f'<rect class="hl" x="0" y="-{ROW}" width="{width}" height="{ROW}"/>')
+    for a, x in lanes.items():
+        out.append(f'<line class="lane" x1="{x}" y1="0" x2="{x}" y2="{height}"/>')
+    fault_rows: dict[int, list[str]] = {}
+    for f in p.faults:
+        fault_rows.setdefault(f["row"], []).append(f["summary"])
+    break_rows: dict[int, list[str]] = {}
+    for b in p.breaks:
+        for row, _w in b["witnesses"]:
+            if row is not None and b["name"] not in break_rows.setdefault(row, []):
+                break_rows[row].append(b["name"])
+    dcol, scol = colours["decision"], colours["state"]
+    for i, r in enumerate(p.rows):
+        y = TOP + i * ROW + ROW // 2
+        out.append(f'<text class="n" x="4" y="{y + 4}">{r["d"]}</text>')
+        if i in fault_rows:
+            out.append(f'<path class="fault" data-row="{i}" fill="{colours["fault"]}" '
+                       f'd="M{GUTTER - 26} {y - 6}l-5 7h4l-2 6 6-8h-4z"><title>fault: {_e("; ".join(fault_rows[i]))}'
+                       f'</title></path>')
+        if i in break_rows:
+            out.append(f'<g class="break" data-row="{i}"><circle cx="{GUTTER - 12}" cy="{y}" r="6" '
+                       f'fill="{colours["break"]}"/><text class="bang" x="{GUTTER - 12}" y="{y + 4}">!</text>'
+                       f'<title>broken: {_e(", ".join(break_rows[i]))}</title></g>')
+        x1, x2 = lanes[r["from"]], lanes[r["to"]]
+        dec = r["dec"]
+        if x1 == x2:  # to itself: a small loop
+            d = f"M{x1} {y - 5}h24v10h-20"
+        else:
+            d = f"M{x1} {y - 5}L{x2 + (-6 if x2 > x1 else 6)} {y + 5}"
+        tip = f'#{r["d"]} {r["mid"]} {r["type"]} {r["from"]} → {r["to"]} ({r["task"]}): {dec}'
+        if r["code"]:
+            tip += f' {r["code"]}'
+        out.append(f'<path class="arrow {dec}" data-row="{i}" data-delivery="{r["d"]}" data-decision="{dec}" '
+                   f'stroke="{dcol.get(dec, "#000")}" marker-end="url(#h-{dec})" d="{d}"><title>{_e(tip)}</title></path>')
+        lx = (x1 + x2) // 2 if x1 != x2 else x1 + 28
+        word = "" if dec == "accepted" else f" · {dec}"
+        out.append(f'<text class="l" x="{lx}" y="{y - 3}">{_e(r["mid"])} {_e(r["type"])}{_e(word)}</text>')
+        if r["moved"]:
+            out.append(f'<text class="s" x="{width - STATE_W + 8}" y="{y + 4}" fill="{scol.get(r["moved"], "#000")}">'
+                       f'{_e(r["task"])} {_e(r["moved"])}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _header(p: RunPicture, k: int, colours: dict) -> str:
+    m = p.meta
+    bits = [f'<h2>{_e(p.label)}</h2><p class="meta">']
+    bits.append(" · ".join(_e(f"{k2} {v}") for k2, v in (("scenario", m.get("scenario")), ("policy", m.get("policy")),
+                                                          ("seed", m.get("seed")), ("faults", m.get("faults") or "none"))
+                           if v is not None))
+    bits.append(f'</p><p class="meta">{len(p.rows)} deliveries: ')
+    bits.append(", ".join(f'<span style="color:{colours["decision"][d]}">{n} {d}</span>'
+                          for d, n in p.decisions.items() if n))
+    bits.append("</p>")
+    if p.breaks:
+        bits.append('<details class="breaks" open><summary>broken invariants: '
+                    f'{_e(", ".join(b["name"] for b in p.breaks))}</summary><ul>')
+        for b in p.breaks:
+            bits.append(f'<li><b>{_e(b["name"])}</b>: {_e(b["description"])}<ul>')
+            for row, w in b["witnesses"][:20]:
+                where = (f'<a href="#" data-goto="{row}" data-run="{k}">delivery {p.rows[row]["d"]}</a>: '
+                         if row is not None else "")
+                bits.append(f'<li>{where}<code>{_e(json.dumps(w, sort_keys=True, ensure_ascii=False))}</code></li>')
+            rest = len(b["witnesses"]) - 20 + b["more"]
+            if rest > 0:
+                bits.append(f"<li>… {rest} more witnesses ('protolab check --db' lists them)</li>")
+            bits.append("</ul></li>")
+        bits.append("</ul></details>")
+    elif p.breaks == [] and p.rows:
+        bits.append('<p class="meta ok">every invariant holds</p>')
+    lanes = "".join(f'<span class="lane-name" style="left:{GUTTER + j * LANE_W}px;width:{LANE_W}px">{_e(a)}</span>'
+                    for j, a in enumerate(p.lanes))
+    bits.append(f'<div class="lanes" style="width:{GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W}px">'
+                f'<span class="lane-name" style="left:0;width:{GUTTER}px">#</span>{lanes}'
+                f'<span class="lane-name" style="right:0;width:{STATE_W}px">task state</span></div>')
+    return "".join(bits)
+
+
+def _data(p: RunPicture) -> str:
+    rows = [{k: r[k] for k in ("d", "t", "dec", "code", "reason", "state", "sv", "env", "ev")} for r in p.rows]
+    faults = {}
+    for f in p.faults:
+        faults.setdefault(f["row"], []).append(f["summary"])
+    breaks = {}
+    for b in p.breaks:
+        for row, w in b["witnesses"]:
+            if row is not None:
+                breaks.setdefault(row, []).append([b["name"], w])
+    text = json.dumps({"rows": rows, "faults": faults, "breaks": breaks}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"))
+    # inside <script>: no '</script>' or '<!--' can close it
+    return text.replace("<", "\\u003c")
+
+
+_CSS = """
+body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff}
+header.top{padding:8px 12px;border-bottom:1px solid #d0d7de}
+header.top h1{font-size:16px;margin:0 0 4px}
+.legend span{margin-right:12px;white-space:nowrap}
+.legend i{display:inline-block;width:18px;height:3px;vertical-align:middle;margin-right:4px}
+.runs{display:grid;gap:0 24px;padding:0 12px;align-items:end}
+.runs>.head{align-self:end;padding-top:8px}
+.runs>.head h2{font-size:14px;margin:0}
+.meta{margin:2px 0;color:#57606a}.ok{color:#1a7f37}
+.breaks{margin:4px 0;max-width:700px}.breaks code{font-size:11px;word-break:break-all}
+.lanes{position:sticky;top:0;height:20px;background:#f6f8fa;border-bottom:1px solid #d0d7de;z-index:1}
+.lane-name{position:absolute;top:2px;text-align:center;font-weight:600}
+.runs>.body{align-self:start}
+svg.run{display:block;cursor:pointer}
+svg .lane{stroke:#d0d7de;stroke-width:1}
+svg .arrow{fill:none;stroke-width:1.6}
+svg .arrow:hover{stroke-width:3}
+svg text{font-size:10px}
+svg text.n,svg text.l{fill:#57606a}
+svg text.l{text-anchor:middle}
+svg text.s{font-weight:600}
+svg text.bang{fill:#fff;font-weight:700;text-anchor:middle}
+svg .hl{fill:#fff8c5}
+#detail{position:fixed;right:0;top:0;bottom:0;width:420px;overflow:auto;background:#fff;border-left:1px solid #d0d7de;
+padding:8px 12px;box-shadow:-2px 0 6px rgba(0,0,0,.08);display:none;z-index:2}
+#detail.open{display:block}#detail pre{font-size:11px;white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px}
+#detail button{float:right}
+"""
+
+_JS = """
+(function(){
+var ROW=%d,TOP=%d,data=[];
+document.querySelectorAll('script.run-data').forEach(function(s){data[+s.dataset.run]=JSON.parse(s.textContent);});
+var panel=document.getElementById('detail');
+function esc(s){return String(s).replace(/[&<>"]/g,function(c){return{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
+function show(k,i){
+ var d=data[k],r=d.rows[i];if(!r)return;
+ var svg=document.getElementById('run'+k),hl=svg.querySelector('.hl');hl.setAttribute('y',TOP+i*ROW);
+ var h='<button onclick="this.parentNode.classList.remove(\\'open\\')">close</button>';
+ h+='<h3>delivery '+r.d+' (tick '+r.t+'): '+esc(r.dec)+(r.code?' '+esc(r.code):'')+'</h3>';
+ h+='<p>'+esc(r.reason)+'</p><p>task '+esc(r.env.task_id)+' after it: '+esc(r.state||'-')+(r.sv!=null?' v'+r.sv:'')+'</p>';
+ (d.faults[i]||[]).forEach(function(f){h+='<p><b>fault</b> '+esc(f)+'</p>';});
+ (d.breaks[i]||[]).forEach(function(b){h+='<p><b>broken: '+esc(b[0])+'</b></p><pre>'+esc(JSON.stringify(b[1],null,1))+'</pre>';});
+ h+='<h4>envelope (what was said)</h4><pre>'+esc(JSON.stringify(r.env,null,2))+'</pre>';
+ h+='<h4>events (what happened)</h4><ul>';
+ r.ev.forEach(function(e){h+='<li>'+e[0]+' <b>'+esc(e[1])+'</b> '+esc(e[2])+'</li>';});
+ panel.innerHTML=h+'</ul>';panel.classList.add('open');panel.dataset.run=k;panel.dataset.row=i;
+}
+document.querySelectorAll('svg.run').forEach(function(svg){
+ svg.addEventListener('click',function(ev){
+  var box=svg.getBoundingClientRect(),i=Math.floor((ev.clientY-box.top-TOP)/ROW);show(+svg.dataset.run,i);});
+});
+document.querySelectorAll('a[data-goto]').forEach(function(a){a.addEventListener('click',function(ev){
+ ev.preventDefault();var k=+a.dataset.run,i=+a.dataset.goto;show(k,i);
+ var svg=document.getElementById('run'+k);window.scrollTo(0,svg.getBoundingClientRect().top+window.scrollY+TOP+i*ROW-120);});});
+window.protolabTimeline={show:show,data:data};
+})();
+"""
+
+
+def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> str:
+    """The page: a legend, then each run's header and timeline, side by side."""
+    colours = _colours()
+    markers = "".join(
+        f'<marker id="h-{d}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">'
+        f'<path d="M0 0L8 4L0 8z" fill="{c}"/></marker>' for d, c in colours["decision"].items())
+    legend = "".join(f'<span><i style="background:{c}"></i>{d}</span>' for d, c in colours["decision"].items())
+    legend += f'<span style="color:{colours["fault"]}">⚡ fault injected</span>'
+    legend += f'<span style="color:{colours["break"]}">● invariant broken (its witness)</span>'
+    legend += "<span>right: the state a delivery left its task in, when it moved</span>"
+    n = max(1, len(pictures))
+    parts = [
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{_e(title)}</title><meta name=\"generator\" content=\"protolab timeline\">",
+        f"<style>{_CSS}</style></head><body>",
+        f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>{markers}</defs></svg>',
+        f'<header class="top"><h1>{_e(title)}</h1><div class="legend">{legend}</div>'
+        "<p class=\"meta\">one row per delivery, time running down; click a row for its envelope and events</p></header>",
+        f'<main class="runs" style="grid-template-columns:repeat({n},max-content)">',
+    ]
+    parts += [f'<div class="head">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts += [f'<div class="body">{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts.append("</main><aside id=\"detail\"></aside>")
+    parts += [f'<script type="application/json" class="run-data" data-run="{k}">{_data(p)}</script>'
+              for k, p in enumerate(pictures)]
+    parts.append(f"<script>{_JS % (ROW, TOP)}</script></body></html>\n")
+    return "".join(parts)
+
+
+def write(pictures: list[RunPicture], out: str | os.PathLike, *, title: str = "protolab timeline") -> int:
+    """Write the page to ``out`` whole (a temporary file renamed into place); its size in bytes."""
+    out = Path(out)
+    text = render(pictures, title=title).encode("utf-8")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        tmp.write_bytes(text)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return len(text)

@@ -1,0 +1,3 @@
+"""Faces in a browser: Datasette over a run (datasette.py) and the TUI served by textual-serve
+(serve.py); ports.py binds the local socket both listen on. The timeline page is drawn below the
+faces, in :mod:`sim.timeline`. Each module imports its web library only when called."""

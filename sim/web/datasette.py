@@ -1,0 +1,75 @@
+"""Datasette over a run (``protolab browse``): read-only, on localhost, with the kit's words.
+
+The file is checked by the store first (a protolab run, a schema this program knows), then handed
+to Datasette immutable (not even -wal/-shm side files appear; a run still being written, its -wal
+live, is opened read-only instead). The metadata (descriptions, facets, canned queries, label
+columns) is :mod:`sim.store.browse`; the ids that name rows of other tables become links here,
+through a ``render_cell`` plugin registered in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["serve", "make_app"]
+
+_PLUGIN = "protolab-links"
+
+
+def _register_links() -> None:
+    from datasette.plugins import pm
+
+    from . import links
+
+    if not pm.is_registered(links):
+        pm.register(links, name=_PLUGIN)
+
+
+def make_app(db: Path, store):
+    """The Datasette instance for ``db`` (``store``: the run, already opened read-only and checked)."""
+    from datasette.app import Datasette
+
+    from ..store.browse import metadata
+
+    _register_links()
+    path = Path(db).resolve()
+    wal = Path(str(path) + "-wal")
+    live = wal.exists() and wal.stat().st_size > 0
+    name = path.stem
+    scenario, policy = store.get_meta("scenario"), store.get_meta("policy")
+    title = f"protolab run {path.name}" + (f": {scenario}" if scenario else "") + (f", {policy} policy" if policy else "")
+    kw = {"files": [str(path)]} if live else {"immutables": [str(path)]}
+    return Datasette(**kw, metadata=metadata(name, title=title),
+                     settings={"default_page_size": 50, "facet_time_limit_ms": 1000, "sql_time_limit_ms": 5000,
+                               "allow_download": False},
+                     cors=False)
+
+
+def serve(db: Path, store, *, port: int, ready: Callable[[str], None], host: str = "127.0.0.1") -> None:
+    """Serve ``db`` until Ctrl-C (or SIGTERM); ``ready(url)`` is called once the socket listens and
+    Datasette has started, so the URL printed answers. The port is bound before anything else
+    starts: a port in use is refused in one line."""
+    import uvicorn
+
+    from .ports import bind, url_of
+
+    sock = bind(port, host)
+    try:
+        ds = make_app(db, store)
+        config = uvicorn.Config(ds.app(), log_level="warning", lifespan="off", access_log=False)
+        server = uvicorn.Server(config)
+
+        async def main() -> None:
+            await ds.invoke_startup()
+            await ds.refresh_schemas()
+            ready(url_of(sock))
+            await server.serve(sockets=[sock])
+
+        try:
+            asyncio.run(main())
+        except KeyboardInterrupt:  # uvicorn shut down cleanly, then raised the signal again: that is the stop
+            pass
+    finally:
+        sock.close()

@@ -1,0 +1,234 @@
+"""protolab timeline: a run as one self-contained HTML page, parsed back here (the arrows, their
+colours, the marks), and its refusals. The page in a real browser is tests/test_browser.py."""
+
+import json
+import re
+import sqlite3
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from sim import timeline
+from sim.palette import DECISION_STYLE, STATE_STYLE, WEB_COLOURS, web_colour
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+from sim.store import Store
+
+
+class Page(HTMLParser):
+    """The elements of a timeline page that the tests read: every tag with its attributes, the
+    scripts' text."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self._script = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "script":
+            self._script = (a, [])
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script[1].append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._script is not None:
+            self.scripts.append((self._script[0], "".join(self._script[1])))
+            self._script = None
+
+    def with_class(self, name: str) -> list[dict]:
+        return [a for _t, a in self.tags if name in (a.get("class") or "").split()]
+
+    def data(self, run: int = 0) -> dict:
+        return json.loads(next(t for a, t in self.scripts if a.get("data-run") == str(run)))
+
+
+def _run(tmp_path: Path, name: str, *, policy="safe", faults=()) -> Path:
+    db = tmp_path / name
+    run_scenario(load_scenario("publish-report"), policy=policy, faults=list(faults), db=db).close()
+    return db
+
+
+def _page(db: Path, **kw) -> tuple[str, Store]:
+    store = Store.open(db, readonly=True)
+    return timeline.render([timeline.read_run(store, db.name, **kw)]), store
+
+
+def test_every_decision_and_state_has_a_colour_on_a_page():
+    for style in list(DECISION_STYLE.values()) + list(STATE_STYLE.values()):
+        assert re.fullmatch(r"#[0-9a-f]{6}", web_colour(style)), style
+    assert web_colour(STATE_STYLE["needs_review"]) == WEB_COLOURS["dark_magenta"]  # the background stands out
+    assert web_colour("dim") == WEB_COLOURS["dim"]
+    assert len({web_colour(DECISION_STYLE[d]) for d in timeline.DECISIONS}) == 5  # each decision told apart
+
+
+def test_the_page_has_one_arrow_per_delivery_and_a_duplicate_in_the_duplicate_colour(tmp_path):
+    db = _run(tmp_path, "dup.db", faults=["duplicate"])
+    text, store = _page(db)
+    with store:
+        deliveries = store.deliveries()
+    page = Page(text)
+    arrows = page.with_class("arrow")
+    assert len(arrows) == len(deliveries) > 10
+    assert [int(a["data-delivery"]) for a in arrows] == [d["delivery_id"] for d in deliveries]
+    assert [a["data-decision"] for a in arrows] == [d["decision"] for d in deliveries]
+    dups = [a for a in arrows if a["data-decision"] == "duplicate"]
+    assert dups, "the duplicate fault made a duplicate delivery"
+    colour = web_colour(DECISION_STYLE["duplicate"])
+    assert {a["stroke"] for a in dups} == {colour}
+    assert {a["marker-end"] for a in dups} == {"url(#h-duplicate)"}
+    assert any(a.get("id") == "h-duplicate" for _t, a in page.tags)
+    assert {a["stroke"] for a in arrows if a["data-decision"] == "accepted"} == {web_colour(DECISION_STYLE["accepted"])}
+
+
+def test_each_row_carries_its_envelope_and_every_event_of_its_delivery(tmp_path):
+    db = _run(tmp_path, "late.db", faults=["late-failure"])
+    text, store = _page(db)
+    data = Page(text).data()
+    with store:
+        for row in data["rows"]:
+            events = store.events_of_delivery(row["d"])
+            mine = [e for e in row["ev"]]
+            assert {e["seq"] for e in events} <= {e[0] for e in mine}
+            msg = store.delivery(row["d"])
+            assert row["env"]["message_id"] == msg["message_id"] and row["dec"] == msg["decision"]
+        every = [e[0] for row in data["rows"] for e in row["ev"]]
+        assert sorted(every) == every == list(range(1, store.last_event() + 1))  # every event, once, in order
+    late = [r for r in data["rows"] if r["dec"] == "late"]
+    assert late and late[0]["env"]["payload"]["status"] == "failed"
+
+
+def test_faults_are_marked_where_they_were_injected(tmp_path):
+    db = _run(tmp_path, "faults.db", faults=["duplicate", "late-failure"])
+    text, store = _page(db)
+    page = Page(text)
+    with store:
+        faults = [e for e in store.iter_events() if e["type"] == "fault_injected"]
+    marks = page.with_class("fault")
+    data = page.data()
+    assert len(faults) == 2
+    assert sum(len(v) for v in data["faults"].values()) == len(faults)
+    assert len(marks) == len(data["faults"])
+    assert {m["fill"] for m in marks} == {web_colour("bold yellow")}
+
+
+def test_a_naive_run_marks_the_broken_invariant_at_the_delivery_its_witness_names(tmp_path):
+    db = _run(tmp_path, "naive.db", policy="naive", faults=["late-failure"])
+    text, store = _page(db)
+    page = Page(text)
+    store.close()
+    data = page.data()
+    breaks = {name for marks in data["breaks"].values() for name, _w in marks}
+    assert "NO_STATE_REGRESSION" in breaks
+    row = next(int(i) for i, marks in data["breaks"].items() if any(n == "NO_STATE_REGRESSION" for n, _ in marks))
+    assert data["rows"][row]["env"]["payload"]["status"] == "failed"  # the late failure that regressed T-1
+    assert page.with_class("break")
+    assert "NO_STATE_REGRESSION" in text and "every invariant holds" not in text
+    safe = _run(tmp_path, "safe.db", faults=["late-failure"])
+    text2, s2 = _page(safe)
+    s2.close()
+    assert "every invariant holds" in text2 and not Page(text2).with_class("break")
+
+
+def test_the_state_column_shows_each_move_in_its_state_colour(tmp_path):
+    db = _run(tmp_path, "happy.db")
+    text, store = _page(db)
+    with store:
+        moves = [t for t in store.transitions()]
+    shown = [a for a in Page(text).with_class("s")]
+    assert len(shown) == len(moves)
+    assert shown[-1]["fill"] == web_colour(STATE_STYLE["succeeded"])
+
+
+def test_two_runs_sit_side_by_side(tmp_path, capsys):
+    naive = _run(tmp_path, "naive.db", policy="naive", faults=["late-failure"])
+    safe = _run(tmp_path, "safe.db", faults=["late-failure"])
+    out = tmp_path / "side.html"
+    code, stdout, err = run_cli(capsys, "timeline", "--db", naive, "--db", safe, "-o", out)
+    assert code == 0, err
+    assert "naive.db (naive)" in stdout and "safe.db (safe)" in stdout
+    page = Page(out.read_text())
+    svgs = [a for t, a in page.tags if t == "svg" and "run" in (a.get("class") or "")]
+    assert [a["data-run"] for a in svgs] == ["0", "1"]
+    assert len(page.data(0)["rows"]) > 0 and len(page.data(1)["rows"]) > 0
+
+
+def test_the_page_is_self_contained_and_the_same_run_gives_the_same_bytes(tmp_path):
+    db = _run(tmp_path, "one.db", faults=["conflicting-digest"])
+    text, store = _page(db)
+    store.close()
+    text2, store2 = _page(db)
+    store2.close()
+    assert text == text2
+    page = Page(text)
+    assert not [a for t, a in page.tags if t in ("link", "img", "iframe") or (t == "script" and a.get("src"))]
+    refs = re.findall(r'(?:src|href)="([^"#][^"]*)"', text)
+    assert refs == []  # nothing fetched: no network needed to open it
+    # a payload cannot close the script that carries the data
+    assert text.count("</script>") == 2
+
+
+def test_a_payload_that_looks_like_markup_stays_data(tmp_path):
+    db = _run(tmp_path, "m.db")
+    store = Store.open(db, readonly=True)
+    pic = timeline.read_run(store, "<b>label</b>")
+    store.close()
+    pic.rows[0]["env"]["payload"] = {"x": "</script><script>alert(1)</script>"}
+    pic.rows[0]["mid"] = "<i>M</i>"
+    text = timeline.render([pic])
+    assert "<b>label</b>" not in text and "<i>M</i>" not in text
+    assert Page(text).data()["rows"][0]["env"]["payload"]["x"] == "</script><script>alert(1)</script>"
+
+
+def test_a_1000_delivery_run_makes_a_page_under_2_mb(tmp_path, capsys):
+    db = tmp_path / "stress.db"
+    code, _out, err = run_cli(capsys, "run", "stress", "--tasks", "190", "--db", db)
+    assert code == 0, err
+    out = tmp_path / "stress.html"
+    code, stdout, err = run_cli(capsys, "timeline", "--db", db, "-o", out)
+    assert code == 0, err
+    with Store.open(db, readonly=True) as store:
+        n = store.count_of("deliveries")
+    assert n >= 1000
+    assert out.stat().st_size < 2 * 1024 * 1024
+    assert len(Page(out.read_text()).with_class("arrow")) == n
+
+
+def test_timeline_refuses_bad_input_in_one_line(tmp_path, capsys):
+    good = _run(tmp_path, "good.db")
+    foreign = tmp_path / "foreign.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    newer = tmp_path / "newer.db"
+    shutil.copyfile(good, newer)
+    con = sqlite3.connect(newer)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    cases = [
+        (["--db", tmp_path / "none.db"], "E_DB_MISSING"),
+        (["--db", foreign], "E_DB_NOT_PROTOLAB"),
+        (["--db", newer], "E_DB_SCHEMA_NEWER"),
+        (["--db", good, "--db", foreign], "E_DB_NOT_PROTOLAB"),
+        (["--db", good, "-o", tmp_path / "no" / "such" / "x.html"], "E_OUTPUT"),
+        (["--db", good, "-o", tmp_path], "E_OUTPUT"),
+    ]
+    for args, want in cases:
+        out = tmp_path / "out.html"
+        full = ["timeline", *args] + ([] if "-o" in args else ["-o", out])
+        code, stdout, err = run_cli(capsys, *full)
+        assert code == 2 and err.startswith(f"error: {want}: ") and err.count("\n") == 1, (args, err)
+        assert not out.exists()
