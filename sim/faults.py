@@ -461,6 +461,36 @@ class Bus:
                 keep.append((since, h))
         self._held = keep
 
+    def in_flight(self) -> list[Envelope]:
+        """Every envelope on the bus, once per message id (a duplicate's two copies are one): those
+        queued, by due round then send order, then those held back, in the order they were held."""
+        seen: dict[str, Envelope] = {}
+        for _d, _s, env in sorted(self._heap, key=lambda x: (x[0], x[1])):
+            seen.setdefault(env.message_id, env)
+        for _t, env in self._held:
+            seen.setdefault(env.message_id, env)
+        return list(seen.values())
+
+    def pick(self, message_id: str) -> Envelope | None:
+        """Take the envelope ``message_id`` off the bus now, whatever its due round (the earliest
+        copy of a duplicate; a held-back one too): a delivery schedule chooses the order. None: it is
+        not on the bus."""
+        best = None
+        for i, (d, s, env) in enumerate(self._heap):
+            if env.message_id == message_id and (best is None or (d, s) < self._heap[best][:2]):
+                best = i
+        if best is not None:
+            env = self._heap[best][2]
+            self._heap[best] = self._heap[-1]
+            self._heap.pop()
+            heapq.heapify(self._heap)
+            return env
+        for i, (_t, env) in enumerate(self._held):
+            if env.message_id == message_id:
+                del self._held[i]
+                return env
+        return None
+
     def due(self, now: int) -> list[Envelope]:
         out = []
         while self._heap and self._heap[0][0] <= now:

@@ -37,7 +37,7 @@ from .policy import Policy, get_policy
 from .recovery import Recovery
 from .runfile import discard_partial, partial_of, put_in_place, remove_stale_partials
 from .scenario import Scenario, TaskSpec
-from .schedule import Schedule
+from .schedule import DeliveryPlan, Schedule
 from .store import GROUP_COMMITS, Store, remove_database
 from .world import RunWorld
 
@@ -65,6 +65,8 @@ class Run(RunWorld, Recovery, Schedule):
     results: dict[str, Envelope] = field(default_factory=dict)
     sent_this_round: int = 0
     heartbeat: dict[str, int] = field(default_factory=dict)
+    #: an explicit delivery schedule (:class:`~sim.schedule.DeliveryPlan`; None: what is due, in send order)
+    plan: DeliveryPlan | None = None
 
     def __post_init__(self) -> None:
         from faker import Faker
@@ -99,6 +101,9 @@ class Run(RunWorld, Recovery, Schedule):
         self._tasks: dict[str, TaskView | None] = {}
         self.fence: Envelope | None = None
         self.epoch = 1  # the conversation's protocol epoch: a reopening after the fence starts the next
+        self._quiet_for = 0  # rounds in a row in which nothing was sent or delivered
+        if self.plan is None and self.scenario.deliveries:
+            self.plan = DeliveryPlan(self.scenario.deliveries, f"scenario {self.scenario.name}")
 
 
 def scenario_of(db: Path) -> str | None:

@@ -3,10 +3,17 @@
 A scenario names its agents (workers; the manager is always ``manager``), its tasks (who
 does each, what it produces, what it waits for, what it publishes), budgets, a fault plan,
 a seed and a start time. ``stress`` scenarios generate N independent tasks instead.
+
+A scenario may also pin how its run goes: ``policy`` (the policy a run uses when none is asked for)
+and ``deliveries``, an explicit delivery schedule, ``[[ROUND, "MESSAGE_ID"], ...]``: in each round the
+transport delivers exactly the messages listed for it, in that order, and the run ends after the last
+(:class:`sim.schedule.DeliveryPlan`). ``protolab explore`` and ``protolab shrink`` write such files
+(:func:`scenario_toml`); ``protolab run`` of one replays that run exactly.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -17,7 +24,11 @@ from .errors import InputError, friendly_list
 from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
-__all__ = ["TaskSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario"]
+__all__ = ["TaskSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
+           "scenario_toml", "POLICY_NAMES"]
+
+#: The policies a scenario may name (those of :mod:`sim.policy`; a test holds them equal).
+POLICY_NAMES = ("safe", "naive")
 
 _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
@@ -65,6 +76,10 @@ class Scenario:
     settings: Settings = field(default_factory=Settings)
     stress: StressSpec | None = None
     privacy: Privacy = NO_PRIVACY  # sensitive payload fields and who needs which (sim.privacy)
+    #: the policy a run uses when none is asked for (None: the command's default, safe)
+    policy: str | None = None
+    #: an explicit delivery schedule: (round, message id) in delivery order (empty: what is due, in send order)
+    deliveries: tuple[tuple[int, str], ...] = ()
 
 
 def _err(source: str, msg: str, code: str = "E_SCENARIO") -> InputError:
@@ -93,7 +108,8 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     _take(
         data,
         {"name": str, "description": str, "seed": int, "start_time": str, "trace": str, "workers": list,
-         "task": list, "faults": list, "settings": dict, "stress": dict, "privacy": dict},
+         "task": list, "faults": list, "settings": dict, "stress": dict, "privacy": dict, "policy": str,
+         "deliveries": list},
         source,
         required=("name", "workers"),
     )
@@ -144,11 +160,84 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     if not all(isinstance(f, str) for f in faults):
         raise _err(source, "'faults' must be a list of strings like 'duplicate:M-3'", "E_FIELD_TYPE")
     privacy = _privacy(data.get("privacy"), workers, source) if "privacy" in data else NO_PRIVACY
+    policy = data.get("policy")
+    if policy is not None and policy not in POLICY_NAMES:
+        raise _err(source, f"policy {policy!r}; expected one of: {friendly_list(POLICY_NAMES)}", "E_UNKNOWN_POLICY")
+    deliveries = _deliveries(data.get("deliveries", []), source, settings, stress)
     return Scenario(
         name=data["name"], description=data.get("description", ""), seed=data.get("seed", 0), start_time=start,
         trace=data.get("trace", "R-1"), workers=tuple(workers), tasks=tuple(tasks), faults=tuple(faults),
-        settings=settings, stress=stress, privacy=privacy,
+        settings=settings, stress=stress, privacy=privacy, policy=policy, deliveries=deliveries,
     )
+
+
+_MESSAGE_ID_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
+
+
+def _deliveries(entries: list, source: str, settings: Settings, stress) -> tuple[tuple[int, str], ...]:
+    """``deliveries = [[ROUND, "M-1"], ...]``: rounds from 1 up (never going back), each a message id."""
+    out = []
+    last = 1
+    for i, e in enumerate(entries, 1):
+        if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and not isinstance(e[0], bool)
+                and isinstance(e[1], str)):
+            raise _err(source, f'deliveries entry {i} must be [ROUND, "MESSAGE_ID"], got {e!r}', "E_FIELD_TYPE")
+        rnd, mid = e
+        if not _MESSAGE_ID_RE.match(mid):
+            raise _err(source, f"deliveries entry {i}: {mid!r} is not a message id like 'M-3'", "E_FIELD_VALUE")
+        if rnd < last or rnd > settings.max_rounds:
+            raise _err(source, f"deliveries entry {i}: round {rnd} must be between {last} (the round before it) and "
+                               f"settings.max_rounds ({settings.max_rounds})", "E_FIELD_VALUE")
+        last = rnd
+        out.append((rnd, mid))
+    if out and stress is not None:
+        raise _err(source, "a stress scenario cannot carry a delivery schedule", "E_FIELD_VALUE")
+    return tuple(out)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(type(v).__name__)  # pragma: no cover
+
+
+def scenario_toml(sc: Scenario, comment: str = "") -> str:
+    """``sc`` as a scenario file that :func:`load_scenario` reads back equal (``comment``: lines put
+    first, each after ``# ``). Every setting is written, so the file does not depend on defaults."""
+    lines = [f"# {c}".rstrip() for c in comment.splitlines()]
+    top = {"name": sc.name, "description": sc.description, "seed": sc.seed, "start_time": sc.start_time,
+           "trace": sc.trace, "workers": list(sc.workers), "faults": list(sc.faults)}
+    if sc.policy is not None:
+        top["policy"] = sc.policy
+    lines += [f"{k} = {_toml_value(v)}" for k, v in top.items()]
+    if sc.deliveries:
+        lines.append("# the delivery schedule: [round, message id], delivered in this order; the run ends after the last")
+        lines.append("deliveries = [")
+        lines += [f"  [{r}, {_toml_value(m)}]," for r, m in sc.deliveries]
+        lines.append("]")
+    for t in sc.tasks:
+        lines += ["", "[[task]]", f"id = {_toml_value(t.id)}", f"goal = {_toml_value(t.goal)}",
+                  f"worker = {_toml_value(t.worker)}", f"kind = {_toml_value(t.kind)}"]
+        if t.after:
+            lines.append(f"after = {_toml_value(list(t.after))}")
+        if t.publish is not None:
+            lines.append(f"publish = {_toml_value(t.publish)}")
+        lines.append(f"budget = {t.budget}")
+    lines += ["", "[settings]"] + [f"{k} = {v}" for k, v in vars(sc.settings).items()]
+    if sc.stress is not None:
+        lines += ["", "[stress]"] + [f"{k} = {_toml_value(v)}" for k, v in vars(sc.stress).items()]
+    if sc.privacy:
+        lines += ["", "[privacy]", f"sensitive = {_toml_value(list(sc.privacy.sensitive))}"]
+        if sc.privacy.needs:
+            lines += ["", "[privacy.needs]"] + [f"{json.dumps(k)} = {_toml_value(list(v))}"
+                                                for k, v in sc.privacy.needs.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _privacy(table: dict, workers, source: str) -> Privacy:

@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from .agents import DONE, _Job
+from .errors import InputError
 from .machine import TaskState
 from .runtime import Outcome, deliver
 from .scenario import TaskSpec
 
-__all__ = ["Schedule"]
+__all__ = ["Schedule", "DeliveryPlan"]
 
 
 class Schedule:
@@ -100,22 +101,27 @@ class Schedule:
     # ---------------------------------------------------------------- the loop
 
     def _deliver_due(self) -> Iterator[Outcome]:
-        """Deliver what is due this round, one envelope at a time (a generator: the TUI steps it)."""
-        for env in self.bus.due(self.now):
-            out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
-            self._tasks.pop(env.task_id, None)
-            self.manager.on_delivery(env, out.decision)
-            w = self.workers.get(env.recipient)
-            intent = self.intents.get(env.message_id)
-            if w is not None:
-                w.on_delivery(env, out.decision, self.specs.get(env.task_id), intent)
-            if env.type == "fence" and out.decision == "accepted":
-                for wid in (intent.body if intent is not None else env.payload)["to"]:
-                    if wid in self.workers:
-                        self.workers[wid].on_fence(env)
-            if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
-                self.results[env.task_id] = env
-            yield out
+        """Deliver what is due this round, one envelope at a time (a generator: the TUI steps it).
+        A run with a delivery plan (:class:`DeliveryPlan`) delivers what the plan names instead."""
+        for env in (self.bus.due(self.now) if self.plan is None else self.plan.take(self)):
+            yield self.deliver_one(env)
+
+    def deliver_one(self, env) -> Outcome:
+        """Deliver ``env`` through the runtime now; the manager and its recipient hear the outcome."""
+        out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
+        self._tasks.pop(env.task_id, None)
+        self.manager.on_delivery(env, out.decision)
+        w = self.workers.get(env.recipient)
+        intent = self.intents.get(env.message_id)
+        if w is not None:
+            w.on_delivery(env, out.decision, self.specs.get(env.task_id), intent)
+        if env.type == "fence" and out.decision == "accepted":
+            for wid in (intent.body if intent is not None else env.payload)["to"]:
+                if wid in self.workers:
+                    self.workers[wid].on_fence(env)
+        if out.decision == "accepted" and env.type == "task_result" and env.payload.get("status") == "succeeded":
+            self.results[env.task_id] = env
+        return out
 
     def _settled_all(self) -> bool:
         st = self.scenario.stress
@@ -173,25 +179,15 @@ class Schedule:
 
         Exhausting it is :meth:`run`. After it ends, calling it again carries on from the
         current round (the TUI does so when a fault injected by hand puts more on the bus).
+        Each round is :meth:`begin_round`, the deliveries, :meth:`end_round`: a search over
+        delivery orders (:mod:`sim.explore`) calls the same three itself.
         """
         s = self.settings
-        quiet_for = 0
+        self._quiet_for = 0
         bar_total = self.scenario.stress.tasks if self.scenario.stress else len(self.specs)
         job = self.progress.add_task(f"{self.scenario.name} ({self.policy.name})", total=bar_total) if self.progress else None
         while self.now < s.max_rounds:
-            self.now += 1
-            self.sent_this_round = 0
-            self._expire_leases()
-            self.manager.act(self.now)
-            if self.fence is None and self._settled_all():
-                self._send_fence()
-            # A crashed worker's old body acts as soon as it notices the recovery: its stale
-            # commit races the recovered worker's, which is the case fencing must win.
-            for z in self.zombies:
-                z.act(self.now)
-            for wid in sorted(self.workers):
-                self.workers[wid].act(self.now)
-            self.bus.release_held(self.now)
+            self.begin_round()
             delivered = 0
             for out in self._deliver_due():
                 delivered += 1
@@ -199,13 +195,78 @@ class Schedule:
             if self.progress is not None and self.now % 25 == 0:
                 done = (self._stress_next - len(self.specs)) if self.scenario.stress else sum(self._settled(t) for t in self.specs)
                 self.progress.update(job, completed=done)
-            if self.sent_this_round or delivered:
-                quiet_for = 0
-            else:
-                quiet_for += 1
-            # Quiet long enough for every retry timer to have fired: nothing more will happen.
-            if quiet_for > s.retry_ticks and self._quiet():
+            if self.end_round(delivered):
                 break
         if self.progress is not None:
             self.progress.update(job, completed=bar_total)
+        self.finish()
+
+    def begin_round(self) -> None:
+        """A new round up to its deliveries: leases expired, then the manager, the fence, zombies and
+        workers act, and the transport releases what it held."""
+        self.now += 1
+        self.sent_this_round = 0
+        self._expire_leases()
+        self.manager.act(self.now)
+        if self.fence is None and self._settled_all():
+            self._send_fence()
+        # A crashed worker's old body acts as soon as it notices the recovery: its stale
+        # commit races the recovered worker's, which is the case fencing must win.
+        for z in self.zombies:
+            z.act(self.now)
+        for wid in sorted(self.workers):
+            self.workers[wid].act(self.now)
+        self.bus.release_held(self.now)
+
+    def end_round(self, delivered: int) -> bool:
+        """The round ends after ``delivered`` deliveries: whether the run is over (its delivery plan
+        is done, or it has been quiet long enough for every retry timer to have fired)."""
+        if self.plan is not None and self.plan.done:
+            return True
+        if self.sent_this_round or delivered:
+            self._quiet_for = 0
+        else:
+            self._quiet_for += 1
+        return self._quiet_for > self.settings.retry_ticks and self._quiet()
+
+    def finish(self) -> None:
+        """The run is over: count what it left unfinished; a delivery plan not played out is refused."""
+        if self.plan is not None and not self.plan.done:
+            self.plan.refuse_unfinished(self)
         self.unfinished = sum(1 for sp in self._tasks_in_play() if not self._settled(sp.id) and not self._blocked(sp))
+
+
+class DeliveryPlan:
+    """A scenario's explicit delivery schedule (``deliveries``): in round R the transport delivers
+    exactly the entries listed for R, in the order listed, and nothing else; the run ends right after
+    the last one. Each entry must name a message on the bus at that point (any due time, held back
+    or not): a schedule that names anything else is refused, so a plan replays one run exactly."""
+
+    def __init__(self, entries, source: str = "the scenario"):
+        self.entries = tuple(entries)
+        self.source = source
+        self.next = 0
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.entries)
+
+    def take(self, run) -> list:
+        out = []
+        while self.next < len(self.entries) and self.entries[self.next][0] == run.now:
+            rnd, mid = self.entries[self.next]
+            env = run.bus.pick(mid)
+            if env is None:
+                flight = ", ".join(e.message_id for e in run.bus.in_flight()) or "nothing"
+                raise InputError(
+                    f"{self.source}: delivery {self.next + 1} names {mid} in round {rnd}, which is not on the bus then "
+                    f"(in flight: {flight})", code="E_SCHEDULE")
+            out.append(env)
+            self.next += 1
+        return out
+
+    def refuse_unfinished(self, run) -> None:
+        rnd, mid = self.entries[self.next]
+        raise InputError(
+            f"{self.source}: delivery {self.next + 1} ({mid} in round {rnd}) never happened: the run ended at round "
+            f"{run.now}", code="E_SCHEDULE")

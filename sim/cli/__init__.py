@@ -15,6 +15,7 @@ The groups (a new command goes in its group's module):
     bench.py     bench intake, sim, writers, crash, lab, grade, trace, tui, startup
     course.py    exercise list, start, check, hint; kit student, classroom, verify; autograder; grade
     lab.py       lab (the menu), list, status, start, check, submit, verify
+    explore.py   explore (every delivery order to a depth), shrink (a failing run made minimal); bench explore
     browser.py   timeline (a run as one HTML page), browse (Datasette over a run); --serve lives on demo and tui
     common.py    shared options, opening --db, the console, tables, output_rows, progress bars, signals
 
@@ -28,7 +29,7 @@ import sys
 import typer
 
 from ..errors import ProtolabError
-from . import artifact, bench, browser, course, inspect, lab, machine, run, trace
+from . import artifact, bench, browser, course, explore, inspect, lab, machine, run, trace
 from .common import _click_errors, _interrupted
 
 __all__ = ["app", "main"]
@@ -70,7 +71,7 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 
 #: The top-level commands in the order 'protolab --help' lists them (a command not named here comes after them).
 _ORDER = ("init", "tour", "deliver", "messages", "events", "state", "run", "demo", "tui", "compare", "replay", "check",
-          "reconcile", "digest", "autograder", "grade")
+          "explore", "shrink", "reconcile", "digest", "autograder", "grade")
 
 
 def _name(info) -> str:
@@ -78,7 +79,7 @@ def _name(info) -> str:
 
 
 app.registered_commands = sorted(
-    (c for group in (run, inspect, course, browser) for c in group.commands.registered_commands),
+    (c for group in (run, inspect, explore, course, browser) for c in group.commands.registered_commands),
     key=lambda c: _ORDER.index(_name(c)) if _name(c) in _ORDER else len(_ORDER),
 )
 for _group, _group_name in ((machine.machine_app, "machine"), (artifact.artifact_app, "artifact"),

@@ -123,7 +123,8 @@ def run(
     scenario: str = SCENARIO_ARG,
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
     fault: List[str] = FAULT_OPT,
-    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="safe (the course's rules) or naive (last write wins); "
+                                         "default: the scenario's policy, else safe."),
     db: Path = DB_OPT,
     tasks: Optional[int] = typer.Option(None, "--tasks", help="For stress scenarios: how many tasks."),
     as_json: bool = JSON_OPT,
@@ -136,6 +137,7 @@ def run(
     from ..runner import run_scenario, summarize
 
     sc = _load_scenario(scenario, tasks)
+    policy = policy or sc.policy or "safe"  # a scenario written by explore or shrink pins its policy
     _check_run_args(policy, fault)
     plugins = _plugins(design, intake, effects, machine)
     _default_db_for(db, sc.name)

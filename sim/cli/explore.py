@@ -1,0 +1,205 @@
+"""Search and shrink: explore (every delivery order up to a depth), shrink (a failing run made minimal),
+and 'bench explore' (added to the bench group)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import InputError
+from ..palette import DECISION_STYLE as _DECISION_STYLE
+from .bench import bench_app
+from .common import (DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _check_run_args,
+                     _console, _load_scenario, _open, _plugins, _print_json, _progress, _styled, output_rows)
+
+commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
+
+_PATH_COLS = ["#", "round", "message", "type", "from", "to", "task", "decision"]
+
+
+def _path_rows(path) -> list[list]:
+    return [[i, s.round, s.message_id, s.type, s.sender, s.recipient, s.task_id, _styled(s.decision, _DECISION_STYLE)]
+            for i, s in enumerate(path, 1)]
+
+
+def _faults_of(fault: list[str], faults: Optional[str]) -> list[str]:
+    out = list(fault)
+    if faults:
+        out += [f.strip() for f in faults.split(",") if f.strip()]
+    return out
+
+
+def _write_new(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` whole (a partial file never stays): written aside, then renamed."""
+    tmp = out.with_name(f".{out.name}.partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {out}: {e.strerror or e}", code="E_WRITE") from None
+
+
+@commands.command()
+def explore(
+    scenario: str = SCENARIO_ARG,
+    fault: List[str] = FAULT_OPT,
+    faults: Optional[str] = typer.Option(None, "--faults", help="Faults as one comma-separated list (duplicate,late-failure); "
+                                         "with --fault, both count."),
+    depth: int = typer.Option(14, "--depth", min=1, help="How many deliveries deep to search."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="safe or naive (default: the scenario's policy, else safe)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the counterexample here as a scenario file "
+                                       "(protolab run FILE replays it)."),
+    as_json: bool = JSON_OPT,
+):
+    """Every delivery order of a small run up to --depth, breadth-first with state hashing: the first
+    invariant broken, by a shortest path (exit 1), or none (exit 0)."""
+    from ..explore import counterexample, explore as search, explore_args
+    from ..scenario import scenario_toml
+
+    sc = _load_scenario(scenario, None)
+    fs = _faults_of(fault, faults)
+    pol = policy or sc.policy or "safe"
+    _check_run_args(pol, fs)
+    explore_args(fs)
+    plugins = _plugins(design, intake, effects, machine)
+    if out is not None and out.suffix != ".toml":
+        raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)
+
+        def told(r) -> None:
+            bar.update(job, description=f"explore {sc.name} ({pol}): depth {r.depth_reached + 1} of {depth}, "
+                                        f"{r.states:,} states, {r.states_per_second:,.0f} states/s")
+
+        result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told, every=50)
+    found = result.found
+    ce = None
+    if found is not None:
+        ce = counterexample(sc, pol, found.path, found.faults)
+        if out is not None:
+            plugged = " ".join(f"--{k} {v}" for k, v in (("design", design), ("intake", intake), ("effects", effects),
+                                                          ("machine", machine)) if v is not None)
+            _write_new(out, scenario_toml(ce, comment=(
+                f"A counterexample found by: protolab explore {sc.name} --policy {pol} --faults {','.join(fs)} "
+                f"--depth {depth}{' ' + plugged if plugged else ''}\n"
+                f"{found.invariant} breaks after these {len(found.path)} deliveries (no shorter order breaks an invariant).\n"
+                f"Replay it: protolab run {out.name}{' ' + plugged if plugged else ''} --db counterexample.db && "
+                "protolab check --db counterexample.db")))
+    if as_json:
+        data = result.to_dict()
+        data["out"] = str(out) if out is not None and found is not None else None
+        _print_json(data)
+    else:
+        con = _console()
+        con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'}, depth {depth}"
+                  + (" (interrupted: what was reached so far)" if result.interrupted else ""), soft_wrap=True)
+        con.print(f"{result.states:,} states ({result.transitions:,} orders tried, the rest merged) in "
+                  f"{result.seconds:.2f} s: {result.states_per_second:,.0f} states/s; depth reached {result.depth_reached}",
+                  soft_wrap=True)
+        if found is not None:
+            con.print(f"[bold red]{found.invariant} BROKEN[/] after {len(found.path)} deliveries: no shorter order breaks "
+                      f"an invariant" + (f" (also broken: {', '.join(found.broken[1:])})" if len(found.broken) > 1 else ""),
+                      soft_wrap=True)
+            con.print(f"faults placed: {', '.join(found.faults) or 'none'}", soft_wrap=True)
+            output_rows("The shortest path", _PATH_COLS, _path_rows(found.path), con=con)
+            if out is not None:
+                con.print(f"wrote {out}: protolab run {out} --db counterexample.db && protolab check --db counterexample.db",
+                          soft_wrap=True)
+            else:
+                con.print("write it as a scenario with --out FILE.toml", soft_wrap=True)
+        elif result.exhausted:
+            con.print(f"[green]no invariant broken[/]: every order ends within {result.depth_reached} deliveries, so "
+                      "the search is exhaustive", soft_wrap=True)
+        elif result.interrupted:
+            con.print(f"no invariant broken in the {result.states:,} states reached before the interruption")
+        else:
+            con.print(f"[green]no invariant broken[/] in any order up to {depth} deliveries (orders go on past it)",
+                      soft_wrap=True)
+    if result.interrupted:
+        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C); what was reached is above\n")
+        raise typer.Exit(130)
+    if found is not None:
+        raise typer.Exit(1)
+
+
+@commands.command()
+def shrink(
+    db: Path = typer.Option(..., "--db", help="A run that breaks an invariant (from 'protolab run')."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the minimal scenario (.toml)."),
+    invariant: Optional[str] = typer.Option(None, "--invariant", help="Which broken invariant to keep (default: the first)."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="The run's scenario file, when it is not a shipped one."),
+    design: Optional[Path] = DESIGN_OPT,
+    intake: Optional[Path] = INTAKE_OPT,
+    effects: Optional[Path] = EFFECTS_OPT,
+    machine: Optional[Path] = MACHINE_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
+    faults and deliveries (delta debugging; removing any one more fault or delivery mends it)."""
+    from ..scenario import load_scenario, scenario_toml
+    from ..shrink import shrink as run_shrink
+
+    if out.suffix != ".toml":
+        raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    sc = load_scenario(scenario) if scenario else None
+    plugins = _plugins(design, intake, effects, machine)
+    with _open(db, readonly=True) as store, _progress(not as_json) as bar:
+        job = bar.add_task(f"shrink {db}", total=None)
+        result = run_shrink(store, scenario=sc, invariant=invariant, plugins=plugins,
+                            progress=lambda n: bar.update(job, description=f"shrink {db}: {n} runs"))
+    after = result.after
+    _write_new(out, scenario_toml(after, comment=(
+        f"{result.invariant} still breaks in this run, shrunk from {db} ({result.deliveries_before} deliveries, "
+        f"{len(result.before.tasks)} tasks, faults {', '.join(result.faults_before) or 'none'}).\n"
+        "Removing any one fault or delivery makes it hold." + ("" if not result.interrupted else
+                                                              "\n(interrupted: smaller than the run, maybe not minimal)")
+        + f"\nReplay it: protolab run {out.name} --db minimal.db && protolab check --db minimal.db")))
+    if as_json:
+        _print_json({**result.to_dict(), "out": str(out)})
+    else:
+        con = _console()
+        con.print(f"[bold]{result.invariant}[/] still breaks: {result.deliveries_before} deliveries -> "
+                  f"{len(after.deliveries)}, tasks {len(result.before.tasks)} -> {len(after.tasks)}, faults "
+                  f"{', '.join(result.faults_before) or 'none'} -> {', '.join(after.faults) or 'none'} ({result.runs} runs)",
+                  soft_wrap=True)
+        output_rows("The minimal schedule", ["#", "round", "message"],
+                    [[i, r, m] for i, (r, m) in enumerate(after.deliveries, 1)], con=con)
+        con.print(f"wrote {out}: protolab run {out} --db minimal.db && protolab check --db minimal.db", soft_wrap=True)
+    if result.interrupted:
+        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C); the smallest run found so far was written\n")
+        raise typer.Exit(130)
+
+
+@bench_app.command("explore")
+def bench_explore(
+    scenario: str = SCENARIO_ARG,
+    faults: str = typer.Option("duplicate,late-failure", "--faults", help="Comma-separated faults."),
+    depth: int = typer.Option(10, "--depth", min=1, help="Search depth."),
+    policy: str = typer.Option("safe", "--policy", help="safe (nothing found: the whole space to depth) or naive."),
+    as_json: bool = JSON_OPT,
+):
+    """States per second of 'explore' beside a floor: the same breadth-first search over a minimal
+    in-memory dict model of the protocol (no engine, no database)."""
+    from ..explore import bench as run
+
+    fs = [f.strip() for f in faults.split(",") if f.strip()]
+    _check_run_args(policy, fs)
+    sc = _load_scenario(scenario, None)
+    result = run(sc, policy=policy, faults=fs, depth=depth)
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"explore {sc.name} ({policy}, {', '.join(fs)}, depth {depth}): {result['states']:,} states, "
+        f"{result['transitions']:,} orders tried in {result['seconds']:.2f} s: {result['project_per_s']:,.0f} states/s "
+        f"(protolab)  |  floor {result['floor_per_s']:,.0f} states/s (dict model, {result['floor_states']:,} states)  |  "
+        f"ratio {result['ratio']:.3f}" + ("  |  exhausted" if result["exhausted"] else ""))

@@ -1,0 +1,411 @@
+"""Every delivery order of a small run, breadth-first, with state hashing.
+
+A seeded run shows one interleaving. :func:`explore` tries them all, up to a depth: the state is a
+run paused where its transport is about to deliver (the agents have acted this round), and its
+successors are one per message on the bus (:meth:`sim.faults.Bus.in_flight`, any due time: the
+network may reorder anything). Delivering one takes one round, like every round of a run with a
+delivery schedule (:class:`sim.schedule.DeliveryPlan`); a round with nothing on the bus passes by
+itself (timers fire: leases expire, senders retry) and is no choice. The depth counts deliveries.
+
+Breadth-first, so the first state that breaks an invariant is reached by a shortest path. Two
+orders that reach the same state are one: a state's fingerprint covers the store's state digest,
+what is on the bus (ids, keys, digests, due rounds), every agent's memory (requests sent, jobs,
+leases, timers, zombies), the transport's fault bookkeeping, the id counters and both random
+generators, so two states with one fingerprint have the same future. Invariants are judged on
+every new state (they read the run's history, not only its state) before it is merged.
+
+Successors are made by copying the paused run (:meth:`sim.store.Store.copy` for the database, a
+deep copy for the rest; the Faker generator is shared and its state restored before each use), so
+a state costs one delivery and one round, not a replay from the start.
+
+A path found is a plain scenario: the faults that fired, named by the message they hit, and the
+path as its ``deliveries`` (:func:`counterexample`); ``protolab run`` of it replays that run.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import InputError
+from .invariants import check
+from .policy import get_policy
+from .runner import Run, fault_specs, new_run
+from .scenario import Scenario
+
+__all__ = ["Step", "Found", "Exploration", "explore", "fingerprint", "counterexample", "start", "successors",
+           "placed_faults", "explore_args", "bench"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One delivery of a path: the round, the message, what it was and what intake decided."""
+
+    round: int
+    message_id: str
+    type: str
+    sender: str
+    recipient: str
+    task_id: str
+    decision: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A broken invariant and the shortest path to it."""
+
+    invariant: str
+    description: str
+    witness: dict
+    path: tuple[Step, ...]
+    faults: tuple[str, ...]  # the faults that fired on the path, each named by the message it hit
+    broken: tuple[str, ...]  # every invariant broken in that state
+
+    def to_dict(self) -> dict:
+        return {"invariant": self.invariant, "description": self.description, "witness": self.witness,
+                "broken": list(self.broken), "faults": list(self.faults), "deliveries": len(self.path),
+                "path": [s.to_dict() for s in self.path]}
+
+
+@dataclass
+class Exploration:
+    """What a search reached: states (distinct), transitions tried, the depth fully explored, whether
+    every order ended within it (exhausted), how long it took, and the first break found."""
+
+    scenario: str
+    policy: str
+    faults: tuple[str, ...]
+    depth: int
+    states: int = 0
+    transitions: int = 0
+    depth_reached: int = 0
+    exhausted: bool = False
+    interrupted: bool = False
+    seconds: float = 0.0
+    found: Found | None = None
+    ended: int = 0  # states in which the run was over (nothing more would happen)
+
+    @property
+    def states_per_second(self) -> float:
+        return self.transitions / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"scenario": self.scenario, "policy": self.policy, "faults": list(self.faults), "depth": self.depth,
+                "states": self.states, "transitions": self.transitions, "depth_reached": self.depth_reached,
+                "exhausted": self.exhausted, "interrupted": self.interrupted, "seconds": round(self.seconds, 3),
+                "states_per_second": round(self.states_per_second, 1), "ended": self.ended,
+                "found": self.found.to_dict() if self.found else None}
+
+
+class _Placing:
+    """Stands in for the transport's recorder: notes which message each fault hit, then records it
+    as before (a deep copy of the run copies it, bound to the copy)."""
+
+    def __init__(self, record):
+        self.record = record
+        self.placed: list[tuple[str, str]] = []  # (selector as given, message id)
+
+    def __call__(self, fault: str, env, detail: dict) -> None:
+        self.placed.append((detail.get("selector", fault), env.message_id))
+        self.record(fault, env, detail)
+
+
+@dataclass
+class _Node:
+    run: Run
+    path: tuple[Step, ...]
+    fake_state: object
+    ended: bool = False
+
+
+def explore_args(faults) -> None:
+    """Refuse what a search cannot place: a rate selector draws from the run's generator per send,
+    so it is no placement; name a fault (its first target), a message id or a type."""
+    from .faults import parse_fault
+
+    for f in faults:
+        if parse_fault(f).kind == "rate":
+            raise InputError(f"explore places faults itself: {f} is a rate; give the fault's name, a message id or "
+                             "a type", code="E_USAGE")
+
+
+def _advance(run: Run) -> bool:
+    """From the end of a round to the next point where something is on the bus (agents acted): True;
+    False when the run is over first."""
+    while run.now < run.settings.max_rounds:
+        run.begin_round()
+        if run.bus.in_flight():
+            return True
+        if run.end_round(0):
+            return False
+    return False
+
+
+def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None) -> _Node:
+    """The first state of a search: a run (in memory) paused before its first delivery."""
+    if scenario.stress is not None:
+        raise InputError(f"{scenario.name} is a stress scenario; explore takes a scenario with a fixed task list",
+                         code="E_USAGE")
+    explore_args(faults)
+    design, rulebook, plugged = None, None, None
+    if plugins is not None and plugins.any():
+        design, pol, rulebook = plugins.load(policy)
+        plugged = plugins.meta()
+    else:
+        pol = get_policy(policy)
+    sc = dataclasses.replace(scenario, deliveries=())
+    run = new_run(sc, pol, seed, fault_specs(sc, faults), None, design=design, rulebook=rulebook, plugged=plugged)
+    run.bus._record = _Placing(run.bus._record)
+    ended = not _advance(run)
+    return _Node(run, (), run.fake.random.getstate(), ended)
+
+
+def _fork(run: Run) -> Run:
+    """A copy of a paused run: its database copied, the rest deep-copied (what never changes shared)."""
+    memo = {id(run.store): run.store.copy(), id(run.fake): run.fake, id(run.scenario): run.scenario,
+            id(run.policy): run.policy, id(run.design): run.design, id(run.progress): run.progress,
+            id(run.settings): run.settings}
+    for intent in run.intents.values():  # frozen: shared, never copied
+        memo[id(intent)] = intent
+    for env in (*run.results.values(), *(e for _d, _s, e in run.bus._heap), *(e for _t, e in run.bus._held)):
+        memo[id(env)] = env
+    memo[id(run._tasks)] = {}  # the task cache: read again from the copy
+    return copy.deepcopy(run, memo)
+
+
+def successors(node: _Node):
+    """(message id, the state after delivering it) for each message on the bus, in the bus's order."""
+    for env in node.run.bus.in_flight():
+        child = _fork(node.run)
+        child.fake.random.setstate(node.fake_state)
+        picked = child.bus.pick(env.message_id)
+        out = child.deliver_one(picked)
+        step = Step(child.now, picked.message_id, picked.type, picked.sender, picked.recipient, picked.task_id,
+                    out.decision)
+        ended = child.end_round(1) or not _advance(child)
+        yield _Node(child, node.path + (step,), child.fake.random.getstate(), ended)
+
+
+def _env(e) -> tuple:
+    return (e.message_id, e.type, e.task_id, e.idempotency_key, e.payload_digest, e.schema_version)
+
+
+def _timeless(rows) -> list:
+    """Rows without the columns that say when (a tick, a time): what they say, not when it happened."""
+    return [sorted((k, v) for k, v in r.items() if not (k.endswith("tick") or k.endswith("_at") or k == "at"))
+            for r in rows]
+
+
+def fingerprint(run: Run) -> str:
+    """What decides a paused run's future, hashed: equal fingerprints, the same future.
+
+    The store's state rows (tasks, transitions, intents, artifacts, effects, approvals, budget) without
+    the columns that say *when*; what is on the bus; every agent's memory; the transport's fault
+    bookkeeping; the id counters and both random generators. Time is kept only as it decides what
+    happens next: each timer as its age now, capped just past the longest wait any rule compares it
+    with (an age past the cap behaves like the cap). So two orders that reach the same rows at
+    different rounds, with the same timers pending, are one state."""
+    st, now, bus, m = run.settings, run.now, run.bus, run.manager
+    cap = max(st.lease_ticks, st.work_ticks, st.retry_ticks, st.delay_ticks, st.zombie_ticks, st.gather_ticks,
+              bus.max_hold) + 1
+
+    def age(t):
+        return t if t is None or t < 0 else min(now - t, cap)
+
+    def jobs(w):
+        return sorted((tid, j.lease, age(j.started_at), j.start_tries, j.result.message_id if j.result else None,
+                       age(j.result_at), j.result_tries, j.inputs) for tid, j in w.jobs.items())
+
+    store = run.store
+    parts = (
+        _timeless(store.tasks()), _timeless(store.transitions()), _timeless(store.intents()),
+        _timeless(store.artifacts()), _timeless(store.effects()), _timeless(store.approvals()),
+        _timeless(store.budget_ledger()),
+        run.epoch, run.fence.message_id if run.fence else None, min(run._quiet_for, cap),
+        sorted(run.ids.items()), sorted((k, v.message_id) for k, v in run.results.items()),
+        sorted((k, age(v)) for k, v in run.heartbeat.items()), sorted(run.sent_meta.items()), sorted(run._seq.items()),
+        sorted(_env(e) for _d, _s, e in bus._heap), sorted((age(t), *_env(e)) for t, e in bus._held),
+        sorted(bus._default_used), sorted(bus.matched.items()), sorted(bus.silenced), [_env(e) for e in bus.pending_late],
+        sorted((t, age(r.sent), r.tries, r.version) for t, r in m.sent.items()), [e.message_id for e in m.acks],
+        sorted((k, age(v)) for k, v in m.gather_open.items()), list(m.timed_out),
+        [(wid, w.generation, w.dead, [f.message_id for f in w.fences], jobs(w)) for wid, w in sorted(run.workers.items())],
+        [(z.worker.id, z.worker.generation, z.task_id, z.lease, age(z.woke), z.done) for z in run.zombies],
+        [(t, lease, w.id, w.generation) for t, lease, w in run.orphans],
+        hash(run.rng.getstate()), hash(run.fake.random.getstate()),
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def placed_faults(run: Run) -> tuple[str, ...]:
+    """The faults that fired in ``run``, each named by the message it hit (``duplicate:M-6``), in the
+    order they fired: the same placement as the selectors given, written out."""
+    out = []
+    for selector, mid in run.bus._record.placed:
+        name = selector.split(":", 1)[0]
+        text = f"{name}:{mid}"
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str = "counterexample") -> Scenario:
+    """The scenario that replays ``path``: the faults placed on the messages they hit, the path as
+    its delivery schedule, the policy pinned."""
+    return dataclasses.replace(scenario, name=f"{scenario.name}-{suffix}", faults=tuple(faults), policy=policy,
+                               deliveries=tuple((s.round, s.message_id) for s in path),
+                               description=f"{len(path)} deliveries of {scenario.name} in one order")
+
+
+def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), depth: int = 14,
+            plugins=None, progress: Callable[[Exploration], None] | None = None, every: int = 200,
+            interrupt: Callable[[], bool] | None = None) -> Exploration:
+    """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, breadth-first; stop at
+    the first state that breaks an invariant (its path is a shortest one). ``progress(result)`` is told
+    every ``every`` states; Ctrl-C ends the search with what was reached (``interrupted``)."""
+    if depth < 1:
+        raise InputError("--depth must be at least 1", code="E_USAGE")
+    result = Exploration(scenario.name, policy, tuple(faults), depth)
+    t0 = time.perf_counter()
+    root = start(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins)
+    seen = {fingerprint(root.run)}
+    result.states = 1
+    level = deque([root]) if not root.ended else deque()
+    result.ended = int(root.ended)
+    try:
+        for d in range(1, depth + 1):
+            nxt: deque[_Node] = deque()
+            while level:
+                node = level.popleft()
+                for child in successors(node):
+                    result.transitions += 1
+                    broken = [r for r in check(child.run.store) if not r.ok]
+                    if broken:
+                        first = broken[0]
+                        result.found = Found(first.name, first.description, first.witnesses[0], child.path,
+                                             placed_faults(child.run), tuple(r.name for r in broken))
+                        result.depth_reached = d
+                        return result
+                    fp = fingerprint(child.run)
+                    if fp in seen:
+                        child.run.store.close()
+                        continue
+                    seen.add(fp)
+                    result.states += 1
+                    if child.ended:
+                        result.ended += 1
+                        child.run.store.close()
+                    else:
+                        nxt.append(child)
+                    if progress is not None and result.transitions % every == 0:
+                        result.seconds = time.perf_counter() - t0
+                        progress(result)
+                node.run.store.close()
+            result.depth_reached = d
+            level = nxt
+            if not level:
+                result.exhausted = True
+                break
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        result.seconds = time.perf_counter() - t0
+        for node in level:
+            node.run.store.close()
+    return result
+
+
+# ---------------------------------------------------------------------------- the benchmark's floor
+
+
+def _floor_search(scenario: Scenario, faults, depth: int) -> tuple[int, int]:
+    """The same breadth-first search with state hashing over a minimal in-memory dict model of the
+    story (no engine, no database): tasks move ready -> running -> succeeded on request, start and
+    result; a publishing result commits its effect once; each worker answers when started; a manager
+    assigns a task when its inputs succeeded and acks starts and results; ``duplicate`` delivers the
+    first publishing result twice, ``late-failure`` sends a failure after the first success. Returns
+    (states, transitions)."""
+    names = {f.split(":", 1)[0] for f in faults}
+    specs = {t.id: t for t in scenario.tasks}
+
+    def sends(state: dict, msg: tuple) -> list[tuple]:
+        kind, tid, n = msg
+        out = []
+        if kind == "request":
+            out.append(("started", tid, n))
+        elif kind == "started":
+            out += [("ack", tid, n), ("result", tid, n)]
+            if "duplicate" in names and specs[tid].publish and not state["dup"]:
+                state["dup"] = True
+                out.append(("result", tid, n + 1))
+            if "late-failure" in names and not state["late"]:
+                state["late"] = True
+                out.append(("failed", tid, n))
+        elif kind == "result":
+            out.append(("ack", tid, n))
+            for t in specs.values():
+                if tid in t.after and t.id not in state["tasks"]:
+                    out.append(("request", t.id, 0))
+        return out
+
+    def deliver(state: dict, msg: tuple) -> dict:
+        s = {"tasks": dict(state["tasks"]), "effects": set(state["effects"]), "flight": list(state["flight"]),
+             "dup": state["dup"], "late": state["late"]}
+        s["flight"].remove(msg)
+        kind, tid, _n = msg
+        cur = s["tasks"].get(tid)
+        if kind == "request" and cur is None:
+            s["tasks"][tid] = "ready"
+        elif kind == "started" and cur == "ready":
+            s["tasks"][tid] = "running"
+        elif kind == "result" and cur == "running":
+            s["tasks"][tid] = "succeeded"
+            if specs[tid].publish:
+                s["effects"].add(("publish", tid))
+        s["flight"] += sends(s, msg)
+        return s
+
+    def key(s: dict):
+        return (tuple(sorted(s["tasks"].items())), tuple(sorted(s["effects"])), tuple(sorted(s["flight"])),
+                s["dup"], s["late"])
+
+    roots = [t.id for t in scenario.tasks if not t.after]
+    root = {"tasks": {}, "effects": set(), "flight": [("request", t, 0) for t in roots], "dup": False, "late": False}
+    seen, level, transitions = {key(root)}, [root], 0
+    for _ in range(depth):
+        nxt = []
+        for s in level:
+            for msg in sorted(set(s["flight"])):
+                child = deliver(s, msg)
+                transitions += 1
+                k = key(child)
+                if k not in seen:
+                    seen.add(k)
+                    nxt.append(child)
+        level = nxt
+        if not level:
+            break
+    return len(seen), transitions
+
+
+def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "late-failure"), depth: int = 10) -> dict:
+    """'protolab bench explore': states per second of :func:`explore` beside the floor (the same search
+    over a dict model), measured in the same run."""
+    result = explore(scenario, policy=policy, faults=faults, depth=depth)
+    t0 = time.perf_counter()
+    floor_states, floor_transitions = _floor_search(scenario, faults, depth)
+    floor_s = max(time.perf_counter() - t0, 1e-9)
+    project = result.states_per_second
+    floor = floor_transitions / floor_s
+    return {"scenario": scenario.name, "policy": policy, "faults": list(faults), "depth": depth,
+            "states": result.states, "transitions": result.transitions, "seconds": round(result.seconds, 3),
+            "exhausted": result.exhausted, "found": result.found.invariant if result.found else None,
+            "project_per_s": round(project, 1), "floor_states": floor_states, "floor_transitions": floor_transitions,
+            "floor_seconds": round(floor_s, 4), "floor_per_s": round(floor, 1), "ratio": round(project / floor, 4)}
