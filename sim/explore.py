@@ -39,7 +39,7 @@ from .runner import Run, fault_specs, new_run
 from .scenario import Scenario
 
 __all__ = ["Step", "Found", "Exploration", "explore", "fingerprint", "counterexample", "start", "successors",
-           "placed_faults", "explore_args", "bench"]
+           "placed_faults", "explore_args", "bench", "settle"]
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, 
     run = new_run(sc, pol, seed, fault_specs(sc, faults), None, design=design, rulebook=rulebook, plugged=plugged)
     run.bus._record = _Placing(run.bus._record)
     ended = not _advance(run)
-    return _Node(run, (), run.fake.random.getstate(), ended)
+    return _Node(run, (), run.fake.random.getstate(), ended)  # (the first state: nothing to judge)
 
 
 def _fork(run: Run) -> Run:
@@ -182,7 +182,8 @@ def _fork(run: Run) -> Run:
 
 
 def successors(node: _Node):
-    """(message id, the state after delivering it) for each message on the bus, in the bus's order."""
+    """The state after delivering each message on the bus, in the bus's order, at the end of that
+    delivery's round (:func:`settle` carries it on to its next choice)."""
     for env in node.run.bus.in_flight():
         child = _fork(node.run)
         child.fake.random.setstate(node.fake_state)
@@ -190,8 +191,16 @@ def successors(node: _Node):
         out = child.deliver_one(picked)
         step = Step(child.now, picked.message_id, picked.type, picked.sender, picked.recipient, picked.task_id,
                     out.decision)
-        ended = child.end_round(1) or not _advance(child)
-        yield _Node(child, node.path + (step,), child.fake.random.getstate(), ended)
+        yield _Node(child, node.path + (step,), None, child.end_round(1))
+
+
+def settle(node: _Node) -> _Node:
+    """Carry a state just delivered on to its next choice (the rounds up to it: the agents act, timers
+    fire); ``ended`` when the run is over first. The invariants are judged before: a run of the path
+    as a delivery schedule ends right after its last delivery, in the state judged."""
+    node.ended = node.ended or not _advance(node.run)
+    node.fake_state = node.run.fake.random.getstate()
+    return node
 
 
 def _env(e) -> tuple:
@@ -293,6 +302,7 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                                              placed_faults(child.run), tuple(r.name for r in broken))
                         result.depth_reached = d
                         return result
+                    settle(child)
                     fp = fingerprint(child.run)
                     if fp in seen:
                         child.run.store.close()

@@ -1,0 +1,259 @@
+"""explore (every delivery order, breadth-first) and shrink (a failing run made minimal), and the
+delivery schedules they write: checked against an independent brute force and against 'protolab run'."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+import pytest
+
+from sim.cli import main
+from sim.explore import explore, settle, start, successors
+from sim.invariants import check
+from sim.runner import new_run, run_scenario
+from sim.policy import get_policy
+from sim.runner import fault_specs
+from sim.scenario import load_scenario, parse_scenario, scenario_toml
+from sim.schedule import DeliveryPlan
+from sim.shrink import breaks, shrink
+from sim.store import Store
+
+TINY = parse_scenario({
+    "name": "tiny-publish", "workers": ["researcher"],
+    "task": [{"id": "T-1", "goal": "collect and publish", "worker": "researcher", "publish": "R-9"}],
+    "settings": {"work_ticks": 1},
+}, source="tiny")
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+# ---------------------------------------------------------------- an independent brute force
+
+
+class _Choice(Exception):
+    def __init__(self, now, ids):
+        self.now, self.ids = now, ids
+
+
+class _Probe(DeliveryPlan):
+    """A schedule that, once played, stops the run where the next delivery would be chosen."""
+
+    @property
+    def done(self) -> bool:
+        return False
+
+    def take(self, run):
+        if self.next >= len(self.entries) and run.bus.in_flight():
+            raise _Choice(run.now, [e.message_id for e in run.bus.in_flight()])
+        return super().take(run)
+
+    def refuse_unfinished(self, run) -> None:
+        pass
+
+
+def _probe(sc, policy, faults, prefix):
+    """Play ``prefix`` through the ordinary rounds (Run.steps): (broken invariants, the next choices or None)."""
+    run = new_run(sc, get_policy(policy), None, fault_specs(sc, faults), None)
+    run.plan = _Probe(prefix)
+    try:
+        run.run()
+        choice = None
+    except _Choice as c:
+        choice = c
+    try:
+        broken = {r.name for r in check(run.store) if not r.ok}
+    finally:
+        run.store.close()
+    return broken, choice
+
+
+def _brute_force(sc, policy, faults, depth):
+    """Every order up to ``depth`` deliveries, no state merging: the length of the shortest breaking
+    one (None: none), and how many orders were played."""
+    shortest, played = None, 0
+    stack = [()]
+    while stack:
+        prefix = stack.pop()
+        broken, choice = _probe(sc, policy, faults, prefix)
+        played += 1
+        if broken:
+            shortest = len(prefix) if shortest is None else min(shortest, len(prefix))
+            continue
+        if choice is None or len(prefix) >= depth:
+            continue
+        stack += [prefix + ((choice.now, mid),) for mid in choice.ids]
+    return shortest, played
+
+
+def test_under_naive_explore_finds_a_break_by_a_path_no_brute_force_order_beats():
+    result = explore(TINY, policy="naive", faults=["duplicate"], depth=8)
+    assert result.found is not None and result.found.invariant == "EFFECT_AT_MOST_ONCE"
+    shortest, played = _brute_force(TINY, "naive", ["duplicate"], 8)
+    assert played > len(result.found.path)  # the brute force really tried several orders
+    assert len(result.found.path) == shortest == 4
+    assert [s.message_id for s in result.found.path][-2:] == ["M-3", "M-3"]  # the publishing result, twice
+
+
+def test_under_safe_explore_finds_nothing_and_says_its_search_was_exhaustive():
+    result = explore(TINY, policy="safe", faults=["duplicate"], depth=30)
+    assert result.found is None
+    assert result.exhausted and result.depth_reached == 9  # every order of this run ends within 9 deliveries
+    assert result.ended >= 1 and result.transitions > result.states - 1  # some orders merged
+    shortest, played = _brute_force(TINY, "safe", ["duplicate"], 6)
+    assert shortest is None and played > 20
+
+
+@pytest.mark.slow
+def test_under_safe_two_faults_break_nothing_in_any_order_of_the_tiny_run():
+    result = explore(TINY, policy="safe", faults=["duplicate", "late-failure"], depth=30)
+    assert result.found is None and result.exhausted and result.depth_reached == 10
+
+
+def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_path_reaches():
+    """Forks (a store copy and a deep copy) agree with the engine playing the path from the start."""
+    level = [start(load_scenario("publish-report"), policy="naive", faults=["duplicate", "late-failure"])]
+    checked = 0
+    for _ in range(6):
+        nxt = []
+        for node in level:
+            for child in successors(node):
+                sc = dataclasses.replace(load_scenario("publish-report"),
+                                         deliveries=tuple((s.round, s.message_id) for s in child.path))
+                store = run_scenario(sc, policy="naive", faults=["duplicate", "late-failure"], strict_faults=False)
+                try:
+                    assert store.state_digest() == child.run.store.state_digest(), child.path
+                    assert [d["message_id"] for d in store.deliveries()] == [s.message_id for s in child.path]
+                finally:
+                    store.close()
+                checked += 1
+                nxt.append(settle(child))
+        level = nxt
+    assert checked > 20
+
+
+def test_the_shipped_story_under_safe_breaks_nothing_to_depth_8():
+    result = explore(load_scenario("publish-report"), policy="safe", faults=["duplicate", "late-failure"], depth=8)
+    assert result.found is None and result.depth_reached == 8 and result.states > 50
+
+
+def test_explore_writes_a_counterexample_that_run_and_check_reproduce_byte_for_byte(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _cli(capsys, "explore", "publish-report", "--faults", "duplicate", "--policy", "naive",
+                        "--depth", "12", "--out", "ce.toml")
+    assert code == 1  # a break found
+    assert "EFFECT_AT_MOST_ONCE BROKEN after 9 deliveries" in out
+    sc = load_scenario(str(tmp_path / "ce.toml"))
+    assert sc.policy == "naive" and sc.faults == ("duplicate:M-6",) and len(sc.deliveries) == 9
+    assert sc.deliveries[-2:] == ((8, "M-6"), (9, "M-6"))
+    for db in ("a.db", "b.db"):
+        code, _, err = _cli(capsys, "run", "ce.toml", "--db", db)
+        assert code == 0, err
+    assert (tmp_path / "a.db").read_bytes() == (tmp_path / "b.db").read_bytes()
+    code, out, _ = _cli(capsys, "check", "--db", "a.db", "--json")
+    assert code == 1
+    with Store.open(tmp_path / "a.db", readonly=True) as store:
+        assert [(d["tick"], d["message_id"]) for d in store.deliveries()] == list(sc.deliveries)
+        assert {r.name for r in check(store) if not r.ok} == {"EFFECT_AT_MOST_ONCE"}
+
+
+def test_explore_json_under_safe_says_nothing_was_found(capsys):
+    code, out, _ = _cli(capsys, "explore", "publish-report", "--faults", "duplicate,late-failure", "--depth", "4", "--json")
+    assert code == 0
+    import json
+
+    data = json.loads(out)
+    assert data["found"] is None and data["depth_reached"] == 4 and data["states"] >= 4
+
+
+def test_explore_refuses_a_rate_fault_and_an_unknown_policy_in_one_line(capsys):
+    code, out, err = _cli(capsys, "explore", "publish-report", "--faults", "duplicate:0.5")
+    assert code == 2 and err.startswith("error: E_USAGE:") and err.count("\n") == 1
+    code, out, err = _cli(capsys, "explore", "publish-report", "--policy", "lazy")
+    assert code == 2 and err.startswith("error: E_UNKNOWN_POLICY:")
+
+
+def test_a_schedule_naming_a_message_not_on_the_bus_is_refused(tmp_path, capsys):
+    sc = dataclasses.replace(load_scenario("publish-report"), deliveries=((1, "M-1"), (2, "M-9")))
+    f = tmp_path / "bad.toml"
+    f.write_text(scenario_toml(sc))
+    code, _, err = _cli(capsys, "run", str(f), "--db", str(tmp_path / "x.db"))
+    assert code == 2 and err.startswith("error: E_SCHEDULE:") and "M-9" in err
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("entries, word", [([[0, "M-1"]], "round 0"), ([[2, "M-1"], [1, "M-2"]], "round 1"),
+                                           ([[1, "nope"]], "not a message id"), ([["1", "M-1"]], "ROUND")])
+def test_a_malformed_schedule_is_refused_with_what_is_allowed(entries, word):
+    from sim.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        parse_scenario({"name": "x", "workers": ["researcher"], "deliveries": entries,
+                        "task": [{"id": "T-1", "goal": "g", "worker": "researcher"}]}, source="x.toml")
+    assert word in str(e.value)
+
+
+def test_a_scenario_file_round_trips_with_its_schedule_and_policy():
+    for name in ("publish-report", "fan-out", "sensitive-source"):
+        sc = dataclasses.replace(load_scenario(name), policy="naive", deliveries=((1, "M-1"), (2, "M-2"), (2, "A-1")))
+        assert parse_scenario(tomllib.loads(scenario_toml(sc, "a comment")), source="x") == sc
+
+
+# ---------------------------------------------------------------- shrink
+
+
+def _one_minimal(sc, invariant, policy):
+    for i in range(len(sc.deliveries)):
+        fewer = dataclasses.replace(sc, deliveries=sc.deliveries[:i] + sc.deliveries[i + 1:])
+        if fewer.deliveries and breaks(fewer, invariant, policy=policy, seed=sc.seed):
+            return f"without delivery {i + 1}"
+    for i in range(len(sc.faults)):
+        fewer = dataclasses.replace(sc, faults=sc.faults[:i] + sc.faults[i + 1:])
+        if breaks(fewer, invariant, policy=policy, seed=sc.seed):
+            return f"without fault {sc.faults[i]}"
+    return None
+
+
+def test_shrink_gives_a_1_minimal_run_that_still_breaks_the_same_invariant(tmp_path, capsys):
+    db = tmp_path / "failing.db"
+    run_scenario(load_scenario("publish-report"), policy="naive", faults=["duplicate", "late-failure"], db=db).close()
+    code, out, err = _cli(capsys, "shrink", "--db", str(db), "-o", str(tmp_path / "minimal.toml"),
+                          "--invariant", "EFFECT_AT_MOST_ONCE")
+    assert code == 0, err
+    assert "17 deliveries ->" in out
+    sc = load_scenario(str(tmp_path / "minimal.toml"))
+    assert 0 < len(sc.deliveries) < 17
+    assert breaks(sc, "EFFECT_AT_MOST_ONCE", policy="naive", seed=sc.seed)
+    assert _one_minimal(sc, "EFFECT_AT_MOST_ONCE", "naive") is None
+    assert any(f.startswith("duplicate:") for f in sc.faults)  # what publishes twice stays
+    code, _, err = _cli(capsys, "run", str(tmp_path / "minimal.toml"), "--db", str(tmp_path / "m.db"))
+    assert code == 0, err
+    code, _, _ = _cli(capsys, "check", "--db", str(tmp_path / "m.db"))
+    assert code == 1
+
+
+def test_shrink_drops_a_task_the_failure_does_not_need():
+    sc = load_scenario("fan-out")
+    store = run_scenario(sc, policy="naive", faults=["late-failure"])
+    try:
+        broken = [r.name for r in check(store) if not r.ok]
+        assert "NO_STATE_REGRESSION" in broken
+        result = shrink(store, invariant="NO_STATE_REGRESSION")
+    finally:
+        store.close()
+    assert len(result.after.tasks) == 1  # one researcher's task, its late failure: the rest goes
+    assert breaks(result.after, "NO_STATE_REGRESSION", policy="naive", seed=0)
+    assert _one_minimal(result.after, "NO_STATE_REGRESSION", "naive") is None
+
+
+def test_shrink_refuses_a_run_that_breaks_nothing(tmp_path, capsys):
+    db = tmp_path / "ok.db"
+    run_scenario(load_scenario("publish-report"), policy="safe", faults=["duplicate"], db=db).close()
+    code, _, err = _cli(capsys, "shrink", "--db", str(db), "-o", str(tmp_path / "m.toml"))
+    assert code == 2 and err.startswith("error: E_SHRINK_NOT_FAILING:")
+    assert not (tmp_path / "m.toml").exists()
