@@ -208,10 +208,33 @@ def _default_db_for(db: Path, scenario: str) -> None:
                      "(use --db FILE to keep runs side by side)\n")
 
 
+def _tui_here() -> bool:
+    """A TUI can be shown: a terminal, or a browser tab (a process textual-serve started)."""
+    from ..web.serve import served_here
+
+    return _interactive() or served_here()
+
+
+SERVE_OPT = typer.Option(False, "--serve", help="Serve the TUI to a browser on localhost (textual-serve); the URL is "
+                         "printed; each tab is its own run; Ctrl-C stops it.")
+PORT_OPT = typer.Option(8000, "--port", min=0, max=65535, help="With --serve: the port on localhost (0: any free port).")
+
+
+def _serve(argv: list[str], *, port: int, title: str, run_db: str | None = None) -> None:
+    """``protolab ARGV`` served to a browser until Ctrl-C (sim.web.serve)."""
+    from ..web.serve import serve_tui
+
+    def ready(url: str) -> None:
+        print(f"serving '{title}' at {url}  (each browser tab is its own run; Ctrl-C stops it)", flush=True)
+
+    serve_tui(argv, port=port, title=title, ready=ready, run_db=run_db)
+    sys.stderr.write("stopped\n")
+
+
 def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plugins=None) -> None:
     """Open the TUI on a live run of ``sc`` written to ``db`` (headless: run it through, print).
     The caller has checked policy and faults."""
-    if headless or not _interactive():
+    if headless or not _tui_here():
         if not headless:
             sys.stderr.write(
                 f"protolab: not a terminal, so no TUI: running {sc.name} through instead "
@@ -236,7 +259,8 @@ def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plug
         raise app.failure
     for unmatched in live.unmatched_faults():
         sys.stderr.write(f"note: fault selector {unmatched} matched no message in this run\n")
-    print(f"the run is in {db}: protolab check --db {db}  |  protolab tui --db {db}")
+    if _interactive():  # a served tab's stdout is the web driver's: nothing more goes there
+        print(f"the run is in {db}: protolab check --db {db}  |  protolab tui --db {db}")
 
 
 @commands.command()
@@ -249,6 +273,8 @@ def demo(
     headless: bool = typer.Option(False, "--headless", help="No TUI: run it through and print the result."),
     design: List[Path] = typer.Option([], "--design", help="An envelope design (.py). With 'run': watch it live. "
                                       "With 'regression': one design beside the reference design, or two side by side."),
+    serve: bool = SERVE_OPT,
+    port: int = PORT_OPT,
 ):
     """Open the TUI on the default scenario (seed 0), live, on protolab.db in this folder."""
     if mode not in ("run", "regression"):
@@ -256,6 +282,14 @@ def demo(
     sc = _load_scenario("publish-report", None)
     _check_run_args("safe", fault)
     designs = _designs(design)
+    if serve:
+        if headless:
+            raise InputError("--serve shows the TUI in a browser; --headless shows none: give one of them", code="E_USAGE")
+        argv = ["demo", mode, *(["--seed", str(seed)] if seed is not None else []),
+                *[x for f in fault for x in ("--fault", f)], *(["--paused"] if paused else []),
+                *[x for d in design for x in ("--design", str(Path(d).resolve()))]]
+        _serve(argv, port=port, title="protolab demo " + mode, run_db="--db" if mode == "run" else None)
+        return
     if mode == "run":
         if len(designs) > 1:
             raise InputError("'demo run' takes one --design; 'demo regression' shows two side by side", code="E_USAGE")
@@ -268,7 +302,7 @@ def demo(
 
 
 def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> None:
-    if headless or not _interactive():
+    if headless or not _tui_here():
         if not headless:
             sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two sides instead\n")
         compare(scenario=sc.name, seed=seed, fault=fault, as_json=False, design=list(designs), tasks=None)
@@ -310,15 +344,21 @@ def tui(
     intake: Optional[Path] = INTAKE_OPT,
     effects: Optional[Path] = EFFECTS_OPT,
     machine: Optional[Path] = MACHINE_OPT,
+    serve: bool = SERVE_OPT,
+    port: int = PORT_OPT,
 ):
     """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
     live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine)) or policy != "safe"
+    if serve:
+        _serve_tui_args(scenario, seed=seed, fault=fault, policy=policy, db=db, paused=paused, design=design,
+                        intake=intake, effects=effects, machine=machine, port=port, live=live_flags)
+        return
     if scenario is None and db is not None and not live_flags:
         from ..store import Store
 
         store = Store.open(db, readonly=True)
         try:
-            if not _interactive():
+            if not _tui_here():
                 raise InputError("the TUI needs a terminal; for a finished run try 'protolab state/events/messages --db "
                                  f"{db}'", code="E_NOT_A_TERMINAL")
             from ..tui.app import ProtolabApp
@@ -333,11 +373,31 @@ def tui(
     from ..runner import refuse_lab_run
 
     refuse_lab_run(db or DEFAULT_DB)  # a lab's run is never replaced, terminal or not
-    if not _interactive():
+    if not _tui_here():
         raise InputError(f"the TUI needs a terminal; 'protolab run {sc.name}' runs it without one", code="E_NOT_A_TERMINAL")
     _default_db_for(db or DEFAULT_DB, sc.name)
     _tui_live(sc, seed=seed, fault=fault, policy=policy, db=db or Path("protolab.db"), paused=paused, headless=False,
               plugins=plugins)
+
+
+def _serve_tui_args(scenario, *, seed, fault, policy, db, paused, design, intake, effects, machine, port, live) -> None:
+    """'protolab tui ... --serve': everything checked here, then each browser tab runs the same command
+    (a live run on its own file in the server's temporary folder; a finished run read-only)."""
+    if scenario is None and db is not None and not live:
+        with _open(db, readonly=True):  # a run this program can open, or one line and exit 2
+            pass
+        _serve(["tui", "--db", str(Path(db).resolve())], port=port, title=f"protolab tui --db {db}")
+        return
+    sc = _load_scenario(scenario or "publish-report", None)
+    _check_run_args(policy, fault)
+    _plugins(design, intake, effects, machine)
+    files = [(flag, p) for flag, p in (("--design", design), ("--intake", intake), ("--effects", effects),
+                                        ("--machine", machine)) if p is not None]
+    argv = ["tui", str(Path(scenario).resolve()) if scenario and scenario.endswith(".toml") else sc.name,
+            "--policy", policy, *(["--seed", str(seed)] if seed is not None else []),
+            *[x for f in fault for x in ("--fault", f)], *(["--paused"] if paused else []),
+            *[x for flag, p in files for x in (flag, str(Path(p).resolve()))]]
+    _serve(argv, port=port, title=f"protolab tui {sc.name}", run_db="--db")
 
 
 @commands.command()

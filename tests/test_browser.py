@@ -1,0 +1,240 @@
+"""The web faces in a real browser: headless Chromium (Debian's chromium and chromium-driver, which
+.ci/run installs) driven through Selenium. The timeline page, Datasette over a run and the served
+workshop, each loaded, looked at and touched as a person would; screenshots are kept as artifacts
+(in $PROTOLAB_ARTIFACTS if set, else the test's temporary folder; the path is printed).
+
+Without Chromium, its driver or Selenium these tests skip and say which is missing; they never pass
+without a browser. Nothing here sleeps: every wait is on a condition (a line printed, an element
+present, the screen's pixels changed), with a time limit."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from sim import timeline
+from sim.palette import DECISION_STYLE, web_colour
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+from sim.store import Store
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def _missing() -> str | None:
+    if CHROMIUM is None:
+        return "no Chromium on this machine (Debian: apt-get install chromium chromium-driver; .ci/run does)"
+    if DRIVER is None:
+        return "no chromedriver on this machine (Debian: apt-get install chromium-driver; .ci/run does)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    why = _missing()
+    if why:
+        pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900",
+              "--no-first-run", "--disable-extensions", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(a)  # the last: no name resolves (a page that asks the network for a font is not served)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def shots(tmp_path):
+    """Where screenshots go: $PROTOLAB_ARTIFACTS/<test> if set (CI keeps them), else the test's tmp folder."""
+    root = os.environ.get("PROTOLAB_ARTIFACTS")
+    folder = Path(root) / os.environ.get("PYTEST_CURRENT_TEST", "test").split(" ")[0].replace("/", "_").replace(
+        "::", "-") if root else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def save(driver, name: str) -> Path:
+        path = folder / f"{name}.png"
+        assert driver.save_screenshot(str(path)), path
+        print(f"screenshot: {path}")
+        return path
+
+    return save
+
+
+def _wait(driver, condition, timeout: float = 60, what: str = ""):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d), what)
+
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return "rgb({}, {}, {})".format(*(int(h[i:i + 2], 16) for i in (0, 2, 4)))
+
+
+def _run(tmp_path: Path, name: str, **kw) -> Path:
+    db = tmp_path / name
+    run_scenario(load_scenario("publish-report"), db=db, **kw).close()
+    return db
+
+
+def test_the_timeline_page_shows_an_arrow_per_delivery_and_a_duplicate_in_its_colour(browser, tmp_path, shots):
+    naive = _run(tmp_path, "naive.db", policy="naive", faults=["duplicate", "late-failure"])
+    safe = _run(tmp_path, "safe.db", faults=["duplicate", "late-failure"])
+    pictures = []
+    for db in (naive, safe):
+        with Store.open(db, readonly=True) as store:
+            pictures.append(timeline.read_run(store, db.name))
+    page = tmp_path / "side.html"
+    timeline.write(pictures, page)
+    browser.get(page.as_uri())
+    _wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+    counts = browser.execute_script(
+        "return [0,1].map(k => document.querySelectorAll('#run'+k+' path.arrow').length)")
+    assert counts == [len(p.rows) for p in pictures]
+    dup = browser.execute_script(
+        "var a=document.querySelector('#run1 path.arrow[data-decision=duplicate]');"
+        "return a && [getComputedStyle(a).stroke, a.getBoundingClientRect().width]")
+    assert dup is not None, "the safe run recorded a duplicate"
+    assert dup[0] == _rgb(web_colour(DECISION_STYLE["duplicate"])) and dup[1] > 50  # drawn, in the duplicate colour
+    shots(browser, "timeline")
+    # a click on a duplicate's row opens its envelope and events
+    row = int(browser.execute_script(
+        "return document.querySelector('#run1 path.arrow[data-decision=duplicate]').dataset.row"))
+    browser.execute_script("window.protolabTimeline.show(1, arguments[0])", row)
+    text = browser.find_element("id", "detail").text
+    assert "duplicate" in text and "duplicate_recorded" in text and pictures[1].rows[row]["mid"] in text
+    assert "envelope (what was said)" in text and "events (what happened)" in text
+    shots(browser, "timeline-detail")
+    # and a real click on the svg, at the row's height, does the same for another row
+    svg = browser.find_element("id", "run0")
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script("document.getElementById('detail').classList.remove('open'); window.scrollTo(0,0)")
+    svg_top = browser.execute_script("return arguments[0].getBoundingClientRect().top", svg)
+    height = browser.execute_script("return arguments[0].getBoundingClientRect().height", svg)
+    y = timeline.TOP + 2 * timeline.ROW + timeline.ROW // 2
+    browser.execute_script("window.scrollTo(0, arguments[0])", max(0, svg_top - 50))
+    ActionChains(browser).move_to_element_with_offset(svg, 0, int(y - height / 2)).click().perform()
+    _wait(browser, lambda d: "open" in d.find_element("id", "detail").get_attribute("class"))
+    assert f"delivery {pictures[0].rows[2]['d']} " in browser.find_element("id", "detail").text
+
+
+@contextmanager
+def _server(args: list[str]):
+    """A protolab server command running; yields (URL, process); Ctrl-C on the way out, which must stop
+    it cleanly and leave none of its children running."""
+    p = subprocess.Popen([sys.executable, "-m", "sim.cli", *args, "--port", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    children: list[int] = []
+    try:
+        line = p.stdout.readline()
+        assert "http://127.0.0.1:" in line, (line, p.stderr.read() if p.poll() is not None else "")
+        yield line[line.index("http://"):].split()[0], p, children
+    finally:
+        if p.poll() is None:
+            children += _children(p.pid)
+            p.send_signal(signal.SIGINT)
+        try:
+            _out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    assert p.returncode == 0, err
+    assert "Traceback" not in err, err
+    for pid in children:  # every app process the server started has ended (reaped: not even a zombie)
+        assert not Path(f"/proc/{pid}").exists(), f"process {pid} left running"
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_datasette_pages_load_with_descriptions_facets_and_a_canned_query(browser, tmp_path, shots):
+    from sim.store.browse import TABLES
+
+    db = _run(tmp_path, "naive.db", policy="naive", faults=["late-failure"])
+    with _server(["browse", "--db", str(db)]) as (url, _p, _c):
+        for table in TABLES:
+            t0 = time.perf_counter()
+            browser.get(f"{url}naive/{table}")
+            assert browser.find_element("css selector", "h1").text.strip() == table
+            elapsed = time.perf_counter() - t0
+            body = browser.find_element("tag name", "body").text
+            assert TABLES[table][0].split(". ")[0] in body, table
+            print(f"{table}: {elapsed * 1000:.0f} ms")
+        browser.get(f"{url}naive/deliveries")
+        facets = [e.get_attribute("data-column") for e in browser.find_elements("css selector", ".facet-info")]
+        assert set(facets) >= {"decision", "type", "task_id"}
+        shots(browser, "datasette-deliveries")
+        browser.get(f"{url}naive/transitions_of_task?task_id=T-1")
+        cells = [e.text for e in browser.find_elements("css selector", "td.col-new_state")]
+        assert cells[:3] == ["ready", "running", "succeeded"] and cells[-1] == "failed"
+        shots(browser, "datasette-canned-query")
+        browser.get(f"{url}naive/events")
+        link = browser.find_element("css selector", "td.col-delivery_id a")
+        link.click()
+        _wait(browser, lambda d: "/naive/deliveries/" in d.current_url)
+
+
+#: put before the page's own scripts: every websocket the page opens copies what the server sends to
+#: window.__tty, so the test reads the terminal's text (xterm itself draws it on canvases)
+_TAP = """(function(){var W=window.WebSocket;window.__tty='';
+function Tap(u,p){var ws=p?new W(u,p):new W(u);ws.addEventListener('message',function(e){var x=e.data;
+function add(t){window.__tty=(window.__tty+t).slice(-400000);}
+if(typeof x==='string')add(x);else if(x instanceof ArrayBuffer)add(new TextDecoder().decode(x));
+else if(x&&x.text)x.text().then(add);});return ws;}
+Tap.prototype=W.prototype;Tap.CONNECTING=0;Tap.OPEN=1;Tap.CLOSING=2;Tap.CLOSED=3;window.WebSocket=Tap;})();"""
+
+
+def _tty(driver) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07", "", driver.execute_script("return window.__tty || ''"))
+
+
+def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path, shots):
+    pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _TAP})
+    with _server(["demo", "regression", "--serve", "--paused"]) as (url, p, children):
+        t0 = time.perf_counter()
+        browser.get(url)
+        _wait(browser, lambda d: "naive: last write wins" in _tty(d) and _tty(d).count("(0 deliveries)") >= 2,
+              what="the workshop drawn, both sides")
+        print(f"first paint after {time.perf_counter() - t0:.2f} s")
+        shots(browser, "workshop-paused")
+        assert "(1 deliveries)" not in _tty(browser)
+        browser.find_element("css selector", ".xterm-helper-textarea").send_keys(" ")  # space: step both sides
+        _wait(browser, lambda d: _tty(d).count("(1 deliveries)") >= 2, what="both sides stepped once")
+        shots(browser, "workshop-stepped")
+        children += _children(p.pid)
+        assert children, "each tab runs the workshop in its own process"
