@@ -232,3 +232,22 @@ def test_timeline_refuses_bad_input_in_one_line(tmp_path, capsys):
         code, stdout, err = run_cli(capsys, *full)
         assert code == 2 and err.startswith(f"error: {want}: ") and err.count("\n") == 1, (args, err)
         assert not out.exists()
+
+
+def test_the_readmes_timeline_commands_work_as_written(tmp_path, capsys, monkeypatch):
+    import shlex
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"## In a browser.*?```bash\n(.*?)```", readme, re.S).group(1)
+    lines = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("protolab timeline")]
+    assert len(lines) == 2
+    monkeypatch.chdir(tmp_path)
+    run_scenario(load_scenario("publish-report"), db=tmp_path / "protolab.db").close()
+    run_scenario(load_scenario("publish-report"), policy="naive", faults=["late-failure"], db=tmp_path / "naive.db").close()
+    run_scenario(load_scenario("publish-report"), faults=["late-failure"], db=tmp_path / "safe.db").close()
+    for line in lines:
+        args = shlex.split(line)[1:]
+        code, out, err = run_cli(capsys, *args)
+        assert code == 0, (line, err)
+        page = tmp_path / args[args.index("-o") + 1]
+        assert page.exists() and f"wrote {page.name}" in out
