@@ -134,3 +134,13 @@ def test_browse_refuses_a_port_in_use_and_a_file_that_is_not_a_run(tmp_path, cap
         assert code == 2 and err.startswith(f"error: {want}: ") and err.count("\n") == 1, err
     code, _out, err = run_cli(capsys, "browse", "--db", good, "--port", "70000")
     assert code == 2 and err.startswith("error: E_USAGE: "), err
+
+
+def test_a_big_run_is_faceted_without_task_id_and_without_suggested_facets():
+    from sim.store.browse import BIG_RUN, metadata
+
+    small = metadata("run", title="t", tasks=3)["databases"]["run"]["tables"]
+    big = metadata("run", title="t", tasks=BIG_RUN + 1)["databases"]["run"]["tables"]
+    assert small["deliveries"]["facets"] == ["decision", "type", "task_id"]
+    assert big["deliveries"]["facets"] == ["decision", "type"] and big["tasks"]["facets"] == ["state"]
+    assert all("task_id" not in t.get("facets", []) for t in big.values())

@@ -7,7 +7,11 @@ Plain data (and the canned queries' SQL, which lives here with the rest of the S
 
 from __future__ import annotations
 
-__all__ = ["TABLES", "FACETS", "QUERIES", "LINKS", "LABELS", "metadata"]
+__all__ = ["TABLES", "FACETS", "QUERIES", "LINKS", "LABELS", "BIG_RUN", "metadata"]
+
+#: past this many tasks a facet on task_id (one value per task) and Datasette's suggested facets cost
+#: a second or more per page (a full scan each); they are left out there (docs/performance.md)
+BIG_RUN = 1000
 
 _MESSAGE = "The message log (what was said). "
 _EVENT = "The event log (what happened). "
@@ -181,13 +185,13 @@ LINKS: dict[tuple[str, str], tuple[str, str]] = {
 LABELS: dict[str, str] = {"messages": "message_id", "tasks": "task_id", "machines": "version"}
 
 
-def metadata(database: str, *, title: str) -> dict:
-    """Datasette's metadata for a run opened under the name ``database``."""
+def metadata(database: str, *, title: str, tasks: int = 0) -> dict:
+    """Datasette's metadata for a run of ``tasks`` tasks opened under the name ``database``."""
     tables = {}
     for name, (description, columns) in TABLES.items():
         t: dict = {"description": description, "columns": dict(columns)}
         if name in FACETS:
-            t["facets"] = list(FACETS[name])
+            t["facets"] = [c for c in FACETS[name] if tasks <= BIG_RUN or c != "task_id"]
         if name in LABELS:
             t["label_column"] = LABELS[name]
         tables[name] = t

@@ -31,7 +31,7 @@ def make_app(db: Path, store):
     """The Datasette instance for ``db`` (``store``: the run, already opened read-only and checked)."""
     from datasette.app import Datasette
 
-    from ..store.browse import metadata
+    from ..store.browse import BIG_RUN, metadata
 
     _register_links()
     path = Path(db).resolve()
@@ -41,9 +41,10 @@ def make_app(db: Path, store):
     scenario, policy = store.get_meta("scenario"), store.get_meta("policy")
     title = f"protolab run {path.name}" + (f": {scenario}" if scenario else "") + (f", {policy} policy" if policy else "")
     kw = {"files": [str(path)]} if live else {"immutables": [str(path)]}
-    return Datasette(**kw, metadata=metadata(name, title=title),
+    tasks = store.count_of("tasks")
+    return Datasette(**kw, metadata=metadata(name, title=title, tasks=tasks),
                      settings={"default_page_size": 50, "facet_time_limit_ms": 1000, "sql_time_limit_ms": 5000,
-                               "allow_download": False},
+                               "allow_download": False, "suggest_facets": tasks <= BIG_RUN},
                      cors=False)
 
 
