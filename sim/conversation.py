@@ -27,6 +27,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
+from . import events as ev_
 from . import digest as _digest
 from .errors import InputError
 from .store import Store
@@ -200,9 +201,10 @@ class TraceExport:
         self._table = store.scratch_map if spill else (lambda name: {})
         self._set = store.scratch_map if spill else (lambda name: set())
         crash_list: list[tuple[str, str]] = []
-        for e in store.iter_events(etype="fault_injected"):
-            if e["data"].get("fault") == "crash":
-                crash_list.append((e["data"].get("worker"), e["message_id"]))
+        for e in store.iter_events(etype=ev_.FaultInjected.TYPE):
+            fault = e.event
+            if fault.fault == "crash":
+                crash_list.append((fault.detail.get("worker"), e.message_id))
         crash_ids = {mid for _, mid in crash_list}
         specs = _specs(store)
         by_task: dict[str, list[int]] = {}

@@ -6,28 +6,134 @@ folding it changes (``FOLDS``; the store's reducer does it), how it reads in one
 pane both render through :func:`summarize`, so the two faces cannot disagree.
 
 Adding an event type is one class here (registered by defining it) plus, if folding it changes
-state, one fold in the store (``tests/test_events.py`` checks both sides agree).
+state, one fold in the store, handed the typed event (``tests/test_events.py`` checks both
+sides agree). The types run end to end: the planner builds events, :class:`EventDraft` carries
+the object to the store's fold, and the store hands logged events back as :class:`StoredEvent`
+rows whose ``.event`` is the typed event again.
 
 This module is part of the domain: no I/O, no SQL, no imports from above.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
-__all__ = ["Event", "EventDraft", "REGISTRY", "summarize"]
+__all__ = ["Event", "EventDraft", "REGISTRY", "StoredEvent", "summarize"]
 
 
 @dataclass(frozen=True)
 class EventDraft:
-    """An event the runtime wants appended (and folded) in the current transaction."""
+    """An event the runtime wants appended (and folded) in the current transaction: its stored
+    ``data`` and, when the runtime built it from a typed event, that event (``typed``)."""
 
     type: str
     task_id: str | None
     message_id: str | None
     data: dict
+    typed: "Event | None" = field(default=None, compare=False, repr=False)
+
+    def event(self) -> "Event":
+        """The typed event this draft appends (read back from ``data`` when it came from a row)."""
+        if self.typed is not None:
+            return self.typed
+        cls = REGISTRY.get(self.type)
+        if cls is None:
+            raise KeyError(self.type)
+        return cls.from_data(self.data)
+
+
+_COLUMNS = ("seq", "tick", "created_at", "type", "task_id", "message_id", "delivery_id", "data")
+
+
+class StoredEvent(Mapping):
+    """One row of the event log as the store hands it out: the columns as attributes (``seq``,
+    ``tick``, ``created_at``, ``type``, ``task_id``, ``message_id``, ``delivery_id``, ``data``),
+    the typed event (``event``) and the draft that appends it again (``draft``: replay).
+
+    It is also a read-only mapping of the same columns, so a row renders as a table or JSON
+    (``dict(row)``). ``data`` is parsed from its stored JSON on first use."""
+
+    __slots__ = ("seq", "tick", "created_at", "type", "task_id", "message_id", "delivery_id", "_data", "_event")
+
+    def __init__(self, seq, tick, created_at, type, task_id, message_id, delivery_id, data):
+        set_ = object.__setattr__
+        for name, value in zip(_COLUMNS[:-1], (seq, tick, created_at, type, task_id, message_id, delivery_id)):
+            set_(self, name, value)
+        set_(self, "_data", data)
+        set_(self, "_event", None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a stored event is read-only (use replace(): {name})")
+
+    @property
+    def data(self) -> dict:
+        d = self._data
+        if isinstance(d, str):
+            d = json.loads(d)
+            object.__setattr__(self, "_data", d)
+        return d
+
+    @property
+    def event(self) -> "Event":
+        """The typed event (its class from the registry; a key an older run lacks reads as None)."""
+        e = self._event
+        if e is None:
+            cls = REGISTRY.get(self.type)
+            if cls is None:
+                raise KeyError(f"unknown event type {self.type!r}")
+            e = cls.from_data(self.data)
+            object.__setattr__(self, "_event", e)
+        return e
+
+    def draft(self) -> EventDraft:
+        """This event as a draft to append again (replay, verification, time travel)."""
+        return EventDraft(self.type, self.task_id, self.message_id, self.data)
+
+    def replace(self, **changes) -> "StoredEvent":
+        """A copy with some columns changed (tests plant broken logs with it)."""
+        values = {k: self[k] for k in _COLUMNS}
+        values.update(changes)
+        return StoredEvent(**values)
+
+    def __getitem__(self, key):
+        if key == "data":
+            return self.data
+        if key in _COLUMNS:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(_COLUMNS)
+
+    def __eq__(self, other):
+        if isinstance(other, StoredEvent):
+            return all(self[k] == other[k] for k in _COLUMNS)
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredEvent(seq={self.seq}, type={self.type!r}, task_id={self.task_id!r}, delivery_id={self.delivery_id})"
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return StoredEvent(**{k: copy.deepcopy(self[k], memo) for k in _COLUMNS})
+
+    def __reduce__(self):
+        return (_stored_event, tuple(self[k] for k in _COLUMNS))
+
+
+def _stored_event(*values) -> StoredEvent:
+    return StoredEvent(*values)
 
 
 #: The digest scheme most envelopes use; a summary names a scheme only when it is another.
@@ -87,7 +193,7 @@ class Event:
         return out
 
     def draft(self, task_id: str | None, message_id: str | None) -> EventDraft:
-        return EventDraft(self.TYPE, task_id, message_id, self.data())
+        return EventDraft(self.TYPE, task_id, message_id, self.data(), self)
 
     @classmethod
     def from_data(cls, d: dict) -> "Event":

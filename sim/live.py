@@ -13,7 +13,6 @@ time, and backward from the nearest checkpoint.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -25,7 +24,6 @@ from .policy import get_policy
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
 from .runtime import Outcome, review
 from .scenario import Scenario
-from .events import EventDraft
 from .store import Store
 
 __all__ = ["LiveRun", "Timeline", "INJECTABLE"]
@@ -253,9 +251,8 @@ class Timeline:
             stop = min(upto, (self.seq // self.every + 1) * self.every)
             with cur.transaction():
                 for ev in self._events(self.seq, stop):
-                    cur.advance(to=max(cur.tick, ev["tick"]))
-                    cur.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]),
-                                     delivery_id=ev["delivery_id"])
+                    cur.advance(to=max(cur.tick, ev.tick))
+                    cur.append_event(ev.draft(), delivery_id=ev.delivery_id)
             self.seq = stop
             if stop % self.every == 0 and (not self._checkpoints or self._checkpoints[-1][0] < stop):
                 self._checkpoints.append((stop, cur.copy()))
@@ -267,9 +264,7 @@ class Timeline:
             if self.cancelled:
                 raise _Cancelled()
             ids = list(range(lo + 1, min(upto, lo + batch) + 1))
-            for ev in self.source.events_at(ids):
-                ev["data"] = json.loads(ev["data"])
-                yield ev
+            yield from self.source.events_at(ids)
             lo = ids[-1]
 
     def at(self, seq: int, progress=None) -> Store:

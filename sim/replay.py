@@ -15,7 +15,6 @@ from pathlib import Path
 from .envelope import envelope_from_row
 from .policy import get_policy
 from .runtime import deliver
-from .events import EventDraft
 from .store import Store
 
 __all__ = ["rebuild", "redeliver", "replay_report"]
@@ -27,8 +26,8 @@ def rebuild(store: Store, path=None) -> Store:
     fresh = Store.create(path, start_time=store.start_time, empty=True)
     with fresh.transaction():
         for ev in store.iter_events():
-            fresh.advance(to=ev["tick"])
-            fresh.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]), delivery_id=ev["delivery_id"])
+            fresh.advance(to=ev.tick)
+            fresh.append_event(ev.draft(), delivery_id=ev.delivery_id)
     return fresh
 
 

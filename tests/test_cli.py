@@ -1015,7 +1015,7 @@ def test_a_streamed_json_log_is_the_same_json_as_before(stress_db, capsys, monke
     with Store.open(str(stress_db), readonly=True) as s:
         evs = s.events()
     out = ok(capsys, "events", "--db", stress_db, "--json")
-    assert out == json.dumps(evs, indent=2, ensure_ascii=False) + "\n"
+    assert out == json.dumps([dict(e) for e in evs], indent=2, ensure_ascii=False) + "\n"
     t2 = ok(capsys, "events", "--db", stress_db, "--json", "--task", "T-2", "--type", "transition_applied")
     assert json.loads(t2) == [e for e in evs if e["task_id"] == "T-2" and e["type"] == "transition_applied"]
     assert ok(capsys, "events", "--db", stress_db, "--json", "--task", "T-404") == "[]\n"

@@ -14,6 +14,12 @@ from sim.runner import run_scenario
 from sim.scenario import load_scenario
 
 
+def _editable(events) -> list[dict]:
+    """The run's events as plain rows a test may doctor (the store hands out read-only ones;
+    the judges read any mapping of the event log's columns)."""
+    return [copy.deepcopy(dict(e)) for e in events]
+
+
 class Doctored:
     """A store as the judges see it, with some rows replaced (``events`` and ``deliveries``)."""
 
@@ -51,7 +57,7 @@ def test_the_untouched_run_keeps_its_clock(run):
 
 
 def test_an_event_dated_before_the_one_before_it_is_named_with_both_ticks(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     k = next(i for i, e in enumerate(events) if i > 0 and e["tick"] > 1 and e["delivery_id"] is not None)
     prev = events[k - 1]
     events[k]["tick"] = prev["tick"] - 1
@@ -77,7 +83,7 @@ def test_a_skipped_delivery_id_is_named_with_what_is_missing(run):
     dels = copy.deepcopy(run.deliveries())
     for d in dels[3:]:
         d["delivery_id"] += 2  # ids 4 and 5 never written
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     for e in events:
         if e["delivery_id"] is not None and e["delivery_id"] >= 4:
             e["delivery_id"] += 2
@@ -89,7 +95,7 @@ def test_a_skipped_delivery_id_is_named_with_what_is_missing(run):
 
 def test_a_first_delivery_id_other_than_one_is_a_gap_with_no_previous(run):
     dels = copy.deepcopy(run.deliveries())
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     for d in dels:
         d["delivery_id"] += 1
     for e in events:
@@ -103,7 +109,7 @@ def test_a_first_delivery_id_other_than_one_is_a_gap_with_no_previous(run):
 
 def test_a_long_gap_lists_its_first_ten_missing_ids(run):
     dels = copy.deepcopy(run.deliveries())
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     for d in dels[1:]:
         d["delivery_id"] += 20
     for e in events:
@@ -127,12 +133,12 @@ def test_a_delivery_dated_before_the_one_before_it_is_named_with_both_ticks(run)
 def test_a_delivery_at_the_same_tick_as_the_one_before_is_no_violation(run):
     dels = copy.deepcopy(run.deliveries())
     dels[4]["tick"] = dels[3]["tick"]
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     assert _clock(Doctored(run, events=events, deliveries=dels)) == []
 
 
 def test_an_event_naming_a_delivery_that_is_not_recorded_is_named(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     e = next(e for e in events if e["delivery_id"] is not None)
     e["delivery_id"] = 999
     assert _clock(Doctored(run, events=events)) == [{
@@ -222,7 +228,7 @@ def _result_moves(store):
 
 
 def test_a_result_on_a_task_no_lease_was_ever_granted_for_is_a_lost_update(run):
-    events = [e for e in copy.deepcopy(run.events()) if e["type"] != "lease_granted"]
+    events = [e for e in _editable(run.events()) if e["type"] != "lease_granted"]
     doctored = Doctored(run, events=events)
     expected = [{"problem": "no lease was ever granted", "task_id": m["task_id"], "message_id": m["message"]["message_id"],
                  "sender": m["message"]["sender"], "carried_lease_version": m["message"]["payload"].get("lease_version"),
@@ -231,7 +237,7 @@ def test_a_result_on_a_task_no_lease_was_ever_granted_for_is_a_lost_update(run):
 
 
 def test_a_lease_that_expired_without_a_grant_on_record_still_fences_the_commit(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     first_result = min(m["event_seq"] for m, _w in _result_moves(run))
     i = next(i for i, e in enumerate(events) if e["seq"] == first_result)
     target = events[i]
@@ -291,7 +297,7 @@ def test_a_second_payload_whose_delivery_left_no_events_is_judged_at_the_last_ev
     """Another implementation's log may write no event for a delivery: the point 'right after it' is
     then the last event of the deliveries before it, where the task was not yet frozen."""
     second = _conflict_delivery(conflicted)
-    events = [e for e in copy.deepcopy(conflicted.events()) if e["delivery_id"] != second["delivery_id"]]
+    events = [e for e in _editable(conflicted.events()) if e["delivery_id"] != second["delivery_id"]]
     before = max(e["seq"] for e in events if e["delivery_id"] is not None and e["delivery_id"] < second["delivery_id"])
     (w,) = _frozen(Doctored(conflicted, events=events))
     assert w["problem"] == "not frozen when the second payload was delivered"
@@ -304,7 +310,7 @@ def test_a_refused_delivery_with_another_payload_under_the_key_is_no_conflict(co
     for d in dels:
         if d["delivery_id"] == second["delivery_id"]:
             d["decision"] = "rejected"
-    events = [e for e in copy.deepcopy(conflicted.events())
+    events = [e for e in _editable(conflicted.events())
               if not (e["delivery_id"] == second["delivery_id"] and e["type"] == "transition_applied")]
     # the freeze is gone from the log too: with the second payload refused there is nothing to freeze
     assert _frozen(Doctored(conflicted, events=events, deliveries=dels)) == []
@@ -393,7 +399,7 @@ def test_a_compensating_effect_of_a_review_rests_on_the_reconciliation_not_on_ci
 
 
 def test_an_effect_no_delivery_committed_is_named_as_citing_nothing(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     e = next(x for x in events if x["type"] == "effect_committed")
     e["delivery_id"] = None
     got = _only(Doctored(run, events=events), "EFFECT_HAS_EVIDENCE")
@@ -403,7 +409,7 @@ def test_an_effect_no_delivery_committed_is_named_as_citing_nothing(run):
 
 
 def test_every_effect_without_evidence_is_named_not_only_the_first(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     first = next(x for x in events if x["type"] == "effect_committed")
     m3_delivery = next(d["delivery_id"] for d in run.deliveries() if d["message_id"] == "M-3")
     second = dict(copy.deepcopy(first), seq=first["seq"] + 0.5, task_id="T-1", message_id="M-3",
@@ -467,7 +473,7 @@ def test_a_second_payload_that_arrives_after_the_publication_taints_nothing_befo
 
 
 def test_a_review_of_the_untrusted_task_before_the_publication_releases_it(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     e = next(x for x in events if x["type"] == "effect_committed")
     review = {"seq": e["seq"] - 0.5, "tick": e["tick"], "type": "review_decided", "task_id": "T-1", "message_id": None,
               "delivery_id": None, "data": {}, "created_at": e.get("created_at")}
@@ -503,7 +509,7 @@ def test_one_witness_per_effect_however_many_of_its_inputs_are_untrusted(run):
 
 
 def test_every_effect_from_an_untrusted_input_is_named_not_only_the_first(run):
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     first = next(x for x in events if x["type"] == "effect_committed")
     second = dict(copy.deepcopy(first), seq=first["seq"] + 0.5, data={"effect_key": "publish:R-1:T-2:again"})
     events.insert(events.index(first) + 1, second)
@@ -604,7 +610,7 @@ def test_a_fault_that_is_not_a_resend_or_names_no_copy_is_not_judged(resent):
     f = _fault(resent)
     dels = _decide(resent, f["data"]["resend"], "accepted")
     for change in ({"fault": "duplicate"}, {"resend": None}):
-        events = copy.deepcopy(resent.events())
+        events = _editable(resent.events())
         e = next(x for x in events if x["seq"] == f["seq"])
         e["data"].update(change)
         assert _resend(Doctored(resent, events=events, deliveries=dels)) == []
@@ -612,7 +618,7 @@ def test_a_fault_that_is_not_a_resend_or_names_no_copy_is_not_judged(resent):
 
 def test_every_resend_recorded_wrong_is_named_not_only_the_first(resent):
     f = _fault(resent)
-    events = copy.deepcopy(resent.events())
+    events = _editable(resent.events())
     i = next(i for i, x in enumerate(events) if x["seq"] == f["seq"])
     events.insert(i + 1, dict(copy.deepcopy(events[i]), seq=f["seq"] + 0.5))
     dels = _decide(resent, f["data"]["resend"], "late")
@@ -648,7 +654,7 @@ def test_a_conflict_is_judged_after_a_rejected_delivery():
 
 def test_a_wrong_resend_is_named_after_a_resend_recorded_right(resent):
     f = _fault(resent)
-    events = copy.deepcopy(resent.events())
+    events = _editable(resent.events())
     i = next(i for i, x in enumerate(events) if x["seq"] == f["seq"])
     a2 = next(d for d in resent.deliveries() if d["message_id"] == "A-2")  # accepted, after M-3
     wrong = dict(copy.deepcopy(events[i]), seq=f["seq"] + 0.5, task_id="T-1", message_id="M-3",
@@ -664,7 +670,7 @@ def test_the_clock_is_judged_after_a_reused_delivery_id(run):
     dels.insert(2, dict(dels[1], message_id="M-twin"))  # id 2 used twice
     for d in dels[6:]:
         d["delivery_id"] += 1  # and an id skipped later on
-    events = copy.deepcopy(run.events())
+    events = _editable(run.events())
     for e in events:
         if e["delivery_id"] is not None and e["delivery_id"] >= 6:
             e["delivery_id"] += 1

@@ -110,12 +110,19 @@ def test_facts_read_every_delivery_and_kept_event_once_and_say_when_something_is
     assert facts.message("M-6")["type"] == "task_result" and facts.message("M-404") is None
 
 
+def _ev(seq, etype, task_id, message_id):
+    from sim.events import StoredEvent
+
+    return StoredEvent(seq=seq, tick=0, created_at="", type=etype, task_id=task_id, message_id=message_id,
+                       delivery_id=None, data={})
+
+
 class _LongLog:
     """A store's reading side with a log longer than the batches Facts reads it in."""
 
     def __init__(self, events: int, deliveries: int):
-        self.rows = [{"seq": i, "type": "task_created" if i % 2 else "lease_granted", "task_id": f"T-{i}",
-                      "message_id": f"M-{i}", "data": {}} for i in range(1, events + 1)]
+        self.rows = [_ev(i, "task_created" if i % 2 else "lease_granted", f"T-{i}", f"M-{i}")
+                     for i in range(1, events + 1)]
         self.dels = {i: {"delivery_id": i, "message_id": f"M-{i}", "type": "ack", "decision": "accepted",
                          "task_id": "T-1", "code": None} for i in range(1, deliveries + 1)}
         self.asked: list = []
@@ -147,7 +154,7 @@ def test_facts_read_a_log_longer_than_one_batch_whole_a_batch_at_a_time():
                          ("deliveries", 1, 5000), ("deliveries", 5001, 10_000), ("deliveries", 10_001, 10_001)]
     log.asked.clear()
     assert facts.update() is False and log.asked == [] and facts.version == 1
-    log.rows.append({"seq": 12_002, "type": "fence_recorded", "task_id": None, "message_id": "F", "data": {}})
+    log.rows.append(_ev(12_002, "fence_recorded", None, "F"))
     assert facts.update() is True and log.asked == [("events", 12_001, 5000)] and facts.version == 2
     log.dels[10_002] = dict(log.dels[1], delivery_id=10_002, code="E_X")
     assert facts.update() is True and facts.deliveries[-1]["delivery_id"] == 10_002

@@ -57,7 +57,7 @@ def test_the_naive_runtime_forwards_the_whole_contact_to_the_writer(naive):
 def test_the_safe_logs_keep_redacted_values_and_no_contact_in_the_clear(safe):
     result = _msg(safe, "M-3")
     assert {k: result["payload"][k] for k in FIELDS} == {k: REDACTED for k in FIELDS}
-    dump = json.dumps([safe.messages(), safe.events()])
+    dump = json.dumps([safe.messages(), [dict(e) for e in safe.events()]])
     naive_contact = run_scenario(load_scenario(SC), policy="naive")
     try:
         values = [_msg(naive_contact, "M-3")["payload"][k] for k in FIELDS]

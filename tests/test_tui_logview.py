@@ -317,6 +317,7 @@ def test_move_cursor_before_mount_scrolls_on_mount():
 
 
 def test_a_reviewers_message_id_and_a_long_runs_id_are_shown_whole():
+    from sim.events import StoredEvent
     from sim.tui.rows import DELIVERY_HEADER, EVENT_HEADER, delivery_row, event_row
 
     for mid in ("REV-T-1-v4", "M-1000000"):
@@ -325,8 +326,8 @@ def test_a_reviewers_message_id_and_a_long_runs_id_are_shown_whole():
         row = delivery_row(d).plain
         assert f" {mid} " in row and row.endswith(" E_NOT_IN_REVIEW")
         assert row.index(mid) == DELIVERY_HEADER.index("msg")
-        e = {"seq": 7, "tick": 40, "type": "review_decided", "task_id": "T-1", "message_id": mid,
-             "data": {"decision": "ready", "reviewer": "reviewer"}}
+        e = StoredEvent(seq=7, tick=40, created_at="", type="review_decided", task_id="T-1", message_id=mid,
+                        delivery_id=None, data={"decision": "ready", "reviewer": "reviewer"})
         row = event_row(e).plain
         assert f" {mid} " in row and row.index(mid) == EVENT_HEADER.index("msg")
 

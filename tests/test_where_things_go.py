@@ -43,11 +43,11 @@ def test_a_new_event_type_is_one_class_and_the_store_both_faces_and_the_labs_kno
         store = Store.create(db, start_time="2026-07-13T04:00:00Z")
         with store.transaction():
             store.append_event(SampleNoted(what="x").draft(None, None))
+        row = store.event(store.last_event())
+        assert row.event == SampleNoted(what="x")  # read back typed, as its class
         store.close()
         code, out, _ = run_cli(capsys, "events", "--db", db)
         assert code == 0 and "sample_noted" in out and "noted x" in out  # the CLI
-        row = {"seq": 1, "tick": 0, "type": "sample_noted", "task_id": None, "message_id": None,
-               "data": '{"what": "x"}'}
         assert "noted x" in event_row(row).plain and event_style("sample_noted") == "italic"  # the TUI
         assert "sample_noted" in Facts._KEEP and "sample_noted" in set(Facts._KEEP)  # a lab's 'event' check may name it
     finally:

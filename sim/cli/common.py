@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Optional
 
 import typer
@@ -45,8 +46,15 @@ def _console():
     return _Console(highlight=False, soft_wrap=False, emoji=False)
 
 
+def _json_default(value):
+    """What JSON makes of a typed row (a stored event is a read-only mapping of its columns)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _print_json(value) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=_json_default) + "\n")
 
 
 def _print_json_rows(rows) -> None:
@@ -55,7 +63,7 @@ def _print_json_rows(rows) -> None:
     out = sys.stdout.write
     first = True
     for r in rows:
-        body = json.dumps(r, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        body = json.dumps(r, indent=2, ensure_ascii=False, default=_json_default).replace("\n", "\n  ")
         out(("[\n  " if first else ",\n  ") + body)
         first = False
     out("[]\n" if first else "\n]\n")

@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..events import REGISTRY as EVENT_TYPES
 from .. import events as ev_
+from ..events import StoredEvent
 from ..privacy import is_redacted
 from ..store import ProgressStore, Store
 
@@ -90,16 +91,16 @@ class Facts:
             if not batch:
                 break
             for e in batch:
-                if e["type"] in self._KEEP:
-                    self.events_by_type[e["type"]].append(e)
-                if e["type"] == ev_.TaskCreated.TYPE:
-                    self.task_states[e["task_id"]] = "pending"
-                    self.open_tasks.add(e["task_id"])
-                elif e["type"] == ev_.TransitionApplied.TYPE and e["task_id"] in self.task_states:
-                    to = e["data"].get("to")
-                    self.task_states[e["task_id"]] = to
-                    (self.open_tasks.discard if to in _TERMINAL else self.open_tasks.add)(e["task_id"])
-            self.last_event = batch[-1]["seq"]
+                if e.type in self._KEEP:
+                    self.events_by_type[e.type].append(e)
+                if e.type == ev_.TaskCreated.TYPE:
+                    self.task_states[e.task_id] = "pending"
+                    self.open_tasks.add(e.task_id)
+                elif e.type == ev_.TransitionApplied.TYPE and e.task_id in self.task_states:
+                    to = e.event.to
+                    self.task_states[e.task_id] = to
+                    (self.open_tasks.discard if to in _TERMINAL else self.open_tasks.add)(e.task_id)
+            self.last_event = batch[-1].seq
             new = True
         top = self.store.last_delivery()
         while self.last_delivery < top:
@@ -118,7 +119,7 @@ class Facts:
             self.version += 1
         return new
 
-    def events(self, etype: str) -> list[dict]:
+    def events(self, etype: str) -> list[StoredEvent]:
         return self.events_by_type.get(etype, [])
 
     def message(self, message_id: str) -> dict | None:
@@ -269,7 +270,7 @@ def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
         return _met(task_id=task, state=state)
     if ever:
         for e in ctx.facts.events(ev_.TransitionApplied.TYPE):
-            if e["task_id"] == task and e["data"].get("to") == state:
+            if e.task_id == task and e.event.to == state:
                 return _met(task_id=task, state=state, now=t.state.value)
     return _unmet("other", task_id=task, state=t.state.value, wanted=state)
 
@@ -290,8 +291,8 @@ def _all_terminal(ctx: Ctx) -> Seen:
     return _unmet("open", task_id=tid, state=f.task_states[tid], open=len(f.open_tasks))
 
 
-def _publishing_results(ctx: Ctx) -> list[dict]:
-    return [e for e in ctx.facts.events(ev_.EffectCommitted.TYPE)]
+def _publishing_results(ctx: Ctx) -> list[StoredEvent]:
+    return list(ctx.facts.events(ev_.EffectCommitted.TYPE))
 
 
 @check("injected")
@@ -299,19 +300,19 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
     """A ``fault`` was injected by hand on a message of ``on_type`` (``on = "publishing"``: on the
     result that committed the publication; ``on = "redacted"``: on a message whose log keeps
     [redacted] values)."""
-    faults = [e for e in ctx.facts.events(ev_.FaultInjected.TYPE) if e["data"].get("fault") == fault]
+    faults = [e for e in ctx.facts.events(ev_.FaultInjected.TYPE) if e.event.fault == fault]
     if not faults:
         return _unmet("none", fault=fault)
     target = ""
     if on == "publishing":
         pubs = _publishing_results(ctx)
-        target = pubs[0]["message_id"] if pubs else ""
+        target = pubs[0].message_id if pubs else ""
     elif on == "redacted":  # a message whose logged payload keeps [redacted] values (sim.privacy)
         hits = [d["message_id"] for d in ctx.facts.deliveries
                 if is_redacted((ctx.facts.message(d["message_id"]) or {}).get("payload"))]
         target = hits[0] if hits else ""
     for e in faults:
-        mid = e["message_id"] or ""
+        mid = e.message_id or ""
         msg = ctx.facts.message(mid) if mid else None
         mtype = msg["type"] if msg else ""
         if on_type is not None and mtype != on_type:
@@ -320,11 +321,11 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
             continue
         if on == "redacted" and not (msg and is_redacted(msg["payload"])):
             continue
-        return _met(message_id=mid, type=mtype, task_id=e["task_id"] or "", target=target, fault=fault)
+        return _met(message_id=mid, type=mtype, task_id=e.task_id or "", target=target, fault=fault)
     e = faults[-1]
-    msg = ctx.facts.message(e["message_id"]) if e["message_id"] else None
-    return _unmet("wrong-message", message_id=e["message_id"] or "", type=msg["type"] if msg else "",
-                  task_id=e["task_id"] or "", target=target or "(not yet sent: step until the report is published)",
+    msg = ctx.facts.message(e.message_id) if e.message_id else None
+    return _unmet("wrong-message", message_id=e.message_id or "", type=msg["type"] if msg else "",
+                  task_id=e.task_id or "", target=target or "(not yet sent: step until the report is published)",
                   fault=fault)
 
 
@@ -332,31 +333,32 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
 def _crashed(ctx: Ctx, *, by_hand: bool = True) -> Seen:
     """A worker was crashed (by hand, with k) while holding a lease."""
     for e in ctx.facts.events(ev_.FaultInjected.TYPE):
-        if e["data"].get("fault") == "crash" and (not by_hand or e["data"].get("selector") == "by hand"):
-            return _met(worker=e["data"].get("worker", ""), task_id=e["task_id"] or "",
-                        lease_version=e["data"].get("lease_version", ""))
+        crash = e.event
+        if crash.fault == "crash" and (not by_hand or crash.detail.get("selector") == "by hand"):
+            return _met(worker=crash.detail.get("worker", ""), task_id=e.task_id or "",
+                        lease_version=crash.detail.get("lease_version", ""))
     return _unmet("none")
 
 
 @check("effect_once")
 def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
     """The publishing result was delivered more than once, and its effect committed exactly once."""
-    pubs = [e for e in _publishing_results(ctx) if e["data"].get("kind") == kind]
+    pubs = [e for e in _publishing_results(ctx) if e.event.kind == kind]
     if not pubs:
         return _unmet("none", kind=kind)
     keys = defaultdict(int)
     for e in pubs:
-        keys[e["data"]["effect_key"]] += 1
-    mid = pubs[0]["message_id"]
+        keys[e.event.effect_key] += 1
+    mid = pubs[0].message_id
     deliveries = ctx.facts.deliveries_of.get(mid, [])
-    resent = [d for d in ctx.facts.by_type_task.get(("task_result", pubs[0]["task_id"]), [])
+    resent = [d for d in ctx.facts.by_type_task.get(("task_result", pubs[0].task_id), [])
               if d["message_id"] != mid and d["decision"] == "duplicate"]
     times = len(deliveries) + len(resent)
     if max(keys.values()) > 1 or len(keys) > 1:
         return _unmet("twice", message_id=mid, effects=len(pubs))
     if times < 2:
         return _unmet("not-repeated", message_id=mid, deliveries=times)
-    return _met(message_id=mid, deliveries=times, effect_key=pubs[0]["data"]["effect_key"],
+    return _met(message_id=mid, deliveries=times, effect_key=pubs[0].event.effect_key,
                 suppressed=len(ctx.facts.events(ev_.EffectSuppressed.TYPE)))
 
 
@@ -436,10 +438,10 @@ def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None)
 def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | None = None) -> Seen:
     """The learner travelled in time (``[``, ``]``, ``g``) to an event before the first event of
     type ``before`` (whose data ``field`` is ``value``, if given)."""
-    firsts = [e for e in ctx.facts.events(before) if field is None or str(e["data"].get(field)) == value]
+    firsts = [e for e in ctx.facts.events(before) if field is None or str(e.data.get(field)) == value]
     if not firsts:
         return _unmet("no-event", before=before)
-    first = firsts[0]["seq"]
+    first = firsts[0].seq
     visits = [a["data"].get("seq", 0) for a in ctx.actions("visit")]
     if not visits:
         return _unmet("none", seq=first)
@@ -583,8 +585,8 @@ def _event(ctx: Ctx, *, type: str, task: str | None = None) -> Seen:
     if type not in Facts._KEEP:  # catalog.load refuses such a lab; this is for a check built by hand
         raise TypeError(f"event type {type!r} is not indexed for labs")
     for e in ctx.facts.events(type):
-        if task is None or e["task_id"] == task:
-            return _met(seq=e["seq"], task_id=e["task_id"] or "", message_id=e["message_id"] or "")
+        if task is None or e.task_id == task:
+            return _met(seq=e.seq, task_id=e.task_id or "", message_id=e.message_id or "")
     return _unmet("none", type=type)
 
 

@@ -42,20 +42,18 @@ def delivered(store, message_id: str) -> bool:
 
 
 def first_event_seq(store, etype: str) -> int | None:
-    for e in store.iter_events():
-        if e["type"] == etype:
-            return e["seq"]
+    for e in store.iter_events(etype=etype):
+        return e.seq
     return None
 
 
 def before_delivery_of(store, etype: str) -> int:
     """The last event before the delivery that first recorded an event of ``etype`` began (time
     travel there shows state just before that delivery changed anything)."""
-    for e in store.iter_events():
-        if e["type"] == etype:
-            if e["delivery_id"] is None:
-                return max(0, e["seq"] - 1)
-            return max(0, min(x["seq"] for x in store.events_of_delivery(e["delivery_id"])) - 1)
+    for e in store.iter_events(etype=etype):
+        if e.delivery_id is None:
+            return max(0, e.seq - 1)
+        return max(0, min(x.seq for x in store.events_of_delivery(e.delivery_id)) - 1)
     return 0
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from ..envelope import envelope_from_row
 from ..policy import get_policy
 from ..runtime import deliver
-from ..events import EventDraft
 from ..store import Store
 
 __all__ = ["rebuild_by_redelivery", "verify_run"]
@@ -57,28 +56,28 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
             deliver_next()
 
     for ev in store.iter_events():
-        if ev["delivery_id"] is None:
+        if ev.delivery_id is None:
             # The runtime's own action at this point of the run (a lease expiry, a stored
             # artifact, an injected fault): apply it as it was.
-            catch_up(before_tick=ev["tick"])
+            catch_up(before_tick=ev.tick)
             try:
                 with fresh.transaction():
-                    fresh.advance(to=ev["tick"])
-                    fresh.append_event(EventDraft(ev["type"], ev["task_id"], ev["message_id"], ev["data"]))
+                    fresh.advance(to=ev.tick)
+                    fresh.append_event(ev.draft())
             except ProtolabError:
                 if check:
                     raise
             continue
-        catch_up(upto_id=ev["delivery_id"])
+        catch_up(upto_id=ev.delivery_id)
         got = regenerated.pop(0) if regenerated else None
         if check and difference is None and (got is None or any(got[k] != ev[k] for k in _COMPARED)):
-            difference = (f"event {ev['seq']} ({ev['type']} of {ev['task_id'] or ev['message_id']}): recorded "
+            difference = (f"event {ev.seq} ({ev.type} of {ev.task_id or ev.message_id}): recorded "
                           f"{_brief(ev)}, re-delivery gives {_brief(got) if got else 'nothing'}")
     while pending is not None:
         deliver_next()
     if check and difference is None and regenerated:
         ev = regenerated[0]
-        difference = f"re-delivery gives an event the log does not hold: {_brief(ev)} of {ev['task_id'] or ev['message_id']}"
+        difference = f"re-delivery gives an event the log does not hold: {_brief(ev)} of {ev.task_id or ev.message_id}"
     return fresh, difference
 
 

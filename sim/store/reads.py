@@ -7,9 +7,13 @@ import json
 from typing import Iterator
 
 from ..errors import StoreError
+from ..events import StoredEvent
 from ..intake import IntentRecord, TaskView
 from ..machine import Rule, RuleBook, TaskState
 from .schema import STATE_TABLES, _TASK_COLS, _dumps
+
+#: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
+_EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
 
 
 class Reads:
@@ -165,6 +169,11 @@ class Reads:
     def _rows(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
+    def _events(self, sql: str, params=()) -> list[StoredEvent]:
+        """The one mapper from event rows to :class:`~sim.events.StoredEvent` (``sql`` selects
+        ``_EVENT_COLS``); ``data`` is parsed when first read."""
+        return [StoredEvent(*r) for r in self.conn.execute(sql, params)]
+
     def messages(self) -> list[dict]:
         rows = self._rows("SELECT * FROM messages ORDER BY msg_seq")
         for r in rows:
@@ -175,16 +184,13 @@ class Reads:
     def deliveries(self) -> list[dict]:
         return self._rows("SELECT * FROM deliveries ORDER BY delivery_id")
 
-    def events(self, *, after: int = 0, limit: int | None = None) -> list[dict]:
-        sql = "SELECT * FROM events WHERE seq > ? ORDER BY seq"
+    def events(self, *, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? ORDER BY seq"
         params: tuple = (after,)
         if limit is not None:
             sql += " LIMIT ?"
             params = (after, limit)
-        rows = self._rows(sql, params)
-        for r in rows:
-            r["data"] = json.loads(r["data"])
-        return rows
+        return self._events(sql, params)
 
     def _paged(self, sql: str, key: str, batch: int) -> Iterator[dict]:
         """Rows of ``sql`` (which takes ``key > ?`` and ``LIMIT ?``) a batch at a time, in flat memory."""
@@ -196,26 +202,24 @@ class Reads:
             yield from rows
             after = rows[-1][key]
 
-    def events_of_type(self, etype: str) -> list[dict]:
+    def events_of_type(self, etype: str) -> list[StoredEvent]:
         """The events of one type, in order."""
-        rows = self._rows("SELECT * FROM events WHERE type = ? ORDER BY seq", (etype,))
-        for r in rows:
-            r["data"] = json.loads(r["data"])
-        return rows
+        return self._events(f"SELECT {_EVENT_COLS} FROM events WHERE type = ? ORDER BY seq", (etype,))
 
-    def iter_events(self, batch: int = 5000, *, task_id: str | None = None, etype: str | None = None) -> Iterator[dict]:
+    def iter_events(
+        self, batch: int = 5000, *, task_id: str | None = None, etype: str | None = None
+    ) -> Iterator[StoredEvent]:
         """Every event in order, or those of one task and/or type, a page at a time (flat memory)."""
         where = "".join(f" AND {col} = ?" for col, v in (("task_id", task_id), ("type", etype)) if v is not None)
         fixed = [v for v in (task_id, etype) if v is not None]
         after = 0
         while True:
-            rows = self._rows(f"SELECT * FROM events WHERE seq > ?{where} ORDER BY seq LIMIT ?", (after, *fixed, batch))
+            rows = self._events(f"SELECT {_EVENT_COLS} FROM events WHERE seq > ?{where} ORDER BY seq LIMIT ?",
+                                (after, *fixed, batch))
             if not rows:
                 return
-            for r in rows:
-                r["data"] = json.loads(r["data"])
             yield from rows
-            after = rows[-1]["seq"]
+            after = rows[-1].seq
 
     def id_widths(self) -> tuple[int, int]:
         """The longest task id and message id in the event log (a streamed view's column widths)."""
@@ -258,14 +262,15 @@ class Reads:
         sql = "SELECT seq FROM events" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq"
         return [r[0] for r in self.conn.execute(sql, params)]
 
-    def events_at(self, seqs: list[int]) -> list[dict]:
-        """The events with these sequence numbers, in the order given (data left as JSON text)."""
+    def events_at(self, seqs: list[int]) -> list[StoredEvent]:
+        """The events with these sequence numbers, in the order given (data parsed when read)."""
         if not seqs:
             return []
         lo, hi = min(seqs), max(seqs)
-        rows = {r["seq"]: r for r in self._rows("SELECT * FROM events WHERE seq BETWEEN ? AND ?", (lo, hi))} \
+        rows = {r.seq: r for r in self._events(f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ?", (lo, hi))} \
             if hi - lo < 4 * len(seqs) + 64 else \
-            {r["seq"]: r for r in self._rows(f"SELECT * FROM events WHERE seq IN ({','.join('?' * len(seqs))})", seqs)}
+            {r.seq: r for r in self._events(
+                f"SELECT {_EVENT_COLS} FROM events WHERE seq IN ({','.join('?' * len(seqs))})", seqs)}
         return [rows[s] for s in seqs if s in rows]
 
     def delivery_ids(
@@ -317,16 +322,11 @@ class Reads:
     def deliveries_of(self, message_id: str) -> list[dict]:
         return self._rows("SELECT * FROM deliveries WHERE message_id = ? ORDER BY delivery_id", (message_id,))
 
-    def events_of_delivery(self, delivery_id: int) -> list[dict]:
-        rows = self._rows("SELECT * FROM events WHERE delivery_id = ? ORDER BY seq", (delivery_id,))
-        for r in rows:
-            r["data"] = json.loads(r["data"])
-        return rows
+    def events_of_delivery(self, delivery_id: int) -> list[StoredEvent]:
+        return self._events(f"SELECT {_EVENT_COLS} FROM events WHERE delivery_id = ? ORDER BY seq", (delivery_id,))
 
-    def event(self, seq: int) -> dict | None:
-        rows = self._rows("SELECT * FROM events WHERE seq = ?", (seq,))
-        for r in rows:
-            r["data"] = json.loads(r["data"])
+    def event(self, seq: int) -> StoredEvent | None:
+        rows = self._events(f"SELECT {_EVENT_COLS} FROM events WHERE seq = ?", (seq,))
         return rows[0] if rows else None
 
     def next_delivery_span(self, after: int) -> tuple[int, int] | None:
@@ -486,10 +486,8 @@ class Reads:
             return (f"SELECT id FROM temp.shard_{table} WHERE task_id IN ({keys})"
                     + (f" UNION ALL SELECT id FROM temp.shard_{table} WHERE task_id IS NULL" if none else ""))
 
-        events = self._rows(f"SELECT * FROM events WHERE task_id IN ({keys})"
-                            + (" OR task_id IS NULL" if none else "") + " ORDER BY seq", p)
-        for r in events:
-            r["data"] = json.loads(r["data"])
+        events = self._events(f"SELECT {_EVENT_COLS} FROM events WHERE task_id IN ({keys})"
+                              + (" OR task_id IS NULL" if none else "") + " ORDER BY seq", p)
         messages = self._rows(f"SELECT * FROM messages WHERE msg_seq IN ({via('messages')}) ORDER BY msg_seq", p)
         for r in messages:
             r["payload"] = json.loads(r["payload"])
@@ -541,13 +539,10 @@ class Reads:
         return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",
                            "delivery_id", batch)
 
-    def events_naming_no_delivery(self) -> list[dict]:
+    def events_naming_no_delivery(self) -> list[StoredEvent]:
         """Events whose delivery_id names no recorded delivery (a broken writer's), in order."""
-        rows = self._rows("SELECT * FROM events WHERE delivery_id IS NOT NULL AND delivery_id NOT IN "
-                          "(SELECT delivery_id FROM deliveries) ORDER BY seq")
-        for r in rows:
-            r["data"] = json.loads(r["data"])
-        return rows
+        return self._events(f"SELECT {_EVENT_COLS} FROM events WHERE delivery_id IS NOT NULL AND delivery_id NOT IN "
+                            "(SELECT delivery_id FROM deliveries) ORDER BY seq")
 
 
 class ScratchMap:

@@ -191,7 +191,7 @@ class Writes:
             "INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (self._tick, self.time_at(self._tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
         )
-        self._fold(ev.type, ev.task_id, ev.message_id, ev.data, self._tick)
+        self._fold(ev, self._tick)
         return cur.lastrowid
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:

@@ -398,8 +398,8 @@ class ProtolabApp(LabHost, Player, App):
         if self.focused is self.events_view:
             seq = self.events_view.source.id_at(self.events_view.cursor)
             ev = self.store.event(seq) if seq is not None else None
-            if ev and ev["delivery_id"]:
-                return self.store.delivery(ev["delivery_id"])
+            if ev and ev.delivery_id:
+                return self.store.delivery(ev.delivery_id)
             return None
         if not hasattr(src, "id_at"):
             return None

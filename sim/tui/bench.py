@@ -12,6 +12,7 @@ loading every event row (the approach the panes avoid).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import statistics
 import time
@@ -101,7 +102,7 @@ async def _datatable(path: Path, size: tuple[int, int]) -> float:
     from ..store import Store
 
     store = Store.open(path, readonly=True)
-    rows = [(e["seq"], e["tick"], e["type"], e["task_id"], e["message_id"], e["data"]) for e in store.events_at(store.event_ids())]
+    rows = [(e.seq, e.tick, e.type, e.task_id, e.message_id, json.dumps(e.data)) for e in store.events_at(store.event_ids())]
     store.close()
 
     class T(App):

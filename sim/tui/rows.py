@@ -6,13 +6,12 @@ A source holds only the ids of its rows (a ``range`` when unfiltered, so even a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from rich.text import Text
 
 from ..events import REGISTRY as EVENT_REGISTRY
-from ..events import summarize
+from ..events import StoredEvent, summarize
 from ..palette import DECISION_STYLE, STATE_STYLE  # noqa: F401  (the colours live once; screens import them here)
 from ..store import Store
 
@@ -67,13 +66,12 @@ def event_summary(etype: str, d: dict) -> str:
     return summarize(etype, d)
 
 
-def event_row(e: dict) -> Text:
-    d = e["data"] if isinstance(e["data"], dict) else json.loads(e["data"])
+def event_row(e: StoredEvent) -> Text:
     out = Text()
-    out.append(f"{e['seq']:>6} {e['tick']:>4} ")
-    out.append(_cell(e["type"], 20) + " ", event_style(e["type"]))
-    out.append(_cell(e["task_id"] or "-", 5) + " " + _cell(e["message_id"] or "", 10) + " ")
-    out.append(event_summary(e["type"], d), "dim")
+    out.append(f"{e.seq:>6} {e.tick:>4} ")
+    out.append(_cell(e.type, 20) + " ", event_style(e.type))
+    out.append(_cell(e.task_id or "-", 5) + " " + _cell(e.message_id or "", 10) + " ")
+    out.append(event_summary(e.type, e.data), "dim")
     return out
 
 

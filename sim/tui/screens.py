@@ -136,15 +136,15 @@ class Detail(Screen):
     @classmethod
     def for_event(cls, store: Store, seq: int) -> "Detail":
         e = store.event(seq)
-        parts: list = [event_row(e), _section("Data"), Text(_json(e["data"]))]
-        if e["delivery_id"]:
-            d = store.delivery(e["delivery_id"])
+        parts: list = [event_row(e), _section("Data"), Text(_json(e.data))]
+        if e.delivery_id:
+            d = store.delivery(e.delivery_id)
             parts += [_section("Caused by"), Text(f"delivery #{d['delivery_id']} of {d['message_id']} ({d['type']}): {d['decision']}")]
             parts += [_section("The other events of that delivery")]
-            parts += [event_row(x) for x in store.events_of_delivery(e["delivery_id"]) if x["seq"] != seq]
+            parts += [event_row(x) for x in store.events_of_delivery(e.delivery_id) if x.seq != seq]
         else:
             parts += [_section("Caused by"), Text("the runtime itself (no delivery): a lease monitor, a fault or a by-hand action")]
-        return cls(f"event {seq} · {e['type']} · tick {e['tick']}", Group(*parts))
+        return cls(f"event {seq} · {e.type} · tick {e.tick}", Group(*parts))
 
     @classmethod
     def for_task(cls, state: Store, log: Store, task_id: str) -> "Detail":

@@ -319,6 +319,7 @@ def _digest_of(path: Path) -> str:
 def _run(sub: Path, call, case: dict) -> _Outcome:
     from ...errors import ProtolabError
     from ...replay import redeliver
+    from ... import events as ev_
     from ...runner import run_scenario
 
     path = (sub / _FILE).resolve()
@@ -337,7 +338,7 @@ def _run(sub: Path, call, case: dict) -> _Outcome:
             commits = tuple(((e["kind"], e["target"], e["task_id"]), e["message_id"],
                              msgs.get(e["message_id"], {}).get("idempotency_key", ""), e["effect_key"])
                             for e in store.effects())
-            suppressed = sum(1 for e in store.events() if e["type"] == "effect_suppressed")
+            suppressed = store.count_events(etype=ev_.EffectSuppressed.TYPE)
             again, err = (), None
             if pol == "naive":  # the safe consumer takes a redelivered result as a duplicate: no effect rule runs
                 try:
