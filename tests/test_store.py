@@ -365,3 +365,38 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
     # what answers without the database: counters and meta kept in memory since the store was opened
     assert set(silent) <= {"advance", "get_meta", "next_delivery_id", "next_arrival", "privacy", "group_commits",
                            "transaction", "time_at", "untrusted_inputs"}, silent  # (no refs: nothing to look up)
+
+
+def test_the_shared_reads_hand_out_typed_rows_that_declare_every_column(tmp_path):
+    import sqlite3
+
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from sim.store.rows import Delivery, DeliveryView, Message, TaskRow
+
+    db = tmp_path / "run.db"
+    run_scenario(load_scenario("publish-report"), faults=["duplicate"], seed=1, db=str(db)).close()
+    conn = sqlite3.connect(db)
+    cols = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in ("messages", "deliveries", "tasks")}
+    conn.close()
+    # a column the schema has and the class does not declare (or the other way round) fails here
+    assert list(Message.COLUMNS) == cols["messages"]
+    assert list(Delivery.COLUMNS) == cols["deliveries"]
+    assert list(TaskRow.COLUMNS) == cols["tasks"]
+    assert set(DeliveryView.COLUMNS) > set(Delivery.COLUMNS)
+    with Store.open(db, readonly=True) as s:
+        msgs, dels, tasks = s.messages(), s.deliveries(), s.tasks()
+        assert msgs and all(type(m) is Message and list(m) == cols["messages"] for m in msgs)
+        assert all(type(d) is Delivery and list(d) == cols["deliveries"] for d in dels)
+        assert list(s.iter_deliveries(batch=3)) == dels and all(type(d) is Delivery for d in s.iter_deliveries(batch=3))
+        assert all(type(t) is TaskRow for t in tasks)
+        views = s.deliveries_at([d.delivery_id for d in dels])
+        assert all(type(v) is DeliveryView and set(v) == set(DeliveryView.COLUMNS) for v in views)
+        dup = next(d for d in dels if d.decision == "duplicate")
+        assert s.delivery(dup.delivery_id).sender == next(m.sender for m in msgs if m.msg_seq == dup.msg_seq)
+        assert s.deliveries_of(dup.message_id)[-1] == dup
+        m = s.message_at(msgs[0].msg_seq)
+        assert type(m) is Message and isinstance(m.payload, dict) and isinstance(m.evidence_refs, list)
+        assert s.message_by_id(m.message_id) == m
+        with pytest.raises(AttributeError, match="no column 'colour'"):
+            dup.colour  # noqa: B018

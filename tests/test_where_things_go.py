@@ -85,7 +85,7 @@ def test_a_new_lab_check_is_one_decorated_function_that_a_lab_file_can_name(tmp_
     from sim.labs import checks
     from sim.labs.catalog import load_lab
 
-    @checks.check("sample_always")
+    @checks.check("sample_always", codes=("quiet",))
     def _sample(ctx, *, word: str):
         return checks.Seen(True, "met", {"word": word})
 
@@ -99,8 +99,20 @@ def test_a_new_lab_check_is_one_decorated_function_that_a_lab_file_can_name(tmp_
         (lab / "lab.toml").write_text(toml)
         loaded = load_lab(lab)
         assert loaded.checkpoint("sample").check == "sample_always"
+        assert checks.case_codes("sample_always") == {"quiet"}  # what the lab's hints for it may be keyed by
     finally:
         checks.CHECKS.pop("sample_always", None)
+        checks.CODES.pop("sample_always", None)
+
+
+def test_each_check_declares_exactly_the_codes_its_code_reports():
+    from sim.labs import checks
+
+    assert set(checks.CODES) == set(checks.CHECKS)
+    for name in checks.CHECKS:
+        assert checks.case_codes(name) == checks.codes_in_source(name), name
+    with pytest.raises(ValueError, match="declared twice"):
+        checks.check("delivery", codes=())(lambda ctx: None)
 
 
 def test_a_new_hostile_kind_is_one_entry_and_the_corpus_has_it(tmp_path, monkeypatch):

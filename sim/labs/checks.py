@@ -7,7 +7,8 @@ it saw (message ids, types, states) so that the lab's hint for that case can nam
 :class:`Facts`, an index that is brought up to date incrementally (only events and deliveries
 newer than the last look are read), so a check after each step does not rescan a long log.
 
-Register a new check with ``@check("name")``; a lab names it in ``lab.toml``.
+Register a new check with ``@check("name", codes=(...))`` (the codes it reports when unmet); a lab
+names it in ``lab.toml``.
 """
 
 from __future__ import annotations
@@ -193,46 +194,54 @@ CHECKS: dict[str, Callable[..., Seen]] = {}
 
 
 def case_codes(name: str) -> frozenset[str]:
-    """The codes check ``name`` can report when unmet (the keys a lab's hints for it may use): every
-    ``_unmet("code", ...)`` in its body and in the helpers of this module it calls, read from the
-    source, so the list cannot drift from the code."""
-    if not _CODES:
-        import ast
-        import inspect
-        import sys
+    """The codes check ``name`` declares it can report when unmet (the keys a lab's hints for it may
+    use; a lab naming another is refused when it loads)."""
+    return CODES.get(name, frozenset())
 
-        module = sys.modules[__name__]
-        tree = ast.parse(inspect.getsource(module))
-        funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
-        def literals(node) -> set[str]:
-            """The codes an ``_unmet(...)`` call can give (a constant, or each branch of a conditional)."""
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_unmet" and node.args:
-                return {c.value for c in ast.walk(node.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+def codes_in_source(name: str) -> frozenset[str]:
+    """The codes check ``name`` really reports: every ``_unmet("code", ...)`` in its body and in the
+    helpers of this module it calls, read from the source (a test holds each check's declared
+    ``codes`` to this, so a declaration cannot drift from the code)."""
+    import ast
+    import inspect
+    import sys
+
+    module = sys.modules[__name__]
+    tree = ast.parse(inspect.getsource(module))
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    def literals(node) -> set[str]:
+        """The codes an ``_unmet(...)`` call can give (a constant, or each branch of a conditional)."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_unmet" and node.args:
+            return {c.value for c in ast.walk(node.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        return set()
+
+    def codes(fn: str, seen: set) -> set:
+        if fn in seen or fn not in funcs:
             return set()
+        seen.add(fn)
+        out = set()
+        for n in ast.walk(funcs[fn]):
+            out |= literals(n)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                out |= codes(n.func.id, seen)
+        return out
 
-        def codes(fn: str, seen: set) -> set:
-            if fn in seen or fn not in funcs:
-                return set()
-            seen.add(fn)
-            out = set()
-            for n in ast.walk(funcs[fn]):
-                out |= literals(n)
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                    out |= codes(n.func.id, seen)
-            return out
-
-        for check_name, fn in CHECKS.items():
-            _CODES[check_name] = frozenset(codes(fn.__name__, set()))
-    return _CODES.get(name, frozenset())
+    return frozenset(codes(CHECKS[name].__name__, set()))
 
 
-_CODES: dict[str, frozenset[str]] = {}
+#: Each check's declared case codes, by check name.
+CODES: dict[str, frozenset[str]] = {}
 
 
-def check(name: str):
+def check(name: str, *, codes: tuple[str, ...]):
+    """Register a check under ``name`` with the ``codes`` it reports when unmet."""
     def register(fn):
+        if name in CHECKS:
+            raise ValueError(f"check {name!r} is declared twice")
         CHECKS[name] = fn
+        CODES[name] = frozenset(codes)
         return fn
 
     return register
@@ -241,7 +250,7 @@ def check(name: str):
 # ------------------------------------------------------------------------------------- the checks
 
 
-@check("delivery")
+@check("delivery", codes=("none", "other-decision"))
 def _delivery(ctx: Ctx, *, type: str, decision: str, task: str | None = None, code: str | None = None,
               count: int = 1) -> Seen:
     """At least ``count`` deliveries of ``type`` decided ``decision`` (on ``task``, with ``code``)."""
@@ -260,7 +269,7 @@ def _delivery(ctx: Ctx, *, type: str, decision: str, task: str | None = None, co
     return _unmet("none", count=len(rows))
 
 
-@check("task_state")
+@check("task_state", codes=("missing", "other"))
 def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
     """Task ``task`` is in ``state`` now (or, with ``ever``, reached it at some point)."""
     t = ctx.store.get_task(task)
@@ -275,7 +284,7 @@ def _task_state(ctx: Ctx, *, task: str, state: str, ever: bool = False) -> Seen:
     return _unmet("other", task_id=task, state=t.state.value, wanted=state)
 
 
-@check("all_terminal")
+@check("all_terminal", codes=("empty", "open"))
 def _all_terminal(ctx: Ctx) -> Seen:
     """Every task of the run is in a terminal state (the story ran to its end)."""
     f = ctx.facts
@@ -295,7 +304,7 @@ def _publishing_results(ctx: Ctx) -> list[StoredEvent]:
     return list(ctx.facts.events(ev_.EffectCommitted.TYPE))
 
 
-@check("injected")
+@check("injected", codes=("none", "wrong-message"))
 def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | None = None) -> Seen:
     """A ``fault`` was injected by hand on a message of ``on_type`` (``on = "publishing"``: on the
     result that committed the publication; ``on = "redacted"``: on a message whose log keeps
@@ -329,7 +338,7 @@ def _injected(ctx: Ctx, *, fault: str, on_type: str | None = None, on: str | Non
                   fault=fault)
 
 
-@check("crashed")
+@check("crashed", codes=("none",))
 def _crashed(ctx: Ctx, *, by_hand: bool = True) -> Seen:
     """A worker was crashed (by hand, with k) while holding a lease."""
     for e in ctx.facts.events(ev_.FaultInjected.TYPE):
@@ -340,7 +349,7 @@ def _crashed(ctx: Ctx, *, by_hand: bool = True) -> Seen:
     return _unmet("none")
 
 
-@check("effect_once")
+@check("effect_once", codes=("none", "not-repeated", "twice"))
 def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
     """The publishing result was delivered more than once, and its effect committed exactly once."""
     pubs = [e for e in _publishing_results(ctx) if e.event.kind == kind]
@@ -362,7 +371,7 @@ def _effect_once(ctx: Ctx, *, kind: str = "publish") -> Seen:
                 suppressed=len(ctx.facts.events(ev_.EffectSuppressed.TYPE)))
 
 
-@check("invariants_hold")
+@check("invariants_hold", codes=("broken", "empty", "not-yet"))
 def _invariants_hold(ctx: Ctx, *, after: str | None = None, after_decision: str | None = None) -> Seen:
     """Every invariant holds on the run, once it holds something to judge (a run with no delivery
     holds every invariant vacuously and shows nothing); ``after``: only once an event or a delivery
@@ -380,7 +389,7 @@ def _invariants_hold(ctx: Ctx, *, after: str | None = None, after_decision: str 
     return _met(checked=len(ctx.invariants()))
 
 
-@check("naive_breaks")
+@check("naive_breaks", codes=("empty", "holds", "not-yours", "safe-broken", "unknown"))
 def _naive_breaks(ctx: Ctx, *, invariant: str, witness_code: str | None = None) -> Seen:
     """The learner's own deliveries, handed to the naive policy, break ``invariant``, while the
     safe run keeps it. ``witness_code``: only a witness naming a message that this run refused
@@ -411,7 +420,7 @@ def _naive_breaks(ctx: Ctx, *, invariant: str, witness_code: str | None = None) 
                 expected_version=w.get("expected_state_version", ""), actual_version=w.get("actual_state_version", ""))
 
 
-@check("reviewed")
+@check("reviewed", codes=("none", "other-decision", "refused", "waiting"))
 def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None) -> Seen:
     """A reviewer's decision on a frozen task was accepted, citing retained evidence."""
     f = ctx.facts
@@ -434,7 +443,7 @@ def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None)
     return _unmet("none")
 
 
-@check("visited")
+@check("visited", codes=("no-event", "none", "too-late"))
 def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | None = None) -> Seen:
     """The learner travelled in time (``[``, ``]``, ``g``) to an event before the first event of
     type ``before`` (whose data ``field`` is ``value``, if given)."""
@@ -460,7 +469,7 @@ def _opened_deliveries(ctx: Ctx, a: dict) -> list[dict]:
     return list(rows)
 
 
-@check("opened")
+@check("opened", codes=("none", "other"))
 def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | None = None,
             decision: str | None = None, state_after: str | None = None, task: str | None = None) -> Seen:
     """The learner opened a view (``what``: detail, conversation) on a delivery of this run of a
@@ -495,7 +504,7 @@ def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | No
     return _unmet("none", wanted=wanted)
 
 
-@check("naive_run_breaks")
+@check("naive_run_breaks", codes=("empty", "holds", "not-opened", "not-yet", "safe-broken", "unknown"))
 def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None, opened: bool = False) -> Seen:
     """The same scenario, seed and starting faults run by the naive runtime (its own transport and
     agents, not only its intake) breaks ``invariant`` (a witness whose problem contains
@@ -547,7 +556,7 @@ def _naive_run(store: Store) -> dict:
         naive.close()
 
 
-@check("trace")
+@check("trace", codes=("absent", "empty", "invalid", "other-terminal", "valid"))
 def _trace(ctx: Ctx, *, valid: bool | None = None, code: str | None = None, terminal: str | None = None) -> Seen:
     """The run, exported as a conversation trace and validated: it is (in)valid, shows error
     ``code``, or ends in ``terminal`` (COMPLETED, BLOCKED, ...)."""
@@ -579,7 +588,7 @@ def _trace(ctx: Ctx, *, valid: bool | None = None, code: str | None = None, term
     return _met(**saw)
 
 
-@check("event")
+@check("event", codes=("none",))
 def _event(ctx: Ctx, *, type: str, task: str | None = None) -> Seen:
     """An event of ``type`` (about ``task``) is in the log."""
     if type not in Facts._KEEP:  # catalog.load refuses such a lab; this is for a check built by hand
@@ -609,7 +618,7 @@ def _culprits(w: dict) -> list[tuple[str, int | None]]:
     return [(mid, None) for mid in ([w.get("message_id")] if w.get("message_id") else (w.get("message_ids") or []))]
 
 
-@check("opened_witness")
+@check("opened_witness", codes=("holds", "not-opened"))
 def _opened_witness(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
     """The learner opened a delivery that witnesses ``invariant`` broken in this run (a witness
     whose problem contains ``problem``, if given)."""

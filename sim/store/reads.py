@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 from ..errors import StoreError
 from ..events import StoredEvent
 from ..intake import IntentRecord, TaskView
 from ..machine import Rule, RuleBook, TaskState
+from .rows import Delivery, DeliveryView, Message, TaskRow
 from .schema import STATE_TABLES, _TASK_COLS, _dumps
+
+_R = TypeVar("_R", bound=dict)
 
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
@@ -169,20 +172,29 @@ class Reads:
     def _rows(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
-    def _events(self, sql: str, params=()) -> list[StoredEvent]:
-        """The one mapper from event rows to :class:`~sim.events.StoredEvent` (``sql`` selects
-        ``_EVENT_COLS``); ``data`` is parsed when first read."""
-        return [StoredEvent(*r) for r in self.conn.execute(sql, params)]
+    def _typed(self, cls: type[_R], sql: str, params=()) -> list[_R]:
+        """The one mapper from rows to a typed row class of :mod:`sim.store.rows`."""
+        cur = self.conn.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [cls(zip(names, r)) for r in cur]
 
-    def messages(self) -> list[dict]:
-        rows = self._rows("SELECT * FROM messages ORDER BY msg_seq")
+    def _messages(self, sql: str, params=()) -> list[Message]:
+        rows = self._typed(Message, sql, params)
         for r in rows:
             r["payload"] = json.loads(r["payload"])
             r["evidence_refs"] = json.loads(r["evidence_refs"])
         return rows
 
-    def deliveries(self) -> list[dict]:
-        return self._rows("SELECT * FROM deliveries ORDER BY delivery_id")
+    def _events(self, sql: str, params=()) -> list[StoredEvent]:
+        """The one mapper from event rows to :class:`~sim.events.StoredEvent` (``sql`` selects
+        ``_EVENT_COLS``); ``data`` is parsed when first read."""
+        return [StoredEvent(*r) for r in self.conn.execute(sql, params)]
+
+    def messages(self) -> list[Message]:
+        return self._messages("SELECT * FROM messages ORDER BY msg_seq")
+
+    def deliveries(self) -> list[Delivery]:
+        return self._typed(Delivery, "SELECT * FROM deliveries ORDER BY delivery_id")
 
     def events(self, *, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? ORDER BY seq"
@@ -192,11 +204,11 @@ class Reads:
             params = (after, limit)
         return self._events(sql, params)
 
-    def _paged(self, sql: str, key: str, batch: int) -> Iterator[dict]:
+    def _paged(self, sql: str, key: str, batch: int, cls: type[dict] = dict) -> Iterator[dict]:
         """Rows of ``sql`` (which takes ``key > ?`` and ``LIMIT ?``) a batch at a time, in flat memory."""
         after = 0
         while True:
-            rows = self._rows(sql, (after, batch))
+            rows = self._typed(cls, sql, (after, batch))
             if not rows:
                 return
             yield from rows
@@ -293,34 +305,30 @@ class Reads:
         "FROM deliveries d JOIN messages m ON m.msg_seq = d.msg_seq "
     )
 
-    def deliveries_at(self, ids: list[int]) -> list[dict]:
+    def deliveries_at(self, ids: list[int]) -> list[DeliveryView]:
         """These deliveries joined with who sent what to whom, in the order given."""
         if not ids:
             return []
         lo, hi = min(ids), max(ids)
         if hi - lo < 4 * len(ids) + 64:
-            rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id BETWEEN ? AND ?", (lo, hi))
+            rows = self._typed(DeliveryView, self._DELIVERY_SQL + "WHERE d.delivery_id BETWEEN ? AND ?", (lo, hi))
         else:
-            rows = self._rows(self._DELIVERY_SQL + f"WHERE d.delivery_id IN ({','.join('?' * len(ids))})", ids)
+            rows = self._typed(DeliveryView, self._DELIVERY_SQL + f"WHERE d.delivery_id IN ({','.join('?' * len(ids))})",
+                               ids)
         by = {r["delivery_id"]: r for r in rows}
         return [by[i] for i in ids if i in by]
 
-    def delivery(self, delivery_id: int) -> dict | None:
-        rows = self._rows(self._DELIVERY_SQL + "WHERE d.delivery_id = ?", (delivery_id,))
+    def delivery(self, delivery_id: int) -> DeliveryView | None:
+        rows = self._typed(DeliveryView, self._DELIVERY_SQL + "WHERE d.delivery_id = ?", (delivery_id,))
         return rows[0] if rows else None
 
-    def message_at(self, msg_seq: int) -> dict | None:
+    def message_at(self, msg_seq: int) -> Message | None:
         """One stored envelope, whole (payload and evidence parsed)."""
-        rows = self._rows("SELECT * FROM messages WHERE msg_seq = ?", (msg_seq,))
-        if not rows:
-            return None
-        r = rows[0]
-        r["payload"] = json.loads(r["payload"])
-        r["evidence_refs"] = json.loads(r["evidence_refs"])
-        return r
+        rows = self._messages("SELECT * FROM messages WHERE msg_seq = ?", (msg_seq,))
+        return rows[0] if rows else None
 
-    def deliveries_of(self, message_id: str) -> list[dict]:
-        return self._rows("SELECT * FROM deliveries WHERE message_id = ? ORDER BY delivery_id", (message_id,))
+    def deliveries_of(self, message_id: str) -> list[Delivery]:
+        return self._typed(Delivery, "SELECT * FROM deliveries WHERE message_id = ? ORDER BY delivery_id", (message_id,))
 
     def events_of_delivery(self, delivery_id: int) -> list[StoredEvent]:
         return self._events(f"SELECT {_EVENT_COLS} FROM events WHERE delivery_id = ? ORDER BY seq", (delivery_id,))
@@ -355,13 +363,13 @@ class Reads:
             r["result"] = json.loads(r["result"])
         return rows[0] if rows else None
 
-    def message_by_id(self, message_id: str) -> dict | None:
+    def message_by_id(self, message_id: str) -> Message | None:
         """The first envelope stored under ``message_id`` (evidence may cite a message)."""
         rows = self._rows("SELECT msg_seq FROM messages WHERE message_id = ? ORDER BY msg_seq LIMIT 1", (message_id,))
         return self.message_at(rows[0]["msg_seq"]) if rows else None
 
-    def tasks(self) -> list[dict]:
-        return self._rows("SELECT * FROM tasks ORDER BY created_tick, task_id")
+    def tasks(self) -> list[TaskRow]:
+        return self._typed(TaskRow, "SELECT * FROM tasks ORDER BY created_tick, task_id")
 
     def transitions(self, task_id: str | None = None) -> list[dict]:
         if task_id is None:
@@ -534,10 +542,10 @@ class Reads:
                                 (delivery_id,)).fetchone()
         return row[0] or 0
 
-    def iter_deliveries(self, batch: int = 5000) -> Iterator[dict]:
+    def iter_deliveries(self, batch: int = 5000) -> Iterator[Delivery]:
         """Every delivery in delivery_id order, a page at a time."""
         return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",
-                           "delivery_id", batch)
+                           "delivery_id", batch, Delivery)
 
     def events_naming_no_delivery(self) -> list[StoredEvent]:
         """Events whose delivery_id names no recorded delivery (a broken writer's), in order."""
