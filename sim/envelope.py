@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import digest as _digest
+from . import versions as _versions
 from .errors import EnvelopeError, InputError, friendly_list
 
 __all__ = [
@@ -37,7 +38,9 @@ ROLES = ("manager", "researcher", "writer", "reviewer")
 RESULT_STATUSES = ("succeeded", "failed", "denied", "waiting_human", "retry")
 REVIEW_DECISIONS = ("ready", "canceled")
 RECONCILE_DECISIONS = ("keep", "retract")  # a review_decision that resolves an open reconciliation
-SCHEMA_VERSIONS = ("1",)
+#: The spellings of the versions the kit's runtime reads (``sim.versions``: a bare major means MAJOR.0, a
+#: patch is accepted and ignored, so "1.0.3" is read as 1.0 too).
+SCHEMA_VERSIONS = ("1", "1.0", "1.1")
 
 # field name -> (python type, required)
 FIELDS: dict[str, tuple[type, bool]] = {
@@ -196,8 +199,21 @@ def _require_int(payload: dict, key: str, where: str, required=True, minimum=0):
     return val
 
 
-def _check_payload(env_type: str, payload: dict, where: str) -> None:
+def _check_payload(env_type: str, payload: dict, where: str, version: "_versions.Version" = _versions.Version(1, 0)) -> None:
     """Per-type payload rules: the closed payload vocabulary of each message type."""
+    # A field a later minor added is part of the payload only from that minor on.
+    for name, since in _versions.newer_fields(env_type).items():
+        if name in payload and (since.major != version.major or since > version):
+            raise EnvelopeError(
+                f"{where}: payload.{name} was added in schema_version {since}; this envelope says {version}",
+                code="E_SCHEMA_FIELD",
+            )
+    for name, (typ, _why) in _versions.added_fields(env_type, version).items():
+        if name in payload and (type(payload[name]) is not typ):
+            raise EnvelopeError(
+                f"{where}: payload.{name} must be a {typ.__name__}, got {type(payload[name]).__name__}",
+                code="E_FIELD_TYPE",
+            )
     if env_type == "task_request":
         _require_str(payload, "goal", where)
         _require_int(payload, "budget", where, required=False)
@@ -271,10 +287,11 @@ def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) 
         )
     role_of(raw["sender"])
     role_of(raw["recipient"])
-    if raw["schema_version"] not in SCHEMA_VERSIONS:
+    why = _versions.refusal(raw["schema_version"])
+    if why is not None:
         raise EnvelopeError(
-            f"{where}: schema_version {raw['schema_version']!r} is not supported; "
-            f"expected one of: {friendly_list(SCHEMA_VERSIONS)}",
+            f"{where}: {why}; expected MAJOR.MINOR, one of: {_versions.version_text()} (a bare major means MAJOR.0, "
+            "a patch is ignored; a major this runtime does not read may change what any field means)",
             code="E_SCHEMA_VERSION",
         )
     if not _TIME_RE.match(raw["created_at"]):
@@ -305,7 +322,7 @@ def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) 
             raise EnvelopeError(
                 f"{where}: evidence_refs[{i}] holds a lone surrogate, which has no UTF-8 form", code="E_DIGEST_DOMAIN"
             ) from None
-    _check_payload(raw["type"], raw["payload"], where)
+    _check_payload(raw["type"], raw["payload"], where, _versions.parse_version(raw["schema_version"]))
     if check_digest:
         try:
             _digest.verify(raw["payload"], raw["payload_digest"], raw["digest_scheme"])

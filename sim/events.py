@@ -451,6 +451,18 @@ class EffectSuppressed(Event):
 
 
 @dataclass(frozen=True)
+class EffectWithheld(Event):
+    TYPE = "effect_withheld"
+    FOLDS = "nothing: the result said its product is partial (schema 1.1), so its side effect waits"
+    STYLE = "yellow"
+    effect_key: str
+    reason: str
+
+    def summary(self) -> str:
+        return f"{self.effect_key}: withheld ({self.reason})"
+
+
+@dataclass(frozen=True)
 class EvidenceUnresolved(Event):
     TYPE = "evidence_unresolved"
     FOLDS = "nothing: a message cited evidence that is not stored (yet)"

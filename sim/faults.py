@@ -27,6 +27,9 @@ the TUI show are read from there.
 ``silent``              the worker goes quiet on its work: from that message on, nothing it starts or
                         answers arrives (it still acknowledges); a gather waiting on it misses its
                         deadline (``gather_ticks``), and the manager fences the conversation TIMED_OUT
+``upgrade``             the sender is upgraded mid-run: this result goes out in schema 1.1, its product
+                        marked ``partial`` (a field 1.1 added); a 1.0 reader drops the mark
+``new-major``           send it as schema_version 2.0, a major the kit's runtime does not read
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -194,6 +197,13 @@ def _stale_schema(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "0"})
 
 
+@fault("new-major", "send it as schema_version 2.0, a major the kit's runtime does not read",
+       default_target="first task_result", default_match=_result)
+def _major_bump(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.out = dataclasses.replace(s.out, schema_version="2.0")
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "2.0"})
+
+
 # The sender's side of a fault: what the sender says instead of (or beside) the envelope it sent,
 # as an Intent its own design encodes again (``Bus.rebuild``). Each takes the intent the sender
 # meant, a function giving a fresh message id (call it only to use one: ids are counted) and the
@@ -220,6 +230,22 @@ def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tup
     body = {k: v for k, v in intent.body.items() if k != "artifact"}
     body["summary"] = "paraphrased from memory: " + str(intent.body.get("summary", "the findings"))
     return dataclasses.replace(intent, body=body, refs=(), content=None), intent
+
+
+def _upgraded(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """upgrade: the upgraded sender marks its product partial (schema 1.1); a retry of it, made by the
+    sender's old code path, says what it meant before the upgrade."""
+    return dataclasses.replace(intent, body={**intent.body, "partial": True}), intent
+
+
+@fault("upgrade", "the sender is upgraded mid-run: this result goes out in schema 1.1, its product marked partial",
+       default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
+       only=("task_result",))
+def _upgrade(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, _upgraded, s.due, schema_version="1.1")
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "1.1", "partial": True})
 
 
 @fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",

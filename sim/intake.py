@@ -31,7 +31,8 @@ import enum
 from dataclasses import dataclass, field
 
 from . import digest as _digest
-from .envelope import SCHEMA_VERSIONS, Envelope, role_of
+from . import versions as _versions
+from .envelope import Envelope, role_of
 from .machine import TERMINAL, RuleBook, TaskState
 from .privacy import is_redacted
 
@@ -174,11 +175,10 @@ def decide(
     role = role_of(env.sender)
 
     # 0. A schema this runtime does not speak is refused before anything is read from it.
-    if env.schema_version not in SCHEMA_VERSIONS:
-        return _reject(
-            "E_SCHEMA_VERSION",
-            f"schema_version {env.schema_version!r} is not supported (this runtime speaks {', '.join(SCHEMA_VERSIONS)})",
-        )
+    # Negotiated per message: a major this runtime does not read, or a minor newer than it reads.
+    why = _versions.refusal(env.schema_version)
+    if why is not None:
+        return _reject("E_SCHEMA_VERSION", why)
 
     if env.type == "fence":
         return _reject("E_FENCE_SCOPE", "a fence closes the whole conversation: its task_id must be its trace_id")

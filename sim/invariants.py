@@ -27,6 +27,7 @@ from typing import Callable
 
 from . import digest as _digest
 from . import events as ev_
+from . import versions as _versions
 from .errors import DigestError
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
@@ -796,6 +797,54 @@ def _untrusted_effects(run: _Run, intervals: dict[str, list[list]], effect_event
                             "message_id": msg["message_id"], "input": ref, "input_task": src,
                             "second_payload": second, "event_seq": e["seq"]})
                 break
+    return out
+
+
+@invariant(
+    "VERSION_READ",
+    short="ver",
+    description=(
+        "Every delivery decided accepted, duplicate, conflict or late was of a message in a schema_version the course's "
+        "runtime reads (1.0 or 1.1; a bare major means MAJOR.0, a patch is ignored). A message in a major it cannot "
+        "read, or a minor newer than it reads, is refused before anything in it is believed."
+    ),
+)
+def _version_read(run: _Run) -> list[dict]:
+    out = []
+    for dv in run.deliveries:
+        if dv["decision"] == "rejected":
+            continue
+        msg = run.message_of(dv)
+        if msg is None:
+            continue
+        why = _versions.refusal(msg["schema_version"])
+        if why is not None:
+            out.append({"message_id": msg["message_id"], "delivery_id": dv["delivery_id"], "task_id": msg["task_id"],
+                        "type": msg["type"], "schema_version": msg["schema_version"], "decision": dv["decision"],
+                        "problem": why})
+    return out
+
+
+@invariant(
+    "NEWER_FIELDS_READ",
+    short="minor",
+    description=(
+        "No side effect is committed from a result whose message, as sent, marks its product partial (payload.partial, "
+        "a field schema 1.1 added). A consumer that reads the message as 1.0 drops the mark and publishes an "
+        "unfinished product."
+    ),
+)
+def _newer_fields_read(run: _Run) -> list[dict]:
+    out = []
+    for e in run.events:
+        if e["type"] != ev_.EffectCommitted.TYPE or e["delivery_id"] is None:
+            continue
+        msg = run.message_of_delivery(e["delivery_id"])
+        if msg is None or msg["type"] != "task_result" or msg["payload"].get("partial") is not True:
+            continue
+        out.append({"effect_key": e["data"].get("effect_key"), "task_id": e["task_id"], "message_id": msg["message_id"],
+                    "delivery_id": e["delivery_id"], "event_seq": e["seq"], "schema_version": msg["schema_version"],
+                    "problem": "committed from a result its sender marked partial"})
     return out
 
 

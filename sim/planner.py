@@ -363,7 +363,11 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
         out.append(ev_.InputUntrusted(refs=list(v.held), effect_key=key).draft(tid, mid))
     elif key is not None and env.payload.get("status") == "succeeded":
         eff = env.payload["effect"]
-        if key in ctx.committed_keys:
+        if env.payload.get("partial") is True:
+            # Schema 1.1: the sender said its product covers only part of the goal; nothing is published
+            # from it (a consumer that reads only 1.0 never sees the field, and publishes).
+            out.append(ev_.EffectWithheld(effect_key=key, reason="the result is marked partial").draft(tid, mid))
+        elif key in ctx.committed_keys:
             out.append(ev_.EffectSuppressed(effect_key=key).draft(tid, mid))
         else:
             out.append(ev_.EffectCommitted(

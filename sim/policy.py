@@ -4,7 +4,9 @@
 idempotent side effects (one effect key per kind, target and task). ``NAIVE`` is what many
 multi-agent systems do by accident, kept here so a workshop can show the regression it
 causes: last write wins, no deduplication, no allowlist, no lease fencing, side effects
-keyed by delivery (so a redelivered result publishes again), and no care for sensitive fields
+keyed by delivery (so a redelivered result publishes again), every message read as schema 1.0
+whatever version it declares (a field a newer minor added is dropped, a major it cannot read is
+read anyway), and no care for sensitive fields
 (every recipient is sent all of them, and the logs keep them in the clear).
 """
 
@@ -17,6 +19,7 @@ from .envelope import Envelope, role_of
 from .errors import InputError, friendly_list
 from .intake import Decision, Move, TaskView, Verdict, decide as reference_decide, target_state
 from .machine import RuleBook, TaskState
+from .versions import Version
 
 __all__ = ["Policy", "SAFE", "NAIVE", "POLICIES", "naive_decide", "get_policy"]
 
@@ -41,6 +44,10 @@ class Policy:
     redact: bool = True
     # A success resting on an input of a task frozen for review is frozen too, and commits nothing.
     hold_untrusted: bool = True
+    # None: every message is read at the version it declares, or refused by intake (E_SCHEMA_VERSION).
+    # A version: the runtime reads every message as that version, whatever it declares, silently
+    # dropping what later minors added (sim.versions.read_as), and never refuses a version.
+    reads_as: Version | None = None
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
@@ -72,8 +79,8 @@ SAFE = Policy(
 NAIVE = Policy(
     "naive", naive_decide, False,
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
-    "every recipient is sent everything and the logs keep it",
-    minimise=False, redact=False, hold_untrusted=False,
+    "every message read as schema 1.0 whatever it says; every recipient is sent everything and the logs keep it",
+    minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0),
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

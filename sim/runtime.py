@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from . import planner as _planner
+from . import versions as _versions
 from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
 from .intake import Decision, Verdict, decide as _reference_decide
@@ -115,6 +116,9 @@ def _deliver_once(
         if private and private.in_clear(env.payload):
             logged = replace(env, payload=private.redact(env.payload))
     msg_seq, _new = store.record_message(logged, _envelope_digest(env), sent)
+    if policy.reads_as is not None:
+        # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.
+        env, logged = _versions.read_as(env, policy.reads_as), _versions.read_as(logged, policy.reads_as)
     ctx = read_context(store, env, msg_seq, hold_untrusted=policy.hold_untrusted)
     verdict = _planner.judge(env, ctx, decide, hold_untrusted=policy.hold_untrusted)
     ctx = read_for_plan(store, env, ctx, verdict, policy)

@@ -83,13 +83,13 @@ class RunWorld:
         self.bus.crashed.clear()
         return env
 
-    def _rebuild(self, env: Envelope, rewrite, due: int) -> Envelope:
+    def _rebuild(self, env: Envelope, rewrite, due: int, schema_version: str | None = None) -> Envelope:
         """The envelope a fault makes by asking the sender's design again: ``rewrite`` (declared
         beside its fault in :mod:`sim.faults`) turns the intent behind ``env`` into the one sent
         (a new message id and ``due``'s time are there if it wants them) and the one still meant."""
         intent = self.intents[env.message_id]
         sent, meant = rewrite(intent, lambda: self.next_id(env.message_id.split("-")[0]), self.time_at(due - 1))
-        out = self._build(sent, schema_version=env.schema_version)
+        out = self._build(sent, schema_version=schema_version or env.schema_version)
         self._keep(out.message_id, meant)
         return out
 

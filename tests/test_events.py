@@ -70,6 +70,7 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
     samples = {
         "ack_recorded": {"of": "M-1", "from": "writer"},
         "effect_suppressed": {"effect_key": "publish:R-1:T-2"},
+        "effect_withheld": {"effect_key": "publish:R-1:T-2", "reason": "the result is marked partial"},
         "reconciliation_required": {"effects": ["publish:R-1:T-2"], "status": "failed"},
         "input_untrusted": {"refs": ["T-1"], "effect_key": "publish:R-1:T-2"},
         "evidence_unresolved": {"refs": ["sha256:" + "0" * 64]},

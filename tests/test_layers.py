@@ -49,7 +49,7 @@ def test_all_sql_lives_in_the_store_package():
 # The floors, bottom up; a module may import its own floor or any below, never one above.
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.resources"}),
-    ("domain", {"sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
+    ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
                 "sim.consumer",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
@@ -58,7 +58,7 @@ FLOORS = [
                 "sim.world", "sim.schedule", "sim.recovery", "sim.runfile", "sim.explore", "sim.shrink", "sim.timeline",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
-    ("faces", {"sim.cli*", "sim.__main__", "sim.tui*", "sim.web*"}),
+    ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.tui*", "sim.web*"}),
 ]
 
 

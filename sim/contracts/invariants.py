@@ -64,12 +64,12 @@ def _hand(*make_envs, policy=None, expire_after: str | None = None):
     return build
 
 
-def _env(mid, typ, payload, key, *, task="T-1", sender="researcher", recipient="manager", refs=()):
+def _env(mid, typ, payload, key, *, task="T-1", sender="researcher", recipient="manager", refs=(), version="1"):
     from ..envelope import build_envelope
 
     return lambda: build_envelope(message_id=mid, trace_id="R-1", task_id=task, sender=sender, recipient=recipient,
                                   type=typ, payload=payload, idempotency_key=key, created_at="2026-07-13T04:00:10Z",
-                                  evidence_refs=refs)
+                                  evidence_refs=refs, schema_version=version)
 
 
 def _unheld():
@@ -310,6 +310,27 @@ CASES: tuple[Case, ...] = (
                                                                "effect": {"kind": "publish", "target": "R-1"}},
                                         "R-1:T-1:attempt-1", refs=("M-1",))),
          {"problem": "its evidence reaches no stored artifact", "message_id": "M-3", "evidence_refs": ["M-1"]}),
+    # VERSION_READ
+    Case("a result in major 2 is refused under safe, and its retry in 1 lands", "VERSION_READ", True,
+         _scenario(faults=["new-major"])),
+    Case("a result in schema 1.1 is read by the safe runtime, which speaks 1.1", "VERSION_READ", True,
+         _scenario(faults=["upgrade"])),
+    Case("naive applies a result in major 2 as if it could read it", "VERSION_READ", False,
+         _scenario(policy="naive", faults=["new-major"]),
+         {"message_id": "M-3", "schema_version": "2.0", "decision": "accepted", "task_id": "T-1"}),
+    Case("naive applies a request in major 0", "VERSION_READ", False,
+         _scenario(policy="naive", faults=["stale-schema"]), {"schema_version": "0", "type": "task_request"}),
+    # NEWER_FIELDS_READ
+    Case("the safe runtime reads the 1.1 mark and withholds the partial draft's publication", "NEWER_FIELDS_READ",
+         True, _scenario(faults=["upgrade"])),
+    Case("a result delivered by hand in 1.1, not partial, publishes", "NEWER_FIELDS_READ", True,
+         _hand(_m("m1"), _m("m2"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1,
+                                                               "partial": False, "artifact": "M-1",
+                                                               "effect": {"kind": "publish", "target": "R-1"}},
+                                        "R-1:T-1:attempt-1", refs=("M-1",), version="1.1"))),
+    Case("naive reads the 1.1 result as 1.0, drops the mark and publishes the partial draft", "NEWER_FIELDS_READ",
+         False, _scenario(policy="naive", faults=["upgrade"]),
+         {"message_id": "M-6", "task_id": "T-2", "schema_version": "1.1", "effect_key": "publish:R-1:T-2#d9"}),
     # NO_EFFECT_FROM_UNTRUSTED
     Case("a late conflict freezes T-1 after its table was handed on, and T-2's result is held, not published",
          "NO_EFFECT_FROM_UNTRUSTED", True, _scenario(faults=["late-conflict"])),

@@ -1,0 +1,136 @@
+"""Envelope schema versions: what ``schema_version`` says, which versions a consumer reads, and
+what a consumer that reads an older version makes of a newer message.
+
+A version is ``MAJOR.MINOR``. A third number (a patch, ``1.0.3``) is accepted and ignored: two
+versions that differ only in their patch are read the same way, so a patch never takes part in
+deciding compatibility (A2A negotiates the same way). A bare major (``"1"``, the form of the course's
+own example envelope and what this kit's agents send) means ``MAJOR.0``.
+
+Inside one major, a newer minor only *adds*: an optional payload field that an older message never
+carries. A new major may change what any field means, so a consumer refuses a major it does not
+read before it looks at anything else (``E_SCHEMA_VERSION``). A minor newer than the consumer reads
+is refused the same way by a strict consumer: the alternative, reading it as the older minor and
+dropping what it does not know, loses what the sender said (a lenient reader, :func:`read_as`, is
+what the naive policy does).
+
+The digest schemes (``json-sorted-v1``, ``jcs-v2``) are versioned on their own: any envelope
+version may carry either, and ``digest_scheme`` names the one used.
+
+Part of the domain: pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import NamedTuple
+
+from .errors import EnvelopeError, friendly_list
+
+__all__ = [
+    "Version", "KNOWN", "READS", "ADDED", "parse_version", "refusal", "negotiate", "added_fields", "read_as",
+    "version_text",
+]
+
+
+class Version(NamedTuple):
+    """A schema version: ``(major, minor)``; ordered, so ``max`` picks the newer."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+#: Every envelope version the kit defines, oldest first. 1.1 adds optional payload fields (ADDED);
+#: 2.0 exists only to be refused: no consumer in this kit reads it.
+KNOWN: tuple[Version, ...] = (Version(1, 0), Version(1, 1), Version(2, 0))
+
+#: What the course's runtime reads (the safe policy); the naive one reads only 1.0 and never checks.
+READS: tuple[Version, ...] = (Version(1, 0), Version(1, 1))
+
+#: What each minor adds to a message type's payload: {version: {type: {field: (python type, why)}}}.
+ADDED: dict[Version, dict[str, dict[str, tuple[type, str]]]] = {
+    Version(1, 1): {
+        "task_result": {
+            "partial": (bool, "the product covers only part of the goal: its side effect must wait"),
+        },
+    },
+}
+
+_RE = re.compile(r"^(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?)?$")
+
+
+def parse_version(text: str) -> Version:
+    """``"1"`` -> 1.0, ``"1.1"`` -> 1.1, ``"1.0.3"`` -> 1.0 (the patch ignored); anything else is
+    ``E_SCHEMA_VERSION``."""
+    m = _RE.match(text) if isinstance(text, str) else None
+    if not m:
+        raise EnvelopeError(
+            f"schema_version {text!r} is not MAJOR.MINOR (like 1.1; a bare 1 means 1.0, a patch like 1.0.3 is ignored)",
+            code="E_SCHEMA_VERSION",
+        )
+    return Version(int(m.group(1)), int(m.group(2) or 0))
+
+
+def version_text(versions=READS) -> str:
+    """``1.0 or 1.1``: versions as a person reads them."""
+    names = [str(v) for v in versions]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def refusal(text: str, reads: tuple[Version, ...] = READS) -> str | None:
+    """Why a consumer that reads ``reads`` refuses a message in ``text`` (``None``: it reads it)."""
+    try:
+        v = parse_version(text)
+    except EnvelopeError as e:
+        return e.message
+    if v in reads:
+        return None
+    majors = sorted({r.major for r in reads})
+    if v.major not in majors:
+        # (worded as before versions had minors, so runs of the stale-schema fault keep their pinned bytes)
+        return f"schema_version {text!r} is not supported (this runtime speaks {', '.join(map(str, majors))})"
+    newest = max(r for r in reads if r.major == v.major)
+    if v > newest:
+        return (f"schema_version {text!r} is newer than this runtime reads ({version_text(reads)}): reading it as "
+                f"{newest} would drop what {v} added; send {newest} or lower")
+    return f"schema_version {text!r} is not one this runtime reads ({version_text(reads)})"
+
+
+def negotiate(sender: tuple[Version, ...], consumer: tuple[Version, ...] = READS) -> Version:
+    """The version a sender that speaks ``sender`` uses towards a consumer that reads ``consumer``:
+    the newest both know; ``E_SCHEMA_VERSION`` when they share none."""
+    common = set(sender) & set(consumer)
+    if not common:
+        raise EnvelopeError(
+            f"no common schema version: the sender speaks {version_text(sender)}, the consumer reads "
+            f"{version_text(consumer)}",
+            code="E_SCHEMA_VERSION",
+        )
+    return max(common)
+
+
+def added_fields(msg_type: str, version: Version) -> dict[str, tuple[type, str]]:
+    """The payload fields of ``msg_type`` that minors after ``MAJOR.0`` and up to ``version`` added."""
+    out: dict[str, tuple[type, str]] = {}
+    for v, by_type in ADDED.items():
+        if v.major == version.major and v <= version:
+            out.update(by_type.get(msg_type, {}))
+    return out
+
+
+def newer_fields(msg_type: str) -> dict[str, Version]:
+    """Every payload field of ``msg_type`` that some minor added, and the version that added it."""
+    return {f: v for v, by_type in ADDED.items() for f in by_type.get(msg_type, {})}
+
+
+def read_as(env, version: Version):
+    """``env`` as a lenient consumer that reads only ``version`` sees it: every payload field a
+    later minor added is dropped, silently. ``schema_version`` is left as sent. (What the naive
+    policy does; the course's runtime refuses a minor it does not read instead.)"""
+    drop = [f for f, v in newer_fields(env.type).items() if v > version and f in env.payload]
+    if not drop:
+        return env
+    return dataclasses.replace(env, payload={k: v for k, v in env.payload.items() if k not in drop})
