@@ -275,10 +275,14 @@ def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str
 
 def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), depth: int = 14,
             plugins=None, progress: Callable[[Exploration], None] | None = None, every: int = 200,
-            interrupt: Callable[[], bool] | None = None) -> Exploration:
+            interrupt: Callable[[], bool] | None = None, invariants=None) -> Exploration:
     """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, breadth-first; stop at
-    the first state that breaks an invariant (its path is a shortest one). ``progress(result)`` is told
-    every ``every`` states; Ctrl-C ends the search with what was reached (``interrupted``)."""
+    the first state that breaks an invariant (its path is a shortest one). ``invariants`` (names), when
+    given, are the only ones judged: a state that breaks another goes on being explored (the grader's
+    search under the naive consumer judges what the exercise is about, not what naive always breaks).
+    ``progress(result)`` is told every ``every`` states; Ctrl-C ends the search with what was reached
+    (``interrupted``)."""
+    judged = None if invariants is None else frozenset(invariants)
     if depth < 1:
         raise InputError("--depth must be at least 1", code="E_USAGE")
     result = Exploration(scenario.name, policy, tuple(faults), depth)
@@ -295,7 +299,7 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                 node = level.popleft()
                 for child in successors(node):
                     result.transitions += 1
-                    broken = [r for r in check(child.run.store) if not r.ok]
+                    broken = [r for r in check(child.run.store) if not r.ok and (judged is None or r.name in judged)]
                     if broken:
                         first = broken[0]
                         result.found = Found(first.name, first.description, first.witnesses[0], child.path,

@@ -120,12 +120,20 @@ def _render_report(report, con) -> None:
         if r.grader_error:
             con.print(f"       {r.message}", highlight=False, markup=False)
         elif not r.passed and once is None:
-            con.print(f"       what broke: {r.message}", highlight=False, markup=False)
+            first, *table = r.message.splitlines() or [""]
+            con.print(f"       what broke: {first}", highlight=False, markup=False)
+            for line in table:  # a table under the message (a search's path), kept as lines
+                con.print(f"       {line}", highlight=False, markup=False, soft_wrap=True)
             if r.reproduce:
                 con.print(f"       reproduce:  {r.reproduce}", highlight=False, markup=False,
                           soft_wrap=True)  # one line, so that copy and paste keeps it whole
             if r.hint:
                 con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
+            if r.attachment:
+                con.print(f"       {r.attachment['name']} (save it beside your files to replay it):", highlight=False,
+                          markup=False)
+                for line in r.attachment["text"].splitlines():
+                    con.print(f"         {line}", highlight=False, markup=False, soft_wrap=True)
     con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
     said = _sandbox_line(report)
     if said:
@@ -478,7 +486,8 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
     for s, r in zip(subs, reports):
         marks = "".join("[green]✓[/]" if x.passed else ("[yellow]◐[/]" if x.points > 0 else "[red]✗[/]")
                         for x in r.results)
-        first = r.problem or next((f"{x.name}: {x.message}" for x in r.results if not x.passed), "")
+        first = r.problem or next((f"{x.name}: {x.message.splitlines()[0] if x.message else ''}" for x in r.results
+                                   if not x.passed), "")
         rows.append([s.name, f"{r.score:g}", marks, first])
     names = " ".join(x.name for x in reports[0].results) if reports else ""
     top = reports[0].max_score if reports else 0

@@ -39,6 +39,7 @@ class TestResult:
     hidden_cases: bool = False  # the grader runs hidden cases of this (public) test
     hidden_cases_ran: bool = False  # ... and they ran here
     sandbox: str = ""  # which sandbox judged it: "bubblewrap" or "fallback: <why>" (sim.course.sandbox.describe)
+    attachment: dict | None = None  # a file the feedback carries whole: {"name", "text"} (a search's counterexample)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -108,7 +109,16 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
         grid=v.get("grid"), signature=None if ok else v.get("signature"),
         visibility=getattr(test, "visibility", "") or "", grader_error=v.get("grader_error") or "",
         hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended, sandbox=v.get("sandbox") or "",
+        attachment=None if ok else _attachment(v.get("attachment"), shown_dir),
     )
+
+
+def _attachment(a, shown_dir: str) -> dict | None:
+    """A judge's attachment as it crossed the pipe, if it is one: a name and a text (``{dir}`` in it
+    names the student's folder, as in the message)."""
+    if isinstance(a, dict) and isinstance(a.get("name"), str) and isinstance(a.get("text"), str):
+        return {"name": a["name"], "text": a["text"].replace("{dir}", shown_dir)}
+    return None
 
 
 def sandbox_of(results, default: bool = True) -> str:

@@ -61,6 +61,12 @@ def feedback(r: TestResult, report: Report | None = None, shown_dir: str | None 
             lines.append(f"Reproduce it: {repro}")
         if r.hint:
             lines.append(f"Hint: {r.hint}")
+        att = getattr(r, "attachment", None)
+        if att:
+            text = _shown(att["text"], report, shown_dir) if report is not None else att["text"]
+            lines.append("")
+            lines.append(f"{att['name']} (save it beside your files; the command above replays it):")
+            lines.append(text.rstrip("\n"))
     printed = (r.output or "").strip()
     if printed:
         cut = printed[-OUTPUT_CHARS:]

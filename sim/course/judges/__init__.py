@@ -35,6 +35,7 @@ class Judged:
     grid: list | None = None  # [{"run", "scenario", "faults", "invariants": {NAME: bool}, "ok"}]
     signature: dict | None = None  # {"invariant", "faults", "scenario", "case", "problem"}: what broke
     grader_error: str | None = None  # the judge itself failed (a bug of the kit's, never the student's): what and where
+    attachment: dict | None = None  # a file the feedback carries whole: {"name", "text"} (a search's counterexample.toml)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,6 +51,7 @@ class Broke:
     reproduce: str | None = None  # the command that shows it ({dir}: the student's folder)
     witness: dict | list | None = None
     signature: dict | None = None  # more of what broke: invariant, faults, scenario, case, rule, problem, policy
+    attachment: dict | None = None  # a file that shows it: {"name", "text"} (the search's counterexample.toml)
 
 
 def rule(checked: int, broke: list[Broke], held: str, *, grid: list | None = None) -> Judged:
@@ -71,8 +73,9 @@ def rule(checked: int, broke: list[Broke], held: str, *, grid: list | None = Non
     symptoms = list(dict.fromkeys(s for b in broke for s in b.symptoms))
     sig = {**(first.signature or {}), "symptoms": symptoms}
     sig.setdefault("cases", [b.case for b in broke])
-    return failed(f"{first.case}: {first.what}{more}", reproduce=first.reproduce, witness=first.witness, grid=grid,
-                  signature=sig)
+    what, _, table = first.what.partition("\n")  # a table under the first line stays under it
+    return failed(f"{first.case}: {what}{more}" + (f"\n{table}" if table else ""), reproduce=first.reproduce,
+                  witness=first.witness, grid=grid, signature=sig, attachment=first.attachment)
 
 
 def passed(message: str, **kw) -> Judged:

@@ -58,6 +58,7 @@ __all__ = [
     "loads",
     "minimal_payloads",
     "payload_conflict",
+    "search",
 ]
 
 _FILE = "design.py"
@@ -1078,6 +1079,23 @@ def fault_matrix(sub: Path, args: dict) -> Judged:
         if b is not None:
             broke.append(b)
     return rule(len(cases), broke, "every run holds every invariant and ends as it should", grid=rows)
+
+
+@_judged
+def search(sub: Path, args: dict) -> Judged:
+    """Every delivery order of a small run (``args["searches"]``: scenario, faults, depth) with the
+    student's design: no invariant breaks in any of them; a break is shown as its shortest path, a
+    table of deliveries, with the scenario file that replays it (:mod:`sim.course.judges.search`)."""
+    from ...policy import get_policy
+    from .search import Plugged, search as explore_all
+
+    design = _kept(sub)
+    checked, broke, rows = explore_all(
+        _fingerprint(sub), args.get("searches", []),
+        lambda policy: Plugged(design, get_policy(policy), {"design": f"{_FILE} (remote)"}),
+        reproduce="protolab run counterexample.toml --design {dir}/design.py --db ex1.db && protolab check --db ex1.db",
+        symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error")
+    return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
 
 @_judged

@@ -487,6 +487,31 @@ def at_most_once(sub: Path, args: dict) -> Judged:
         host.close()
 
 
+_SEARCH_SYMPTOM = {"duplicate": "commits-on-redelivery", "resend": "commits-on-resend", "crash": "commits-per-attempt"}
+
+
+def search(sub: Path, args: dict) -> Judged:
+    """Every delivery order of a small run (``args["searches"]``: scenario, faults, depth, policy,
+    invariants) with the student's rule keying the effects: no order commits an effect twice; a break
+    is shown as its shortest path with the scenario file that replays it
+    (:mod:`sim.course.judges.search`)."""
+    from .search import Plugged, search as explore_all
+
+    call, host = _rule(sub)
+    path = (sub / _FILE).resolve()
+    try:
+        checked, broke, rows = explore_all(
+            (str(path), _digest_of(path)), args.get("searches", []),
+            lambda policy: Plugged(None, _policy(policy, call), {"effects": f"{_FILE} (remote)"}),
+            reproduce="protolab run counterexample.toml --effects {dir}/effects.py --db ex5.db && protolab check --db ex5.db",
+            symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
+                                               if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
+            failed_symptom="rule-fails")
+    finally:
+        host.close()
+    return rule(checked, broke, "no order of the deliveries commits an effect twice", grid=rows)
+
+
 #: The name an older test gave this judge (kept for callers that still use it).
 at_least_once = at_most_once
 

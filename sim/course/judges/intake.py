@@ -594,6 +594,27 @@ def check_rule(sub: Path, args: dict) -> Judged:
     return rule(checked, broke + run_broke, held, grid=rows or None)
 
 
+def search(sub: Path, args: dict) -> Judged:
+    """Every delivery order of a small run (``args["searches"]``: scenario, faults, depth) with the
+    student's consume as the runtime's intake: no invariant breaks in any of them; a break is shown as
+    its shortest path with the scenario file that replays it (:mod:`sim.course.judges.search`)."""
+    from ...policy import get_policy
+    from .search import Plugged, search as explore_all
+
+    fn, host = _decide(sub)
+    owner = (str(sub.resolve()), _content(sub))
+    try:
+        checked, broke, rows = explore_all(
+            owner, args.get("searches", []),
+            lambda policy: Plugged(None, replace(get_policy(policy), decide=_guarded(fn, owner)),
+                                   {"intake": f"{_FILE} (remote)"}),
+            reproduce="protolab run counterexample.toml --intake {dir}/decide.py --db ex3.db && protolab check --db ex3.db",
+            symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed")
+    finally:
+        host.close()
+    return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
+
+
 # ------------------------------------------------------------------------------------------ behaviour
 
 
