@@ -257,3 +257,106 @@ def test_shrink_refuses_a_run_that_breaks_nothing(tmp_path, capsys):
     code, _, err = _cli(capsys, "shrink", "--db", str(db), "-o", str(tmp_path / "m.toml"))
     assert code == 2 and err.startswith("error: E_SHRINK_NOT_FAILING:")
     assert not (tmp_path / "m.toml").exists()
+
+
+# ---------------------------------------------------------------- the TUI honours a scenario's policy
+
+
+def _naive_counterexample(tmp_path, capsys) -> None:
+    f = tmp_path / "ce.toml"
+    sc = TINY
+    result = explore(sc, policy="naive", faults=["duplicate"], depth=6)
+    assert result.found is not None and result.found.invariant == "EFFECT_AT_MOST_ONCE"
+    from sim.explore import counterexample
+
+    f.write_text(scenario_toml(counterexample(sc, "naive", result.found.path, result.found.faults)))
+
+
+@pytest.mark.parametrize("flag, expected", [((), "naive"), (("--policy", "safe"), "safe")])
+def test_tui_of_a_scenario_file_runs_under_its_policy_unless_told_otherwise(tmp_path, capsys, monkeypatch, flag, expected):
+    """'protolab tui ce.toml' plays the run 'protolab run ce.toml' writes: the file's policy, unless --policy names one."""
+    import sim.cli.run as run_cli
+    from sim.live import LiveRun
+
+    monkeypatch.chdir(tmp_path)
+    _naive_counterexample(tmp_path, capsys)
+    seen = {}
+
+    def live(sc, *, seed, fault, policy, db, paused, headless, plugins=None):  # the TUI's live run, played through
+        seen["policy"] = policy
+        run = LiveRun(sc, policy=policy, seed=seed, faults=fault, db=db, plugins=plugins)
+        try:
+            run.run_to_end()
+            seen["digest"] = run.store.state_digest()
+        finally:
+            run.close()
+
+    monkeypatch.setattr(run_cli, "_tui_here", lambda: True)
+    monkeypatch.setattr(run_cli, "_tui_live", live)
+    code, _, err = _cli(capsys, "tui", "ce.toml", *flag, "--db", "tui.db")
+    assert code in (0, None), err
+    assert seen["policy"] == expected
+    code, _, err = _cli(capsys, "run", "ce.toml", *flag, "--db", "run.db")
+    assert code == 0, err
+    with Store.open(tmp_path / "run.db", readonly=True) as store:
+        assert store.state_digest() == seen["digest"]
+        assert store.get_meta("policy") == expected
+
+
+# ---------------------------------------------------------------- the grader's search test
+
+
+def _graded(exercise: int, answer: str, tmp_path):
+    import shutil
+
+    from sim.course.catalog import get_exercise, solutions_dir
+    from sim.course.evaluate import evaluate
+
+    ex = get_exercise(exercise)
+    sol = solutions_dir(ex)
+    src = sol if answer == "model" else sol / "wrong" / answer
+    d = tmp_path / answer
+    shutil.copytree(ex.folder, d)
+    for name in ex.files:
+        shutil.copy(src / name, d / name)
+    return ex, d, evaluate(ex, d, hidden=True, isolate=False, only=["search"], shown=answer)
+
+
+def test_the_search_test_shows_the_shortest_break_as_a_table_and_attaches_a_scenario_that_replays_it(tmp_path, capsys,
+                                                                                                     monkeypatch):
+    from rich.console import Console
+
+    from sim.cli.course import _render_report
+    from sim.course.gradescope import results_json
+
+    ex, d, report = _graded(5, "by-delivery", tmp_path)
+    (r,) = report.results
+    assert not r.passed and r.points == 0
+    lines = r.message.splitlines()
+    assert "EFFECT_AT_MOST_ONCE broke after 4 deliveries" in lines[0] and "duplicate:M-3" in lines[0]
+    assert [ln.split()[2] for ln in lines[2:]] == ["M-1", "M-2", "M-3", "M-3"]  # the path: M-3 delivered twice
+    assert "seed" not in r.message
+    assert r.attachment["name"] == "counterexample.toml" and "by-delivery/effects.py" in r.attachment["text"]
+    # the file replays the break with the student's rule
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "counterexample.toml").write_text(r.attachment["text"])
+    assert r.reproduce.startswith("protolab run counterexample.toml --effects by-delivery/effects.py")
+    code, _, err = _cli(capsys, "run", "counterexample.toml", "--effects", "by-delivery/effects.py", "--db", "ex5.db")
+    assert code == 0, err
+    with Store.open(tmp_path / "ex5.db", readonly=True) as store:
+        assert not next(x for x in check(store) if x.name == "EFFECT_AT_MOST_ONCE").ok
+        assert len(store.deliveries()) == 4
+    # --explain and Gradescope's output carry the table and the file
+    con = Console(record=True, width=200)
+    _render_report(report, con)
+    shown = con.export_text()
+    assert "M-3      task_result" in shown and 'faults = ["duplicate:M-3"]' in shown
+    out = results_json(report, shown_dir="05-exactly-once")["tests"][0]["output"]
+    assert "counterexample.toml" in out and 'deliveries = [' in out and "M-3      task_result" in out
+
+
+@pytest.mark.parametrize("exercise", [1, 3, 5])
+def test_the_model_answers_pass_the_search_test(exercise, tmp_path):
+    _ex, _d, report = _graded(exercise, "model", tmp_path)
+    (r,) = report.results
+    assert r.passed and r.attachment is None, r.message

@@ -336,7 +336,8 @@ def tui(
     scenario: Optional[str] = typer.Argument(None, help=f"A scenario to run live ({_SCENARIOS}, or a .toml)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="The run's seed (default: the scenario's)."),
     fault: List[str] = FAULT_OPT,
-    policy: str = typer.Option("safe", "--policy", help="safe (the course's rules) or naive (last write wins)."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="safe (the course's rules) or naive (last write wins); "
+                                         "default: the scenario's policy, else safe."),
     db: Optional[Path] = typer.Option(None, "--db", help="With a scenario: where the live run is written "
                                       "(default protolab.db). Without: a finished run to open read-only."),
     paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
@@ -348,7 +349,7 @@ def tui(
     port: int = PORT_OPT,
 ):
     """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
-    live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine)) or policy != "safe"
+    live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine, policy))
     if serve:
         _serve_tui_args(scenario, seed=seed, fault=fault, policy=policy, db=db, paused=paused, design=design,
                         intake=intake, effects=effects, machine=machine, port=port, live=live_flags)
@@ -368,6 +369,7 @@ def tui(
             store.close()
         return
     sc = _load_scenario(scenario or "publish-report", None)
+    policy = policy or sc.policy or "safe"  # as 'run' does: a scenario written by explore or shrink pins its policy
     _check_run_args(policy, fault)
     plugins = _plugins(design, intake, effects, machine)
     from ..runner import refuse_lab_run
@@ -389,6 +391,7 @@ def _serve_tui_args(scenario, *, seed, fault, policy, db, paused, design, intake
         _serve(["tui", "--db", str(Path(db).resolve())], port=port, title=f"protolab tui --db {db}")
         return
     sc = _load_scenario(scenario or "publish-report", None)
+    policy = policy or sc.policy or "safe"
     _check_run_args(policy, fault)
     _plugins(design, intake, effects, machine)
     files = [(flag, p) for flag, p in (("--design", design), ("--intake", intake), ("--effects", effects),
