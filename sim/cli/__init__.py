@@ -53,13 +53,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from .. import __version__  # the one place the version is written (pyproject.toml reads it too)
 
-        try:
-            v = version("protolab")
-        except PackageNotFoundError:  # a checkout that was never installed
-            v = "0.1.0 (not installed)"
-        typer.echo(f"protolab {v}")
+        typer.echo(f"protolab {__version__}")
         raise typer.Exit(0)
 
 
