@@ -30,6 +30,7 @@ the TUI show are read from there.
 ``upgrade``             the sender is upgraded mid-run: this result goes out in schema 1.1, its product
                         marked ``partial`` (a field 1.1 added); a 1.0 reader drops the mark
 ``new-major``           send it as schema_version 2.0, a major the kit's runtime does not read
+``receipt``             the worker acknowledges the request the round it arrives (a receipt, before any work)
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -197,13 +198,6 @@ def _stale_schema(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "0"})
 
 
-@fault("new-major", "send it as schema_version 2.0, a major the kit's runtime does not read",
-       default_target="first task_result", default_match=_result)
-def _major_bump(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
-    s.out = dataclasses.replace(s.out, schema_version="2.0")
-    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "2.0"})
-
-
 # The sender's side of a fault: what the sender says instead of (or beside) the envelope it sent,
 # as an Intent its own design encodes again (``Bus.rebuild``). Each takes the intent the sender
 # meant, a function giving a fresh message id (call it only to use one: ids are counted) and the
@@ -230,22 +224,6 @@ def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tup
     body = {k: v for k, v in intent.body.items() if k != "artifact"}
     body["summary"] = "paraphrased from memory: " + str(intent.body.get("summary", "the findings"))
     return dataclasses.replace(intent, body=body, refs=(), content=None), intent
-
-
-def _upgraded(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
-    """upgrade: the upgraded sender marks its product partial (schema 1.1); a retry of it, made by the
-    sender's old code path, says what it meant before the upgrade."""
-    return dataclasses.replace(intent, body={**intent.body, "partial": True}), intent
-
-
-@fault("upgrade", "the sender is upgraded mid-run: this result goes out in schema 1.1, its product marked partial",
-       default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
-       only=("task_result",))
-def _upgrade(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
-    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
-        return
-    s.out = bus._rebuild(s.out, _upgraded, s.due, schema_version="1.1")
-    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "1.1", "partial": True})
 
 
 @fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",
@@ -293,6 +271,48 @@ def _silent(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.schedule = False
     bus.silenced.add(s.out.sender)
     bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
+
+
+@fault("new-major", "send it as schema_version 2.0, a major the kit's runtime does not read",
+       default_target="first task_result", default_match=_result)
+def _major_bump(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    s.out = dataclasses.replace(s.out, schema_version="2.0")
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "2.0"})
+
+
+def _upgraded(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """upgrade: the upgraded sender marks its product partial (schema 1.1); a retry of it, made by the
+    sender's old code path, says what it meant before the upgrade."""
+    return dataclasses.replace(intent, body={**intent.body, "partial": True}), intent
+
+
+@fault("upgrade", "the sender is upgraded mid-run: this result goes out in schema 1.1, its product marked partial",
+       default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
+       only=("task_result",))
+def _upgrade(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, _upgraded, s.due, schema_version="1.1")
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "1.1", "partial": True})
+
+
+def _acknowledged(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """receipt: the recipient's receipt of ``intent``: an ack, nothing more."""
+    ack = dataclasses.replace(intent, type="ack", sender=intent.recipient, recipient=intent.sender, body={"of": intent.message_id},
+                              answers=intent.message_id, refs=(), content=None, context={}, message_id=new_id(),
+                              created_at=sent_at, attempt=1, retry=0)
+    return ack, ack
+
+
+@fault("receipt", "the worker acknowledges the request the round it arrives: a receipt, before any work",
+       default_target="first task_request", default_match=lambda env: env.type == "task_request", only=("task_request",))
+def _early_ack(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    ack = bus._rebuild(s.out, _acknowledged, s.due + 1)
+    s.extra.append((s.due + 1, ack))
+    bus._on_copy(s.out, ack, False)
+    bus._record(spec.name, s.out, {"selector": spec.text, "ack": ack.message_id, "at": s.due + 1})
 
 
 #: The fault names, in the registry's order.

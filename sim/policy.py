@@ -4,9 +4,9 @@
 idempotent side effects (one effect key per kind, target and task). ``NAIVE`` is what many
 multi-agent systems do by accident, kept here so a workshop can show the regression it
 causes: last write wins, no deduplication, no allowlist, no lease fencing, side effects
-keyed by delivery (so a redelivered result publishes again), every message read as schema 1.0
-whatever version it declares (a field a newer minor added is dropped, a major it cannot read is
-read anyway), and no care for sensitive fields
+keyed by delivery (so a redelivered result publishes again), an ack from the task's worker taken
+as its completion, every message read as schema 1.0 whatever version it declares (a field a newer
+minor added is dropped, a major it cannot read is read anyway), and no care for sensitive fields
 (every recipient is sent all of them, and the logs keep them in the clear).
 """
 
@@ -18,7 +18,7 @@ from typing import Callable
 from .envelope import Envelope, role_of
 from .errors import InputError, friendly_list
 from .intake import Decision, Move, TaskView, Verdict, decide as reference_decide, target_state
-from .machine import RuleBook, TaskState
+from .machine import TERMINAL, RuleBook, TaskState
 from .versions import Version
 
 __all__ = ["Policy", "SAFE", "NAIVE", "POLICIES", "naive_decide", "get_policy"]
@@ -61,7 +61,15 @@ def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, u
             move=Move(TaskState.PENDING, TaskState.READY, "last write wins", env.sender, role),
             create=True, record_intent=True,
         )
-    target = target_state(env)  # None for an ack: even a naive runtime knows a receipt is not a result
+    if (env.type == "ack" and task.assignee is not None and env.sender == task.assignee
+            and task.state not in TERMINAL and task.state != TaskState.SUCCEEDED):
+        # The worker said it got the task; a runtime that reads a receipt as an answer calls it done.
+        return Verdict(
+            Decision.ACCEPTED, f"{task.state.value} -> succeeded: the worker acknowledged, taken as done",
+            move=Move(task.state, TaskState.SUCCEEDED, "acknowledged: taken as done", env.sender, role),
+            record_intent=True,
+        )
+    target = target_state(env)  # None for any other ack
     grant = task.lease_version + 1 if env.type == "task_started" else None
     if target is None or target == task.state:
         return Verdict(Decision.ACCEPTED, "applied (no change)", grant_lease=grant, record_intent=True)

@@ -310,6 +310,12 @@ CASES: tuple[Case, ...] = (
                                                                "effect": {"kind": "publish", "target": "R-1"}},
                                         "R-1:T-1:attempt-1", refs=("M-1",))),
          {"problem": "its evidence reaches no stored artifact", "message_id": "M-3", "evidence_refs": ["M-1"]}),
+    # ACK_IS_NOT_COMPLETION, under a fault
+    Case("a worker's early receipt of its request is recorded and moves nothing under safe", "ACK_IS_NOT_COMPLETION",
+         True, _scenario(faults=["receipt"])),
+    Case("naive takes the researcher's receipt of its request for the task's completion", "ACK_IS_NOT_COMPLETION",
+         False, _scenario(policy="naive", faults=["receipt"]),
+         {"ack_message_id": "M-2", "task_id": "T-1", "of": "M-1", "sender": "researcher"}),
     # VERSION_READ
     Case("a result in major 2 is refused under safe, and its retry in 1 lands", "VERSION_READ", True,
          _scenario(faults=["new-major"])),
