@@ -263,10 +263,10 @@ def _grade(zip_path: Path, root: Path, submission: dict[str, bytes] | None = Non
 
 def test_the_autograder_gives_the_model_answer_full_marks_with_hidden_tests(autograder_zip, tmp_path):
     d = _grade(autograder_zip, tmp_path / "autograder", {"design.py": (SOLUTIONS / "design.py").read_bytes()})
-    assert d["score"] == 60 and all(t["status"] == "passed" for t in d["tests"])
+    assert d["score"] == 70 and all(t["status"] == "passed" for t in d["tests"])
     assert [t for t in d["tests"] if "hidden" in t["tags"]] == []  # six public rules, run with their hidden cases
     assert {t["visibility"] for t in d["tests"] if "public" in t["tags"]} == {"visible"}
-    assert "score 60/60" in d["_stdout"]
+    assert "score 70/70" in d["_stdout"]
     assert f"({tmp_path / 'autograder' / 'source' / 'protolab'})" in d["_stdout"]  # graded by the bundled source
 
 
@@ -285,7 +285,7 @@ def test_the_autograder_finds_a_wrong_design_nested_in_a_zip_and_gives_it_less(a
 
 def test_a_broken_submission_gets_zero_with_the_reason_in_a_valid_file(autograder_zip, tmp_path):
     d = _grade(autograder_zip, tmp_path / "broken", {"design.py": b"def idempotency_key(intent:\n    return 1\n"})
-    assert d["score"] == 0 and len(d["tests"]) == 6
+    assert d["score"] == 0 and len(d["tests"]) == 7
     assert all(t["score"] == 0 and "design.py does not load: SyntaxError at line 1" in t["output"] for t in d["tests"])
     assert "could not be graded" in d["output"]
     d = _grade(autograder_zip, tmp_path / "empty", {"notes.txt": b"I forgot the file"})

@@ -34,7 +34,7 @@ def test_exercise_list_json_names_every_exercise_with_its_points(capsys):
     assert code == 0 and [r["number"] for r in rows] == sorted(r["number"] for r in rows)
     first = rows[0]
     assert first["slug"] == "envelope-design" and first["files"] == ["design.py"]
-    assert first["public_points"] == 60 and first["hidden_points"] == 0  # six rules; hidden cases, no hidden test
+    assert first["public_points"] == 70 and first["hidden_points"] == 0  # seven rules; hidden cases, no hidden test
 
 
 def test_exercise_start_copies_the_starter_and_refuses_to_overwrite(tmp_path, capsys, monkeypatch):
@@ -98,7 +98,7 @@ def test_check_on_the_model_answer_passes_and_still_names_the_hidden_tests(tmp_p
     shutil.copy(SOLUTION / "design.py", d / "design.py")
     code, out, _ = _cli(capsys, "exercise", "check", "1", str(d), "--json")
     report = json.loads(out)
-    assert code == 0 and report["all_passed"] and report["score"] == report["max_score"] == 60
+    assert code == 0 and report["all_passed"] and report["score"] == report["max_score"] == 70
     assert report["public_only"] is True and report["hidden_points"] == 0
 
 
@@ -239,7 +239,7 @@ def test_a_syntax_error_is_said_once_with_its_line_and_no_hint(tmp_path):
     flat = " ".join(r.stdout.split())
     assert flat.count("SyntaxError") == 1 and f"line {lines + 1}" in flat, r.stdout
     assert "could not be tested" in flat and "hint:" not in r.stdout
-    assert r.stdout.count("FAIL 0/") == 6  # every test still listed, with its points
+    assert r.stdout.count("FAIL 0/") == 7  # every test still listed, with its points
 
 
 def test_reproduce_commands_are_one_line_each_with_the_seed_and_a_relative_path(tmp_path):

@@ -114,7 +114,7 @@ def test_the_batch_completes_with_a_row_for_every_student_and_touches_nothing(gr
 def test_scores_are_what_each_design_earns_on_its_own(graded, classroom, tmp_path):
     rows = graded["rows"]
     full = rows["alice"]["max_score"]
-    assert full == EX.public_points + EX.hidden_points() == 60
+    assert full == EX.public_points + EX.hidden_points() == 70
     assert rows["alice"]["score"] == full and not rows["alice"]["public_only"]
     assert rows["bob"]["score"] == pytest.approx(_alone(classroom / "bob", tmp_path)) and rows["bob"]["score"] < full
     assert rows["ivan"]["score"] == pytest.approx(_alone(classroom / "ivan", tmp_path)) and rows["ivan"]["score"] < full
@@ -133,7 +133,7 @@ def test_scores_are_what_each_design_earns_on_its_own(graded, classroom, tmp_pat
 ])
 def test_a_submission_that_cannot_be_graded_gets_0_on_every_test_with_the_reason(graded, student, reason):
     row = graded["rows"][student]
-    assert row["score"] == 0 and len(row["tests"]) == 6
+    assert row["score"] == 0 and len(row["tests"]) == 7
     assert all(t["points"] == 0 for t in row["tests"])
     assert reason in (row["problem"] or "") + row["tests"][0]["message"]
 
@@ -315,7 +315,7 @@ def test_gradescope_files_are_valid_and_name_the_students_own_folder(classroom, 
     for who in ("heidi", "ivan"):
         d = json.loads((out / who / "results.json").read_text())
         validate_results(d)
-        assert len(d["tests"]) == 6 and {t["visibility"] for t in d["tests"]} <= {"visible", "after_published"}
+        assert len(d["tests"]) == 7 and {t["visibility"] for t in d["tests"]} <= {"visible", "after_published"}
     ivan = json.loads((out / "ivan" / "results.json").read_text())
     failed = [t for t in ivan["tests"] if t["status"] == "failed"]
     assert failed and "protolab run --design 01-envelope-design/design.py" in failed[0]["output"]
