@@ -17,7 +17,7 @@ from sim.course.judges import design as judges
 EX = get_exercise(1)
 SOL = solutions_dir(EX)
 RULES = ["keys-name-intents", "distinct-intents", "payload-conflict", "evidence-by-reference", "minimal-payloads",
-         "fault-matrix"]
+         "fault-matrix", "search"]
 
 GOOD_KEY = '''
 def idempotency_key(intent):
@@ -56,7 +56,8 @@ def _share(report) -> float:
 def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
     assert [t.name for t in EX.tests] == RULES
     assert {t.points for t in EX.graded_tests(True)} == {10} and EX.hidden_tests() == ()
-    assert set(EX.extensions()) == set(RULES) and all(t.hidden_cases for t in EX.tests)
+    # the search explores the same small run everywhere: it has no hidden cases
+    assert set(EX.extensions()) == set(RULES) - {"search"} and all(t.hidden_cases for t in EX.tests if t.name != "search")
     assert set(judges.SYMPTOMS) >= {"key-differs-between-processes", "key-from-payload", "senders-share-key",
                                     "false-duplicate", "conflict-unseen"}
 
@@ -179,7 +180,7 @@ def test_a_clean_run_of_the_course_design_records_no_duplicate_no_conflict_and_n
 def test_the_model_answer_passes_every_case_and_the_probes_reach_the_runtime(tmp_path):
     d = _folder(tmp_path, (SOL / "design.py").read_text())
     report = _grade(d)
-    assert report.score == report.max_score == 60, [(r.name, r.message) for r in report.results if not r.passed]
+    assert report.score == report.max_score == 70, [(r.name, r.message) for r in report.results if not r.passed]
     played = judges._play(d, "fan-out", (), 0, probe=True)
     assert {r["decision"] for r in played.probes["resends"]} == {"duplicate"}
     assert {c["decision"] for c in played.probes["conflicts"]} == {"conflict"}

@@ -25,7 +25,7 @@ EX = get_exercise(3)
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = (ROOT / "solutions" / EX.dirname / "decide.py").read_text(encoding="utf-8")
 RULES = ("duplicates", "conflicts", "late-results", "acks", "leases", "compare-and-swap", "review", "allowlist",
-         "schema-version", "runtime")
+         "schema-version", "runtime", "search")
 
 
 def _submission(tmp_path: Path, body: str, name: str = "sub") -> Path:
@@ -51,10 +51,11 @@ def _without(text: str, *blocks: tuple[str, str]) -> str:
 
 def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
     assert tuple(t.name for t in EX.tests) == RULES
-    assert {t.points for t in EX.graded_tests(True)} == {10} and sum(t.points for t in EX.tests) == 100
-    assert not EX.hidden_tests() and all(t.hidden_cases for t in EX.tests)
-    assert set(EX.extensions()) == set(RULES)
-    assert all(t.judge == "intake.check_rule" for t in EX.tests)
+    assert {t.points for t in EX.graded_tests(True)} == {10} and sum(t.points for t in EX.tests) == 110
+    # the search explores the same small run everywhere: it has no hidden cases
+    assert not EX.hidden_tests() and all(t.hidden_cases for t in EX.tests if t.name != "search")
+    assert set(EX.extensions()) == set(RULES) - {"search"}
+    assert all(t.judge == "intake.check_rule" for t in EX.tests if t.name != "search")
 
 
 def test_every_contract_case_belongs_to_exactly_one_rule_and_every_named_case_exists():
@@ -82,7 +83,7 @@ def test_every_case_names_what_its_failure_shows():
 
 def test_the_model_answer_holds_every_rule_with_hidden_cases(tmp_path):
     r = evaluate(EX, _submission(tmp_path, MODEL), hidden=True, isolate=False)
-    assert r.score == r.max_score == 100, [(x.name, x.message) for x in r.results if not x.passed]
+    assert r.score == r.max_score == 110, [(x.name, x.message) for x in r.results if not x.passed]
 
 
 # ------------------------------------------------------------------------------------------ minimal pairs
@@ -153,16 +154,16 @@ ESCAPED = {
                                          '        if False:'),
                                 ('        if msg["payload"]["lease_version"] != task["lease_version"]:', '        if False:'),
                                 ('        if task["lease_holder"] is None and task["lease_version"] > 0:', '        if False:')),
-                       {"leases", "runtime"}, "lease"),
+                       {"leases", "runtime", "search"}, "lease"),
     "scheme-blind": (_without(MODEL, ('    if rec["digest_scheme"] == msg["digest_scheme"]:', '    if True:')),
                      {"duplicates"}, "digest scheme"),
     "last-write-wins": (_without(MODEL, ('    if recorded:\n        first', '    if False:\n        first')),
-                        {"conflicts", "runtime"}, "last write wins"),
+                        {"conflicts", "runtime", "search"}, "last write wins"),
     "dedup-by-message-id": (_without(MODEL, ('        if same_payload(rec, msg):',
                                               '        if rec["message_id"] == msg["message_id"]:'),
                                      ('    if recorded:\n        first',
                                       '    if recorded and not any(same_payload(r, msg) for r in recorded):\n        first')),
-                            {"duplicates", "conflicts", "runtime"}, "message id"),
+                            {"duplicates", "conflicts", "runtime", "search"}, "message id"),
 }
 
 

@@ -55,9 +55,9 @@ def effect_key(result, delivery_id):
 def test_the_model_answer_holds_every_rule_with_hidden_cases(tmp_path):
     body = (Path(__file__).resolve().parents[1] / "solutions" / EX.dirname / "effects.py").read_text()
     r = evaluate(EX, _submission(tmp_path, body), hidden=True, isolate=False)
-    assert r.score == r.max_score == 60, [(x.name, x.message) for x in r.results if not x.passed]
-    assert {t.name for t in EX.tests} == {"at-most-once", "none-lost", "key-names-the-effect"}
-    assert all(t.hidden_cases for t in EX.tests)
+    assert r.score == r.max_score == 80, [(x.name, x.message) for x in r.results if not x.passed]
+    assert {t.name for t in EX.tests} == {"at-most-once", "none-lost", "key-names-the-effect", "search"}
+    assert all(t.hidden_cases for t in EX.tests if t.name != "search")  # the search has no hidden cases
 
 
 def test_a_hash_key_loses_at_most_once_and_is_named_not_the_same_in_every_process(tmp_path):

@@ -5,9 +5,10 @@ faults, up to a fixed depth, through the student's part (:func:`sim.explore.expl
 The judges in ``design.py``, ``intake.py`` and ``effects.py`` plug the student's part in (it runs in
 its host processes, as in every other test: the search forks the run, never the student's code) and
 hand :func:`search` the test's ``searches``; each broken one becomes a :class:`~sim.course.judges.Broke`
-whose message shows the shortest path to the break as a short table of its deliveries and whose
-attachment is that path as a scenario file (``counterexample.toml``: a schedule, the faults placed on
-the messages they hit, the policy pinned), so the feedback says "these deliveries, in this order"
+whose message says, in one line, what broke after how many deliveries, and whose attachment is that
+shortest path as a scenario file (``counterexample.toml``: its deliveries as a short table in the
+comments at its top, then a schedule, the faults placed on the messages they hit, the policy pinned;
+check, grade --explain and Gradescope show it whole), so the feedback says "these deliveries, in this order"
 instead of a seed. Breadth-first, so no order of fewer deliveries breaks an invariant judged.
 
 A search is ``{scenario, faults, depth, policy, invariants}``: ``scenario`` a shipped one or one of
@@ -162,11 +163,11 @@ def _one(spec, plug, reproduce: str, symptom, failed_symptom: str) -> Broke | No
         return None
     cx = counterexample(sc, policy, f.path, f.faults)
     text = scenario_toml(cx, f"the grader's search: {f.invariant} breaks after these {len(f.path)} deliveries\n"
-                             f"replay it: {reproduce}")
+                             f"{path_table(f.path)}\nreplay it: {reproduce}")
     more = f" (and {', '.join(b for b in f.broken if b != f.invariant)})" if len(f.broken) > 1 else ""
     placed = f"; faults placed: {', '.join(f.faults)}" if f.faults else ""
     what = (f"{f.invariant} broke{more} after {len(f.path)} deliveries in this order (breadth-first: no shorter "
-            f"order breaks it){placed}; the scenario file counterexample.toml replays it\n{path_table(f.path)}")
+            f"order breaks it){placed}; counterexample.toml lists them and replays it")
     return Broke(label(spec), what, (symptom(f.invariant, faults),), reproduce=reproduce,
                  witness={"invariant": f.invariant, "witness": f.witness, "deliveries": [s.to_dict() for s in f.path],
                           "faults": list(f.faults)},
