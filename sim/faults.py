@@ -31,6 +31,8 @@ the TUI show are read from there.
                         marked ``partial`` (a field 1.1 added); a 1.0 reader drops the mark
 ``new-major``           send it as schema_version 2.0, a major the kit's runtime does not read
 ``receipt``             the worker acknowledges the request the round it arrives (a receipt, before any work)
+``phantom-citation``    the worker's successful result also cites a message id it made up (one never sent):
+                        a source that does not exist; when it is not accepted the worker sends the result it meant
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -313,6 +315,21 @@ def _early_ack(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.extra.append((s.due + 1, ack))
     bus._on_copy(s.out, ack, False)
     bus._record(spec.name, s.out, {"selector": spec.text, "ack": ack.message_id, "at": s.due + 1})
+
+
+def _made_up_source(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """phantom-citation: the result also cites a message id the sender made up (a fresh id, never sent);
+    the sender still means its whole result as it was, so a retry sends that."""
+    return dataclasses.replace(intent, refs=(*intent.refs, new_id())), intent
+
+
+@fault("phantom-citation", "the worker's success also cites a message nobody sent: a made-up source",
+       default_target="first successful task_result", default_match=_success, only=("task_result",))
+def _phantom_citation(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, _made_up_source, s.due)
+    bus._record(spec.name, s.out, {"selector": spec.text, "cites": s.out.evidence_refs[-1]})
 
 
 #: The fault names, in the registry's order.

@@ -18,11 +18,12 @@ The five decisions:
 ``late``       a new key for a terminal task: recorded, the state never regresses.
 ``rejected``   unknown task, a move outside the allowlist, a role that may not make it, a
                stale state_version or lease, a review citing evidence that is not retained, a
-               succeeded result citing no evidence at all (a paraphrase). Recorded, nothing else.
+               succeeded result citing no evidence at all (a paraphrase), a result citing a message
+               the log does not hold (a made-up source). Recorded, nothing else.
 
-Evidence that does not resolve on other messages is not a reason to refuse them (an
-artifact may land after the message that cites it); the runtime records an
-``evidence_unresolved`` event instead, so the gap stays visible.
+An artifact ref that does not resolve is not a reason to refuse a message (an artifact may be
+stored after the message that cites it); the runtime records an ``evidence_unresolved`` event
+instead, so the gap stays visible. A message id cannot land later than a message quoting it.
 """
 
 from __future__ import annotations
@@ -293,6 +294,15 @@ def decide(
                 "E_EVIDENCE_REQUIRED",
                 f"{env.message_id} reports success but cites no evidence (evidence_refs is empty): a conclusion "
                 "without the evidence it rests on is not accepted",
+            )
+        phantom = sorted(r for r in unresolved if not r.startswith("sha256:"))
+        if phantom:
+            # An artifact may be stored after the message citing it; a message cannot be carried after a
+            # message that quotes it. A cited message the log does not hold was never sent: a made-up source.
+            return _reject(
+                "E_EVIDENCE_UNRESOLVED",
+                f"{env.message_id} cites {', '.join(phantom)}: the log holds no other message by that id, so the "
+                "source was never sent (made up, or the message itself) and is no evidence",
             )
     elif env.type == "review_decision":
         if not env.evidence_refs:

@@ -265,7 +265,12 @@ CASES: tuple[Case, ...] = (
     # EVIDENCE_RESOLVES
     Case("every accepted message cites stored evidence in a whole run", "EVIDENCE_RESOLVES", True, _scenario()),
     Case("an accepted result citing a message that does not exist", "EVIDENCE_RESOLVES", False,
-         _hand(_m("m1"), _m("m2"), _unresolved_result), {"message_id": "M-3"}),
+         _hand(_m("m1"), _m("m2"), _unresolved_result, policy="naive"), {"message_id": "M-3"}),
+    Case("safe refuses a result citing a message nobody sent; the worker's retry lands", "EVIDENCE_RESOLVES", True,
+         _scenario(faults=["phantom-citation"])),
+    Case("naive accepts a result citing a made-up source", "EVIDENCE_RESOLVES", False,
+         _scenario(policy="naive", faults=["phantom-citation"]),
+         {"message_id": "M-3", "ref": "M-4", "ref_kind": "message", "problem": "no stored message has this ref"}),
     # ACK_IS_NOT_COMPLETION
     Case("acknowledgements in a whole run move nothing", "ACK_IS_NOT_COMPLETION", True, _scenario()),
     Case("an ack that completes its task is caught", "ACK_IS_NOT_COMPLETION", False,
