@@ -239,6 +239,9 @@ class Worker:
             content = draft_doc(self.fake, spec.id, list(job.inputs))
         else:
             content = facts_table(self.fake, spec.id, spec.goal)
+        if spec.vote is not None:
+            # A reviewer's verdict travels in the product it cites, beside its facts.
+            content = {**content, "vote": spec.vote}
         ref = self.world.put_artifact(content, "draft" if spec.kind == "draft" else "fact-table", spec.id)
         payload = {"status": "succeeded", "lease_version": job.lease, "artifact": ref,
                    "summary": f"{len(content.get('rows', [])) or 1} item(s) in {ref[:15]}"}

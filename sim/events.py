@@ -551,6 +551,29 @@ class FaultInjected(Event):
 
 
 @dataclass(frozen=True)
+class GatherReduced(Event):
+    TYPE = "gather_reduced"
+    FOLDS = "nothing: a gather's inputs reduced under its rule (a candidate, never a verdict on truth)"
+    STYLE = "cyan"
+    gather: str
+    rule: str
+    status: str
+    value: Any
+    dissent: list
+    contributions: list
+    reducer: str
+    reason: str
+    threshold: int | None = _optional()
+    tie_break: str | None = _optional()
+    selected: str | None = _optional()
+
+    def summary(self) -> str:
+        picked = f", picked {self.selected}" if self.selected else ""
+        kept = f", {len(self.dissent or [])} dissent kept" if self.rule == "QUORUM" else ""
+        return f"{self.gather} {self.rule} {self.status}{picked}{kept} ({self.reducer})"
+
+
+@dataclass(frozen=True)
 class FenceRecorded(Event):
     TYPE = "fence_recorded"
     FOLDS = "nothing: the conversation's terminal fence (a protocol fact, not task state)"

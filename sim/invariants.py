@@ -29,8 +29,10 @@ from . import digest as _digest
 from . import events as ev_
 from . import versions as _versions
 from .errors import DigestError
+from .gathers import declaration_of_event
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
+from .protocol import evaluate_gather
 
 __all__ = ["InvariantResult", "Invariant", "INVARIANTS", "DESCRIPTIONS", "REGISTRY", "check", "invariant"]
 
@@ -845,6 +847,59 @@ def _newer_fields_read(run: _Run) -> list[dict]:
         out.append({"effect_key": e["data"].get("effect_key"), "task_id": e["task_id"], "message_id": msg["message_id"],
                     "delivery_id": e["delivery_id"], "event_seq": e["seq"], "schema_version": msg["schema_version"],
                     "problem": "committed from a result its sender marked partial"})
+    return out
+
+
+def _gathers_again(run: _Run, rule: str):
+    """Each gather_reduced event of ``rule`` beside the reduction its recorded contributions give
+    under the declared rule (sim.protocol.evaluate_gather)."""
+    for e in run.events:
+        if e["type"] != ev_.GatherReduced.TYPE or e["data"].get("rule") != rule:
+            continue
+        d = e["data"]
+        yield e, d, evaluate_gather(declaration_of_event(d), d.get("contributions") or [])
+
+
+@invariant(
+    "DISSENT_KEPT",
+    short="diss",
+    description=(
+        "A QUORUM gather's recorded result keeps every contribution that disagrees with the value it reduced to, "
+        "and is complete only when the threshold was met. A majority is a reduction of inputs, not the truth: the "
+        "dissent stays for whoever decides."
+    ),
+)
+def _dissent_kept(run: _Run) -> list[dict]:
+    out = []
+    for e, d, want in _gathers_again(run, "QUORUM"):
+        kept = {x.get("message") for x in d.get("dissent") or []}
+        lost = [x["message"] for x in want.dissent if x["message"] not in kept]
+        if lost or d.get("status") != want.status:
+            out.append({"gather": d.get("gather"), "event_seq": e["seq"], "message_id": e["message_id"],
+                        "task_id": e["task_id"], "recorded": d.get("status"), "declared": want.status,
+                        "dissent_dropped": lost,
+                        "problem": f"dissent {', '.join(lost)} dropped" if lost else
+                                   f"recorded {d.get('status')}, the declared rule gives {want.status}"})
+    return out
+
+
+@invariant(
+    "TIE_BREAK_KEPT",
+    short="tie",
+    description=(
+        "A FIRST_SUCCESS gather picks the candidate its declared tie-break names (the first accepted, or the "
+        "lowest sender id), never the one whose sender's clock reads earliest: clocks of different senders do "
+        "not order anything."
+    ),
+)
+def _tie_break_kept(run: _Run) -> list[dict]:
+    out = []
+    for e, d, want in _gathers_again(run, "FIRST_SUCCESS"):
+        if d.get("selected") != want.selected:
+            out.append({"gather": d.get("gather"), "event_seq": e["seq"], "message_id": e["message_id"],
+                        "task_id": e["task_id"], "tie_break": d.get("tie_break"), "picked": d.get("selected"),
+                        "declared": want.selected,
+                        "problem": f"picked {d.get('selected')}; {d.get('tie_break')} names {want.selected}"})
     return out
 
 

@@ -6,7 +6,8 @@ multi-agent systems do by accident, kept here so a workshop can show the regress
 causes: last write wins, no deduplication, no allowlist, no lease fencing, side effects
 keyed by delivery (so a redelivered result publishes again), an ack from the task's worker taken
 as its completion, every message read as schema 1.0 whatever version it declares (a field a newer
-minor added is dropped, a major it cannot read is read anyway), and no care for sensitive fields
+minor added is dropped, a major it cannot read is read anyway), gathers reduced by majority (dissent
+dropped) or by the senders' clocks, and no care for sensitive fields
 (every recipient is sent all of them, and the logs keep them in the clear).
 """
 
@@ -48,6 +49,10 @@ class Policy:
     # A version: the runtime reads every message as that version, whatever it declares, silently
     # dropping what later minors added (sim.versions.read_as), and never refuses a version.
     reads_as: Version | None = None
+    # How a scenario's gathers are reduced (sim.gathers): "declared", under their frozen rule, keeping
+    # dissent and using the declared tie-break; "majority", the most common verdict taken as the answer
+    # (dissent dropped) and the first success by the senders' own clocks.
+    gathers: str = "declared"
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
@@ -88,7 +93,7 @@ NAIVE = Policy(
     "naive", naive_decide, False,
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
     "every message read as schema 1.0 whatever it says; every recipient is sent everything and the logs keep it",
-    minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0),
+    minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0), gathers="majority",
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

@@ -32,6 +32,7 @@ from .design import REFERENCE, EnvelopeDesign, Intent
 from .envelope import Envelope
 from .errors import InputError, ProtolabError, StoreError
 from .faults import Bus, FaultSpec, parse_fault
+from .gathers import Gathering
 from .intake import TaskView
 from .policy import Policy, get_policy
 from .recovery import Recovery
@@ -48,7 +49,7 @@ __all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "refuse_lab_ru
 
 
 @dataclass
-class Run(RunWorld, Recovery, Schedule):
+class Run(RunWorld, Recovery, Schedule, Gathering):
     """A run in progress: its state, made here; the agents' view of it (:class:`~sim.world.RunWorld`,
     the agents' :class:`~sim.agents.World`), its crashes (:class:`~sim.recovery.Recovery`) and its
     rounds (:class:`~sim.schedule.Schedule`) are the methods it inherits."""

@@ -24,7 +24,7 @@ from .errors import InputError, friendly_list
 from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
-__all__ = ["TaskSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
+__all__ = ["TaskSpec", "GatherSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
            "scenario_toml", "POLICY_NAMES"]
 
 #: The policies a scenario may name (those of :mod:`sim.policy`; a test holds them equal).
@@ -42,6 +42,26 @@ class TaskSpec:
     after: tuple[str, ...] = ()
     publish: str | None = None
     budget: int = 3
+    #: a reviewer's verdict, written into the artifact its result cites (a QUORUM gather's vote)
+    vote: str | None = None
+
+
+#: The rules a scenario's [[gather]] may declare, and FIRST_SUCCESS's deterministic tie-breaks
+#: (those of :mod:`sim.protocol.trace`; a test holds them equal).
+GATHER_RULES = ("ALL", "QUORUM", "FIRST_SUCCESS")
+TIE_BREAKS = ("supplied-order", "lowest-sender")
+
+
+@dataclass(frozen=True)
+class GatherSpec:
+    """A gather the runtime reduces once every member task is settled (:mod:`sim.gathers`): its
+    membership (tasks, hence their workers) and its rule are frozen here, before anything is sent."""
+
+    id: str
+    over: tuple[str, ...]
+    rule: str
+    threshold: int | None = None
+    tie_break: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,10 @@ class Scenario:
     policy: str | None = None
     #: an explicit delivery schedule: (round, message id) in delivery order (empty: what is due, in send order)
     deliveries: tuple[tuple[int, str], ...] = ()
+    #: gathers the runtime reduces (empty: none; a task after several is still an ALL gather in the trace)
+    gathers: tuple[GatherSpec, ...] = ()
+    #: seconds each sender's clock is off (its envelopes' created_at); logical time is unaffected
+    clocks: tuple[tuple[str, int], ...] = ()
 
 
 def _err(source: str, msg: str, code: str = "E_SCENARIO") -> InputError:
@@ -109,7 +133,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
         data,
         {"name": str, "description": str, "seed": int, "start_time": str, "trace": str, "workers": list,
          "task": list, "faults": list, "settings": dict, "stress": dict, "privacy": dict, "policy": str,
-         "deliveries": list},
+         "deliveries": list, "gather": list, "clocks": dict},
         source,
         required=("name", "workers"),
     )
@@ -140,7 +164,8 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
         where = f"{source} task {i + 1}"
         if not isinstance(t, dict):
             raise _err(where, "expected a table")
-        _take(t, {"id": str, "goal": str, "worker": str, "kind": str, "after": list, "publish": str, "budget": int},
+        _take(t, {"id": str, "goal": str, "worker": str, "kind": str, "after": list, "publish": str, "budget": int,
+                  "vote": str},
               where, required=("id", "goal", "worker"))
         if t["worker"] not in workers:
             raise _err(where, f"worker {t['worker']!r} is not in workers ({friendly_list(workers)})", "E_UNKNOWN_ROLE")
@@ -153,7 +178,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
             raise _err(where, f"task id {t['id']!r} is used twice")
         ids.add(t["id"])
         tasks.append(TaskSpec(t["id"], t["goal"], t["worker"], t.get("kind", "research"), tuple(t.get("after", [])),
-                              t.get("publish"), t.get("budget", 3)))
+                              t.get("publish"), t.get("budget", 3), t.get("vote")))
     if not tasks and stress is None:
         raise _err(source, "a scenario needs [[task]] entries or a [stress] table", "E_MISSING_FIELD")
     faults = data.get("faults", [])
@@ -164,11 +189,42 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     if policy is not None and policy not in POLICY_NAMES:
         raise _err(source, f"policy {policy!r}; expected one of: {friendly_list(POLICY_NAMES)}", "E_UNKNOWN_POLICY")
     deliveries = _deliveries(data.get("deliveries", []), source, settings, stress)
+    gathers = _gathers(data.get("gather", []), ids, source)
+    clocks = data.get("clocks", {})
+    for who, off in clocks.items():
+        if who not in workers or not isinstance(off, int) or isinstance(off, bool):
+            raise _err(source + " [clocks]", f"{who!r} must be a worker and its offset whole seconds", "E_FIELD_VALUE")
     return Scenario(
         name=data["name"], description=data.get("description", ""), seed=data.get("seed", 0), start_time=start,
         trace=data.get("trace", "R-1"), workers=tuple(workers), tasks=tuple(tasks), faults=tuple(faults),
         settings=settings, stress=stress, privacy=privacy, policy=policy, deliveries=deliveries,
+        gathers=gathers, clocks=tuple(sorted(clocks.items())),
     )
+
+
+def _gathers(entries: list, task_ids: set, source: str) -> tuple[GatherSpec, ...]:
+    out: list[GatherSpec] = []
+    for i, g in enumerate(entries):
+        where = f"{source} gather {i + 1}"
+        if not isinstance(g, dict):
+            raise _err(where, "expected a table")
+        _take(g, {"id": str, "over": list, "rule": str, "threshold": int, "tie_break": str}, where,
+              required=("id", "over", "rule"))
+        if g["rule"] not in GATHER_RULES:
+            raise _err(where, f"rule {g['rule']!r}; expected one of: {friendly_list(GATHER_RULES)}", "E_UNKNOWN_VALUE")
+        over = g["over"]
+        if not over or any(t not in task_ids for t in over) or len(set(over)) != len(over):
+            raise _err(where, "'over' must list distinct tasks of this scenario", "E_FIELD_VALUE")
+        th, tb = g.get("threshold"), g.get("tie_break")
+        if (g["rule"] == "QUORUM") != (th is not None) or (th is not None and not 1 <= th <= len(over)):
+            raise _err(where, f"a QUORUM gather, and only one, needs a threshold between 1 and {len(over)}", "E_FIELD_VALUE")
+        if (g["rule"] == "FIRST_SUCCESS") != (tb is not None) or (tb is not None and tb not in TIE_BREAKS):
+            raise _err(where, f"a FIRST_SUCCESS gather, and only one, needs a tie_break: {friendly_list(TIE_BREAKS)}",
+                       "E_FIELD_VALUE")
+        if any(o.id == g["id"] for o in out):
+            raise _err(where, f"gather id {g['id']!r} is used twice")
+        out.append(GatherSpec(g["id"], tuple(over), g["rule"], th, tb))
+    return tuple(out)
 
 
 _MESSAGE_ID_RE = re.compile(r"^[A-Z][A-Za-z]*-\d+$")
@@ -229,6 +285,17 @@ def scenario_toml(sc: Scenario, comment: str = "") -> str:
         if t.publish is not None:
             lines.append(f"publish = {_toml_value(t.publish)}")
         lines.append(f"budget = {t.budget}")
+        if t.vote is not None:
+            lines.append(f"vote = {_toml_value(t.vote)}")
+    for g in sc.gathers:
+        lines += ["", "[[gather]]", f"id = {_toml_value(g.id)}", f"over = {_toml_value(list(g.over))}",
+                  f"rule = {_toml_value(g.rule)}"]
+        if g.threshold is not None:
+            lines.append(f"threshold = {g.threshold}")
+        if g.tie_break is not None:
+            lines.append(f"tie_break = {_toml_value(g.tie_break)}")
+    if sc.clocks:
+        lines += ["", "[clocks]"] + [f"{json.dumps(k)} = {v}" for k, v in sc.clocks]
     lines += ["", "[settings]"] + [f"{k} = {v}" for k, v in vars(sc.settings).items()]
     if sc.stress is not None:
         lines += ["", "[stress]"] + [f"{k} = {_toml_value(v)}" for k, v in vars(sc.stress).items()]

@@ -202,11 +202,13 @@ class Schedule:
         self.finish()
 
     def begin_round(self) -> None:
-        """A new round up to its deliveries: leases expired, then the manager, the fence, zombies and
+        """A new round up to its deliveries: leases expired, gathers whose members are settled reduced
+        (sim.gathers), then the manager, the fence, zombies and
         workers act, and the transport releases what it held."""
         self.now += 1
         self.sent_this_round = 0
         self._expire_leases()
+        self._reduce_gathers()
         self.manager.act(self.now)
         if self.fence is None and self._settled_all():
             self._send_fence()

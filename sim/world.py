@@ -56,12 +56,18 @@ class RunWorld:
     def time_at(self, tick: int) -> str:
         return (self._t0 + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    def _clock_of(self, sender: str) -> str:
+        """What ``sender``'s own clock reads now: the run's time, off by the scenario's ``[clocks]``
+        for that sender (a clock never decides order here; a naive reducer may believe it)."""
+        off = dict(self.scenario.clocks).get(sender, 0) if self.scenario.clocks else 0
+        return self.time_at(self.now + off)
+
     def say(self, type, sender, recipient, task_id, body, *, attempt=1, retry=0, answers=None, refs=(), content=None,
             context=None, prefix="M", generation=None) -> Envelope:
         intent = Intent(
             type=type, sender=sender, recipient=recipient, trace_id=self.trace, task_id=task_id, attempt=attempt,
             retry=retry, answers=answers, body=body, refs=tuple(refs), content=content, context=context or {},
-            message_id=self.next_id(prefix), created_at=self.time(),
+            message_id=self.next_id(prefix), created_at=self._clock_of(sender),
         )
         env = self._build(intent)
         self._keep(env.message_id, intent)

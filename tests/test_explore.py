@@ -199,7 +199,7 @@ def test_a_malformed_schedule_is_refused_with_what_is_allowed(entries, word):
 
 
 def test_a_scenario_file_round_trips_with_its_schedule_and_policy():
-    for name in ("publish-report", "fan-out", "sensitive-source"):
+    for name in ("publish-report", "fan-out", "sensitive-source", "gathers"):
         sc = dataclasses.replace(load_scenario(name), policy="naive", deliveries=((1, "M-1"), (2, "M-2"), (2, "A-1")))
         assert parse_scenario(tomllib.loads(scenario_toml(sc, "a comment")), source="x") == sc
 

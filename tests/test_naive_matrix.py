@@ -24,6 +24,8 @@ BREAKS = {
     "NO_EFFECT_FROM_UNTRUSTED": ("publish-report", "late-conflict"),
     "VERSION_READ": ("publish-report", "new-major"),
     "NEWER_FIELDS_READ": ("publish-report", "upgrade"),
+    "DISSENT_KEPT": ("gathers", "delay:M-16"),
+    "TIE_BREAK_KEPT": ("gathers", "delay:M-16"),
 }
 #: Known gaps. CLOCK_MONOTONIC is a property of the run file's writers (event ticks non-decreasing in
 #: log order, delivery ids gapless however many processes deliver), not of what a policy decides:

@@ -342,6 +342,17 @@ CASES: tuple[Case, ...] = (
     Case("naive reads the 1.1 result as 1.0, drops the mark and publishes the partial draft", "NEWER_FIELDS_READ",
          False, _scenario(policy="naive", faults=["upgrade"]),
          {"message_id": "M-6", "task_id": "T-2", "schema_version": "1.1", "effect_key": "publish:R-1:T-2#d9"}),
+    # DISSENT_KEPT and TIE_BREAK_KEPT (scenario gathers: a QUORUM with one dissent, FIRST_SUCCESS under both tie-breaks)
+    Case("safe keeps the reviewer who dissents beside the quorum's value", "DISSENT_KEPT", True,
+         _scenario("gathers")),
+    Case("naive takes the majority's verdict and drops the dissent", "DISSENT_KEPT", False,
+         _scenario("gathers", policy="naive"),
+         {"gather": "g-review", "dissent_dropped": ["M-15"], "problem": "dissent M-15 dropped"}),
+    Case("safe picks the first accepted candidate and the lowest sender as declared", "TIE_BREAK_KEPT", True,
+         _scenario("gathers")),
+    Case("naive picks the candidate whose sender's clock runs ten minutes behind", "TIE_BREAK_KEPT", False,
+         _scenario("gathers", policy="naive"),
+         {"gather": "g-first", "picked": "M-18", "declared": "M-17", "tie_break": "supplied-order"}),
     # NO_EFFECT_FROM_UNTRUSTED
     Case("a late conflict freezes T-1 after its table was handed on, and T-2's result is held, not published",
          "NO_EFFECT_FROM_UNTRUSTED", True, _scenario(faults=["late-conflict"])),
