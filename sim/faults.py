@@ -33,6 +33,8 @@ the TUI show are read from there.
 ``receipt``             the worker acknowledges the request the round it arrives (a receipt, before any work)
 ``phantom-citation``    the worker's successful result also cites a message id it made up (one never sent):
                         a source that does not exist; when it is not accepted the worker sends the result it meant
+``self-report``         the worker's result also reports ``budget_left: 99``, a field no message type
+                        declares; when it is not accepted the worker sends the result it meant
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -330,6 +332,25 @@ def _phantom_citation(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
         return
     s.out = bus._rebuild(s.out, _made_up_source, s.due)
     bus._record(spec.name, s.out, {"selector": spec.text, "cites": s.out.evidence_refs[-1]})
+
+
+def _self_reported(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """self-report: the result also says how much budget the task has left, as the worker sees it; the
+    sender still means its result without it, so a retry sends that."""
+    return dataclasses.replace(intent, body={**intent.body, "budget_left": SELF_REPORTED_BUDGET}), intent
+
+
+#: The budget_left a self-reporting worker claims.
+SELF_REPORTED_BUDGET = 99
+
+
+@fault("self-report", "the worker's result also reports budget_left: 99, a field no message type declares",
+       default_target="first task_result", default_match=_result, only=("task_result",))
+def _self_report(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, _self_reported, s.due)
+    bus._record(spec.name, s.out, {"selector": spec.text, "budget_left": SELF_REPORTED_BUDGET})
 
 
 #: The fault names, in the registry's order.

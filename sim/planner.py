@@ -68,6 +68,10 @@ class Context:
     task_effects: tuple[dict, ...] = ()
     #: effects of other tasks committed from this task's products ({effect_key, task_id, ...})
     resting_on: tuple[dict, ...] = ()
+    #: under a policy that closes payloads: why ``env``'s payload does not fit its declared shape
+    payload_refusal: str | None = None
+    #: under a policy that believes what payloads say: the budget_left the sender reported
+    reported_budget: int | None = None
 
 
 def effect_key(env: Envelope) -> str | None:
@@ -116,6 +120,9 @@ def route(env: Envelope, ctx: Context, decide: IntakeFn) -> IntakeFn:
 def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool = True) -> Verdict:
     """The verdict on ``env``: the routed intake function's, then the rules that hold whatever it
     said (a reused message id is refused; a success resting on an untrusted input is frozen)."""
+    if ctx.payload_refusal is not None:
+        # A field nobody declared is refused before anyone reads it (a version not read is intake's to refuse).
+        return Verdict(Decision.REJECTED, ctx.payload_refusal, code="E_UNKNOWN_FIELD")
     verdict = _check_verdict(route(env, ctx, decide)(env, ctx.task, ctx.prior, ctx.rules, ctx.unresolved))
 
     # One message_id, two different envelopes, and not the same intent: the id was reused.
@@ -334,6 +341,11 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
     if v.grant_lease is not None:
         out.append(ev_.LeaseGranted(holder=env.sender, lease_version=v.grant_lease).draft(tid, mid))
         out.append(ev_.BudgetCharged(amount=ATTEMPT_COST, reason=f"attempt {v.grant_lease}").draft(tid, mid))
+    if ctx.reported_budget is not None and ctx.task is not None and ctx.reported_budget != ctx.task.budget_left:
+        # A runtime that believes a self-reported budget_left sets the task's budget to it: a charge
+        # (negative: a credit) that no allotment and no attempt accounts for.
+        out.append(ev_.BudgetCharged(amount=ctx.task.budget_left - ctx.reported_budget,
+                                     reason=f"budget_left {ctx.reported_budget} reported by {env.sender}").draft(tid, mid))
     if env.type == "ack":
         out.append(ev_.AckRecorded(of=env.payload.get("of"), from_sender=env.sender).draft(tid, mid))
     if env.type == "fence":

@@ -7,8 +7,9 @@ causes: last write wins, no deduplication, no allowlist, no lease fencing, side 
 keyed by delivery (so a redelivered result publishes again), an ack from the task's worker taken
 as its completion, every message read as schema 1.0 whatever version it declares (a field a newer
 minor added is dropped, a major it cannot read is read anyway), gathers reduced by majority (dissent
-dropped) or by the senders' clocks, and no care for sensitive fields
-(every recipient is sent all of them, and the logs keep them in the clear).
+dropped) or by the senders' clocks, no care for sensitive fields
+(every recipient is sent all of them, and the logs keep them in the clear), and open payloads (a field
+no message type declares is taken, and a self-reported ``budget_left`` is believed).
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class Policy:
     # A version: the runtime reads every message as that version, whatever it declares, silently
     # dropping what later minors added (sim.versions.read_as), and never refuses a version.
     reads_as: Version | None = None
+    # Payloads held to their declared shape (sim.versions.shape, plus the run's sensitive fields): a field
+    # nobody declared is refused (E_UNKNOWN_FIELD). Off: any field is taken.
+    closed_payloads: bool = True
+    # What a sender says about the runtime's own state is believed: a self-reported budget_left becomes
+    # the task's budget (the naive runtime; the safe one keeps its own ledger).
+    believes_payloads: bool = False
     # How a scenario's gathers are reduced (sim.gathers): "declared", under their frozen rule, keeping
     # dissent and using the declared tie-break; "majority", the most common verdict taken as the answer
     # (dissent dropped) and the first success by the senders' own clocks.
@@ -93,7 +100,8 @@ NAIVE = Policy(
     "naive", naive_decide, False,
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
     "every message read as schema 1.0 whatever it says; every recipient is sent everything and the logs keep it",
-    minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0), gathers="majority",
+    minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0), closed_payloads=False,
+    believes_payloads=True, gathers="majority",
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

@@ -20,6 +20,7 @@ place only when it finished, so a failed run writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections import Counter
@@ -224,6 +225,10 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
         # Only a run that plugs something in says so: a reference run's file stays byte for byte as it was.
         meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
         store.set_meta(meta)
+        if design is not None and design is not REFERENCE:
+            # A plugged envelope design decides what its payloads carry (exercise 1 grades exactly that);
+            # the declared shapes (sim.versions.SHAPES) are those of the reference design's messages.
+            policy = dataclasses.replace(policy, closed_payloads=False)
         return Run(scenario, policy, seed, specs, store, progress, design=design or REFERENCE)
     except BaseException:
         store.close()

@@ -120,6 +120,11 @@ def _deliver_once(
         # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.
         env, logged = _versions.read_as(env, policy.reads_as), _versions.read_as(logged, policy.reads_as)
     ctx = read_context(store, env, msg_seq, hold_untrusted=policy.hold_untrusted)
+    if policy.closed_payloads and _versions.shape_refusal(env) is not None:
+        # (the run's declared sensitive fields read only when a field is not in the kit's own shapes)
+        ctx = replace(ctx, payload_refusal=_versions.shape_refusal(env, allowed=frozenset(store.privacy().sensitive)))
+    elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:
+        ctx = replace(ctx, reported_budget=env.payload["budget_left"])
     verdict = _planner.judge(env, ctx, decide, hold_untrusted=policy.hold_untrusted)
     ctx = read_for_plan(store, env, ctx, verdict, policy)
     delivery_id = ctx.delivery_id

@@ -29,7 +29,7 @@ from .errors import EnvelopeError, friendly_list
 
 __all__ = [
     "Version", "KNOWN", "READS", "ADDED", "parse_version", "refusal", "negotiate", "added_fields", "read_as",
-    "version_text",
+    "version_text", "Field", "SHAPES", "COMMON", "shape", "shape_refusal",
 ]
 
 
@@ -58,6 +58,105 @@ ADDED: dict[Version, dict[str, dict[str, tuple[type, str]]]] = {
         },
     },
 }
+
+class Field(NamedTuple):
+    """One declared payload field: its JSON type (as the Python type it parses to), whether every
+    message of the type carries it, and what it is for."""
+
+    type: type
+    required: bool
+    why: str
+
+
+def _req(t: type, why: str) -> Field:
+    return Field(t, True, why)
+
+
+def _opt(t: type, why: str) -> Field:
+    return Field(t, False, why)
+
+
+#: The payload of each message type in schema 1.0: every field a message may carry. A later minor's
+#: fields (ADDED) are optional on top of these, from that minor on (:func:`shape`).
+SHAPES: dict[str, dict[str, Field]] = {
+    "task_request": {
+        "goal": _req(str, "what the task is for, in words"),
+        "budget": _opt(int, "attempts the task may use"),
+        "attempt": _opt(int, "which attempt this request assigns (a retry says so)"),
+        "publish": _opt(str, "where the task's product is to be published"),
+    },
+    "task_started": {
+        "lease_version": _opt(int, "the lease the worker asks for"),
+    },
+    "task_result": {
+        "status": _req(str, "succeeded, failed, denied, waiting_human or retry"),
+        "lease_version": _req(int, "the lease the result was produced under"),
+        "artifact": _opt(str, "the sha256 ref of the stored product"),
+        "summary": _opt(str, "the findings in a line"),
+        "effect": _opt(dict, "the side effect a success asks for: kind and target"),
+        "error": _opt(str, "why the attempt did not succeed"),
+        "fact_table": _opt(str, "the sha256 ref of a stored fact table (the shipped samples)"),
+        "draft": _opt(str, "the sha256 ref of a stored draft (the shipped samples)"),
+    },
+    "ack": {
+        "of": _opt(str, "the message acknowledged"),
+    },
+    "cancel": {
+        "reason": _opt(str, "why the task is cancelled"),
+    },
+    "review_decision": {
+        "decision": _opt(str, "a reviewer's release (ready) or cancellation of a frozen task"),
+        "note": _opt(str, "the reviewer's note"),
+        "reconcile": _opt(str, "how an open reconciliation of a finished task is resolved"),
+        "of": _opt(str, "the reconciliation resolved"),
+    },
+    "fence": {
+        "to": _req(list, "the participants the conversation is closed for"),
+        "terminal": _req(str, "how the conversation ended"),
+    },
+}
+
+#: Fields any message type may carry.
+COMMON: dict[str, Field] = {
+    "expected_state_version": _opt(int, "the task's state_version the sender read (a stale one is refused)"),
+    "variant": _opt(str, "a sender's label telling apart two payloads it sent under one key"),
+}
+
+
+def shape(msg_type: str, version: Version = Version(1, 0)) -> dict[str, Field]:
+    """Every payload field a ``msg_type`` message in ``version`` may carry."""
+    out = {**SHAPES.get(msg_type, {}), **COMMON}
+    for name, (typ, why) in added_fields(msg_type, version).items():
+        out[name] = _opt(typ, why)
+    return out
+
+
+def _type_ok(value, typ: type) -> bool:
+    if typ is int:
+        return type(value) is int  # a JSON true is no count
+    return isinstance(value, typ)
+
+
+def shape_refusal(env, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why a consumer that holds payloads to their declared shape refuses ``env`` (``None``: it fits).
+    ``allowed``: further field names the run declares (a scenario's sensitive fields, sim.privacy).
+    A version the consumer does not read is left to the version check."""
+    try:
+        version = parse_version(env.schema_version)
+    except EnvelopeError:
+        return None
+    fields = shape(env.type, version)
+    unknown = sorted(k for k in env.payload if k not in fields and k not in allowed)
+    if unknown:
+        names = ", ".join(f"payload.{k}" for k in unknown)
+        return (f"{names} {'is' if len(unknown) == 1 else 'are'} not declared for {env.type} in schema {version} "
+                f"(its fields: {', '.join(sorted(fields))}); a field nobody declared is a claim nobody checks")
+    for k, f in fields.items():
+        if k in env.payload and not _type_ok(env.payload[k], f.type):
+            return (f"payload.{k} of {env.type} must be {f.type.__name__} in schema {version}, "
+                    f"got {type(env.payload[k]).__name__}")
+    return None
+
 
 _RE = re.compile(r"^(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?)?$")
 
