@@ -69,6 +69,44 @@ def _print_json_rows(rows) -> None:
     out("[]\n" if first else "\n]\n")
 
 
+def _print_json_fields(fields) -> None:
+    """A JSON object written field by field: ``fields`` is ``(key, value)`` pairs, a value that is
+    an iterator of rows being written row by row as it yields them. The bytes ``_print_json(dict(...))``
+    would write, in flat memory (``state --json`` of a million tasks)."""
+    out = sys.stdout.write
+
+    def dumps(v, pad: str) -> str:
+        return json.dumps(v, indent=2, ensure_ascii=False, default=_json_default).replace("\n", "\n" + pad)
+
+    out("{")
+    for i, (key, value) in enumerate(fields):
+        out(("\n" if i == 0 else ",\n") + "  " + json.dumps(key, ensure_ascii=False) + ": ")
+        if isinstance(value, (list, dict, str, int, float, bool)) or value is None:
+            out(dumps(value, "  "))
+            continue
+        first = True
+        for row in value:
+            out(("[\n    " if first else ",\n    ") + dumps(row, "    "))
+            first = False
+        out("[]" if first else "\n  ]")
+    out("\n}\n" if fields else "}\n")
+
+
+def show_view(con, title: str, columns: list[str], rows, count: int, *, caption: str | None = None,
+              optional: tuple[str, ...] = ()) -> None:
+    """One view of ``count`` rows, ``rows`` an iterator: drawn as a table when it is short, streamed
+    as plain columns as it is read when it is long (flat memory; the widths from its first rows)."""
+    if count > TABLE_ROWS:
+        con.file.flush()
+        sys.stdout.flush()
+        _stream_table(f"{title} ({count})", columns, rows)
+        if caption:
+            sys.stdout.write(caption + "\n")
+        sys.stdout.write("\n")
+    else:
+        con.print(_table(title, columns, list(rows), caption=caption, optional=optional))
+
+
 #: A view with more rows than this is streamed as plain aligned text instead of drawn as one table
 #: (a table measures every row before it prints the first; a big run's log has millions).
 TABLE_ROWS = 2000

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
 from . import common
-from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_rows, output_rows, _sides, _stream_table, _styled, _witness_line
+from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_fields, _print_json_rows, output_rows, show_view, _sides, _stream_table, _styled, _witness_line
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -23,42 +23,36 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
              payloads: bool = typer.Option(False, "--payloads", help="Print each envelope's payload as the log keeps it "
                                            "(sensitive values the run declared show [redacted] under the safe policy).")):
     """The message log: every envelope, and every delivery with its decision."""
+    # both logs are streamed from the file as they are printed: flat memory whatever the run's size
     with _open(db, readonly=True) as store:
-        msgs, dels = store.messages(), store.deliveries()
-    if task:
-        msgs = [m for m in msgs if m["task_id"] == task]
-        dels = [d for d in dels if d["task_id"] == task]
-    if as_json:
-        _print_json({"messages": msgs, "deliveries": dels})
-        return
-    con = _console()
-    output_rows(
-        "Messages (envelopes, one row per message_id)",
-        ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
-        [
-            [m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
-             f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
-            for m in msgs
-        ],
-        caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
-        con=con,
-    )
-    if payloads:
-        con.print("[bold]Payloads (as the log keeps them)[/]")
-        for m in msgs:
-            con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
-                      f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
-    output_rows(
-        "Deliveries (one row per attempt)",
-        ["#", "tick", "message", "task", "decision", "state after", "code"],
-        [
-            [d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
-             f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
-             d["code"] or ""]
-            for d in dels
-        ],
-        con=con,
-    )
+        if as_json:
+            _print_json_fields([("messages", store.iter_view("messages", task_id=task)),
+                                ("deliveries", store.iter_view("deliveries", task_id=task))])
+            return
+        con = _console()
+        show_view(
+            con, "Messages (envelopes, one row per message_id)",
+            ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
+            ([m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
+              f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
+             for m in store.iter_view("messages", task_id=task)),
+            store.count_view("messages", task_id=task),
+            caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
+        )
+        if payloads:
+            con.print("[bold]Payloads (as the log keeps them)[/]")
+            for m in store.iter_view("messages", task_id=task):
+                con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
+                          f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
+        show_view(
+            con, "Deliveries (one row per attempt)",
+            ["#", "tick", "message", "task", "decision", "state after", "code"],
+            ([d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
+              f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
+              d["code"] or ""]
+             for d in store.iter_view("deliveries", task_id=task)),
+            store.count_view("deliveries", task_id=task),
+        )
 
 
 def _event_summary(e: dict) -> str:
@@ -103,74 +97,75 @@ def events(
 @commands.command()
 def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
     """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
+    from itertools import islice
+
     from ..machine import A2A_STATE, TaskState
 
+    def tasks(store):
+        for t in store.iter_view("tasks", task_id=task):
+            t["trusted"] = bool(t["trusted"])
+            t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
+            yield t
+
+    # every view is streamed from the file as it is printed: flat memory whatever the run's size
     with _open(db, readonly=True) as store:
-        data = {
-            "tasks": store.tasks(),
-            "transitions": store.transitions(),
-            "intents": store.intents(),
-            "effects": store.effects(),
-            "artifacts": store.artifacts(),
-            "approvals": store.approvals(),
-            "budget": store.budget_ledger(),
-            "machine_versions": store.machine_versions(),
-            "current_machine": store.current_machine,
-            "state_digest": store.state_digest(),
-        }
-    for t in data["tasks"]:
-        t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
-        t["trusted"] = bool(t["trusted"])
-    if task:
-        if not any(t["task_id"] == task for t in data["tasks"]):
-            known = ", ".join(t["task_id"] for t in data["tasks"][:10]) or "none yet"
+        if task and store.get_task(task) is None:
+            known = ", ".join(t["task_id"] for t in islice(store.iter_view("tasks"), 10)) or "none yet"
             raise InputError(f"no task {task} in {db} (its tasks: {known})", code="E_UNKNOWN_TASK")
-        for k in ("tasks", "transitions", "intents", "effects", "artifacts", "approvals", "budget"):
-            data[k] = [r for r in data[k] if r.get("task_id") == task]
-    if as_json:
-        _print_json(data)
-        return
-    con = _console()
-    output_rows(
-        "Tasks (authoritative: written only by the runtime)",
-        ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
-        [
-            [t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
-             f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
-             "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
-             t["a2a_state"].removeprefix("TASK_STATE_")]
-            for t in data["tasks"]
-        ],
-        caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
-        optional=("machine", "A2A"), stream=True, con=con,
-    )
-    output_rows(
-        "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
-        [[r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
-          r["executor"], r["created_at"][11:19], r["reason"]] for r in data["transitions"]],
-        stream=True, con=con,
-    )
-    output_rows(
-        "Intents (deduplication: task, key, digest, scheme)",
-        ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
-        [[r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
-          "yes" if r["trusted"] else "[bold magenta]NO[/]",
-          f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"] for r in data["intents"]],
-        stream=True, con=con,
-    )
-    if data["effects"]:
-        output_rows("Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
-                    [[e["effect_key"], e["task_id"], e["message_id"], e["tick"]] for e in data["effects"]],
-                    stream=True, con=con)
-    if data["artifacts"]:
-        output_rows("Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
-                    [[a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]] for a in data["artifacts"]],
-                    stream=True, con=con)
-    if data["approvals"]:
-        output_rows("Approvals", ["task", "decision", "reviewer", "evidence", "message"],
-                    [[a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]]
-                     for a in data["approvals"]], stream=True, con=con)
-    con.print(f"machine for new tasks: {data['current_machine']}\nstate digest (equal digests, equal state):\n  {data['state_digest']}", soft_wrap=True)
+        if as_json:
+            _print_json_fields([
+                ("tasks", tasks(store)),
+                *((name, store.iter_view(view, task_id=task)) for name, view in (
+                    ("transitions", "transitions"), ("intents", "intents"), ("effects", "effects"),
+                    ("artifacts", "artifacts"), ("approvals", "approvals"), ("budget", "budget"))),
+                ("machine_versions", store.machine_versions()),
+                ("current_machine", store.current_machine),
+                ("state_digest", store.state_digest()),
+            ])
+            return
+        con = _console()
+        count = {v: store.count_view(v, task_id=task) for v in ("tasks", "transitions", "intents", "effects",
+                                                                 "artifacts", "approvals")}
+        show_view(
+            con, "Tasks (authoritative: written only by the runtime)",
+            ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
+            ([t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
+              f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
+              "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
+              t["a2a_state"].removeprefix("TASK_STATE_")] for t in tasks(store)),
+            count["tasks"],
+            caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
+            optional=("machine", "A2A"),
+        )
+        show_view(
+            con, "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
+            ([r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
+              r["executor"], r["created_at"][11:19], r["reason"]] for r in store.iter_view("transitions", task_id=task)),
+            count["transitions"],
+        )
+        show_view(
+            con, "Intents (deduplication: task, key, digest, scheme)",
+            ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
+            ([r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
+              "yes" if r["trusted"] else "[bold magenta]NO[/]",
+              f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"]
+             for r in store.iter_view("intents", task_id=task)),
+            count["intents"],
+        )
+        if count["effects"]:
+            show_view(con, "Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
+                      ([e["effect_key"], e["task_id"], e["message_id"], e["tick"]]
+                       for e in store.iter_view("effects", task_id=task)), count["effects"])
+        if count["artifacts"]:
+            show_view(con, "Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
+                      ([a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]]
+                       for a in store.iter_view("artifacts", task_id=task)), count["artifacts"])
+        if count["approvals"]:
+            show_view(con, "Approvals", ["task", "decision", "reviewer", "evidence", "message"],
+                      ([a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]]
+                       for a in store.iter_view("approvals", task_id=task)), count["approvals"])
+        con.print(f"machine for new tasks: {store.current_machine}\nstate digest (equal digests, equal state):\n  "
+                  f"{store.state_digest()}", soft_wrap=True)
 
 
 @commands.command()

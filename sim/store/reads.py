@@ -185,16 +185,52 @@ class Reads:
             r["evidence_refs"] = json.loads(r["evidence_refs"])
         return rows
 
+    #: The views a command may stream whole: (select, order, row class, JSON columns). Every read of
+    #: one of these tables, whole or by task, goes through :meth:`iter_view` (one SQL per view).
+    _VIEWS = {
+        "tasks": ("SELECT * FROM tasks", "created_tick, task_id", TaskRow, ()),
+        "transitions": ("SELECT * FROM transitions", "seq", dict, ()),
+        "intents": ("SELECT * FROM intents", "arrival", dict, ("payload", "result")),
+        "effects": ("SELECT * FROM effects", "tick, effect_key", dict, ()),
+        "artifacts": ("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts", "first_tick, ref",
+                      dict, ()),
+        "approvals": ("SELECT * FROM approvals", "approval_id", dict, ("evidence",)),
+        "budget": ("SELECT * FROM budget", "entry", dict, ()),
+        "messages": ("SELECT * FROM messages", "msg_seq", Message, ("payload", "evidence_refs")),
+        "deliveries": ("SELECT * FROM deliveries", "delivery_id", Delivery, ()),
+    }
+
+    def iter_view(self, view: str, *, task_id: str | None = None) -> Iterator[dict]:
+        """The rows of ``view`` (of one task), in its order, streamed from one cursor: a command can
+        print a million rows in flat memory. See :data:`_VIEWS`."""
+        select, order, cls, parsed = self._VIEWS[view]
+        where, params = (" WHERE task_id = ?", (task_id,)) if task_id is not None else ("", ())
+        cur = self.conn.execute(f"{select}{where} ORDER BY {order}", params)
+        names = [d[0] for d in cur.description]
+        loads = json.loads
+        for r in cur:
+            row = cls(zip(names, r))
+            for col in parsed:
+                row[col] = loads(row[col])
+            yield row
+
+    def count_view(self, view: str, *, task_id: str | None = None) -> int:
+        """How many rows :meth:`iter_view` gives."""
+        table = self._VIEWS[view][0].rsplit(" FROM ", 1)[1]
+        if task_id is None:
+            return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE task_id = ?", (task_id,)).fetchone()[0]
+
     def _events(self, sql: str, params=()) -> list[StoredEvent]:
         """The one mapper from event rows to :class:`~sim.events.StoredEvent` (``sql`` selects
         ``_EVENT_COLS``); ``data`` is parsed when first read."""
         return [StoredEvent(*r) for r in self.conn.execute(sql, params)]
 
     def messages(self) -> list[Message]:
-        return self._messages("SELECT * FROM messages ORDER BY msg_seq")
+        return list(self.iter_view("messages"))
 
     def deliveries(self) -> list[Delivery]:
-        return self._typed(Delivery, "SELECT * FROM deliveries ORDER BY delivery_id")
+        return list(self.iter_view("deliveries"))
 
     def events(self, *, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? ORDER BY seq"
@@ -369,12 +405,10 @@ class Reads:
         return self.message_at(rows[0]["msg_seq"]) if rows else None
 
     def tasks(self) -> list[TaskRow]:
-        return self._typed(TaskRow, "SELECT * FROM tasks ORDER BY created_tick, task_id")
+        return list(self.iter_view("tasks"))
 
     def transitions(self, task_id: str | None = None) -> list[dict]:
-        if task_id is None:
-            return self._rows("SELECT * FROM transitions ORDER BY seq")
-        return self._rows("SELECT * FROM transitions WHERE task_id = ? ORDER BY seq", (task_id,))
+        return list(self.iter_view("transitions", task_id=task_id))
 
     def transition_rules(self) -> list[dict]:
         return self._rows("SELECT * FROM transition_rules ORDER BY machine_version, from_state, to_state")
@@ -383,33 +417,22 @@ class Reads:
         return self._rows("SELECT * FROM machines ORDER BY loaded_tick, version")
 
     def intents(self) -> list[dict]:
-        rows = self._rows("SELECT * FROM intents ORDER BY arrival")
-        for r in rows:
-            r["payload"] = json.loads(r["payload"])
-            r["result"] = json.loads(r["result"])
-        return rows
+        return list(self.iter_view("intents"))
 
     def intents_of_task(self, task_id: str) -> list[dict]:
-        rows = self._rows("SELECT * FROM intents WHERE task_id = ? ORDER BY arrival", (task_id,))
-        for r in rows:
-            r["payload"] = json.loads(r["payload"])
-            r["result"] = json.loads(r["result"])
-        return rows
+        return list(self.iter_view("intents", task_id=task_id))
 
     def artifacts(self) -> list[dict]:
-        return self._rows("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts ORDER BY first_tick, ref")
+        return list(self.iter_view("artifacts"))
 
     def effects(self) -> list[dict]:
-        return self._rows("SELECT * FROM effects ORDER BY tick, effect_key")
+        return list(self.iter_view("effects"))
 
     def approvals(self) -> list[dict]:
-        rows = self._rows("SELECT * FROM approvals ORDER BY approval_id")
-        for r in rows:
-            r["evidence"] = json.loads(r["evidence"])
-        return rows
+        return list(self.iter_view("approvals"))
 
     def budget_ledger(self) -> list[dict]:
-        return self._rows("SELECT * FROM budget ORDER BY entry")
+        return list(self.iter_view("budget"))
 
     def counts(self) -> dict[str, int]:
         """Row counts of every table, for summaries."""
