@@ -31,6 +31,8 @@ __all__ = [
     "Rule",
     "RuleBook",
     "A2A_STATE",
+    "A2A_NOTES",
+    "A2A_EXTENSION_STATES",
     "EXECUTOR_ROLES",
     "default_rulebook",
     "load_rulebook",
@@ -81,6 +83,21 @@ A2A_STATE = {
     TaskState.NEEDS_REVIEW: "TASK_STATE_INPUT_REQUIRED",
     TaskState.CANCELED: "TASK_STATE_CANCELED",
 }
+
+#: Why a row of :data:`A2A_STATE` is not a plain one-to-one match. needs_review is the course's safety
+#: extension (a proven result conflict frozen for a person to reconcile): A2A defines no such state, so
+#: the export says so wherever it uses INPUT_REQUIRED for it. The other notes are where A2A's one
+#: state covers two of the kit's, so the kit's own state travels in the export's metadata.
+A2A_NOTES = {
+    TaskState.PENDING: "lossy: pending and ready are both SUBMITTED",
+    TaskState.READY: "lossy: pending and ready are both SUBMITTED",
+    TaskState.RETRY_WAIT: "lossy: a retry wait is still WORKING",
+    TaskState.WAITING_HUMAN: "a person must approve; INPUT_REQUIRED is the nearest A2A state",
+    TaskState.NEEDS_REVIEW: "course extension: a frozen result conflict, not an A2A state",
+}
+
+#: The kit states A2A does not define at all (marked as extensions in every export).
+A2A_EXTENSION_STATES = frozenset({TaskState.NEEDS_REVIEW})
 
 #: Who may appear in a rule's ``roles``: the four agent roles plus the runtime itself
 #: (which freezes conflicts and expires leases; no agent can act as it).

@@ -11,6 +11,7 @@ The groups (a new command goes in its group's module):
     inspect.py   messages, events, state, check, replay, compare (what a run holds, judged)
     trace.py     trace validate, export, replay, mutate, diagram
     machine.py   machine show, check, load
+    a2a.py       a2a export (a run as A2A-shaped JSON)
     artifact.py  artifact put, show
     bench.py     bench intake, sim, writers, crash, lab, grade, trace, tui, startup
     course.py    exercise list, start, check, hint; kit student, classroom, verify; autograder; grade
@@ -29,7 +30,7 @@ import sys
 import typer
 
 from ..errors import ProtolabError
-from . import artifact, bench, browser, course, explore, inspect, lab, machine, run, trace
+from . import a2a, artifact, bench, browser, course, explore, inspect, lab, machine, run, trace
 from .common import _click_errors, _interrupted
 
 __all__ = ["app", "main"]
@@ -80,7 +81,7 @@ app.registered_commands = sorted(
 )
 for _group, _group_name in ((machine.machine_app, "machine"), (artifact.artifact_app, "artifact"),
                             (bench.bench_app, "bench"), (course.exercise_app, "exercise"), (trace.trace_app, "trace"),
-                            (course.kit_app, "kit"), (lab.lab_app, "lab")):
+                            (course.kit_app, "kit"), (lab.lab_app, "lab"), (a2a.a2a_app, "a2a")):
     app.add_typer(_group, name=_group_name)
 
 

@@ -549,6 +549,12 @@ class Reads:
                                  (message_id,)).fetchall()
         return [r for (refs,) in rows for r in json.loads(refs)] if rows else None
 
+    def participants(self) -> list[str]:
+        """Every participant the run names (a sender, a recipient or a task's assignee), sorted."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT sender FROM messages UNION SELECT recipient FROM messages "
+            "UNION SELECT assignee FROM tasks WHERE assignee IS NOT NULL ORDER BY 1")]
+
     def task_of_message(self, message_id: str) -> str | None:
         row = self.conn.execute("SELECT task_id FROM messages WHERE message_id = ? ORDER BY msg_seq DESC LIMIT 1",
                                 (message_id,)).fetchone()
