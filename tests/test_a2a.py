@@ -149,3 +149,13 @@ def test_refusals_are_one_line_and_exit_2(runs, capsys, tmp_path):
     kept.write_text("old\n")
     code, _out, err = run_cli(capsys, "a2a", "export", "--db", newer, "-o", kept)
     assert code == 2 and kept.read_text() == "old\n"
+
+
+def test_machine_show_lists_the_mapping_with_the_extension_note(capsys):
+    code, out, err = run_cli(capsys, "machine", "show")
+    assert code == 0, err
+    assert "needs_review *" in out and "course extension" in out and "A2A defines no such state" in out
+    code, out, err = run_cli(capsys, "machine", "show", "--json")
+    doc = json.loads(out)
+    assert doc["a2a"] == {s.value: v for s, v in A2A_STATE.items()}
+    assert doc["a2a_extensions"] == ["needs_review"] and "course extension" in doc["a2a_notes"]["needs_review"]

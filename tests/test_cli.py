@@ -428,6 +428,7 @@ def _database_cases():
         "check": ["check", "--db", "{db}"],
         "replay": ["replay", "--db", "{db}"],
         "trace-export": ["trace", "export", "--db", "{db}"],
+        "a2a-export": ["a2a", "export", "--db", "{db}"],
         "artifact-show": ["artifact", "show", "sha256:" + "0" * 64, "--db", "{db}"],
         "reconcile": ["reconcile", "T-1", "--db", "{db}", "--decision", "ready", "--by", "reviewer", "--evidence", "M-3"],
     }

@@ -21,7 +21,7 @@ def machine_show(
     as_json: bool = JSON_OPT,
 ):
     """The allowlist: every allowed move and the roles that may make it."""
-    from ..machine import A2A_STATE, TaskState, default_rulebook
+    from ..machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState, default_rulebook
 
     if db is None:
         rb = default_rulebook()
@@ -40,13 +40,19 @@ def machine_show(
             raise InputError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
     a2a = {s.value: A2A_STATE[s] for s in TaskState}
     if as_json:
-        _print_json({"current": current, "rules": rules, "a2a": a2a})
+        _print_json({"current": current, "rules": rules, "a2a": a2a,
+                     "a2a_notes": {s.value: A2A_NOTES[s] for s in TaskState if s in A2A_NOTES},
+                     "a2a_extensions": [s.value for s in TaskState if s in A2A_EXTENSION_STATES]})
         return
     con = _console()
     output_rows(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
                 [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]]
                  for r in rules], optional=("machine",), con=con)
-    output_rows("A2A v1.0 export", ["state", "A2A task state"], [[k, v] for k, v in a2a.items()], con=con)
+    output_rows("A2A v1.0 export ('protolab a2a export')", ["state", "A2A task state", "note"],
+                [[s.value + (" *" if s in A2A_EXTENSION_STATES else ""), A2A_STATE[s], A2A_NOTES.get(s, "")]
+                 for s in TaskState],
+                caption="* a course extension: A2A defines no such state. The export keeps the kit's own state in "
+                        "each task's metadata under the kit's extension.", con=con)
 
 
 @machine_app.command("check")
