@@ -159,3 +159,20 @@ def test_machine_show_lists_the_mapping_with_the_extension_note(capsys):
     doc = json.loads(out)
     assert doc["a2a"] == {s.value: v for s, v in A2A_STATE.items()}
     assert doc["a2a_extensions"] == ["needs_review"] and "course extension" in doc["a2a_notes"]["needs_review"]
+
+
+def test_the_readme_a2a_commands_work_as_written(capsys, tmp_path, monkeypatch):
+    import re
+    import shlex
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "a2a export" in b)
+    monkeypatch.chdir(tmp_path)
+    for line in block.strip().splitlines():
+        argv = shlex.split(line.split("#", 1)[0])
+        assert argv[0] == "protolab"
+        code, _out, err = run_cli(capsys, *argv[1:])
+        assert code == 0, (line, err)
+    doc = json.loads((tmp_path / "a2a.json").read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert [t["status"]["state"] for t in doc["tasks"]] == ["TASK_STATE_INPUT_REQUIRED"]
