@@ -93,6 +93,11 @@ def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, w
     share = min(r.max_points for r in report.results)
     assert report.score <= report.max_score - share, "a wrong answer must lose at least one rule's share"
     assert not report.grader_errors, [(r.name, r.grader_error) for r in report.grader_errors]
+    # exactly the tests its expect.toml names fail, each all or nothing (the exercises' own judge tests
+    # used to grade every wrong answer again to check this; it is checked here, once)
+    failed = sorted(r.name for r in report.results if not r.passed)
+    assert failed == sorted(expect["fails"]), (wrong.name, failed)
+    assert report.score == report.max_score - sum(by_name[n].max_points for n in failed)
     for name in expect["fails"]:
         assert name in by_name, f"expect.toml names unknown test {name}"
         assert not by_name[name].passed, (name, by_name[name].message)
@@ -100,5 +105,6 @@ def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, w
         assert by_name[name].hint and by_name[name].message
     # the feedback names this answer's own mistake (words its expect.toml lists), whichever case failed first
     feedback = " ".join(f"{r.message} {r.hint}" for r in report.results if not r.passed).casefold()
-    for words in expect.get("names", []):
+    assert expect.get("names"), f"{wrong.name}: expect.toml names no words of its mistake"
+    for words in expect["names"]:
         assert words.casefold() in feedback, f"the feedback never says {words!r}: {feedback[:600]}"
