@@ -243,7 +243,7 @@ def test_every_key_and_command_a_lab_readme_names_exists():
             assert named.get(key, key) in keys or key in keys, (lab.dirname, key)
         for cmd in re.findall(r"`(protolab [^`]+)`", text):
             words = cmd.split()
-            assert words[1] in {"lab", "replay", "state", "compare", "check", "demo", "run", "messages", "events", "trace"}, cmd
+            assert words[1] in {"lab", "replay", "state", "compare", "check", "demo", "run", "messages", "events", "trace", "a2a", "machine"}, cmd
 
 
 # ------------------------------------------------------------------------------------ the TUI
