@@ -30,6 +30,9 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
 
     pol = get_policy(policy or store.get_meta("policy") or "safe")
     fresh = Store.create(None, start_time=store.start_time, empty=True)
+    if store.get_meta("privacy"):
+        # the run's declared sensitive fields: minimising, redacting and the payload shapes read them
+        fresh.set_meta({"privacy": store.get_meta("privacy")})
     rows = store.iter_deliveries_with_messages()
     pending = next(rows, None)
     check = stop_at_first_difference
