@@ -13,7 +13,9 @@ The trace carries its reducer outputs (``stateDigestAfter`` per accepted message
 ``stateDigest``, see :mod:`sim.protocol.replay`). A task that waits for several others (the
 fan-out's draft) becomes an ALL gather over their results. The manager's fence (sent when every
 task has settled) becomes the terminal, with the workers as its required acknowledgements; a
-message the transport delivers after it is E_POST_TERMINAL_MESSAGE.
+message the transport delivers after it is E_POST_TERMINAL_MESSAGE. A delivery the runtime itself
+refused under one of those rules (a safe runtime keeps them at intake: ``sim.planner.conversation_rule``)
+never entered the conversation and is left out.
 
 A run of millions of deliveries is exported in flat memory (:class:`TraceExport`): two passes over the
 log, the validator judging each message as it is written, and what must be remembered of every message
@@ -30,6 +32,7 @@ from typing import Iterator
 from . import events as ev_
 from . import digest as _digest
 from .errors import InputError
+from .planner import CONVERSATION_CODES
 from .store import Store
 
 __all__ = ["export_trace", "TraceExport", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
@@ -55,6 +58,12 @@ AUDIENCE_OF = {
     "fence": "control",
 }
 LABELS = ["control", "receipts", "results"]
+
+
+def _refused_by_rule(r: dict) -> bool:
+    """A delivery the runtime refused under one of the conversation's own rules (sim.planner
+    ``CONVERSATION_CODES``) never entered the conversation: the export leaves it out."""
+    return r.get("delivery_decision") == "rejected" and r.get("delivery_code") in CONVERSATION_CODES
 
 
 def _later(t: str, seconds: int) -> str:
@@ -214,6 +223,8 @@ class TraceExport:
         walk = _Epochs()
         seen: dict[int, _Epoch] = {}
         for r in self._counted(store.iter_deliveries_with_messages(), "reading the message log"):
+            if _refused_by_rule(r):
+                continue
             e = walk.of(r)
             st = seen.get(e)
             if st is None:
@@ -332,7 +343,7 @@ class TraceExport:
         last_request = self._table("export_requests")
         walk = _Epochs()
         for r in self._counted(self.store.iter_deliveries_with_messages(), "writing the trace"):
-            if walk.of(r) != epoch:
+            if _refused_by_rule(r) or walk.of(r) != epoch:
                 continue
             seq = r["sender_seq"]
             if seq is None:

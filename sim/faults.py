@@ -35,6 +35,10 @@ the TUI show are read from there.
                         a source that does not exist; when it is not accepted the worker sends the result it meant
 ``self-report``         the worker's result also reports ``budget_left: 99``, a field no message type
                         declares; when it is not accepted the worker sends the result it meant
+``afterthought``        once the manager has fenced the conversation, it asks a worker for one more
+                        task (``AFTERTHOUGHT_TASK``) a round later: a request after the fence
+``rewind``              the sender's sequence counter slips back one: this message goes out under the
+                        number its previous one used; when it is not accepted the sender sends it again
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -353,6 +357,39 @@ def _self_report(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "budget_left": SELF_REPORTED_BUDGET})
 
 
+#: The task a manager's afterthought asks for, after the fence.
+AFTERTHOUGHT_TASK = "T-90"
+
+
+def _one_more_thing(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """afterthought: the fencing manager's request for one more task, to the first worker it fenced."""
+    ask = Intent(type="task_request", sender=intent.sender, recipient=intent.body["to"][0], trace_id=intent.trace_id,
+                 task_id=AFTERTHOUGHT_TASK, body={"goal": "one more check, thought of after closing", "budget": 1},
+                 message_id=new_id(), created_at=sent_at)
+    return ask, ask
+
+
+@fault("afterthought", "once the conversation is fenced, the manager asks a worker for one more task",
+       default_target="the fence", default_match=lambda env: env.type == "fence", only=("fence",))
+def _afterthought(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    ask = bus._rebuild(s.out, _one_more_thing, s.due + 1)
+    s.extra.append((s.due + 1, ask))
+    bus._on_copy(s.out, ask, False)
+    bus._record(spec.name, s.out, {"selector": spec.text, "request": ask.message_id, "task": AFTERTHOUGHT_TASK,
+                                   "at": s.due + 1})
+
+
+@fault("rewind", "the sender's sequence counter slips back one: this message reuses its previous number",
+       default_target="first task_result", default_match=_result, rate_skips_acks=True)
+def _rewind(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._restamp is None:
+        return
+    seq = bus._restamp(s.out, 1)
+    bus._record(spec.name, s.out, {"selector": spec.text, "seq": seq})
+
+
 #: The fault names, in the registry's order.
 FAULTS: tuple[str, ...] = tuple(REGISTRY)
 #: With no selector, each fault picks the first message it makes sense for.
@@ -407,7 +444,7 @@ class Bus:
     """
 
     def __init__(self, specs: list[FaultSpec], rng: random.Random, *, delay_ticks: int, next_id, record, max_hold: int = 5,
-                 on_copy=None, rebuild=None):
+                 on_copy=None, rebuild=None, restamp=None):
         self.specs = specs
         self.rng = rng
         self.delay_ticks = delay_ticks
@@ -416,6 +453,8 @@ class Bus:
         self._on_copy = on_copy or (lambda orig, new, same_seq: None)  # a fault made a new envelope from orig
         # callable(env, rewrite, due) -> the envelope the sender's design makes of rewrite(its intent)
         self._rebuild = rebuild
+        # callable(env, back) -> the sequence number ``env`` now carries, its sender's counter set back ``back``
+        self._restamp = restamp
         self._heap: list[tuple[int, int, Envelope]] = []
         self._seq = 0
         self._held: list[tuple[int, Envelope]] = []

@@ -31,7 +31,7 @@ from .machine import RuleBook, TaskState
 
 __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
-    "DEFAULT_BUDGET", "ATTEMPT_COST",
+    "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "wants_conversation_check", "conversation_rule",
 ]
 
 DEFAULT_BUDGET = 5
@@ -147,6 +147,32 @@ def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool
                 move=Move(task.state, TaskState.NEEDS_REVIEW, f"rests on untrusted input ({names})", "runtime", "runtime"),
                 held=tuple(r for r, _t in tainted),
             )
+    return verdict
+
+
+#: The codes a runtime that keeps the conversation's rules refuses a message with, the validator's own
+#: (sim.protocol.trace.CODES): a message refused so never entered the conversation, and an exported trace
+#: leaves it out (sim.conversation).
+CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP")
+
+
+def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:
+    """Whether ``verdict`` is one the conversation's rules may still refuse: an acceptance of anything but
+    an acknowledgement (a receipt changes nothing) or a reviewer's decision (which reopens a fenced
+    conversation). A duplicate, a conflict or a late message is recorded and changes no state either way."""
+    return verdict.decision == Decision.ACCEPTED and env.type not in ("ack", "review_decision")
+
+
+def conversation_rule(env: Envelope, verdict: Verdict, *, fenced: bool, seq_used: bool) -> Verdict:
+    """The verdict once the conversation's rules have spoken (see :func:`wants_conversation_check`): after
+    the fence nothing but its acknowledgements is taken (E_POST_TERMINAL_MESSAGE), and a sender's body may
+    not number two messages about one task alike (E_SEQUENCE_GAP: its sequence went back)."""
+    if fenced and env.task_id != env.trace_id:
+        return Verdict(Decision.REJECTED, f"the conversation {env.trace_id} is fenced: after its fence only "
+                       "acknowledgements of it are taken", code="E_POST_TERMINAL_MESSAGE")
+    if seq_used:
+        return Verdict(Decision.REJECTED, f"{env.sender} already numbered another message about {env.task_id} "
+                       "with this sequence number: its sequence went back", code="E_SEQUENCE_GAP")
     return verdict
 
 

@@ -9,7 +9,8 @@ as its completion, every message read as schema 1.0 whatever version it declares
 minor added is dropped, a major it cannot read is read anyway), gathers reduced by majority (dissent
 dropped) or by the senders' clocks, no care for sensitive fields
 (every recipient is sent all of them, and the logs keep them in the clear), and open payloads (a field
-no message type declares is taken, and a self-reported ``budget_left`` is believed).
+no message type declares is taken, and a self-reported ``budget_left`` is believed), and no conversation rules (a message after the fence, or one
+whose sender's sequence went back, is taken like any other).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Policy:
     # dissent and using the declared tie-break; "majority", the most common verdict taken as the answer
     # (dissent dropped) and the first success by the senders' own clocks.
     gathers: str = "declared"
+    # The conversation's rules kept at intake (sim.planner.conversation_rule): nothing but acks after the
+    # fence, no sequence number used twice by one body on one task. Off: whatever arrives is taken.
+    conversation_rules: bool = True
 
 
 def naive_decide(env: Envelope, task: TaskView | None, prior, rules: RuleBook, unresolved=frozenset()) -> Verdict:
@@ -101,7 +105,7 @@ NAIVE = Policy(
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
     "every message read as schema 1.0 whatever it says; every recipient is sent everything and the logs keep it",
     minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0), closed_payloads=False,
-    believes_payloads=True, gathers="majority",
+    believes_payloads=True, gathers="majority", conversation_rules=False,
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

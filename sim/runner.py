@@ -82,7 +82,7 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self._t0 = datetime.fromisoformat(self.scenario.start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
         self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
                        record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
-                       rebuild=self._rebuild)
+                       rebuild=self._rebuild, restamp=self._restamp)
         self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
         # a stress run forgets settled tasks; their intents go once nothing of theirs is on the bus
         self._messages_of: dict[str, list[str]] = {}

@@ -120,6 +120,15 @@ class RunWorld:
         self._seq[(env.sender, generation)] += 1
         self.sent_meta[env.message_id] = (self._seq[(env.sender, generation)], generation)
 
+    def _restamp(self, env: Envelope, back: int) -> int:
+        """Set ``env``'s sequence number, and its sender's counter, back ``back`` (fault rewind): the next
+        message of that body numbers on from there. Returns the number ``env`` now carries."""
+        seq, gen = self.sent_meta[env.message_id]
+        seq = max(1, seq - back)
+        self.sent_meta[env.message_id] = (seq, gen)
+        self._seq[(env.sender, gen)] = seq
+        return seq
+
     def _on_copy(self, orig: Envelope, new: Envelope, same_seq: bool) -> None:
         if new.message_id not in self.intents and orig.message_id in self.intents:
             self._keep(new.message_id, self.intents[orig.message_id])

@@ -169,6 +169,28 @@ class Reads:
         row = self.conn.execute("SELECT MIN(msg_seq) FROM messages WHERE message_id = ?", (message_id,)).fetchone()
         return row[0]
 
+    def fenced_now(self, trace_id: str) -> bool:
+        """Whether the conversation ``trace_id`` is fenced now: its fence was recorded and no reviewer's
+        decision has reopened it since (``sim.conversation.epochs_of`` walks the same rule)."""
+        row = self.conn.execute("SELECT MAX(seq) FROM events WHERE task_id = ? AND type = 'fence_recorded'",
+                                (trace_id,)).fetchone()
+        if row[0] is None:
+            return False
+        later = self.conn.execute("SELECT 1 FROM events WHERE seq > ? AND type IN ('review_decided', "
+                                  "'reconciliation_resolved') LIMIT 1", (row[0],)).fetchone()
+        return later is None
+
+    def sequence_used(self, task_id: str, sender: str, generation: int, seq: int, message_id: str, key: str) -> bool:
+        """Whether another message about ``task_id`` (another id, under another key: an equivocating twin
+        shares its key and is intake's to judge) came from the same body of ``sender`` under ``seq``.
+        Looked up through the task's events, so the cost stays that of one task's history."""
+        row = self.conn.execute(
+            "SELECT 1 FROM messages m WHERE m.message_id IN (SELECT DISTINCT message_id FROM events WHERE task_id = ? "
+            "AND message_id IS NOT NULL) AND m.sender = ? AND COALESCE(m.sender_generation, 1) = ? "
+            "AND m.sender_seq = ? AND m.message_id != ? AND m.idempotency_key != ? LIMIT 1",
+            (task_id, sender, generation, seq, message_id, key)).fetchone()
+        return row is not None
+
     def _rows(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
@@ -282,7 +304,8 @@ class Reads:
     def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
         """Each delivery in order joined with the envelope it delivered."""
         sql = (
-            "SELECT d.delivery_id, d.tick AS delivery_tick, d.decision AS delivery_decision, m.* FROM deliveries d "
+            "SELECT d.delivery_id, d.tick AS delivery_tick, d.decision AS delivery_decision, d.code AS delivery_code, m.* "
+            "FROM deliveries d "
             "JOIN messages m ON m.msg_seq = d.msg_seq "
             "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
         )
