@@ -134,3 +134,13 @@ def test_a_view_holds_no_more_for_three_times_the_run(sized, command):
     big = _peak([*command, "--db", str(sized[1500])])
     # three times the rows, about the same memory (whole lists grew with the run: about 3x)
     assert big < small * 1.3, (small, big)
+
+
+def test_a_view_the_store_does_not_have_is_refused_by_name(db):
+    from sim.errors import StoreError
+
+    with Store.open(db, readonly=True) as s:
+        for call in (lambda: list(s.iter_view("secrets")), lambda: s.count_view("secrets")):
+            with pytest.raises(StoreError) as e:
+                call()
+            assert e.value.code == "E_UNKNOWN_VIEW" and "tasks" in str(e.value)

@@ -225,9 +225,10 @@ class Reads:
     def iter_view(self, view: str, *, task_id: str | None = None) -> Iterator[dict]:
         """The rows of ``view`` (of one task), in its order, streamed from one cursor: a command can
         print a million rows in flat memory. See :data:`_VIEWS`."""
-        select, order, cls, parsed = self._VIEWS[view]
+        conn = self.conn  # (a closed store says so here, before anything else)
+        select, order, cls, parsed = self._view(view)
         where, params = (" WHERE task_id = ?", (task_id,)) if task_id is not None else ("", ())
-        cur = self.conn.execute(f"{select}{where} ORDER BY {order}", params)
+        cur = conn.execute(f"{select}{where} ORDER BY {order}", params)
         names = [d[0] for d in cur.description]
         loads = json.loads
         for r in cur:
@@ -238,10 +239,17 @@ class Reads:
 
     def count_view(self, view: str, *, task_id: str | None = None) -> int:
         """How many rows :meth:`iter_view` gives."""
-        table = self._VIEWS[view][0].rsplit(" FROM ", 1)[1]
+        conn = self.conn
+        table = self._view(view)[0].rsplit(" FROM ", 1)[1]
         if task_id is None:
-            return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-        return self.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE task_id = ?", (task_id,)).fetchone()[0]
+            return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE task_id = ?", (task_id,)).fetchone()[0]
+
+    def _view(self, view: str) -> tuple:
+        try:
+            return self._VIEWS[view]
+        except KeyError:
+            raise StoreError(f"no view {view!r}; the views: {', '.join(self._VIEWS)}", code="E_UNKNOWN_VIEW") from None
 
     def _events(self, sql: str, params=()) -> list[StoredEvent]:
         """The one mapper from event rows to :class:`~sim.events.StoredEvent` (``sql`` selects
