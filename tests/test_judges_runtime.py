@@ -632,7 +632,7 @@ def test_refusals_of_a_reconciliation_or_a_review_say_exactly_what_is_missing():
 def test_a_task_released_and_run_again_does_not_publish_a_second_time():
     store = _published()
     m6 = [e for e in samples.happy_path() if e.message_id == "M-6"][0]
-    other = _env("M-6c", "T-2", "writer", "task_result", dict(m6.payload, note="another draft"), m6.idempotency_key,
+    other = _env("M-6c", "T-2", "writer", "task_result", dict(m6.payload, summary="another draft"), m6.idempotency_key,
                  refs=m6.evidence_refs)  # T-2's result under its key with another payload: frozen for review
     assert deliver(store, other).decision == "conflict"
     review(store, "T-2", "ready", by="reviewer", evidence=["M-6", "M-6c"])
