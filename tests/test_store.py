@@ -383,6 +383,13 @@ def test_the_shared_reads_hand_out_typed_rows_that_declare_every_column(tmp_path
     assert list(Message.COLUMNS) == cols["messages"]
     assert list(Delivery.COLUMNS) == cols["deliveries"]
     assert list(TaskRow.COLUMNS) == cols["tasks"]
+    from sim.store import rows as r
+    for table, cls in (("transitions", r.Transition), ("intents", r.Intent), ("effects", r.Effect),
+                       ("approvals", r.Approval), ("budget", r.BudgetEntry)):
+        got = [c[1] for c in sqlite3.connect(db).execute(f"PRAGMA table_info({table})")]
+        assert list(cls.COLUMNS) == got, table
+    artifact_cols = [c[1] for c in sqlite3.connect(db).execute("PRAGMA table_info(artifacts)")]
+    assert list(r.ArtifactRow.COLUMNS) == [c for c in artifact_cols if c != "content"]  # content read on its own
     assert set(DeliveryView.COLUMNS) > set(Delivery.COLUMNS)
     with Store.open(db, readonly=True) as s:
         msgs, dels, tasks = s.messages(), s.deliveries(), s.tasks()
@@ -390,6 +397,10 @@ def test_the_shared_reads_hand_out_typed_rows_that_declare_every_column(tmp_path
         assert all(type(d) is Delivery and list(d) == cols["deliveries"] for d in dels)
         assert list(s.iter_deliveries(batch=3)) == dels and all(type(d) is Delivery for d in s.iter_deliveries(batch=3))
         assert all(type(t) is TaskRow for t in tasks)
+        assert all(type(x) is r.Transition for x in s.transitions()) and s.transitions()
+        assert all(type(x) is r.Intent and isinstance(x.payload, dict) for x in s.intents()) and s.intents()
+        assert all(type(x) is r.ArtifactRow for x in s.artifacts()) and s.artifacts()
+        assert all(type(x) is r.BudgetEntry for x in s.budget_ledger()) and s.budget_ledger()
         views = s.deliveries_at([d.delivery_id for d in dels])
         assert all(type(v) is DeliveryView and set(v) == set(DeliveryView.COLUMNS) for v in views)
         dup = next(d for d in dels if d.decision == "duplicate")

@@ -10,7 +10,8 @@ from ..errors import StoreError
 from ..events import StoredEvent
 from ..intake import IntentRecord, TaskView
 from ..machine import Rule, RuleBook, TaskState
-from .rows import Delivery, DeliveryView, Message, TaskRow
+from .rows import (Approval, ArtifactRow, BudgetEntry, Delivery, DeliveryView, Effect, Intent, Message, TaskRow,
+                   Transition)
 from .schema import STATE_TABLES, _TASK_COLS, _dumps
 
 _R = TypeVar("_R", bound=dict)
@@ -211,13 +212,13 @@ class Reads:
     #: one of these tables, whole or by task, goes through :meth:`iter_view` (one SQL per view).
     _VIEWS = {
         "tasks": ("SELECT * FROM tasks", "created_tick, task_id", TaskRow, ()),
-        "transitions": ("SELECT * FROM transitions", "seq", dict, ()),
-        "intents": ("SELECT * FROM intents", "arrival", dict, ("payload", "result")),
-        "effects": ("SELECT * FROM effects", "tick, effect_key", dict, ()),
+        "transitions": ("SELECT * FROM transitions", "seq", Transition, ()),
+        "intents": ("SELECT * FROM intents", "arrival", Intent, ("payload", "result")),
+        "effects": ("SELECT * FROM effects", "tick, effect_key", Effect, ()),
         "artifacts": ("SELECT ref, scheme, kind, size, task_id, message_id, first_tick FROM artifacts", "first_tick, ref",
-                      dict, ()),
-        "approvals": ("SELECT * FROM approvals", "approval_id", dict, ("evidence",)),
-        "budget": ("SELECT * FROM budget", "entry", dict, ()),
+                      ArtifactRow, ()),
+        "approvals": ("SELECT * FROM approvals", "approval_id", Approval, ("evidence",)),
+        "budget": ("SELECT * FROM budget", "entry", BudgetEntry, ()),
         "messages": ("SELECT * FROM messages", "msg_seq", Message, ("payload", "evidence_refs")),
         "deliveries": ("SELECT * FROM deliveries", "delivery_id", Delivery, ()),
     }

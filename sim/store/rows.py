@@ -1,4 +1,4 @@
-"""Typed rows: what the store's shared reads of the message log, the deliveries and the tasks hand out.
+"""Typed rows: what the store's shared reads hand out (the message log, the deliveries and every state view).
 
 A row is a dict of its table's columns (tables, JSON and witnesses take it as it is) whose class
 declares those columns, each readable as an attribute too: ``d.decision`` as well as
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = ["Delivery", "DeliveryView", "Message", "Row", "TaskRow"]
+__all__ = ["Approval", "ArtifactRow", "BudgetEntry", "Delivery", "DeliveryView", "Effect", "Intent", "Message", "Row",
+           "TaskRow", "Transition"]
 
 
 class Row(dict):
@@ -105,3 +106,89 @@ class TaskRow(Row):
     rejected: int
     created_tick: int
     updated_tick: int
+
+
+class Transition(Row):
+    """One applied move of a task (the state machine's audit trail)."""
+
+    __slots__ = ()
+    seq: int
+    task_id: str
+    old_state: str
+    new_state: str
+    reason: str
+    executor: str
+    role: str
+    tick: int
+    created_at: str
+    state_version: int
+    machine_version: str
+    message_id: str | None
+
+
+class Intent(Row):
+    """One recorded intent: what deduplication compares (payload and result parsed)."""
+
+    __slots__ = ()
+    task_id: str
+    idempotency_key: str
+    payload_digest: str
+    digest_scheme: str
+    message_id: str
+    arrival: int
+    decision: str
+    trusted: int
+    seen: int
+    payload: Any
+    result: Any
+
+
+class ArtifactRow(Row):
+    """One stored artifact, without its content (``Store.artifact(ref)`` reads that)."""
+
+    __slots__ = ()
+    ref: str
+    scheme: str
+    kind: str
+    size: int
+    task_id: str | None
+    message_id: str | None
+    first_tick: int
+
+
+class Effect(Row):
+    """One committed side effect, once per key."""
+
+    __slots__ = ()
+    effect_key: str
+    task_id: str
+    kind: str
+    target: str
+    message_id: str
+    result_digest: str
+    tick: int
+
+
+class Approval(Row):
+    """One reviewer's decision (evidence parsed)."""
+
+    __slots__ = ()
+    approval_id: int
+    task_id: str
+    decision: str
+    reviewer: str
+    evidence: list
+    message_id: str
+    tick: int
+
+
+class BudgetEntry(Row):
+    """One line of the budget ledger."""
+
+    __slots__ = ()
+    entry: int
+    task_id: str
+    delta: int
+    reason: str
+    message_id: str | None
+    tick: int
