@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one"]
+__all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one", "bench_web", "web_one"]
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
@@ -511,3 +511,132 @@ if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
     else:
         print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))
 
+
+
+#: Datasette's table pages timed by ``bench web`` (the run's four big tables)
+WEB_PAGES = ("tasks", "deliveries", "events", "messages")
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def web_one(deliveries: int, *, repeat: int = 5, progress=None, seed: int = 0) -> dict:
+    """The browser figures for one stress run of about ``deliveries`` deliveries.
+
+    Timeline: ``read_run`` and ``write`` as 'protolab timeline' does them, with the invariants
+    checked (the default) and without (``--no-check``), each the best of ``repeat``; the floor is
+    the same rows read through the store (each delivery with its envelope, every event) and written
+    as plain JSON with ``json.dumps``: the same reading without the drawing. Datasette: each table
+    page fetched ``repeat`` times through Datasette's in-process client (no server, no port) after
+    one fetch of ``/``; the floor is the page's rows and the table's count through bare sqlite3.
+    """
+    import asyncio
+    import dataclasses
+
+    from . import timeline as tl
+    from .runner import run_scenario
+    from .scenario import load_scenario
+    from .store import Store, bare_table_page
+
+    sc = load_scenario("stress")
+    tasks = max(2, round(deliveries / 5.33))  # the stress scenario makes about 5.3 deliveries a task
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=tasks))
+    job = progress.add_task(f"timeline and Datasette, ~{deliveries:,} deliveries", total=3 * repeat + 2) if progress else None
+
+    def step() -> None:
+        if progress is not None:
+            progress.update(job, advance=1)
+
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-web-") as tmp:
+        db = Path(tmp) / "run.db"
+        run_scenario(sc, seed=seed, db=db).close()
+        step()
+        timings = {"check": [], "no_check": [], "floor": []}
+        size = floor_size = 0
+        n_rows = 0
+        for _ in range(repeat):
+            for mode in ("check", "no_check"):
+                t0 = time.perf_counter()
+                store = Store.open(db, readonly=True)
+                try:
+                    picture = tl.read_run(store, db.name, check=mode == "check")
+                finally:
+                    store.close()
+                size = tl.write([picture], Path(tmp) / "page.html", title="bench")
+                timings[mode].append(time.perf_counter() - t0)
+                n_rows = len(picture.rows)
+                step()
+            t0 = time.perf_counter()
+            store = Store.open(db, readonly=True)
+            try:
+                rows = [[dict(d), dict(m)] for d, m in zip(store.iter_deliveries(), store.iter_deliveries_with_messages())]
+                events = [dict(e) for e in store.iter_events()]
+            finally:
+                store.close()
+            text = json.dumps({"deliveries": rows, "events": events}).encode("utf-8")
+            (Path(tmp) / "floor.json").write_bytes(text)
+            floor_size = len(text)
+            timings["floor"].append(time.perf_counter() - t0)
+            step()
+        pages = asyncio.run(_datasette_pages(db, repeat))
+        floors = {t: _median(bare_table_page(str(db), t, 51, repeat)) for t in WEB_PAGES}
+        step()
+    project, no_check, floor = min(timings["check"]), min(timings["no_check"]), min(timings["floor"])
+    return {
+        "deliveries": n_rows,
+        "tasks": tasks,
+        "timeline": {
+            "page_bytes": size,
+            "bytes_per_delivery": round(size / max(1, n_rows)),
+            "write_seconds": round(project, 4),
+            "no_check_seconds": round(no_check, 4),
+            "floor_seconds": round(floor, 4),
+            "floor_bytes": floor_size,
+            "ratio": round(project / floor, 2),
+            "no_check_ratio": round(no_check / floor, 2),
+        },
+        "datasette": {
+            t: {"page_ms": round(pages[t] * 1000, 2), "floor_ms": round(floors[t] * 1000, 3),
+                "ratio": round(pages[t] / floors[t], 1)}
+            for t in WEB_PAGES
+        },
+        "datasette_first_ms": round(pages["/"] * 1000, 1),
+    }
+
+
+async def _datasette_pages(db: Path, repeat: int) -> dict:
+    """Median seconds per table page through Datasette's in-process client; ``/`` timed once, first."""
+    from .store import Store
+    from .web.datasette import make_app
+
+    store = Store.open(db, readonly=True)
+    try:
+        app = make_app(db, store)
+    finally:
+        store.close()
+    if hasattr(app, "invoke_startup"):
+        await app.invoke_startup()
+    out = {}
+    t0 = time.perf_counter()
+    r = await app.client.get("/")
+    out["/"] = time.perf_counter() - t0
+    if r.status_code != 200:
+        raise RuntimeError(f"Datasette answered {r.status_code} for /")
+    for table in WEB_PAGES:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = await app.client.get(f"/{db.stem}/{table}")
+            times.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise RuntimeError(f"Datasette answered {r.status_code} for /{db.stem}/{table}")
+        out[table] = _median(times)
+    return out
+
+
+def bench_web(sizes: list[int], *, repeat: int = 5, progress=None) -> dict:
+    """``web_one`` for each size (deliveries), smallest first."""
+    return {"benchmark": "web", "repeat": repeat, "sizes": [web_one(n, repeat=repeat, progress=progress) for n in sizes],
+            "python": sys.version.split()[0]}

@@ -107,3 +107,27 @@ def test_the_write_recorder_is_passed_to_one_store_and_sees_only_that_stores_wri
     assert sql[0].startswith("BEGIN") and sql[-1].startswith("COMMIT")
     assert any("INTO artifacts" in q for q in sql) and not any(q.lstrip().upper().startswith("SELECT") for q in sql)
     traced.close(), other.close()
+
+
+def test_bench_web_reports_the_timeline_and_datasette_each_beside_its_floor(capsys):
+    try:
+        main(["bench", "web", "--deliveries", "60", "--repeat", "1", "--json"])
+    except SystemExit as e:
+        assert e.code == 0
+    out = json.loads(capsys.readouterr().out)
+    (r,) = out["sizes"]
+    assert r["deliveries"] >= 30
+    t = r["timeline"]
+    assert t["page_bytes"] > 0 and t["floor_bytes"] > 0  # the page and the same rows as plain JSON
+    assert t["write_seconds"] > 0 and t["no_check_seconds"] > 0 and t["floor_seconds"] > 0 and t["ratio"] > 0
+    assert set(r["datasette"]) == {"tasks", "deliveries", "events", "messages"}
+    for page in r["datasette"].values():  # each page beside the same SELECT through sqlite3
+        assert page["page_ms"] > 0 and page["floor_ms"] > 0 and page["ratio"] > 0
+
+
+def test_bench_web_refuses_bad_sizes(capsys):
+    try:
+        main(["bench", "web", "--deliveries", "ten"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert capsys.readouterr().err.startswith("error: E_USAGE:")

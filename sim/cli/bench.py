@@ -259,3 +259,46 @@ def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--rep
         f"target 3x the floor: {'within' if result['within_3x'] else 'OVER'}"
     )
 
+
+
+@bench_app.command("web")
+def bench_web_cmd(
+    deliveries: str = typer.Option("1000,10000", "--deliveries", help="Comma-separated run sizes, in deliveries "
+                                                                     "(stress runs of about that many)."),
+    repeat: int = typer.Option(5, "--repeat", min=1, help="Times each figure is taken (best or median kept)."),
+    as_json: bool = JSON_OPT,
+):
+    """The timeline page (size, write time) beside the same rows written as plain JSON, and Datasette's
+    table pages (in-process, no server) beside the same SELECT through bare sqlite3."""
+    from ..bench import bench_web as run
+
+    try:
+        ns = [int(x) for x in deliveries.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--deliveries {deliveries!r} must be comma-separated integers", code="E_USAGE") from None
+    if not ns or min(ns) < 10:
+        raise InputError("--deliveries needs at least one size, each at least 10", code="E_USAGE")
+    with _progress(not as_json) as bar:
+        result = run(ns, repeat=repeat, progress=bar)
+    output_rows(
+        "bench web: the timeline page beside plain JSON of the same rows",
+        ["deliveries", "page MB", "write s", "--no-check s", "floor s", "ratio", "--no-check ratio"],
+        [[f"{r['deliveries']:,}", f"{r['timeline']['page_bytes'] / 1e6:.2f}", f"{r['timeline']['write_seconds']:.3f}",
+          f"{r['timeline']['no_check_seconds']:.3f}", f"{r['timeline']['floor_seconds']:.3f}",
+          f"{r['timeline']['ratio']:.2f}", f"{r['timeline']['no_check_ratio']:.2f}"] for r in result["sizes"]],
+        caption="write: read through the store, invariants checked, page drawn and written (best of "
+                f"{result['repeat']}); floor: the same deliveries, envelopes and events read through the store and "
+                "written with json.dumps",
+        as_json=as_json, data=result,
+    )
+    if as_json:
+        return
+    output_rows(
+        "bench web: Datasette's table pages (in-process client) beside the same SELECT through sqlite3",
+        ["deliveries", "page", "Datasette ms", "floor ms", "ratio"],
+        [[f"{r['deliveries']:,}", "/ (first fetch)", f"{r['datasette_first_ms']:.0f}", "", ""] for r in result["sizes"]]
+        + [[f"{r['deliveries']:,}", f"/{t}", f"{p['page_ms']:.1f}", f"{p['floor_ms']:.2f}", f"{p['ratio']:.0f}x"]
+           for r in result["sizes"] for t, p in r["datasette"].items()],
+        caption=f"median of {result['repeat']}; floor: the page's 51 rows and the table's count, bare sqlite3, "
+                "no facets, no HTML",
+    )

@@ -171,3 +171,24 @@ def bare_read_at(path: str, starts: list[int], rows: int) -> list[float]:
         out.append(time.perf_counter() - t0)
     conn.close()
     return out
+
+
+#: the tables ``bare_table_page`` reads, each with the key Datasette orders its table page by
+_PAGE_ORDER = {"tasks": "task_id", "deliveries": "delivery_id", "events": "seq", "messages": "msg_seq"}
+
+
+def bare_table_page(path: str, table: str, rows: int, repeat: int) -> list[float]:
+    """The browse bench's floor: what Datasette's table page asks of the file, through bare sqlite3 on
+    an immutable read-only connection kept open (as Datasette keeps its own): the page's first
+    ``rows`` rows in key order and the table's count, without facets, templates or HTTP. Seconds
+    for each of ``repeat`` reads."""
+    order = _PAGE_ORDER[table]  # a table not listed is a KeyError: the name goes into the SQL
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro&immutable=1", uri=True)
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        conn.execute(f"SELECT * FROM {table} ORDER BY {order} LIMIT ?", (rows,)).fetchall()
+        conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out
