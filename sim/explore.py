@@ -29,7 +29,7 @@ import dataclasses
 import hashlib
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .errors import InputError

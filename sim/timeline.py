@@ -21,9 +21,9 @@ import html
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .events import REGISTRY as EVENT_REGISTRY
+from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
@@ -388,13 +388,7 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
 
 def write(pictures: list[RunPicture], out: str | os.PathLike, *, title: str = "protolab timeline") -> int:
     """Write the page to ``out`` whole (a temporary file renamed into place); its size in bytes."""
-    out = Path(out)
     text = render(pictures, title=title).encode("utf-8")
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    try:
-        tmp.write_bytes(text)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with written_whole(out, "wb", code="E_OUTPUT") as fh:
+        fh.write(text)
     return len(text)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ..errors import InputError
+from ..files import written_whole
 from .common import DB_OPT, _open
 
 
@@ -30,18 +29,8 @@ def a2a_export(
         if output is None:
             export.write(sys.stdout)
             return
-        # beside the destination, renamed over it when whole: an interrupted export leaves no half a file
-        tmp = output.with_name(f".{output.name}.partial-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                export.write(fh)
-            os.replace(tmp, output)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with written_whole(output) as fh:  # an interrupted export leaves no half a file
+            export.write(fh)
     c = export.counts
     typer.echo(f"wrote {output}: {c['agentCards']} agent cards, {c['tasks']} tasks, {c['messages']} messages, "
                f"{c['artifacts']} artifacts (A2A 1.0 shapes; the kit's fields under its extension)")

@@ -45,10 +45,7 @@ def timeline(
     finally:
         for s in stores:
             s.close()
-    try:
-        size = tl.write(pictures, out, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
-    except OSError as e:
-        raise InputError(f"cannot write {out}: {e.strerror}", code="E_OUTPUT") from None
+    size = tl.write(pictures, out, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
     rows = ", ".join(f"{p.label}: {len(p.rows)} deliveries" for p in pictures)
     typer.echo(f"wrote {out} ({size / 1024:,.0f} KB; {rows}): open it in a browser, no network needed")
 

@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
+from ..files import written_whole
 from ..palette import DECISION_STYLE as _DECISION_STYLE
 from .bench import bench_app
 from .common import (DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _check_run_args,
@@ -34,13 +35,8 @@ def _faults_of(fault: list[str], faults: Optional[str]) -> list[str]:
 
 def _write_new(out: Path, text: str) -> None:
     """Write ``text`` to ``out`` whole (a partial file never stays): written aside, then renamed."""
-    tmp = out.with_name(f".{out.name}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {out}: {e.strerror or e}", code="E_WRITE") from None
+    with written_whole(out, code="E_WRITE") as fh:
+        fh.write(text)
 
 
 @commands.command()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -11,6 +10,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
+from ..files import written_whole
 from .common import output_rows, DB_OPT, JSON_OPT, _console, _open, _print_json, _progress, _read_file, _resolve
 
 
@@ -18,10 +18,8 @@ trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): valid
 
 
 def _write_output(output: Path, text: str) -> None:
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
+    with written_whole(output) as fh:
+        fh.write(text)
 
 
 def _load_trace(file: Path) -> dict:
@@ -113,18 +111,8 @@ def trace_export(
         if output is None:
             export.write(sys.stdout)
             return
-        # beside the destination, renamed over it when whole: an interrupted export leaves no half a trace
-        tmp = output.with_name(f".{output.name}.partial-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                export.write(fh)
-            os.replace(tmp, output)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"cannot write {output}: {e.strerror}", code="E_FILE_WRITE") from None
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with written_whole(output) as fh:  # an interrupted export leaves no half a trace
+            export.write(fh)
     typer.echo(f"wrote {output}: {export.count} messages of conversation {export.header['conversationId']}"
                + (f", epoch {export.epoch} of {export.epochs} (--epoch N for another)" if export.epochs > 1 else ""))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import written_whole
 from ..invariants import REGISTRY as _INVARIANTS
 from .catalog import Exercise
 from .evaluate import Report, TestResult, judge_tests, sandbox_of
@@ -241,20 +242,13 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
 def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> None:
     """A CSV gradebook: student, score, max, one column per test (points), and a note."""
     tests = [r.name for r in reports[0].results] if reports else []
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["student", "score", "max", *tests, "note"])
-            for s, r in zip(subs, reports):
-                by = {x.name: x.points for x in r.results}
-                w.writerow([s.name, _num(r.score), r.max_score, *[_num(by.get(t, 0)) for t in tests],
-                            r.problem or ""])
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {e.strerror or e}", code="E_OUTPUT") from e
+    with written_whole(path, newline="", code="E_OUTPUT") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "score", "max", *tests, "note"])
+        for s, r in zip(subs, reports):
+            by = {x.name: x.points for x in r.results}
+            w.writerow([s.name, _num(r.score), r.max_score, *[_num(by.get(t, 0)) for t in tests],
+                        r.problem or ""])
 
 
 def _num(x: float) -> str:

@@ -11,10 +11,10 @@ or when it is not a lab submission at all, each with the reason.
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 from ..errors import InputError, ProtolabError
+from ..files import written_whole
 
 __all__ = ["collect_labs", "grade_labs", "write_lab_gradebook"]
 
@@ -81,16 +81,9 @@ def grade_labs(lab, subs, progress=None) -> list[dict]:
 
 
 def write_lab_gradebook(path: Path, results: list[dict]) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["student", "score", "max", "checkpoints", "answers", "genuine", "note"])
-            for r in results:
-                w.writerow([r["student"], r["score"], r["max_score"], r["done"], r["answered"],
-                            "yes" if r["genuine"] else "no", r["note"]])
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {e.strerror or e}", code="E_OUTPUT") from e
+    with written_whole(path, newline="", code="E_OUTPUT") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "score", "max", "checkpoints", "answers", "genuine", "note"])
+        for r in results:
+            w.writerow([r["student"], r["score"], r["max_score"], r["done"], r["answered"],
+                        "yes" if r["genuine"] else "no", r["note"]])
