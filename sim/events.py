@@ -485,6 +485,19 @@ class InputUntrusted(Event):
         return f"rests on untrusted {_list(self.refs)}: held, {self.effect_key or 'no effect'} not committed"
 
 
+@dataclass(frozen=True)
+class ToolFailed(Event):
+    TYPE = "tool_failed"
+    FOLDS = "nothing: a worker reported that a tool failed its attempt (the result's own move records the rest)"
+    STYLE = "red"
+    tool: str
+    status: str
+    error: str | None = None
+
+    def summary(self) -> str:
+        return f"{self.tool} failed ({self.status})" + (f": {self.error}" if self.error else "")
+
+
 # ---------------------------------------------------------------- review and reconciliation
 
 

@@ -21,6 +21,9 @@ the TUI show are read from there.
                         id and time, the key and payload its envelope design gives that intent
 ``transient``           the worker's attempt fails transiently: it reports ``retry`` instead of its
                         result; the manager assigns a new attempt, which succeeds with another payload
+``tool-failure``        the worker's tool fails on its attempt: its result reports ``retry``, naming the
+                        tool (``tool``) and what went wrong; the runtime records ``tool_failed``, and
+                        the manager assigns a new attempt, which succeeds with another payload
 ``late-conflict``       like ``conflicting-digest``, but the second payload arrives ``LATE_CONFLICT_AFTER``
                         rounds later, after the manager has handed the first one's product on: what
                         rests on it must be held, or reconciled if it already took effect
@@ -226,6 +229,23 @@ def _transient_retry(intent: Intent, new_id: Callable[[], str], sent_at: str) ->
     return retry, retry
 
 
+#: The tool a worker's attempt relies on, by the role its id starts with (the ``tool-failure`` fault names it).
+WORKER_TOOLS = {"researcher": "web-search", "writer": "publisher"}
+
+
+def _tool_of(sender: str) -> str:
+    return next((t for role, t in WORKER_TOOLS.items() if sender.startswith(role)), "tool")
+
+
+def _tool_broke(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+    """tool-failure: the attempt reports ``retry``, naming the tool that failed it."""
+    tool = _tool_of(intent.sender)
+    body = {"status": "retry", "lease_version": intent.body.get("lease_version", intent.attempt), "tool": tool,
+            "error": f"{tool} failed: it returned an error instead of a result"}
+    broke = dataclasses.replace(intent, body=body, refs=(), content=None, context={})
+    return broke, broke
+
+
 def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
     """lost-evidence: the conclusion without what it rests on (no artifact, no evidence_refs); the
     sender still means its whole result, so a retry sends that."""
@@ -256,6 +276,15 @@ def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
         return
     s.out = bus._rebuild(s.out, _transient_retry, s.due)
     bus._record(spec.name, s.out, {"selector": spec.text, "status": "retry"})
+
+
+@fault("tool-failure", "the worker's tool fails on its attempt: its result says so (retry, naming the tool)",
+       default_target="first successful task_result", default_match=_success, only=("task_result",))
+def _tool_failure(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
+        return
+    s.out = bus._rebuild(s.out, _tool_broke, s.due)
+    bus._record(spec.name, s.out, {"selector": spec.text, "status": "retry", "tool": s.out.payload["tool"]})
 
 
 @fault("lost-evidence", "the worker paraphrases: its success cites nothing; refused, it sends the result it meant",

@@ -364,6 +364,9 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
 
     # ACCEPTED
     out += move_events
+    if env.type == "task_result" and env.payload.get("tool") and env.payload.get("status") != "succeeded":
+        out.append(ev_.ToolFailed(tool=env.payload["tool"], status=env.payload.get("status"),
+                                  error=env.payload.get("error")).draft(tid, mid))
     if v.grant_lease is not None:
         out.append(ev_.LeaseGranted(holder=env.sender, lease_version=v.grant_lease).draft(tid, mid))
         out.append(ev_.BudgetCharged(amount=ATTEMPT_COST, reason=f"attempt {v.grant_lease}").draft(tid, mid))

@@ -95,6 +95,7 @@ SHAPES: dict[str, dict[str, Field]] = {
         "summary": _opt(str, "the findings in a line"),
         "effect": _opt(dict, "the side effect a success asks for: kind and target"),
         "error": _opt(str, "why the attempt did not succeed"),
+        "tool": _opt(str, "the tool whose failure ended the attempt (a result that did not succeed)"),
         "fact_table": _opt(str, "the sha256 ref of a stored fact table (the shipped samples)"),
         "draft": _opt(str, "the sha256 ref of a stored draft (the shipped samples)"),
     },

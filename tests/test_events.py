@@ -19,6 +19,7 @@ RUNS = [
     ("publish-report", 2, "safe", ("late-conflict", "resend", "duplicate")),
     ("publish-report", 2, "naive", ("late-failure", "conflicting-digest")),
     ("publish-report", 4, "safe", ("lost-evidence",)),
+    ("publish-report", 0, "safe", ("tool-failure",)),
     ("publish-report", 1, "safe", ("conflicting-digest",)),
     ("fan-out", 1, "safe", ("conflicting-digest", "late-failure")),
     ("gathers", 0, "naive", ("delay:M-16",)),
@@ -77,6 +78,7 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
         "evidence_unresolved": {"refs": ["sha256:" + "0" * 64]},
         "fault_injected": {"fault": "drop", "selector": "M-3"},
         "fence_recorded": {"to": ["writer"], "terminal": "COMPLETED"},
+        "tool_failed": {"tool": "web-search", "status": "retry", "error": "web-search failed"},
         "gather_reduced": {"gather": "g", "rule": "QUORUM", "status": "complete", "value": "reject",
                            "dissent": [], "contributions": [], "reducer": "declared", "reason": "r", "threshold": 2},
     }

@@ -362,6 +362,22 @@ def test_each_fault_leaves_a_fault_injected_event_naming_it(fault, policy):
     ]
 
 
+def test_a_tool_failure_is_recorded_beside_the_retry_and_the_next_attempt_publishes():
+    for policy in ("safe", "naive"):
+        store = _run(policy=policy, faults=("tool-failure",))
+        (failed,) = _events(store, "tool_failed")
+        (injected,) = _events(store, "fault_injected")
+        assert failed["message_id"] == injected["message_id"] and failed["task_id"] == "T-1"
+        assert failed["data"]["tool"] == "web-search" and failed["data"]["status"] == "retry"
+        # it follows the move it explains, in the same delivery
+        seqs = [e["seq"] for e in store.events() if e["message_id"] == failed["message_id"]]
+        moved = next(e for e in _events(store, "transition_applied") if e["message_id"] == failed["message_id"])
+        assert moved["data"]["to"] == "retry_wait" and moved["seq"] < failed["seq"] <= max(seqs)
+        assert len(store.effects()) == 1  # published once, by the attempt after
+    # without the fault nobody's tool fails
+    assert _events(_run(), "tool_failed") == []
+
+
 def test_duplicate_under_safe_is_a_duplicate_delivery_and_still_one_effect():
     store = _run(faults=("duplicate",))
     (ev,) = _events(store, "fault_injected")
