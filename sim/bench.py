@@ -522,7 +522,7 @@ def _median(xs: list[float]) -> float:
     return xs[len(xs) // 2]
 
 
-def web_one(deliveries: int, *, repeat: int = 5, progress=None, seed: int = 0) -> dict:
+def web_one(deliveries: int, *, pages, repeat: int = 5, progress=None, seed: int = 0) -> dict:
     """The browser figures for one stress run of about ``deliveries`` deliveries.
 
     Timeline: ``read_run`` and ``write`` as 'protolab timeline' does them, with the invariants
@@ -531,8 +531,9 @@ def web_one(deliveries: int, *, repeat: int = 5, progress=None, seed: int = 0) -
     as plain JSON with ``json.dumps``: the same reading without the drawing. Datasette: each table
     page fetched ``repeat`` times through Datasette's in-process client (no server, no port) after
     one fetch of ``/``; the floor is the page's rows and the table's count through bare sqlite3.
+    ``pages(db, tables, repeat)`` times Datasette's pages (:func:`sim.web.datasette.time_pages`: the
+    face that serves them; the engine does not import it).
     """
-    import asyncio
     import dataclasses
 
     from . import timeline as tl
@@ -580,7 +581,7 @@ def web_one(deliveries: int, *, repeat: int = 5, progress=None, seed: int = 0) -
             floor_size = len(text)
             timings["floor"].append(time.perf_counter() - t0)
             step()
-        pages = asyncio.run(_datasette_pages(db, repeat))
+        pages = pages(db, WEB_PAGES, repeat)
         floors = {t: _median(bare_table_page(str(db), t, 51, repeat)) for t in WEB_PAGES}
         step()
     project, no_check, floor = min(timings["check"]), min(timings["no_check"]), min(timings["floor"])
@@ -606,37 +607,8 @@ def web_one(deliveries: int, *, repeat: int = 5, progress=None, seed: int = 0) -
     }
 
 
-async def _datasette_pages(db: Path, repeat: int) -> dict:
-    """Median seconds per table page through Datasette's in-process client; ``/`` timed once, first."""
-    from .store import Store
-    from .web.datasette import make_app
-
-    store = Store.open(db, readonly=True)
-    try:
-        app = make_app(db, store)
-    finally:
-        store.close()
-    if hasattr(app, "invoke_startup"):
-        await app.invoke_startup()
-    out = {}
-    t0 = time.perf_counter()
-    r = await app.client.get("/")
-    out["/"] = time.perf_counter() - t0
-    if r.status_code != 200:
-        raise RuntimeError(f"Datasette answered {r.status_code} for /")
-    for table in WEB_PAGES:
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            r = await app.client.get(f"/{db.stem}/{table}")
-            times.append(time.perf_counter() - t0)
-            if r.status_code != 200:
-                raise RuntimeError(f"Datasette answered {r.status_code} for /{db.stem}/{table}")
-        out[table] = _median(times)
-    return out
-
-
-def bench_web(sizes: list[int], *, repeat: int = 5, progress=None) -> dict:
+def bench_web(sizes: list[int], *, pages, repeat: int = 5, progress=None) -> dict:
     """``web_one`` for each size (deliveries), smallest first."""
-    return {"benchmark": "web", "repeat": repeat, "sizes": [web_one(n, repeat=repeat, progress=progress) for n in sizes],
+    return {"benchmark": "web", "repeat": repeat,
+            "sizes": [web_one(n, pages=pages, repeat=repeat, progress=progress) for n in sizes],
             "python": sys.version.split()[0]}

@@ -10,6 +10,7 @@ through a ``render_cell`` plugin registered in this process.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -74,3 +75,38 @@ def serve(db: Path, store, *, port: int, ready: Callable[[str], None], host: str
             pass
     finally:
         sock.close()
+
+
+def time_pages(db: Path, tables, repeat: int) -> dict:
+    """Seconds per page of Datasette over ``db`` through its in-process client (no server, no port):
+    ``/`` once, first, then the median of ``repeat`` fetches of each table's page (``bench web``)."""
+    return asyncio.run(_time_pages(Path(db), tables, repeat))
+
+
+async def _time_pages(db: Path, tables, repeat: int) -> dict:
+    """Median seconds per table page through Datasette's in-process client; ``/`` timed once, first."""
+    from ..store import Store
+
+    store = Store.open(db, readonly=True)
+    try:
+        app = make_app(db, store)
+    finally:
+        store.close()
+    if hasattr(app, "invoke_startup"):
+        await app.invoke_startup()
+    out = {}
+    t0 = time.perf_counter()
+    r = await app.client.get("/")
+    out["/"] = time.perf_counter() - t0
+    if r.status_code != 200:
+        raise RuntimeError(f"Datasette answered {r.status_code} for /")
+    for table in tables:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = await app.client.get(f"/{db.stem}/{table}")
+            times.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise RuntimeError(f"Datasette answered {r.status_code} for /{db.stem}/{table}")
+        out[table] = sorted(times)[len(times) // 2]
+    return out
