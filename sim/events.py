@@ -271,6 +271,18 @@ class TransitionApplied(Event):
 
 
 @dataclass(frozen=True)
+class TaskStarted(Event):
+    TYPE = "task_started"
+    FOLDS = "nothing: a start was accepted (the transition beside it moves the task)"
+    worker: str
+    lease_version: int | None = None
+
+    def summary(self) -> str:
+        lease = f" under lease v{self.lease_version}" if self.lease_version is not None else ""
+        return f"{self.worker} started work{lease}"
+
+
+@dataclass(frozen=True)
 class TransitionRejected(Event):
     TYPE = "transition_rejected"
     FOLDS = "tasks.rejected rises; state unchanged"

@@ -364,6 +364,8 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
 
     # ACCEPTED
     out += move_events
+    if env.type == "task_started":
+        out.append(ev_.TaskStarted(worker=env.sender, lease_version=v.grant_lease).draft(tid, mid))
     if env.type == "task_result" and env.payload.get("tool") and env.payload.get("status") != "succeeded":
         out.append(ev_.ToolFailed(tool=env.payload["tool"], status=env.payload.get("status"),
                                   error=env.payload.get("error")).draft(tid, mid))

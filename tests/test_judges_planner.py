@@ -381,6 +381,7 @@ def test_a_start_is_granted_the_lease_and_charged_one_attempt():
         ("transition_applied", "T-1", "M-2", {"from": "ready", "to": "running", "from_version": 1,
                                              "reason": v.move.reason, "executor": "researcher", "role": "researcher",
                                              "machine_version": "task-v1", "assignee": None}),
+        ("task_started", "T-1", "M-2", {"worker": "researcher", "lease_version": 1}),
         ("lease_granted", "T-1", "M-2", {"holder": "researcher", "lease_version": 1}),
         ("budget_charged", "T-1", "M-2", {"amount": 1, "reason": "attempt 1"}),
         intent(e, "accepted", "running", 2),

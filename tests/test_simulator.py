@@ -362,6 +362,19 @@ def test_each_fault_leaves_a_fault_injected_event_naming_it(fault, policy):
     ]
 
 
+def test_every_accepted_start_is_recorded_as_task_started_right_after_its_move():
+    store = _run()
+    events = list(store.events())
+    started = [e for e in events if e["type"] == "task_started"]
+    assert [(e["task_id"], e["data"]["worker"]) for e in started] == [("T-1", "researcher"), ("T-2", "writer")]
+    for e in started:
+        before = events[[x["seq"] for x in events].index(e["seq"]) - 1]
+        assert before["type"] == "transition_applied" and before["message_id"] == e["message_id"]
+        assert before["data"]["to"] == "running"
+    # one per lease granted: no start is accepted without it
+    assert len(started) == len(_events(store, "lease_granted"))
+
+
 def test_a_tool_failure_is_recorded_beside_the_retry_and_the_next_attempt_publishes():
     for policy in ("safe", "naive"):
         store = _run(policy=policy, faults=("tool-failure",))
