@@ -298,7 +298,7 @@ CASES: tuple[Case, ...] = (
          True, _two_writers()),
     Case("a writer that read the clock when it opened puts an event before the newest", "CLOCK_MONOTONIC", False,
          _two_writers(stale_clock=True), {"problem": "an event's tick is before the previous event's",
-                                          "type": "artifact_stored", "event_seq": 12, "previous_event_seq": 11, "tick": 1}),
+                                          "type": "artifact_stored", "event_seq": 13, "previous_event_seq": 12, "tick": 1}),
     Case("a writer that skips a delivery id leaves a gap", "CLOCK_MONOTONIC", False,
          _two_writers(skip_id=True), {"problem": "delivery ids skip", "delivery_id": 4, "next_delivery_id": 5}),
     # EFFECT_HAS_EVIDENCE
