@@ -25,10 +25,10 @@ index, which holds no content).
 
 from __future__ import annotations
 
-import json
 from typing import IO
 
 from . import __version__
+from .files import write_json_fields
 from .machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState
 
 __all__ = ["A2A_VERSION", "EXTENSION_URI", "EXPORT_KIND", "ROLE_SKILLS", "state_mapping", "A2AExport"]
@@ -187,20 +187,4 @@ class A2AExport:
 
     def write(self, fh: IO[str]) -> None:
         """The export as one JSON object, written field by field and row by row."""
-        out = fh.write
-
-        def dumps(v, pad: str) -> str:
-            return json.dumps(v, indent=2, ensure_ascii=False).replace("\n", "\n" + pad)
-
-        out("{")
-        for i, (key, value) in enumerate(self._fields()):
-            out(("\n" if i == 0 else ",\n") + "  " + json.dumps(key) + ": ")
-            if isinstance(value, (list, dict, str, int, float, bool)) or value is None:
-                out(dumps(value, "  "))
-                continue
-            first = True
-            for row in value:
-                out(("[\n    " if first else ",\n    ") + dumps(row, "    "))
-                first = False
-            out("[]" if first else "\n  ]")
-        out("\n}\n")
+        write_json_fields(fh.write, self._fields())

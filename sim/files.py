@@ -8,6 +8,7 @@ writing becomes one line, ``CODE: cannot write PATH: why``.
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import IO, Iterator
 
 from .errors import InputError
 
-__all__ = ["written_whole"]
+__all__ = ["write_json_fields", "written_whole"]
 
 
 @contextmanager
@@ -35,3 +36,28 @@ def written_whole(path: str | os.PathLike, mode: str = "w", *, code: str = "E_FI
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_json_fields(write, fields, *, default=None) -> None:
+    """One JSON object written through ``write`` field by field: ``fields`` yields ``(key, value)``
+    pairs, a value that is neither JSON nor None (an iterator of rows) written row by row as it
+    yields them. The bytes ``json.dumps(dict(fields), indent=2, ensure_ascii=False)`` and a newline
+    would give, in flat memory (a million rows)."""
+
+    def dumps(v, pad: str) -> str:
+        return json.dumps(v, indent=2, ensure_ascii=False, default=default).replace("\n", "\n" + pad)
+
+    write("{")
+    written = False
+    for key, value in fields:
+        write(("," if written else "") + "\n  " + json.dumps(key, ensure_ascii=False) + ": ")
+        written = True
+        if isinstance(value, (list, dict, str, int, float, bool)) or value is None:
+            write(dumps(value, "  "))
+            continue
+        first = True
+        for row in value:
+            write(("[\n    " if first else ",\n    ") + dumps(row, "    "))
+            first = False
+        write("[]" if first else "\n  ]")
+    write("\n}\n" if written else "}\n")

@@ -73,23 +73,9 @@ def _print_json_fields(fields) -> None:
     """A JSON object written field by field: ``fields`` is ``(key, value)`` pairs, a value that is
     an iterator of rows being written row by row as it yields them. The bytes ``_print_json(dict(...))``
     would write, in flat memory (``state --json`` of a million tasks)."""
-    out = sys.stdout.write
+    from ..files import write_json_fields
 
-    def dumps(v, pad: str) -> str:
-        return json.dumps(v, indent=2, ensure_ascii=False, default=_json_default).replace("\n", "\n" + pad)
-
-    out("{")
-    for i, (key, value) in enumerate(fields):
-        out(("\n" if i == 0 else ",\n") + "  " + json.dumps(key, ensure_ascii=False) + ": ")
-        if isinstance(value, (list, dict, str, int, float, bool)) or value is None:
-            out(dumps(value, "  "))
-            continue
-        first = True
-        for row in value:
-            out(("[\n    " if first else ",\n    ") + dumps(row, "    "))
-            first = False
-        out("[]" if first else "\n  ]")
-    out("\n}\n" if fields else "}\n")
+    write_json_fields(sys.stdout.write, fields, default=_json_default)
 
 
 def show_view(con, title: str, columns: list[str], rows, count: int, *, caption: str | None = None,

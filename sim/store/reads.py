@@ -195,18 +195,23 @@ class Reads:
     def _rows(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
 
-    def _typed(self, cls: type[_R], sql: str, params=()) -> list[_R]:
-        """The one mapper from rows to a typed row class of :mod:`sim.store.rows`."""
-        cur = self.conn.execute(sql, params)
+    @staticmethod
+    def _mapped(cls: type[_R], cur, parsed: tuple[str, ...] = ()) -> Iterator[_R]:
+        """The one mapper from a cursor's rows to a typed row class of :mod:`sim.store.rows`, the
+        ``parsed`` columns read from their stored JSON."""
         names = [d[0] for d in cur.description]
-        return [cls(zip(names, r)) for r in cur]
+        loads = json.loads
+        for r in cur:
+            row = cls(zip(names, r))
+            for col in parsed:
+                row[col] = loads(row[col])
+            yield row
+
+    def _typed(self, cls: type[_R], sql: str, params=()) -> list[_R]:
+        return list(self._mapped(cls, self.conn.execute(sql, params)))
 
     def _messages(self, sql: str, params=()) -> list[Message]:
-        rows = self._typed(Message, sql, params)
-        for r in rows:
-            r["payload"] = json.loads(r["payload"])
-            r["evidence_refs"] = json.loads(r["evidence_refs"])
-        return rows
+        return list(self._mapped(Message, self.conn.execute(sql, params), self._VIEWS["messages"][3]))
 
     #: The views a command may stream whole: (select, order, row class, JSON columns). Every read of
     #: one of these tables, whole or by task, goes through :meth:`iter_view` (one SQL per view).
@@ -229,14 +234,7 @@ class Reads:
         conn = self.conn  # (a closed store says so here, before anything else)
         select, order, cls, parsed = self._view(view)
         where, params = (" WHERE task_id = ?", (task_id,)) if task_id is not None else ("", ())
-        cur = conn.execute(f"{select}{where} ORDER BY {order}", params)
-        names = [d[0] for d in cur.description]
-        loads = json.loads
-        for r in cur:
-            row = cls(zip(names, r))
-            for col in parsed:
-                row[col] = loads(row[col])
-            yield row
+        yield from self._mapped(cls, conn.execute(f"{select}{where} ORDER BY {order}", params), parsed)
 
     def count_view(self, view: str, *, task_id: str | None = None) -> int:
         """How many rows :meth:`iter_view` gives."""
