@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import InputError
+from .faults import REGISTRY, Bus, FaultSpec
 from .invariants import check
 from .policy import get_policy
 from .runner import Run, fault_specs, new_run
 from .scenario import Scenario
 
-__all__ = ["Step", "Found", "Exploration", "explore", "fingerprint", "counterexample", "start", "successors",
-           "placed_faults", "explore_args", "bench", "settle"]
+__all__ = ["Step", "Found", "Exploration", "explore", "fingerprint", "counterexample", "start", "starts", "successors",
+           "placed_faults", "explore_args", "bench", "settle", "eligible"]
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,62 @@ class _Placing:
         self.record(fault, env, detail)
 
 
+def eligible(name: str, env) -> bool:
+    """Whether the search may place fault ``name`` on ``env`` as it is sent: a message of a type the
+    fault can touch that its default selector would pick (``duplicate``: a publishing task_result;
+    ``late-failure``: a successful one; see :data:`sim.faults.REGISTRY`)."""
+    fault = REGISTRY[name]
+    return (not fault.only or env.type in fault.only) and fault.default_match(env)
+
+
+class _Decide:
+    """The search's answers in one transition, in the order the questions come: whether to place a
+    fault on the message being sent. ``given`` answers the first questions; every later one is no.
+    ``asked`` counts them, so the transition's other answers can be enumerated (:func:`_leaves`)."""
+
+    def __init__(self, given: tuple[bool, ...] = ()):
+        self.given = given
+        self.asked = 0
+
+    def __call__(self) -> bool:
+        i = self.asked
+        self.asked += 1
+        return self.given[i] if i < len(self.given) else False
+
+    def answers(self) -> tuple[bool, ...]:
+        return self.given + (False,) * (self.asked - len(self.given))
+
+
+class _PlacingBus(Bus):
+    """The transport of a search that places its faults itself. Each fault given without a selector
+    (``duplicate``, not ``duplicate:M-6``) is one placement the search makes: as each message is sent,
+    for each such fault not placed yet that may hit it (:func:`eligible`), the search asks ``decide``
+    whether it fires there; yes adds the selector ``NAME:MESSAGE`` to the transport's faults, which
+    then bends the send exactly as that selector given to a run does (so a counterexample naming it
+    replays byte for byte). A fault never placed never fires: no placement is one of the choices."""
+
+    placeable: tuple[str, ...]
+    placed_on: list
+    decide: Callable[[], bool] | None
+
+    def send(self, env, now: int):
+        if self.decide is not None and not (env.sender in self.silenced and env.type in ("task_started", "task_result")):
+            for i, name in enumerate(self.placeable):
+                spec = FaultSpec(name, "message", env.message_id)
+                if self.placed_on[i] is None and spec not in self.specs and eligible(name, env) and self.decide():
+                    self.placed_on[i] = env.message_id
+                    self.specs = [*self.specs, spec]
+                    self.matched[spec.text] = 0
+        return super().send(env, now)
+
+
 @dataclass
 class _Node:
     run: Run
     path: tuple[Step, ...]
     fake_state: object
     ended: bool = False
+    decide: _Decide | None = None
 
 
 def explore_args(faults) -> None:
@@ -149,8 +200,9 @@ def _advance(run: Run) -> bool:
     return False
 
 
-def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None) -> _Node:
-    """The first state of a search: a run (in memory) paused before its first delivery."""
+def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, place: bool):
+    """A new run (in memory) of ``scenario`` with no schedule, not yet started; with ``place`` its
+    transport places the faults given without a selector itself (:class:`_PlacingBus`)."""
     if scenario.stress is not None:
         raise InputError(f"{scenario.name} is a stress scenario; explore takes a scenario with a fixed task list",
                          code="E_USAGE")
@@ -162,10 +214,55 @@ def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, 
     else:
         pol = get_policy(policy)
     sc = dataclasses.replace(scenario, deliveries=())
-    run = new_run(sc, pol, seed, fault_specs(sc, faults), None, design=design, rulebook=rulebook, plugged=plugged)
+    specs = fault_specs(sc, faults)
+    placeable = tuple(s.name for s in specs if s.kind == "default") if place else ()
+    if place:
+        specs = [s for s in specs if s.kind != "default"]
+    run = new_run(sc, pol, seed, specs, None, design=design, rulebook=rulebook, plugged=plugged)
     run.bus._record = _Placing(run.bus._record)
-    ended = not _advance(run)
-    return _Node(run, (), run.fake.random.getstate(), ended)  # (the first state: nothing to judge)
+    if place:
+        run.bus.__class__ = _PlacingBus
+        run.bus.placeable, run.bus.placed_on, run.bus.decide = placeable, [None] * len(placeable), None
+    return run
+
+
+def _leaves(make):
+    """Every transition a step can take, one per way of answering its placement questions: ``make(decide)``
+    plays the step with ``decide`` answering and returns the node; the node is yielded, and once the
+    caller has settled it (so every question of the step has been asked) the answers not tried yet are
+    (the first yes at each question past the given ones). Each way is played once."""
+    todo = [()]
+    while todo:
+        given = todo.pop(0)
+        decide = _Decide(given)
+        node = make(decide)
+        node.decide = decide
+        yield node
+        answers = decide.answers()
+        todo.extend(answers[:j] + (True,) for j in range(len(given), len(answers)))
+
+
+def starts(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None,
+           place: bool = True):
+    """The first states of a search: a run paused before its first delivery, one per placement of the
+    faults on what was sent before it (usually one: nothing a fault picks is sent that early)."""
+
+    def make(decide):
+        run = _first(scenario, policy, seed, faults, plugins, place)
+        if place:
+            run.bus.decide = decide
+        ended = not _advance(run)
+        if place:
+            run.bus.decide = None
+        return _Node(run, (), run.fake.random.getstate(), ended)
+
+    yield from _leaves(make)
+
+
+def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None,
+          place: bool = True) -> _Node:
+    """The first state of a search with no fault placed before the first delivery."""
+    return next(starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place))
 
 
 def _fork(run: Run) -> Run:
@@ -183,15 +280,24 @@ def _fork(run: Run) -> Run:
 
 def successors(node: _Node):
     """The state after delivering each message on the bus, in the bus's order, at the end of that
-    delivery's round (:func:`settle` carries it on to its next choice)."""
+    delivery's round (:func:`settle` carries it on to its next choice). When the search places faults,
+    one successor per way of placing them on what the step sends (no placement first): settle each
+    child before asking for the next, so that the step's later questions are known."""
+    placing = isinstance(node.run.bus, _PlacingBus)
     for env in node.run.bus.in_flight():
-        child = _fork(node.run)
-        child.fake.random.setstate(node.fake_state)
-        picked = child.bus.pick(env.message_id)
-        out = child.deliver_one(picked)
-        step = Step(child.now, picked.message_id, picked.type, picked.sender, picked.recipient, picked.task_id,
-                    out.decision)
-        yield _Node(child, node.path + (step,), None, child.end_round(1))
+
+        def make(decide, env=env):
+            child = _fork(node.run)
+            child.fake.random.setstate(node.fake_state)
+            if placing:
+                child.bus.decide = decide
+            picked = child.bus.pick(env.message_id)
+            out = child.deliver_one(picked)
+            step = Step(child.now, picked.message_id, picked.type, picked.sender, picked.recipient, picked.task_id,
+                        out.decision)
+            return _Node(child, node.path + (step,), None, child.end_round(1))
+
+        yield from _leaves(make)
 
 
 def settle(node: _Node) -> _Node:
@@ -200,6 +306,8 @@ def settle(node: _Node) -> _Node:
     as a delivery schedule ends right after its last delivery, in the state judged."""
     node.ended = node.ended or not _advance(node.run)
     node.fake_state = node.run.fake.random.getstate()
+    if isinstance(node.run.bus, _PlacingBus):
+        node.run.bus.decide = None  # its step is over: the next one asks its own
     return node
 
 
@@ -218,7 +326,8 @@ def fingerprint(run: Run) -> str:
 
     The store's state rows (tasks, transitions, intents, artifacts, effects, approvals, budget) without
     the columns that say *when*; what is on the bus; every agent's memory; the transport's fault
-    bookkeeping; the id counters and both random generators. Time is kept only as it decides what
+    bookkeeping (with the faults the search has still to place); the id counters and both random
+    generators. Time is kept only as it decides what
     happens next: each timer as its age now, capped just past the longest wait any rule compares it
     with (an age past the cap behaves like the cap). So two orders that reach the same rows at
     different rounds, with the same timers pending, are one state."""
@@ -249,6 +358,7 @@ def fingerprint(run: Run) -> str:
         [(z.worker.id, z.worker.generation, z.task_id, z.lease, age(z.woke), z.done) for z in run.zombies],
         [(t, lease, w.id, w.generation) for t, lease, w in run.orphans],
         hash(run.rng.getstate()), hash(run.fake.random.getstate()),
+        tuple(getattr(bus, "placed_on", ())),  # the faults the search has still to place (None) and where it did
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
@@ -275,26 +385,46 @@ def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str
 
 def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), depth: int = 14,
             plugins=None, progress: Callable[[Exploration], None] | None = None, every: int = 200,
-            interrupt: Callable[[], bool] | None = None, invariants=None) -> Exploration:
-    """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, breadth-first; stop at
-    the first state that breaks an invariant (its path is a shortest one). ``invariants`` (names), when
-    given, are the only ones judged: a state that breaks another goes on being explored (the grader's
-    search under the naive consumer judges what the exercise is about, not what naive always breaks).
-    ``progress(result)`` is told every ``every`` states; Ctrl-C ends the search with what was reached
-    (``interrupted``)."""
+            interrupt: Callable[[], bool] | None = None, invariants=None, place: bool = True) -> Exploration:
+    """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, and with ``place`` every
+    placement of each fault given without a selector (on any message it may hit as it is sent, at most
+    once, or nowhere), breadth-first; stop at the first state that breaks an invariant (its path is a
+    shortest one). Without ``place`` the faults fire where a run puts them (the first message each
+    picks). ``invariants`` (names), when given, are the only ones judged: a state that breaks another
+    goes on being explored (the grader's search under the naive consumer judges what the exercise is
+    about, not what naive always breaks).
+
+    ``progress(result)`` is told every ``every`` transitions. Ctrl-C (a KeyboardInterrupt, from anywhere in
+    the search, ``progress`` included), or ``interrupt()`` answering true after a transition, ends the
+    search with what was reached (``interrupted``; ``depth_reached`` is the depth fully explored)."""
     judged = None if invariants is None else frozenset(invariants)
     if depth < 1:
         raise InputError("--depth must be at least 1", code="E_USAGE")
+    explore_args(faults)
     result = Exploration(scenario.name, policy, tuple(faults), depth)
     t0 = time.perf_counter()
-    root = start(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins)
-    seen = {fingerprint(root.run)}
-    result.states = 1
-    level = deque([root]) if not root.ended else deque()
-    result.ended = int(root.ended)
+    level: deque[_Node] = deque()
+    nxt: deque[_Node] = deque()
+    seen: set[str] = set()
+
+    def keep(node: _Node, into: deque) -> None:
+        fp = fingerprint(node.run)
+        if fp in seen:
+            node.run.store.close()
+            return
+        seen.add(fp)
+        result.states += 1
+        if node.ended:
+            result.ended += 1
+            node.run.store.close()
+        else:
+            into.append(node)
+
     try:
+        for root in starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place):
+            keep(root, level)  # (a first state: nothing delivered, nothing to judge)
         for d in range(1, depth + 1):
-            nxt: deque[_Node] = deque()
+            nxt = deque()
             while level:
                 node = level.popleft()
                 for child in successors(node):
@@ -305,25 +435,19 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                         result.found = Found(first.name, first.description, first.witnesses[0], child.path,
                                              placed_faults(child.run), tuple(r.name for r in broken))
                         result.depth_reached = d
+                        child.run.store.close()
+                        node.run.store.close()
                         return result
-                    settle(child)
-                    fp = fingerprint(child.run)
-                    if fp in seen:
-                        child.run.store.close()
-                        continue
-                    seen.add(fp)
-                    result.states += 1
-                    if child.ended:
-                        result.ended += 1
-                        child.run.store.close()
-                    else:
-                        nxt.append(child)
+                    keep(settle(child), nxt)
                     if progress is not None and result.transitions % every == 0:
                         result.seconds = time.perf_counter() - t0
                         progress(result)
+                    if interrupt is not None and interrupt():
+                        raise KeyboardInterrupt
                 node.run.store.close()
             result.depth_reached = d
             level = nxt
+            nxt = deque()
             if not level:
                 result.exhausted = True
                 break
@@ -331,7 +455,7 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
         result.interrupted = True
     finally:
         result.seconds = time.perf_counter() - t0
-        for node in level:
+        for node in (*level, *nxt):
             node.run.store.close()
     return result
 

@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from sim.cli import main
-from sim.explore import explore, settle, start, successors
+from sim.explore import counterexample, explore, placed_faults, settle, start, starts, successors
 from sim.invariants import check
 from sim.runner import new_run, run_scenario
 from sim.policy import get_policy
@@ -92,7 +92,7 @@ def _brute_force(sc, policy, faults, depth):
 
 
 def test_under_naive_explore_finds_a_break_by_a_path_no_brute_force_order_beats():
-    result = explore(TINY, policy="naive", faults=["duplicate"], depth=8)
+    result = explore(TINY, policy="naive", faults=["duplicate"], depth=8, place=False)  # as the brute force fires it
     assert result.found is not None and result.found.invariant == "EFFECT_AT_MOST_ONCE"
     shortest, played = _brute_force(TINY, "naive", ["duplicate"], 8)
     assert played > len(result.found.path)  # the brute force really tried several orders
@@ -101,7 +101,7 @@ def test_under_naive_explore_finds_a_break_by_a_path_no_brute_force_order_beats(
 
 
 def test_under_safe_explore_finds_nothing_and_says_its_search_was_exhaustive():
-    result = explore(TINY, policy="safe", faults=["duplicate"], depth=30)
+    result = explore(TINY, policy="safe", faults=["duplicate"], depth=30, place=False)
     assert result.found is None
     assert result.exhausted and result.depth_reached == 9  # every order of this run ends within 9 deliveries
     assert result.ended >= 1 and result.transitions > result.states - 1  # some orders merged
@@ -115,19 +115,22 @@ def test_under_safe_two_faults_break_nothing_in_any_order_of_the_tiny_run():
     assert result.found is None and result.exhausted and result.depth_reached == 10
 
 
-def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_path_reaches():
-    """Forks (a store copy and a deep copy) agree with the engine playing the path from the start."""
-    level = [start(load_scenario("publish-report"), policy="naive", faults=["duplicate", "late-failure"])]
-    checked = 0
+def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_counterexample_reaches():
+    """Forks (a store copy and a deep copy), with every placement of the faults, agree with the engine
+    playing the path from the start with the faults placed where the search placed them."""
+    story = load_scenario("publish-report")
+    level = list(starts(story, policy="naive", faults=["duplicate", "late-failure"]))
+    checked, placements = 0, set()
     for _ in range(6):
         nxt = []
         for node in level:
             for child in successors(node):
-                sc = dataclasses.replace(load_scenario("publish-report"),
-                                         deliveries=tuple((s.round, s.message_id) for s in child.path))
-                store = run_scenario(sc, policy="naive", faults=["duplicate", "late-failure"], strict_faults=False)
+                placed = placed_faults(child.run)
+                placements.add(placed)
+                sc = counterexample(story, "naive", child.path, placed)
+                store = run_scenario(sc, policy="naive")
                 try:
-                    assert store.state_digest() == child.run.store.state_digest(), child.path
+                    assert store.state_digest() == child.run.store.state_digest(), (child.path, placed)
                     assert [d["message_id"] for d in store.deliveries()] == [s.message_id for s in child.path]
                 finally:
                     store.close()
@@ -135,6 +138,7 @@ def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_path_r
                 nxt.append(settle(child))
         level = nxt
     assert checked > 20
+    assert {(), ("late-failure:M-3",)} <= placements  # no fault, and the late failure on T-1's result
 
 
 def test_the_shipped_story_under_safe_breaks_nothing_to_depth_8():

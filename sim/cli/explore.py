@@ -54,10 +54,15 @@ def explore(
     machine: Optional[Path] = MACHINE_OPT,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the counterexample here as a scenario file "
                                        "(protolab run FILE replays it)."),
+    seeded: bool = typer.Option(False, "--seeded-faults", help="Fire each fault where a run puts it (the first "
+                                "message it picks) instead of trying every placement."),
     as_json: bool = JSON_OPT,
 ):
-    """Every delivery order of a small run up to --depth, breadth-first with state hashing: the first
-    invariant broken, by a shortest path (exit 1), or none (exit 0)."""
+    """Every delivery order of a small run up to --depth, and every placement of each fault given without
+    a selector (on any message it may hit, at most once, or nowhere), breadth-first with state hashing:
+    the first invariant broken, by a shortest path (exit 1), or none (exit 0). Ctrl-C stops the search
+    and prints what was reached (exit 130). Each state is a forked run of the real engine (SQLite in
+    memory), --design/--intake/--effects/--machine included."""
     from ..explore import counterexample, explore as search, explore_args
     from ..scenario import scenario_toml
 
@@ -69,6 +74,11 @@ def explore(
     plugins = _plugins(design, intake, effects, machine)
     if out is not None and out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    con = _console()
+    if not as_json:  # the first line, before the search starts (a script may wait for it, then Ctrl-C)
+        con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
+                  f"({'where a run fires them' if seeded else 'every placement'}), depth {depth}", soft_wrap=True)
+        sys.stdout.flush()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)
 
@@ -76,7 +86,8 @@ def explore(
             bar.update(job, description=f"explore {sc.name} ({pol}): depth {r.depth_reached + 1} of {depth}, "
                                         f"{r.states:,} states, {r.states_per_second:,.0f} states/s")
 
-        result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told, every=50)
+        result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told, every=50,
+                        place=not seeded)
     found = result.found
     ce = None
     if found is not None:
@@ -86,7 +97,8 @@ def explore(
                                                           ("machine", machine)) if v is not None)
             _write_new(out, scenario_toml(ce, comment=(
                 f"A counterexample found by: protolab explore {sc.name} --policy {pol} --faults {','.join(fs)} "
-                f"--depth {depth}{' ' + plugged if plugged else ''}\n"
+                f"--depth {depth}{' --seeded-faults' if seeded else ''}{' ' + plugged if plugged else ''}\n"
+                f"The faults are placed on the messages they hit: {', '.join(found.faults) or 'none'}.\n"
                 f"{found.invariant} breaks after these {len(found.path)} deliveries (no shorter order breaks an invariant).\n"
                 f"Replay it: protolab run {out.name}{' ' + plugged if plugged else ''} --db counterexample.db && "
                 "protolab check --db counterexample.db")))
@@ -95,9 +107,9 @@ def explore(
         data["out"] = str(out) if out is not None and found is not None else None
         _print_json(data)
     else:
-        con = _console()
-        con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'}, depth {depth}"
-                  + (" (interrupted: what was reached so far)" if result.interrupted else ""), soft_wrap=True)
+        if result.interrupted:
+            con.print(f"interrupted: what was reached so far (depth {result.depth_reached} fully explored)",
+                      soft_wrap=True)
         con.print(f"{result.states:,} states ({result.transitions:,} orders tried, the rest merged) in "
                   f"{result.seconds:.2f} s: {result.states_per_second:,.0f} states/s; depth reached {result.depth_reached}",
                   soft_wrap=True)
@@ -116,7 +128,8 @@ def explore(
             con.print(f"[green]no invariant broken[/]: every order ends within {result.depth_reached} deliveries, so "
                       "the search is exhaustive", soft_wrap=True)
         elif result.interrupted:
-            con.print(f"no invariant broken in the {result.states:,} states reached before the interruption")
+            con.print(f"no invariant broken in the {result.states:,} states reached before the interruption "
+                      "(the search stops at its first break, so there is no counterexample yet)", soft_wrap=True)
         else:
             con.print(f"[green]no invariant broken[/] in any order up to {depth} deliveries (orders go on past it)",
                       soft_wrap=True)

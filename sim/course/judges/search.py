@@ -145,15 +145,16 @@ def _one(spec, plug, reproduce: str, symptom, failed_symptom: str) -> Broke | No
     sc = small_scenario(scenario)
     sig = {"scenario": scenario, "faults": list(faults), "policy": policy, "search": True}
     try:
+        # place=False: the faults fire where a run fires them (the depths above are budgeted for that)
         result = explore(sc, policy=policy, faults=list(faults), depth=depth, plugins=plug(policy),
-                         invariants=invariants)
+                         invariants=invariants, place=False)
     except ProtolabError as e:
         what = f"{e.code}: {e.message}" if getattr(e, "code", None) else str(e)
         return Broke(label(spec), f"the search could not go on: {' '.join(what.split())[:300]}", (failed_symptom,),
                      signature={**sig, "problem": "run-failed"})
     except Exception as e:  # noqa: BLE001 - the runtime choked on the student's answers, unless it chokes without them
         if spec not in _REFERENCE_OK:
-            explore(sc, policy=policy, faults=list(faults), depth=depth, invariants=invariants)  # raises: the grader's
+            explore(sc, policy=policy, faults=list(faults), depth=depth, invariants=invariants, place=False)  # raises: the grader's
             _REFERENCE_OK.add(spec)
         return Broke(label(spec), f"the search could not go on: the runtime could not apply your answers "
                                   f"({type(e).__name__}: {' '.join(str(e).split())[:160]})", (failed_symptom,),
