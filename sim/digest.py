@@ -50,6 +50,31 @@ SCHEMES = ("json-sorted-v1", "jcs-v2")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
+def _sorted_writer(allow_nan: bool):
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=...)``,
+    the same bytes, without building a JSONEncoder and its C encoder on every call: one C encoder,
+    made once and reused (no circular-reference bookkeeping: the values written here come from
+    parsed JSON or the kit's own dicts, and a circular one would end in a RecursionError, not a
+    ValueError). Falls back to ``json.dumps`` where the C accelerator is absent."""
+    enc = json.encoder
+    if enc.c_make_encoder is None:  # pragma: no cover - CPython always has it
+        def dumps(value) -> str:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
+        return dumps
+    one = enc.c_make_encoder(None, json.JSONEncoder().default, enc.encode_basestring, None, ":", ",", True, False,
+                             allow_nan)
+    join = "".join
+
+    def dumps(value) -> str:
+        return join(one(value, 0))
+    return dumps
+
+
+#: Sorted keys, no whitespace, UTF-8 as itself (how the store keeps JSON, and json-sorted-v1's text).
+sorted_dumps = _sorted_writer(True)
+_sorted_strict = _sorted_writer(False)
+
+
 def _refuse_non_finite(value, path: str = "$") -> None:
     """Walk ``value`` and refuse NaN/Infinity and non-JSON types with a JSON path."""
     if isinstance(value, float):
@@ -79,9 +104,7 @@ def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
     _refuse_non_finite(value)
     if scheme == "json-sorted-v1":
         try:
-            return json.dumps(
-                value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            ).encode("utf-8")
+            return _sorted_strict(value).encode("utf-8")
         except UnicodeEncodeError as e:
             raise DigestError(
                 f"the value holds a lone surrogate ({e.object[e.start:e.end]!r}), which has no UTF-8 form",

@@ -111,7 +111,7 @@ class Envelope:
 
     def to_json(self) -> str:
         """Stable JSON form (sorted keys), used for storage and envelope digests."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return _digest.sorted_dumps(self.to_dict())
 
 
 # ---------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 
+from ..digest import sorted_dumps
 from ..errors import StoreError
 from ..events import REGISTRY as EVENT_REGISTRY
 
@@ -144,8 +144,9 @@ _TASK_COLS = (
 )
 
 
-def _dumps(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+#: How the store keeps a JSON value: sorted keys, no whitespace, UTF-8 as itself (``json.dumps`` with
+#: those options, the same bytes, through one reused encoder: see :func:`sim.digest.sorted_dumps`).
+_dumps = sorted_dumps
 
 
 def _parse_time(text: str) -> datetime:
