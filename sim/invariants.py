@@ -28,7 +28,7 @@ from typing import Callable
 from . import digest as _digest
 from . import events as ev_
 from . import versions as _versions
-from .errors import DigestError
+from .errors import DigestError, EnvelopeError
 from .gathers import declaration_of_event
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
@@ -900,6 +900,77 @@ def _tie_break_kept(run: _Run) -> list[dict]:
                         "task_id": e["task_id"], "tie_break": d.get("tie_break"), "picked": d.get("selected"),
                         "declared": want.selected,
                         "problem": f"picked {d.get('selected')}; {d.get('tie_break')} names {want.selected}"})
+    return out
+
+
+@invariant(
+    "NO_STATE_FROM_UNDECLARED",
+    short="undcl",
+    description=(
+        "No delivery that changed the runtime's state (any decision but rejected, with an event that changes state) "
+        "was of a message whose payload carries a field its type does not declare in its schema_version (the "
+        "declared fields are in sim/versions.py; a scenario's declared sensitive fields count as declared). A field "
+        "nobody declared is a claim nobody checks: a runtime that takes the message acts on it, as when a worker "
+        "reports its own budget_left and the task's budget becomes whatever it said. A run whose envelopes came "
+        "from a plugged-in design is not held to the reference design's fields."
+    ),
+)
+def _no_state_from_undeclared(run: _Run) -> list[dict]:
+    meta = getattr(run._store, "get_meta", None)
+    if callable(meta) and meta("plugin_design"):
+        return []
+    allowed = frozenset(run.privacy.sensitive)
+    by_delivery: dict[int, list] = {}
+    budget: dict[str, int] = {}  # each task's budget_left, as the event log folds it
+    before: dict[int, dict[str, int]] = {}  # delivery -> the budget_left of its task before its first event
+    for e in run.events:
+        did, tid = e["delivery_id"], e["task_id"]
+        if did is not None:
+            if did not in by_delivery and tid in budget:
+                before[did] = {tid: budget[tid]}
+            by_delivery.setdefault(did, []).append(e)
+        if e["type"] == ev_.TaskCreated.TYPE:
+            budget[tid] = e["data"].get("budget", 0)
+        elif e["type"] == ev_.BudgetCharged.TYPE and tid in budget:
+            budget[tid] -= e["data"].get("amount", 0)
+    out = []
+    for dv in run.deliveries:
+        if dv["decision"] == "rejected":
+            continue
+        msg = run.message_of(dv)
+        if msg is None or not isinstance(msg["payload"], dict):
+            continue
+        try:
+            version = _versions.parse_version(msg["schema_version"])
+        except EnvelopeError:
+            continue  # a version nobody reads is VERSION_READ's to judge
+        fields = _versions.shape(msg["type"], version)
+        extra = [k for k in msg["payload"] if k not in fields and k not in allowed]
+        changed = [e for e in by_delivery.get(dv["delivery_id"], ())
+                   if getattr(ev_.REGISTRY.get(e["type"]), "CHANGES_STATE", False)]
+        if not extra or not changed:
+            continue
+        tid = msg["task_id"]
+        believed = {}
+        if "budget_left" in extra and any(e["type"] == ev_.BudgetCharged.TYPE for e in changed):
+            was = before.get(dv["delivery_id"], {}).get(tid)
+            after = was - sum(e["data"].get("amount", 0) for e in changed if e["type"] == ev_.BudgetCharged.TYPE) \
+                if was is not None else None
+            believed["budget_left"] = {"claimed": msg["payload"]["budget_left"], "before": was, "after": after}
+        names = ", ".join(f"payload.{k}" for k in extra)
+        took = (f"the task's budget_left went from {believed['budget_left']['before']} to "
+                f"{believed['budget_left']['after']}, the value it claimed"
+                if "budget_left" in believed and believed["budget_left"]["after"] == msg["payload"]["budget_left"]
+                else "state changed by it")
+        out.append({
+            "problem": f"{names} {'is' if len(extra) == 1 else 'are'} not declared for {msg['type']} in schema "
+                       f"{version}, yet the message was taken ({dv['decision']}): {took}",
+            "message_id": msg["message_id"], "delivery_id": dv["delivery_id"], "task_id": tid,
+            "type": msg["type"], "sender": msg["sender"], "schema_version": msg["schema_version"],
+            "decision": dv["decision"], "fields": extra, "claimed": {k: msg["payload"][k] for k in extra},
+            "believed": believed,
+            "changed": [{"event_seq": e["seq"], "type": e["type"]} for e in changed],
+        })
     return out
 
 

@@ -20,6 +20,7 @@ RUNS = [
     ("publish-report", "naive", ("duplicate", "late-failure", "conflicting-digest")),
     ("publish-report", "naive", ("late-conflict",)),
     ("publish-report", "naive", ("lost-evidence", "resend")),
+    ("fan-out", "naive", ("self-report", "receipt")),
     ("publish-report", "safe", ("late-conflict", "crash")),
     ("fan-out", "naive", ("conflicting-digest", "silent", "stale-schema")),
     ("fan-out", "safe", ("transient", "delay", "reorder")),
@@ -52,7 +53,7 @@ def test_the_runs_compared_break_every_invariant_that_can_break_under_naive_some
         with Store.open(str(db), readonly=True) as store:
             broken |= {r.name for r in check(store, shard_size=3) if not r.ok}
     assert {"EFFECT_AT_MOST_ONCE", "CONFLICT_FROZEN", "NO_EFFECT_FROM_UNTRUSTED", "EFFECT_HAS_EVIDENCE",
-            "RESEND_DEDUPLICATED", "PAYLOAD_MINIMIZATION"} <= broken, broken
+            "RESEND_DEDUPLICATED", "PAYLOAD_MINIMIZATION", "NO_STATE_FROM_UNDECLARED"} <= broken, broken
 
 
 def test_a_run_over_the_threshold_is_sharded_and_progress_is_told(tmp_path, monkeypatch):

@@ -136,7 +136,7 @@ def test_check_returns_every_name_in_invariants_order():
         "NO_STATE_REGRESSION", "EFFECT_AT_MOST_ONCE", "CONFLICT_FROZEN", "NO_LOST_UPDATE",
         "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED",
         "CLOCK_MONOTONIC", "PAYLOAD_MINIMIZATION", "EFFECT_HAS_EVIDENCE", "NO_EFFECT_FROM_UNTRUSTED",
-        "VERSION_READ", "NEWER_FIELDS_READ", "DISSENT_KEPT", "TIE_BREAK_KEPT",
+        "VERSION_READ", "NEWER_FIELDS_READ", "DISSENT_KEPT", "TIE_BREAK_KEPT", "NO_STATE_FROM_UNDECLARED",
     )
     assert all(isinstance(r, InvariantResult) and r.description.strip() for r in results)
 

@@ -26,6 +26,7 @@ BREAKS = {
     "NEWER_FIELDS_READ": ("publish-report", "upgrade"),
     "DISSENT_KEPT": ("gathers", "delay:M-16"),
     "TIE_BREAK_KEPT": ("gathers", "delay:M-16"),
+    "NO_STATE_FROM_UNDECLARED": ("publish-report", "self-report"),
 }
 #: Known gaps. CLOCK_MONOTONIC is a property of the run file's writers (event ticks non-decreasing in
 #: log order, delivery ids gapless however many processes deliver), not of what a policy decides:

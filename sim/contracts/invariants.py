@@ -90,6 +90,12 @@ def _unminimised():
     return replace(SAFE, name="unminimised", minimise=False)
 
 
+def _open_payloads():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="open-payloads", closed_payloads=False)
+
+
 def _planted(fn):
     from ..policy import SAFE
 
@@ -353,6 +359,34 @@ CASES: tuple[Case, ...] = (
     Case("naive picks the candidate whose sender's clock runs ten minutes behind", "TIE_BREAK_KEPT", False,
          _scenario("gathers", policy="naive"),
          {"gather": "g-first", "picked": "M-18", "declared": "M-17", "tie_break": "supplied-order"}),
+    # NO_STATE_FROM_UNDECLARED (closed payloads: a field no message type declares)
+    Case("safe refuses the researcher's self-reported budget_left, and its retry without it lands",
+         "NO_STATE_FROM_UNDECLARED", True, _scenario(faults=["self-report"])),
+    Case("a scenario's declared sensitive fields count as declared, even under naive", "NO_STATE_FROM_UNDECLARED",
+         True, _scenario("sensitive-source", policy="naive")),
+    Case("an undeclared field on a message naive refuses (its task does not exist) changes nothing",
+         "NO_STATE_FROM_UNDECLARED", True,
+         _hand(_m("m1"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1, "approved": True},
+                              "R-9:T-9:attempt-1", task="T-9"), policy="naive")),
+    Case("a run whose envelopes a plugged-in design wrote is not held to the reference design's fields",
+         "NO_STATE_FROM_UNDECLARED", True, lambda: _scenario(faults=["self-report"], plugins=_plugins_design())()),
+    Case("naive believes the researcher's budget_left: T-1's budget goes from 2 to the 99 it claimed",
+         "NO_STATE_FROM_UNDECLARED", False, _scenario(policy="naive", faults=["self-report"]),
+         {"message_id": "M-3", "task_id": "T-1", "fields": ["budget_left"], "decision": "accepted",
+          "believed": {"budget_left": {"claimed": 99, "before": 2, "after": 99}}}),
+    Case("a runtime that keeps every other rule but takes an undeclared field is caught, budget or not",
+         "NO_STATE_FROM_UNDECLARED", False, lambda: _scenario(policy=_open_payloads(), faults=["self-report"])(),
+         {"message_id": "M-3", "fields": ["budget_left"], "believed": {}}),
+    Case("naive takes a result that approves itself (approved: true, declared nowhere)", "NO_STATE_FROM_UNDECLARED",
+         False, _hand(_m("m1"), _m("m2"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1,
+                                                                      "approved": True}, "R-1:T-1:attempt-1"),
+                      policy="naive"),
+         {"message_id": "M-3", "fields": ["approved"], "claimed": {"approved": True}, "decision": "accepted"}),
+    Case("partial in a message that says 1.1 is declared (1.1 added it), even for naive, which drops it",
+         "NO_STATE_FROM_UNDECLARED", True,
+         _hand(_m("m1"), _m("m2"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1,
+                                                               "partial": True}, "R-1:T-1:attempt-1", version="1.1"),
+               policy="naive")),
     # NO_EFFECT_FROM_UNTRUSTED
     Case("a late conflict freezes T-1 after its table was handed on, and T-2's result is held, not published",
          "NO_EFFECT_FROM_UNTRUSTED", True, _scenario(faults=["late-conflict"])),
