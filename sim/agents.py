@@ -307,13 +307,20 @@ class Worker:
 
 @dataclass
 class Zombie:
-    """A crashed worker's old body: it wakes after recovery and commits under its stale lease."""
+    """A crashed worker's old body: it wakes after recovery and commits under its stale lease.
+
+    An old body that never stopped (``still_running``, fault ``zombie``: the worker was restarted but
+    nobody stopped the body it replaced) does not wait for anything: it finishes the work it had started
+    and answers ``work_ticks`` rounds after it was replaced, under its old generation and the lease it
+    still holds, which is current then: only its generation says it no longer speaks for the worker."""
 
     worker: Worker
     task_id: str
     lease: int
     woke: int | None = None
     done: bool = False
+    still_running: bool = False
+    replaced_at: int = 0
 
     def act(self, now: int) -> None:
         if self.done:
@@ -322,13 +329,17 @@ class Zombie:
         t = w.task(self.task_id)
         if t is None:
             return
-        recovered = t.lease_version > self.lease
-        if not recovered and t.state not in DONE:
-            return
-        if self.woke is None:
-            self.woke = now
-        if now - self.woke < w.settings.zombie_ticks:
-            return
+        if self.still_running:
+            if now - self.replaced_at < w.settings.work_ticks:
+                return
+        else:
+            recovered = t.lease_version > self.lease
+            if not recovered and t.state not in DONE:
+                return
+            if self.woke is None:
+                self.woke = now
+            if now - self.woke < w.settings.zombie_ticks:
+                return
         job = self.worker.jobs.get(self.task_id) or _Job(TaskSpec(self.task_id, "", self.worker.id))
         job.lease = self.lease
         payload, content = self.worker.produce(job, now)

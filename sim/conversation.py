@@ -32,7 +32,7 @@ from typing import Iterator
 from . import events as ev_
 from . import digest as _digest
 from .errors import InputError
-from .planner import CONVERSATION_CODES
+from .planner import CONVERSATION_CODES, RESTART_FAULTS
 from .store import Store
 
 __all__ = ["export_trace", "TraceExport", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
@@ -212,7 +212,7 @@ class TraceExport:
         crash_list: list[tuple[str, str]] = []
         for e in store.iter_events(etype=ev_.FaultInjected.TYPE):
             fault = e.event
-            if fault.fault == "crash":
+            if fault.fault in RESTART_FAULTS:
                 crash_list.append((fault.detail.get("worker"), e.message_id))
         crash_ids = {mid for _, mid in crash_list}
         specs = _specs(store)

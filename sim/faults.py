@@ -42,6 +42,9 @@ the TUI show are read from there.
                         task (``AFTERTHOUGHT_TASK``) a round later: a request after the fence
 ``rewind``              the sender's sequence counter slips back one: this message goes out under the
                         number its previous one used; when it is not accepted the sender sends it again
+``zombie``              the worker is restarted right after this start (a new body, the next generation,
+                        speaks for it from now on), but nobody stopped the old body: it finishes its work
+                        and answers under its old generation while its lease is still current
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -419,6 +422,16 @@ def _rewind(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "seq": seq})
 
 
+@fault("zombie", "the worker is restarted after this start, but its old body keeps working and answers under "
+                 "its old generation", default_target="first task_started", default_match=_started,
+       only=("task_started",), rate_skips_acks=True)
+def _zombie(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    # the same restart as a crash (the run gives the worker a new body); the old body is left running
+    bus.crashed.append((s.out.sender, s.out))
+    bus.still_running.add(s.out.message_id)
+    bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
+
+
 #: The fault names, in the registry's order.
 FAULTS: tuple[str, ...] = tuple(REGISTRY)
 #: With no selector, each fault picks the first message it makes sense for.
@@ -491,6 +504,7 @@ class Bus:
         self.matched = {s.text: 0 for s in specs}
         self._default_used: set[str] = set()
         self.crashed: list[tuple[str, Envelope]] = []  # (worker, the message it died after)
+        self.still_running: set[str] = set()  # of those messages, the ones whose old body was left running (zombie)
         self.pending_late: list[Envelope] = []
         self.silenced: set[str] = set()  # workers whose starts and results never arrive (fault silent)
 

@@ -31,7 +31,8 @@ from .machine import RuleBook, TaskState
 
 __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
-    "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "wants_conversation_check", "conversation_rule",
+    "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "wants_conversation_check",
+    "conversation_rule",
 ]
 
 DEFAULT_BUDGET = 5
@@ -153,7 +154,11 @@ def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool
 #: The codes a runtime that keeps the conversation's rules refuses a message with, the validator's own
 #: (sim.protocol.trace.CODES): a message refused so never entered the conversation, and an exported trace
 #: leaves it out (sim.conversation).
-CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP")
+CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP", "E_STALE_GENERATION")
+
+#: The faults after which a worker has a new body (the next generation): the message each names is
+#: the point its old body was replaced after (sim.recovery; the export's ``earlierGenerations``).
+RESTART_FAULTS = ("crash", "zombie")
 
 
 def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:
@@ -163,13 +168,19 @@ def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:
     return verdict.decision == Decision.ACCEPTED and env.type not in ("ack", "review_decision")
 
 
-def conversation_rule(env: Envelope, verdict: Verdict, *, fenced: bool, seq_used: bool) -> Verdict:
+def conversation_rule(env: Envelope, verdict: Verdict, *, fenced: bool, seq_used: bool,
+                      stale_body: bool = False) -> Verdict:
     """The verdict once the conversation's rules have spoken (see :func:`wants_conversation_check`): after
-    the fence nothing but its acknowledgements is taken (E_POST_TERMINAL_MESSAGE), and a sender's body may
-    not number two messages about one task alike (E_SEQUENCE_GAP: its sequence went back)."""
+    the fence nothing but its acknowledgements is taken (E_POST_TERMINAL_MESSAGE), a body of the sender
+    that has been replaced no longer speaks for it (E_STALE_GENERATION: a zombie, however current the
+    lease it still holds), and a sender's body may not number two messages about one task alike
+    (E_SEQUENCE_GAP: its sequence went back)."""
     if fenced and env.task_id != env.trace_id:
         return Verdict(Decision.REJECTED, f"the conversation {env.trace_id} is fenced: after its fence only "
                        "acknowledgements of it are taken", code="E_POST_TERMINAL_MESSAGE")
+    if stale_body:
+        return Verdict(Decision.REJECTED, f"this body of {env.sender} was replaced by a newer one (a restart); "
+                       "only the newest body speaks for it", code="E_STALE_GENERATION")
     if seq_used:
         return Verdict(Decision.REJECTED, f"{env.sender} already numbered another message about {env.task_id} "
                        "with this sequence number: its sequence went back", code="E_SEQUENCE_GAP")

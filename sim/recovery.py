@@ -22,11 +22,13 @@ __all__ = ["Recovery"]
 class Recovery:
     """Crash a worker (by a fault or by hand) and expire the leases its dead body held."""
 
-    def _crash(self, worker_id: str, task_id: str, lease: int) -> None:
-        """``worker_id`` dies holding (or asking for) lease ``lease`` on ``task_id``."""
+    def _crash(self, worker_id: str, task_id: str, lease: int, still_running: bool = False) -> None:
+        """``worker_id`` dies holding (or asking for) lease ``lease`` on ``task_id``; ``still_running``
+        (fault zombie): it is replaced the same way, but its old body was never stopped and answers
+        on its own (:class:`sim.agents.Zombie`)."""
         dead = self.workers[worker_id]
         dead.dead = True
-        self.zombies.append(Zombie(dead, task_id, lease))
+        self.zombies.append(Zombie(dead, task_id, lease, still_running=still_running, replaced_at=self.now))
         # A restarted body of the same participant: it gets the dead one's other assignments back
         # (what was asked of it, not its progress), and the leases the dead one asked for are watched.
         fresh = Worker(self, worker_id, self.fake, generation=dead.generation + 1)

@@ -129,7 +129,10 @@ def _deliver_once(
     if policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
         seq_used = sent is not None and store.sequence_used(env.task_id, env.sender, sent[1] or 1, sent[0],
                                                             env.message_id, env.idempotency_key)
-        verdict = _planner.conversation_rule(env, verdict, fenced=store.fenced_now(env.trace_id), seq_used=seq_used)
+        stale = sent is not None and store.body_replaced(env.task_id, env.sender, sent[1] or 1, sent[0],
+                                                         _planner.RESTART_FAULTS)
+        verdict = _planner.conversation_rule(env, verdict, fenced=store.fenced_now(env.trace_id), seq_used=seq_used,
+                                             stale_body=stale)
     ctx = read_for_plan(store, env, ctx, verdict, policy)
     delivery_id = ctx.delivery_id
     events, state, version = _planner.plan(logged, ctx, verdict)

@@ -85,7 +85,8 @@ class RunWorld:
             self.sent_meta.pop(env.message_id, None)
             self.sent_this_round -= 1
         for worker_id, after in self.bus.crashed:
-            self._crash(worker_id, after.task_id, self.intents[after.message_id].attempt)
+            self._crash(worker_id, after.task_id, self.intents[after.message_id].attempt,
+                        still_running=after.message_id in self.bus.still_running)
         self.bus.crashed.clear()
         return env
 

@@ -1,5 +1,5 @@
-"""The conversation's rules at intake (issue 29, item 4): a naive runtime takes a message after the fence
-and a message whose sender's sequence went back, so its exported trace fails validation with the rule's
+"""The conversation's rules at intake (issue 29, item 4): a naive runtime takes a message after the fence,
+a message whose sender's sequence went back and a message from a body that was replaced (a zombie), so its exported trace fails validation with the rule's
 code; the safe runtime refuses them at intake with that code, leaves them out of its conversation, and its
 exported trace validates."""
 
@@ -16,7 +16,7 @@ from sim.protocol.trace import validate
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
 
-RULES = [("afterthought", "E_POST_TERMINAL_MESSAGE"), ("rewind", "E_SEQUENCE_GAP")]
+RULES = [("afterthought", "E_POST_TERMINAL_MESSAGE"), ("rewind", "E_SEQUENCE_GAP"), ("zombie", "E_STALE_GENERATION")]
 
 
 def codes_of(store) -> set[str]:
@@ -85,3 +85,32 @@ def test_the_rule_refuses_after_the_fence_then_a_reused_number_else_keeps_the_ve
     # the conversation's own messages (the fence, its acks) are not held to it
     assert conversation_rule(_env(task_id="R-1", type="fence", payload={"to": ["researcher"], "terminal": "COMPLETED"}),
                              ok, fenced=True, seq_used=False) is ok
+
+
+def test_a_zombie_answers_under_a_current_lease_so_only_its_generation_refuses_it():
+    store = run_scenario(load_scenario("publish-report"), policy="safe", faults=["zombie"])
+    (refused,) = [d for d in store.deliveries() if d.code == "E_STALE_GENERATION"]
+    (msg,) = [m for m in store.messages() if m.message_id == refused.message_id]
+    assert msg.sender == "researcher" and msg.sender_generation == 1
+    # the lease it answered under was the task's lease then: the lease alone would have taken it
+    assert msg.payload["lease_version"] == 1 and refused.state_after == "running"
+    # the new body takes the task over once the old body's lease expires, and the story ends well
+    assert {t.state for t in store.tasks()} == {"succeeded"}
+    trace = export_trace(store)
+    (researcher,) = [p for p in trace["participants"] if p["ref"] == "researcher"]
+    assert researcher["generation"] == 2 and researcher["earlierGenerations"] == [{"generation": 1, "replacedAfter": "M-2"}]
+
+
+def test_a_crashed_workers_late_commit_is_still_fenced_by_its_lease_first():
+    # the crash fault's zombie answers after recovery, under a stale lease: intake refuses it before any
+    # conversation rule is asked, so shipped crash runs keep E_STALE_LEASE (and their exports show the zombie)
+    store = run_scenario(load_scenario("publish-report"), policy="safe", faults=["crash"])
+    assert "E_STALE_LEASE" in {d.code for d in store.deliveries()}
+    assert "E_STALE_GENERATION" not in {d.code for d in store.deliveries()}
+
+
+def test_the_rule_refuses_a_replaced_body_after_the_fence_check_and_before_the_sequence_check():
+    ok = Verdict(Decision.ACCEPTED, "took the result")
+    assert conversation_rule(_env(), ok, fenced=False, seq_used=True, stale_body=True).code == "E_STALE_GENERATION"
+    assert conversation_rule(_env(), ok, fenced=True, seq_used=False, stale_body=True).code == "E_POST_TERMINAL_MESSAGE"
+    assert conversation_rule(_env(), ok, fenced=False, seq_used=False, stale_body=False) is ok
