@@ -110,9 +110,134 @@ def test_under_safe_explore_finds_nothing_and_says_its_search_was_exhaustive():
 
 
 @pytest.mark.slow
-def test_under_safe_two_faults_break_nothing_in_any_order_of_the_tiny_run():
+def test_under_safe_two_faults_break_nothing_in_any_order_or_placement_of_the_tiny_run():
+    """Every order and every placement (each fault on any message it may hit, or nowhere) of the one-task
+    run ends within 10 deliveries: the search is exhaustive, and nothing breaks (about 3,100 states)."""
     result = explore(TINY, policy="safe", faults=["duplicate", "late-failure"], depth=30)
     assert result.found is None and result.exhausted and result.depth_reached == 10
+    seeded = explore(TINY, policy="safe", faults=["duplicate", "late-failure"], depth=30, place=False)
+    assert seeded.exhausted and seeded.states < result.states  # placing the faults is more than where a run fires them
+
+
+@pytest.mark.parametrize("fault, invariant, deliveries, placed", [
+    ("duplicate", "EFFECT_AT_MOST_ONCE", 9, ("duplicate:M-6",)),
+    ("late-failure", "NO_STATE_REGRESSION", 5, ("late-failure:M-3",)),
+])
+def test_under_naive_every_placement_finds_each_lessons_break_and_run_of_it_reproduces_it(fault, invariant,
+                                                                                            deliveries, placed):
+    story = load_scenario("publish-report")
+    result = explore(story, policy="naive", faults=[fault], depth=12)
+    f = result.found
+    assert f is not None and f.invariant == invariant and len(f.path) == deliveries and f.faults == placed
+    store = run_scenario(counterexample(story, "naive", f.path, f.faults), policy="naive")
+    try:
+        assert [d["message_id"] for d in store.deliveries()] == [s.message_id for s in f.path]
+        assert invariant in {r.name for r in check(store) if not r.ok}
+    finally:
+        store.close()
+
+
+def test_the_search_places_a_fault_where_a_seeded_run_never_fires_it_and_run_replays_that_placement():
+    """late-failure fires, in a run, on the first successful result (T-1's M-3); the search also places it on
+    T-2's result, and the engine playing that counterexample reaches the searched state exactly."""
+    story = load_scenario("publish-report")
+    level, found = list(starts(story, policy="naive", faults=["late-failure"])), None
+    for _ in range(8):
+        nxt = []
+        for node in level:
+            for child in successors(node):
+                placed = placed_faults(child.run)
+                if found is None and placed and placed != ("late-failure:M-3",):
+                    found = (child.path, placed, child.run.store.state_digest())
+                nxt.append(settle(child))
+        level = nxt
+        if found:
+            break
+    assert found is not None
+    path, placed, digest = found
+    assert placed[0].startswith("late-failure:") and placed != ("late-failure:M-3",)
+    store = run_scenario(counterexample(story, "naive", path, placed), policy="naive")
+    try:
+        assert store.state_digest() == digest
+    finally:
+        store.close()
+
+
+def test_explore_stops_when_interrupted_and_says_what_it_reached():
+    """Ctrl-C, injected without timing: a hook raising KeyboardInterrupt after 25 transitions, and a
+    progress callback raising it."""
+    n = [0]
+
+    def after_25() -> bool:
+        n[0] += 1
+        return n[0] == 25
+
+    result = explore(load_scenario("publish-report"), faults=["duplicate", "late-failure"], depth=14,
+                     interrupt=after_25)
+    assert result.interrupted and not result.exhausted and result.found is None
+    assert result.transitions == 25 and result.states > 10 and 0 < result.depth_reached < 14
+    assert result.to_dict()["interrupted"] is True and result.states_per_second > 0
+
+    def ctrl_c(r):
+        raise KeyboardInterrupt
+
+    result = explore(TINY, faults=["duplicate"], depth=30, progress=ctrl_c, every=7)
+    assert result.interrupted and result.transitions == 7 and not result.exhausted
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_during_the_cli_search_prints_what_was_reached_and_exits_130(capsys, monkeypatch, as_json):
+    import json
+
+    import sim.explore as ex
+
+    real, calls = ex.check, [0]
+
+    def check_then_ctrl_c(store):
+        calls[0] += 1
+        if calls[0] == 30:
+            raise KeyboardInterrupt
+        return real(store)
+
+    monkeypatch.setattr(ex, "check", check_then_ctrl_c)
+    code, out, err = _cli(capsys, "explore", "publish-report", "--faults", "duplicate,late-failure", "--depth", "14",
+                          *(["--json"] if as_json else []))
+    assert code == 130
+    assert err == "error: E_ABORTED: interrupted (Ctrl-C)\n" and "Traceback" not in out + err
+    if as_json:
+        data = json.loads(out)
+        assert data["interrupted"] is True and data["transitions"] == 30 and data["found"] is None
+    else:
+        assert out.splitlines()[0].startswith("explore publish-report policy safe")
+        assert "interrupted: what was reached so far (depth " in out and "states/s" in out
+        assert "30 orders tried" in out
+
+
+def test_sigint_to_a_running_explore_ends_it_with_what_was_reached(tmp_path):
+    """A real Ctrl-C: SIGINT sent once the process has printed its first line (the search is under way:
+    publish-report to depth 14 takes minutes), not after a sleep."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "sim", "explore", "publish-report", "--faults",
+                             "duplicate,late-failure", "--depth", "14", "--out", str(tmp_path / "ce.toml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "COLUMNS": "200"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("explore publish-report"), first
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "error: E_ABORTED: interrupted (Ctrl-C)" and "Traceback" not in err
+    assert "interrupted: what was reached so far" in rest and "states/s" in rest
+    assert not (tmp_path / "ce.toml").exists()  # no break found: nothing to write
 
 
 def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_counterexample_reaches():

@@ -63,7 +63,7 @@ def explore(
     the first invariant broken, by a shortest path (exit 1), or none (exit 0). Ctrl-C stops the search
     and prints what was reached (exit 130). Each state is a forked run of the real engine (SQLite in
     memory), --design/--intake/--effects/--machine included."""
-    from ..explore import counterexample, explore as search, explore_args
+    from ..explore import Exploration, counterexample, explore as search, explore_args
     from ..scenario import scenario_toml
 
     sc = _load_scenario(scenario, None)
@@ -75,10 +75,6 @@ def explore(
     if out is not None and out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
     con = _console()
-    if not as_json:  # the first line, before the search starts (a script may wait for it, then Ctrl-C)
-        con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
-                  f"({'where a run fires them' if seeded else 'every placement'}), depth {depth}", soft_wrap=True)
-        sys.stdout.flush()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)
 
@@ -86,8 +82,16 @@ def explore(
             bar.update(job, description=f"explore {sc.name} ({pol}): depth {r.depth_reached + 1} of {depth}, "
                                         f"{r.states:,} states, {r.states_per_second:,.0f} states/s")
 
-        result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told, every=50,
-                        place=not seeded)
+        try:
+            if not as_json:  # the first line, as the search starts (a script may wait for it, then Ctrl-C)
+                con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
+                          f"({'where a run fires them' if seeded else 'every placement'}), depth {depth}",
+                          soft_wrap=True)
+                sys.stdout.flush()
+            result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told,
+                            every=50, place=not seeded)
+        except KeyboardInterrupt:  # before the search's own loop began: nothing reached
+            result = Exploration(sc.name, pol, tuple(fs), depth, interrupted=True)
     found = result.found
     ce = None
     if found is not None:
@@ -133,8 +137,7 @@ def explore(
         else:
             con.print(f"[green]no invariant broken[/] in any order up to {depth} deliveries (orders go on past it)",
                       soft_wrap=True)
-    if result.interrupted:
-        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C); what was reached is above\n")
+    if result.interrupted:  # (main says 'error: E_ABORTED: interrupted (Ctrl-C)' on stderr, once)
         raise typer.Exit(130)
     if found is not None:
         raise typer.Exit(1)
@@ -183,8 +186,9 @@ def shrink(
         output_rows("The minimal schedule", ["#", "round", "message"],
                     [[i, r, m] for i, (r, m) in enumerate(after.deliveries, 1)], con=con)
         con.print(f"wrote {out}: protolab run {out} --db minimal.db && protolab check --db minimal.db", soft_wrap=True)
-    if result.interrupted:
-        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C); the smallest run found so far was written\n")
+    if result.interrupted:  # (main says 'error: E_ABORTED: interrupted (Ctrl-C)' on stderr, once)
+        if not as_json:
+            _console().print("interrupted: the smallest run found so far was written (maybe not minimal)")
         raise typer.Exit(130)
 
 
