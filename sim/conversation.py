@@ -76,9 +76,11 @@ def _later(t: str, seconds: int) -> str:
 SPILL_AT = 20_000
 
 
-def _specs(store: Store) -> list[tuple[str, frozenset, dict, int]]:
+def _specs(store: Store) -> list[tuple[str, frozenset, dict, int, dict | None]]:
     """The gathers a run's scenario declares: each task that waits for several others (the fan-out's
-    draft) gathers their results. (gather id, the tasks it waits for, task -> worker, gather_ticks)."""
+    draft) gathers their results (an ALL gather); and each ``[[gather]]`` the runtime reduced (a
+    ``gather_reduced`` event: its rule, and the contributions it took). (gather id, the tasks it waits
+    for, task -> worker, gather_ticks, the event's data or None)."""
     name = store.get_meta("scenario")
     if not name:
         return []
@@ -89,8 +91,31 @@ def _specs(store: Store) -> list[tuple[str, frozenset, dict, int]]:
     except InputError:
         return []
     worker_of = {t.id: t.worker for t in sc.tasks}
-    return [(f"g-{t.id}", frozenset(t.after), worker_of, sc.settings.gather_ticks)
-            for t in sc.tasks if len(t.after) >= 2]
+    out = [(f"g-{t.id}", frozenset(t.after), worker_of, sc.settings.gather_ticks, None)
+           for t in sc.tasks if len(t.after) >= 2]
+    if sc.gathers:
+        over = {g.id: g.over for g in sc.gathers}
+        for e in store.iter_events(etype=ev_.GatherReduced.TYPE):
+            data = e.data
+            if data.get("gather") in over:
+                out.append((data["gather"], frozenset(over[data["gather"]]), worker_of, 0, data))
+    return out
+
+
+def _recorded_result(decl: dict, data: dict) -> dict:
+    """What the runtime's reduction (a ``gather_reduced`` event) says, in a trace gather's ``result``
+    form: its status, value, dissent and pick as recorded; who contributed and who is missing read
+    against the declared membership. A trace validator reduces the contributions again and says where
+    the two differ (E_GATHER_RESULT_MISMATCH: dissent dropped, a pick made by the senders' clocks)."""
+    senders = {c.get("sender") for c in data.get("contributions") or []}
+    out = {"status": data.get("status"), "value": data.get("value"),
+           "contributors": [m for m in decl["membership"] if m in senders],
+           "missing": [m for m in decl["membership"] if m not in senders],
+           "dissent": [dict(d) for d in data.get("dissent") or []],
+           "inputs": [c.get("id") for c in data.get("contributions") or []]}
+    if data.get("selected") is not None:
+        out["selected"] = data["selected"]
+    return out
 
 
 class _Epochs:
@@ -217,7 +242,7 @@ class TraceExport:
         crash_ids = {mid for _, mid in crash_list}
         specs = _specs(store)
         by_task: dict[str, list[int]] = {}
-        for k, (_, after, _, _) in enumerate(specs):
+        for k, (_, after, _, _, _) in enumerate(specs):
             for t in after:
                 by_task.setdefault(t, []).append(k)
         walk = _Epochs()
@@ -318,11 +343,35 @@ class TraceExport:
         """ALL gathers of the workers who answered each gather's inputs, opened by the first of their
         requests; the contributions are the results the transport delivered, marked as such (task ->
         gather id). In a reopened epoch that re-runs some inputs, a fresh gather over the work re-done
-        in it, opened by the decision that reopened the conversation."""
+        in it, opened by the decision that reopened the conversation.
+
+        A gather the scenario declares (``[[gather]]``, reduced by the runtime) is declared with its rule,
+        threshold or tie-break, opened by the first request of its member tasks; its contributions are the
+        results the runtime took (``self._contribution``: message id -> (gather id, the contribution's
+        payload: the value, success and vote it was reduced on)), and its ``result`` the runtime's own
+        reduction (``self._recorded``). A trace message contributes to one gather only: a gather over
+        contributions an earlier one already took (the same finders under another tie-break) is left out."""
         out, gather_of = [], {}
-        for k, (gid, after, worker_of, ticks) in enumerate(specs):
+        self._contribution: dict[str, tuple[str, dict]] = {}
+        self._recorded: dict[str, dict] = {}
+        for k, (gid, after, worker_of, ticks, data) in enumerate(specs):
             members = sorted({worker_of[d] for d in after})
             opener = st.openers[k]
+            if data is not None:
+                contributions = data.get("contributions") or []
+                if opener is None or any(c.get("id") in self._contribution for c in contributions):
+                    continue
+                decl = {"id": gid, "membership": members, "rule": data["rule"], "deadline": _later(st.last_at, 3600),
+                        "opener": opener[0]}
+                if data.get("threshold") is not None:
+                    decl["threshold"] = data["threshold"]
+                if data.get("tie_break") is not None:
+                    decl["tieBreak"] = data["tie_break"]
+                for c in contributions:
+                    self._contribution[c["id"]] = (gid, dict(c.get("payload") or {}))
+                self._recorded[gid] = _recorded_result(decl, data)
+                out.append(decl)
+                continue
             if opener is None and st.results[k] and self.epoch > 1:
                 opener = st.first
                 members = sorted(st.workers[k])
@@ -341,6 +390,7 @@ class TraceExport:
         trace_id = self.header["conversationId"]
         fallback: Counter = Counter()
         last_request = self._table("export_requests")
+        contribution, contributed = self._contribution, set()
         walk = _Epochs()
         for r in self._counted(self.store.iter_deliveries_with_messages(), "writing the trace"):
             if _refused_by_rule(r) or walk.of(r) != epoch:
@@ -374,9 +424,18 @@ class TraceExport:
                 "causedBy": caused,
                 "at": r["created_at"],
             }
+            payload = r["payload"]
+            took = contribution.get(r["message_id"]) if typ == "task_result" else None
+            if took is not None and r.get("delivery_decision", "accepted") == "accepted" \
+                    and r["message_id"] not in contributed:
+                # the contribution a declared gather took: beside the result, what it was reduced on
+                contributed.add(r["message_id"])
+                payload = {**payload, **took[1]}
+                msg["kind"] = "CONTRIBUTION"
+                msg["gatherId"] = took[0]
             try:
-                msg["payloadDigest"] = _digest.digest(r["payload"], "jcs-v2")
-                msg["payload"] = r["payload"]
+                msg["payloadDigest"] = _digest.digest(payload, "jcs-v2")
+                msg["payload"] = payload
             except _digest.DigestError:  # a payload jcs-v2 cannot carry: keep the run's own digest only
                 msg["payloadDigest"] = r["payload_digest"]
             if typ == "task_result" and r["task_id"] in gather_of:
@@ -404,7 +463,10 @@ class TraceExport:
                 m["stateDigestAfter"] = head
             yield m
         report = self._judge.report
-        gathers = [dict(g, result=report.gathers[g["id"]].to_json()) for g in self.gathers]
+        # a gather the runtime reduced carries the runtime's result (the validator reduces it again); an
+        # ALL gather of the export's own, the validator's reduction
+        gathers = [dict(g, result=self._recorded.get(g["id"]) or report.gathers[g["id"]].to_json())
+                   for g in self.gathers]
         self._tail = {"gathers": gathers, **({"terminal": self.terminal} if self.terminal else {}),
                       "stateDigest": final_state_digest(head, report)}
 
