@@ -40,7 +40,7 @@ from .runner import Run, fault_specs, new_run
 from .scenario import Scenario
 
 __all__ = ["Step", "Found", "Exploration", "explore", "fingerprint", "counterexample", "start", "starts", "successors",
-           "placed_faults", "explore_args", "bench", "settle", "eligible"]
+           "placed_faults", "explore_args", "bench", "settle", "eligible", "confirm", "ModelDisagrees", "NotConfirmed"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,8 @@ class Exploration:
     seconds: float = 0.0
     found: Found | None = None
     ended: int = 0  # states in which the run was over (nothing more would happen)
+    confirmed: bool = False  # the break found was replayed by the engine from the start (confirm)
+    model_checked: int = 0  # states on which the pure model and the engine were found to agree
 
     @property
     def states_per_second(self) -> float:
@@ -103,6 +105,7 @@ class Exploration:
                 "states": self.states, "transitions": self.transitions, "depth_reached": self.depth_reached,
                 "exhausted": self.exhausted, "interrupted": self.interrupted, "seconds": round(self.seconds, 3),
                 "states_per_second": round(self.states_per_second, 1), "ended": self.ended,
+                "confirmed": self.confirmed, "model_checked": self.model_checked,
                 "found": self.found.to_dict() if self.found else None}
 
 
@@ -175,6 +178,8 @@ class _Node:
     fake_state: object
     ended: bool = False
     decide: _Decide | None = None
+    model: object = None  # with check_model: the pure model of this state (sim.model.Model)
+    model_seq: int = 0  # the last event of the run's log the model has followed
 
 
 def explore_args(faults) -> None:
@@ -267,7 +272,12 @@ def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, 
 
 def _fork(run: Run) -> Run:
     """A copy of a paused run: its database copied, the rest deep-copied (what never changes shared)."""
-    memo = {id(run.store): run.store.copy(), id(run.fake): run.fake, id(run.scenario): run.scenario,
+    db = run.store.copy()
+    # Store.copy reads its counters back from the rows, and the next arrival number from the newest intent
+    # row; a policy that records an intent again (naive: the last write wins) has numbered one past it.
+    # The run goes on with the number it had (the pure model, sim/model.py, found the difference).
+    db._next_arrival = run.store._next_arrival
+    memo = {id(run.store): db, id(run.fake): run.fake, id(run.scenario): run.scenario,
             id(run.policy): run.policy, id(run.design): run.design, id(run.progress): run.progress,
             id(run.settings): run.settings}
     for intent in run.intents.values():  # frozen: shared, never copied
@@ -363,6 +373,31 @@ def fingerprint(run: Run) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
+class ModelDisagrees(AssertionError):
+    """The pure model and the engine computed different states from the same inputs."""
+
+
+class NotConfirmed(AssertionError):
+    """The engine, running a counterexample from the start, did not reach the state the search did."""
+
+
+def confirm(scenario: Scenario, policy: str, found: Found, digest: str, *, seed: int | None = None) -> None:
+    """The engine confirms a break: the counterexample, run from the start (a new store, no fork), reaches
+    the state the search reached (``digest``) and breaks the same invariant."""
+    from .runner import run_scenario
+
+    store = run_scenario(counterexample(scenario, policy, found.path, found.faults), policy=policy, seed=seed)
+    try:
+        again = store.state_digest()
+        broken = {r.name for r in check(store) if not r.ok}
+    finally:
+        store.close()
+    if again != digest or found.invariant not in broken:
+        raise NotConfirmed(f"the counterexample of {found.invariant} ({len(found.path)} deliveries, faults "
+                           f"{', '.join(found.faults) or 'none'}) run from the start reaches {again} and breaks "
+                           f"{sorted(broken)}; the search reached {digest}")
+
+
 def placed_faults(run: Run) -> tuple[str, ...]:
     """The faults that fired in ``run``, each named by the message it hit (``duplicate:M-6``), in the
     order they fired: the same placement as the selectors given, written out."""
@@ -385,7 +420,8 @@ def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str
 
 def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), depth: int = 14,
             plugins=None, progress: Callable[[Exploration], None] | None = None, every: int = 200,
-            interrupt: Callable[[], bool] | None = None, invariants=None, place: bool = True) -> Exploration:
+            interrupt: Callable[[], bool] | None = None, invariants=None, place: bool = True,
+            check_model: bool = False) -> Exploration:
     """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, and with ``place`` every
     placement of each fault given without a selector (on any message it may hit as it is sent, at most
     once, or nowhere), breadth-first; stop at the first state that breaks an invariant (its path is a
@@ -393,6 +429,13 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     picks). ``invariants`` (names), when given, are the only ones judged: a state that breaks another
     goes on being explored (the grader's search under the naive consumer judges what the exercise is
     about, not what naive always breaks).
+
+    With ``check_model`` each state carries the pure in-memory model of the authoritative state
+    (:mod:`sim.model`), driven by the same inputs, and the model and the engine's store must agree on
+    every state visited (:class:`ModelDisagrees` otherwise; ``model_checked`` counts them). A break found
+    is confirmed by the engine before it is returned: the counterexample, run from the start by
+    :func:`sim.runner.run_scenario`, must reach the same state and break the same invariant
+    (:class:`NotConfirmed` otherwise; a search through plugged-in code is confirmed by its own forks).
 
     ``progress(result)`` is told every ``every`` transitions. Ctrl-C (a KeyboardInterrupt, from anywhere in
     the search, ``progress`` included), or ``interrupt()`` answering true after a transition, ends the
@@ -406,6 +449,21 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     level: deque[_Node] = deque()
     nxt: deque[_Node] = deque()
     seen: set[str] = set()
+
+    pol = get_policy(policy) if check_model else None
+
+    def modelled(node: _Node, parent: _Node | None) -> None:
+        from .model import Model, agreement, ops_of
+
+        model = Model(pol) if parent is None else parent.model.copy()
+        ops, node.model_seq = ops_of(node.run.store, after=0 if parent is None else parent.model_seq)
+        for op in ops:
+            model.apply(op)
+        node.model = model
+        result.model_checked += 1
+        differ = agreement(model, node.run.store)
+        if differ:
+            raise ModelDisagrees(f"after {[s.message_id for s in node.path]}: " + "; ".join(differ))
 
     def keep(node: _Node, into: deque) -> None:
         fp = fingerprint(node.run)
@@ -422,6 +480,8 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
 
     try:
         for root in starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place):
+            if check_model:
+                modelled(root, None)
             keep(root, level)  # (a first state: nothing delivered, nothing to judge)
         for d in range(1, depth + 1):
             nxt = deque()
@@ -429,11 +489,17 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                 node = level.popleft()
                 for child in successors(node):
                     result.transitions += 1
+                    if check_model:
+                        modelled(child, node)
                     broken = [r for r in check(child.run.store) if not r.ok and (judged is None or r.name in judged)]
                     if broken:
                         first = broken[0]
-                        result.found = Found(first.name, first.description, first.witnesses[0], child.path,
-                                             placed_faults(child.run), tuple(r.name for r in broken))
+                        found = Found(first.name, first.description, first.witnesses[0], child.path,
+                                      placed_faults(child.run), tuple(r.name for r in broken))
+                        if plugins is None or not plugins.any():
+                            confirm(scenario, policy, found, child.run.store.state_digest(), seed=seed)
+                            result.confirmed = True
+                        result.found = found
                         result.depth_reached = d
                         child.run.store.close()
                         node.run.store.close()
