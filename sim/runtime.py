@@ -136,11 +136,8 @@ def _deliver_once(
     ctx = read_for_plan(store, env, ctx, verdict, policy)
     delivery_id = ctx.delivery_id
     events, state, version = _planner.plan(logged, ctx, verdict)
-    effects = []
-    for ev in events:
-        store.append_event(ev, delivery_id=delivery_id)
-        if ev.type == "effect_committed":
-            effects.append(ev.data["effect_key"])
+    store.append_events(events, delivery_id=delivery_id)
+    effects = [ev.data["effect_key"] for ev in events if ev.type == "effect_committed"]
     store.record_delivery(delivery_id, msg_seq, env, verdict.decision.value, verdict.code, verdict.reason, state, version)
     reused = verdict.duplicate_of.result if verdict.duplicate_of is not None else None
     return Outcome(

@@ -333,7 +333,8 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
     s = Store.create(tmp_path / "run.db", start_time="2026-07-13T04:00:00Z")
     s.close()
     # arguments that reach the database for each method that needs some (anything else: a plain id)
-    args = {"append_event": (TaskCreated(trace_id="R-1", goal="g", budget=3, machine_version="task-v1").draft("T-1", "M-1"),),
+    created = TaskCreated(trace_id="R-1", goal="g", budget=3, machine_version="task-v1").draft("T-1", "M-1")
+    args = {"append_event": (created,), "append_events": ([created],),
             "record_message": (m1(), "sha256:x", None), "count_of": ("tasks",), "count_view": ("tasks",), "iter_view": ("tasks",),
             "record_delivery": (1, 1, m1(), "accepted", None, "ok", "ready", 1), "save_copy": (tmp_path / "copy.db",),
             "scratch_map": ("seen",), "deliveries_at": ([1, 2],), "events_at": ([1, 2],), "time_at": (1,),

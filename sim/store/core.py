@@ -45,6 +45,11 @@ class Store(Reads, Writes, Reducer):
         # PRAGMA data_version as of this handle's last look: it changes exactly when another
         # connection (another process) commits, and then the counters are read again.
         self._data_version: int | None = None
+        # What this handle remembers of the log between statements, true while nobody else writes (it is
+        # dropped when another connection commits, and on a rollback): the first row of the message id
+        # stored last (record_message -> first_msg_seq), and which conversations are fenced (fenced_now).
+        self._first_seq: tuple[str, int] | None = None
+        self._fenced: dict[str, bool] = {}
         if isinstance(self.conn, _Connection):
             self.conn.path = path
 
@@ -271,6 +276,7 @@ class Store(Reads, Writes, Reducer):
         # between these reads, and then the next transaction sees a newer data_version and reads
         # everything again. Read last, it could hide that commit and leave the counters stale.
         c = self.conn
+        self._forget()
         self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
         self._tick = c.execute("SELECT COALESCE((SELECT tick FROM events ORDER BY seq DESC LIMIT 1), 0)").fetchone()[0]
         self._next_delivery = c.execute("SELECT COALESCE(MAX(delivery_id), 0) + 1 FROM deliveries").fetchone()[0]
@@ -281,7 +287,7 @@ class Store(Reads, Writes, Reducer):
         """Inside BEGIN IMMEDIATE: if another connection committed since this handle last looked,
         read the counters (tick, next delivery id, next arrival) and meta again, so the clock and
         the ids this transaction assigns follow everything committed before it."""
-        if self.conn.execute("PRAGMA data_version").fetchone()[0] != self._data_version:
+        if self.conn.one("PRAGMA data_version")[0] != self._data_version:
             self._load_meta()
 
     def poll(self) -> bool:

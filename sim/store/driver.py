@@ -96,6 +96,52 @@ class _Connection(sqlite3.Connection):
             self.tracer(sql, rows, True)
         return self.cursor().executemany(sql, rows)
 
+    # -- the store's own hot statements (a delivery's reads and writes): one reused plain cursor, no
+    # cursor object per statement. Errors are translated here as everywhere; the tracer sees them too.
+    _plain: sqlite3.Cursor | None = None
+
+    def _plain_cursor(self) -> sqlite3.Cursor:
+        cur = self._plain = sqlite3.Cursor(self)
+        return cur
+
+    def run(self, sql, params=()) -> sqlite3.Cursor:
+        """Execute one statement on the store's reused cursor: read ``rowcount``/``lastrowid`` at once
+        (the next statement reuses the cursor); for rows, :meth:`one` and :meth:`all`."""
+        if self.tracer is not None:
+            self.tracer(sql, params, False)
+        try:
+            return (self._plain or self._plain_cursor()).execute(sql, params)
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+    def run_many(self, sql, rows) -> None:
+        """``executemany`` on the store's reused cursor (``rows`` a list)."""
+        if self.tracer is not None:
+            self.tracer(sql, [list(r) for r in rows], True)
+        try:
+            (self._plain or self._plain_cursor()).executemany(sql, rows)
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+    def one(self, sql, params=()):
+        """The row of a statement that gives at most one (None: none), read at once: reading it steps
+        the statement to its end, so nothing is left open on the reused cursor."""
+        if self.tracer is not None:
+            self.tracer(sql, params, False)
+        try:
+            return (self._plain or self._plain_cursor()).execute(sql, params).fetchone()
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
+    def all(self, sql, params=()) -> list:
+        """Every row of a statement, read at once."""
+        if self.tracer is not None:
+            self.tracer(sql, params, False)
+        try:
+            return (self._plain or self._plain_cursor()).execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
     def backup(self, target, **kw):
         try:
             return super().backup(target, **kw)

@@ -16,6 +16,9 @@ from .schema import STATE_TABLES, _TASK_COLS, _dumps
 
 _R = TypeVar("_R", bound=dict)
 
+_GET_TASK = (f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
+             "FROM tasks WHERE task_id = ?")
+
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
 
@@ -24,11 +27,7 @@ class Reads:
     """Mixin of :class:`~sim.store.Store`: everything that reads."""
 
     def get_task(self, task_id: str) -> TaskView | None:
-        row = self.conn.execute(
-            f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
-            "FROM tasks WHERE task_id = ?",
-            (task_id,),
-        ).fetchone()
+        row = self.conn.one(_GET_TASK, (task_id,))
         if row is None:
             return None
         return TaskView(
@@ -49,11 +48,13 @@ class Reads:
         return row[0] if row else None
 
     def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
-        rows = self.conn.execute(
+        rows = self.conn.all(
             "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "
             "FROM intents WHERE task_id = ? AND idempotency_key = ? ORDER BY arrival",
             (task_id, key),
-        ).fetchall()
+        )
+        if not rows:
+            return ()
         return tuple(
             IntentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], json.loads(r[7])) for r in rows
         )
@@ -167,12 +168,25 @@ class Reads:
 
     def first_msg_seq(self, message_id: str) -> int | None:
         """The message-log row of the first envelope that used ``message_id``."""
-        row = self.conn.execute("SELECT MIN(msg_seq) FROM messages WHERE message_id = ?", (message_id,)).fetchone()
-        return row[0]
+        known = self._first_seq  # (record_message found it when it stored the id's envelope)
+        if known is not None and known[0] == message_id:
+            return known[1]
+        return self.conn.one("SELECT MIN(msg_seq) FROM messages WHERE message_id = ?", (message_id,))[0]
 
     def fenced_now(self, trace_id: str) -> bool:
         """Whether the conversation ``trace_id`` is fenced now: its fence was recorded and no reviewer's
-        decision has reopened it since (``sim.conversation.epochs_of`` walks the same rule)."""
+        decision has reopened it since (``sim.conversation.epochs_of`` walks the same rule). Remembered
+        per conversation while nobody else writes: this handle's own appends keep it true (a fence
+        fences its conversation, a reviewer's decision reopens every one: see ``Writes._saw``)."""
+        known = self._fenced.get(trace_id)
+        if known is not None:
+            return known
+        if len(self._fenced) >= 4096:  # (a bound: a long run has many conversations)
+            self._fenced.clear()
+        fenced = self._fenced[trace_id] = self._fence_lookup(trace_id)
+        return fenced
+
+    def _fence_lookup(self, trace_id: str) -> bool:
         row = self.conn.execute("SELECT MAX(seq) FROM events WHERE task_id = ? AND type = 'fence_recorded'",
                                 (trace_id,)).fetchone()
         if row[0] is None:

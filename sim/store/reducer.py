@@ -23,26 +23,26 @@ class Reducer:
 
     def _fold_machine_loaded(self, e: ev_.MachineLoaded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO machines (version, description, loaded_tick) VALUES (?, ?, ?)",
             (e.version, e.description, tick),
         )
-        c.executemany(
+        c.run_many(
             "INSERT INTO transition_rules (machine_version, from_state, to_state, roles, reason) VALUES (?, ?, ?, ?, ?)",
             [(e.version, r[0], r[1], ",".join(r[2]), r[3]) for r in e.rules],
         )
-        c.execute("UPDATE meta SET value = ? WHERE key = 'current_machine'", (e.version,))
+        c.run("UPDATE meta SET value = ? WHERE key = 'current_machine'", (e.version,))
         self._meta["current_machine"] = e.version
 
     def _fold_task_created(self, e: ev_.TaskCreated, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
             "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
             "VALUES (?, ?, ?, 'pending', 0, ?, NULL, NULL, 0, ?, ?, 1, 0, 0, ?, ?)",
             (task_id, e.trace_id, e.goal, e.machine_version, e.budget, e.budget, tick, tick),
         )
-        c.execute(
+        c.run(
             "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, 'allotted', ?, ?)",
             (task_id, e.budget, message_id, tick),
         )
@@ -50,7 +50,7 @@ class Reducer:
     def _fold_transition_applied(self, e: ev_.TransitionApplied, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
         trusted = 0 if e.to == "needs_review" else (1 if e.from_state == "needs_review" else None)
-        cur = c.execute(
+        cur = c.run(
             "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
             "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
             "WHERE task_id = ? AND state = ? AND state_version = ?",
@@ -61,7 +61,7 @@ class Reducer:
                 f"task {task_id} is no longer {e.from_state} at state_version {e.from_version}; reread and retry",
                 task_id=task_id,
             )
-        c.execute(
+        c.run(
             "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
             "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -72,26 +72,26 @@ class Reducer:
 
     def _fold_lease_granted(self, e: ev_.LeaseGranted, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
             (e.holder, e.lease_version, tick, task_id),
         )
 
     def _fold_lease_expired(self, e: ev_.LeaseExpired, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+        c.run("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
 
     def _fold_budget_charged(self, e: ev_.BudgetCharged, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
             (task_id, -e.amount, e.reason, message_id, tick),
         )
-        c.execute("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (e.amount, task_id))
+        c.run("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (e.amount, task_id))
 
     def _fold_intent_recorded(self, e: ev_.IntentRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO intents (task_id, idempotency_key, payload_digest, digest_scheme, message_id, arrival, "
             "decision, trusted, seen, payload, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
             # Under the safe policy a (key, digest, scheme) is recorded once; a policy that
@@ -107,7 +107,7 @@ class Reducer:
 
     def _fold_duplicate_recorded(self, e: ev_.DuplicateRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "UPDATE intents SET seen = seen + 1 WHERE task_id = ? AND idempotency_key = ? AND payload_digest = ? "
             "AND digest_scheme = ?",
             (task_id, e.key, e.digest, e.scheme),
@@ -115,21 +115,21 @@ class Reducer:
 
     def _fold_conflict_recorded(self, e: ev_.ConflictRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, e.key))
-        c.execute("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+        c.run("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, e.key))
+        c.run("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
 
     def _fold_late_recorded(self, e: ev_.LateRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
+        c.run("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
 
     def _fold_transition_rejected(self, e: ev_.TransitionRejected, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
         if task_id is not None:
-            c.execute("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
+            c.run("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
 
     def _fold_artifact_stored(self, e: ev_.ArtifactStored, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT OR IGNORE INTO artifacts (ref, scheme, kind, size, content, task_id, message_id, first_tick) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (e.ref, e.scheme, e.kind, e.size, _dumps(e.content), task_id, message_id, tick),
@@ -137,7 +137,7 @@ class Reducer:
 
     def _fold_effect_committed(self, e: ev_.EffectCommitted, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO effects (effect_key, task_id, kind, target, message_id, result_digest, tick) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (e.effect_key, task_id, e.kind, e.target, message_id, e.result_digest, tick),
@@ -145,14 +145,14 @@ class Reducer:
 
     def _fold_reconciliation_resolved(self, e: ev_.ReconciliationResolved, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
             (task_id, f"reconcile:{e.decision}", e.reviewer, _dumps(e.evidence), message_id, tick),
         )
 
     def _fold_review_decided(self, e: ev_.ReviewDecided, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        c.execute(
+        c.run(
             "INSERT INTO approvals (task_id, decision, reviewer, evidence, message_id, tick) VALUES (?, ?, ?, ?, ?, ?)",
             (task_id, e.decision, e.reviewer, _dumps(e.evidence), message_id, tick),
         )

@@ -18,6 +18,16 @@ if TYPE_CHECKING:  # typing only: core imports this module
     from .core import Store
 
 
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, schema_version, "
+    "created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, sender_seq, "
+    "sender_generation)")
+_MARKS = ", ".join("?" * 17)
+_INSERT_EVENT = ("INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
+#: the events after which no conversation is fenced any more (a reviewer's decision reopens it)
+_REOPENS = ("review_decided", "reconciliation_resolved")
+
 #: A batch writer (a simulator run, a redelivery on a throwaway copy) commits once every this many units.
 GROUP_COMMITS = 256
 
@@ -34,15 +44,12 @@ class Writes:
         if self._group is not None:
             yield from self._grouped(saved)
             return
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise _translate(e, self.path) from e
+        self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
         try:
             if self._start is not None:  # (a store being created has no meta yet)
                 self._refresh()
             yield self
-            self.conn.execute("COMMIT")
+            self.conn.run("COMMIT")
             self.commits += 1
         except BaseException as e:
             self._restore(saved)
@@ -55,22 +62,20 @@ class Writes:
     def _restore(self, saved: tuple) -> None:
         (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
          self._data_version) = saved
+        self._forget()
 
     def _grouped(self, saved: tuple) -> Iterator["Store"]:
         """One unit of a group: a savepoint, released into the group's open transaction, which
         commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
-        try:
-            if not self._group_open:
-                self.conn.execute("BEGIN IMMEDIATE")
-                self._group_open = True
-                if self._start is not None:
-                    self._refresh()
-            self.conn.execute("SAVEPOINT unit")
-        except sqlite3.Error as e:
-            raise _translate(e, self.path) from e
+        if not self._group_open:
+            self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
+            self._group_open = True
+            if self._start is not None:
+                self._refresh()
+        self.conn.run("SAVEPOINT unit")
         try:
             yield self
-            self.conn.execute("RELEASE unit")
+            self.conn.run("RELEASE unit")
         except BaseException as e:
             self._restore(saved)
             with contextlib.suppress(sqlite3.Error, StoreError):
@@ -151,23 +156,30 @@ class Writes:
         ``sent`` is what the transport knows of the send: (per-sender sequence, sender generation).
         """
         seq, gen = sent if sent is not None else (None, None)
-        cur = self.conn.execute(
-            "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
-            "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, "
-            "sender_seq, sender_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                env.message_id, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
-                env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
-                _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick, seq, gen,
-            ),
+        mid = env.message_id
+        values = (
+            mid, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
+            env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
+            _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick, seq, gen,
         )
+        c = self.conn
+        # Nearly every message id is new: one statement stores it and says so (then this row is the
+        # id's first, which intake asks next: see first_msg_seq).
+        cur = c.run(_INSERT_MESSAGE + " SELECT " + _MARKS + " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE "
+                    "message_id = ?)", (*values, mid))
         if cur.rowcount == 1:
-            return cur.lastrowid, True
-        row = self.conn.execute(
-            "SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
-            (env.message_id, envelope_digest),
-        ).fetchone()
-        return row[0], False
+            at = first = cur.lastrowid
+            new = True
+        else:
+            rows = c.all("SELECT msg_seq, envelope_digest FROM messages WHERE message_id = ? ORDER BY msg_seq", (mid,))
+            same = [s for s, d in rows if d == envelope_digest]
+            if same:  # this exact envelope is stored
+                at, new = same[0], False
+            else:  # the id was used for another envelope: this one is stored too (evidence)
+                at, new = c.run(_INSERT_MESSAGE + " VALUES (" + _MARKS + ")", values).lastrowid, True
+            first = rows[0][0] if rows else at
+        self._first_seq = (mid, first)
+        return at, new
 
     def record_delivery(
         self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str,
@@ -176,7 +188,7 @@ class Writes:
         """Write the delivery row (after its events, which already carry its id)."""
         if delivery_id != self._next_delivery:
             raise StoreError(f"delivery id {delivery_id} is not the next one ({self._next_delivery})", code="E_DB_WRITE")
-        self.conn.execute(
+        self.conn.run(
             "INSERT INTO deliveries (delivery_id, tick, msg_seq, message_id, task_id, type, decision, code, reason, "
             "state_after, state_version_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (delivery_id, self._tick, msg_seq, env.message_id, env.task_id, env.type, decision, code, reason,
@@ -187,12 +199,41 @@ class Writes:
 
     def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
         """Append one event at the current tick and fold it into state. Inside a transaction."""
-        cur = self.conn.execute(
-            "INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self._tick, self.time_at(self._tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
+        tick = self._tick
+        cur = self.conn.run(
+            _INSERT_EVENT, (tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
         )
-        self._fold(ev, self._tick)
-        return cur.lastrowid
+        seq = cur.lastrowid
+        self._fold(ev, tick)
+        self._saw(ev)
+        return seq
+
+    def append_events(self, evs: list[EventDraft], *, delivery_id: int | None = None) -> None:
+        """Append a delivery's events at the current tick in one statement, then fold each in order
+        (the same rows as :meth:`append_event` one by one: no fold reads the event log). Inside a
+        transaction."""
+        if not evs:
+            return
+        tick = self._tick
+        at = self.time_at(tick)
+        self.conn.run_many(
+            _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)) for ev in evs])
+        for ev in evs:
+            self._fold(ev, tick)
+            self._saw(ev)
+
+    def _saw(self, ev: EventDraft) -> None:
+        """Keep what this handle remembers of the log (see :meth:`fenced_now`) true after ``ev``."""
+        t = ev.type
+        if t == "fence_recorded":
+            self._fenced[ev.task_id] = True  # the newest fence of its conversation: nothing reopened it yet
+        elif t in _REOPENS:
+            self._fenced.clear()
+
+    def _forget(self) -> None:
+        """Drop what this handle remembers of the log (a rollback, another writer's commit)."""
+        self._first_seq = None
+        self._fenced.clear()
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
         """Load a machine version (inside a transaction); new tasks use it from now on."""
