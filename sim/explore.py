@@ -95,6 +95,7 @@ class Exploration:
     ended: int = 0  # states in which the run was over (nothing more would happen)
     confirmed: bool = False  # the break found was replayed by the engine from the start (confirm)
     model_checked: int = 0  # states on which the pure model and the engine were found to agree
+    model_seconds: float = 0.0  # of ``seconds``, the model's own work (copying it, its inputs, its projection)
 
     @property
     def states_per_second(self) -> float:
@@ -106,6 +107,7 @@ class Exploration:
                 "exhausted": self.exhausted, "interrupted": self.interrupted, "seconds": round(self.seconds, 3),
                 "states_per_second": round(self.states_per_second, 1), "ended": self.ended,
                 "confirmed": self.confirmed, "model_checked": self.model_checked,
+                "model_seconds": round(self.model_seconds, 3),
                 "found": self.found.to_dict() if self.found else None}
 
 
@@ -453,12 +455,15 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     pol = get_policy(policy) if check_model else None
 
     def modelled(node: _Node, parent: _Node | None) -> None:
-        from .model import Model, agreement, ops_of
+        from .model import Model, agreement, ops_of, projection
 
-        model = Model(pol) if parent is None else parent.model.copy()
         ops, node.model_seq = ops_of(node.run.store, after=0 if parent is None else parent.model_seq)
+        t = time.perf_counter()  # the model's own work (copy, inputs, projection): its share of a state
+        model = Model(pol) if parent is None else parent.model.copy()
         for op in ops:
             model.apply(op)
+        projection(model)
+        result.model_seconds += time.perf_counter() - t
         node.model = model
         result.model_checked += 1
         differ = agreement(model, node.run.store)
@@ -601,8 +606,12 @@ def _floor_search(scenario: Scenario, faults, depth: int) -> tuple[int, int]:
 
 def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "late-failure"), depth: int = 10) -> dict:
     """'protolab bench explore': states per second of :func:`explore` beside the floor (the same search
-    over a dict model), measured in the same run."""
+    over a dict model), measured in the same run; and the pure model of the state (:mod:`sim.model`)
+    carried along the same search: the search's rate with it checked on every state (``checked_per_s``),
+    and the model's own rate, its share of each state alone (``model_per_s``: copying it, applying the
+    state's inputs, its projection; no agents, transport or invariants)."""
     result = explore(scenario, policy=policy, faults=faults, depth=depth)
+    modelled = explore(scenario, policy=policy, faults=faults, depth=depth, check_model=True)
     t0 = time.perf_counter()
     floor_states, floor_transitions = _floor_search(scenario, faults, depth)
     floor_s = max(time.perf_counter() - t0, 1e-9)
@@ -611,5 +620,9 @@ def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "lat
     return {"scenario": scenario.name, "policy": policy, "faults": list(faults), "depth": depth,
             "states": result.states, "transitions": result.transitions, "seconds": round(result.seconds, 3),
             "exhausted": result.exhausted, "found": result.found.invariant if result.found else None,
-            "project_per_s": round(project, 1), "floor_states": floor_states, "floor_transitions": floor_transitions,
+            "project_per_s": round(project, 1),
+            "checked_per_s": round(modelled.states_per_second, 1),
+            "model_per_s": round(modelled.transitions / modelled.model_seconds, 1) if modelled.model_seconds else None,
+            "model_checked": modelled.model_checked,
+            "floor_states": floor_states, "floor_transitions": floor_transitions,
             "floor_seconds": round(floor_s, 4), "floor_per_s": round(floor, 1), "ratio": round(project / floor, 4)}

@@ -97,3 +97,17 @@ def test_a_break_the_engine_does_not_reach_again_is_not_reported():
     shorter = dataclasses.replace(result.found, path=result.found.path[:-1])
     with pytest.raises(NotConfirmed):
         confirm(story, "naive", shorter, "sha256:" + "0" * 64)
+
+
+def test_bench_explore_reports_the_engine_the_model_and_the_floor(capsys):
+    from sim.cli import main
+    from sim.explore import bench
+
+    figures = bench(TINY, depth=4)
+    assert figures["model_checked"] == figures["transitions"] + 1 and figures["model_per_s"] > 0
+    assert figures["project_per_s"] > 0 and figures["checked_per_s"] > 0 and figures["floor_per_s"] > 0
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "explore", "publish-report", "--depth", "3"])
+    out = capsys.readouterr().out
+    assert e.value.code in (0, None)
+    assert "(protolab: the engine)" in out and "model alone" in out and "floor" in out

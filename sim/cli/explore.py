@@ -200,8 +200,10 @@ def bench_explore(
     policy: str = typer.Option("safe", "--policy", help="safe (nothing found: the whole space to depth) or naive."),
     as_json: bool = JSON_OPT,
 ):
-    """States per second of 'explore' beside a floor: the same breadth-first search over a minimal
-    in-memory dict model of the protocol (no engine, no database)."""
+    """States per second of 'explore' (the engine: forked runs on SQLite in memory), of the same search
+    with the pure model of the state (sim/model.py) checked on every state, of the model's own share of
+    a state, and of a floor: the same breadth-first search over a minimal in-memory dict model of the
+    protocol (no engine, no database)."""
     from ..explore import bench as run
 
     fs = [f.strip() for f in faults.split(",") if f.strip()]
@@ -214,5 +216,7 @@ def bench_explore(
     typer.echo(
         f"explore {sc.name} ({policy}, {', '.join(fs)}, depth {depth}): {result['states']:,} states, "
         f"{result['transitions']:,} orders tried in {result['seconds']:.2f} s: {result['project_per_s']:,.0f} states/s "
-        f"(protolab)  |  floor {result['floor_per_s']:,.0f} states/s (dict model, {result['floor_states']:,} states)  |  "
+        f"(protolab: the engine)  |  {result['checked_per_s']:,.0f} states/s with the pure model checked on each  |  "
+        f"model alone {result['model_per_s'] or 0:,.0f} states/s (its share of a state)  |  "
+        f"floor {result['floor_per_s']:,.0f} states/s (dict model, {result['floor_states']:,} states)  |  "
         f"ratio {result['ratio']:.3f}" + ("  |  exhausted" if result["exhausted"] else ""))
