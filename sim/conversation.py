@@ -32,7 +32,7 @@ from typing import Iterator
 from . import events as ev_
 from . import digest as _digest
 from .errors import InputError
-from .planner import CONVERSATION_CODES, RESTART_FAULTS
+from .planner import AUDIENCE_OF, CONVERSATION_CODES, RESTART_FAULTS, audiences_of
 from .store import Store
 
 __all__ = ["export_trace", "TraceExport", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
@@ -47,17 +47,6 @@ KIND_OF = {
     "review_decision": "CRITIQUE",
     "fence": "FENCE",
 }
-#: Message type -> the audience label it is addressed under.
-AUDIENCE_OF = {
-    "task_request": "control",
-    "cancel": "control",
-    "review_decision": "control",
-    "task_started": "results",
-    "task_result": "results",
-    "ack": "receipts",
-    "fence": "control",
-}
-LABELS = ["control", "receipts", "results"]
 
 
 def _refused_by_rule(r: dict) -> bool:
@@ -283,7 +272,7 @@ class TraceExport:
             "deadline": _later(st.last_at, 3600),
             "messageCeiling": st.n,
             "participants": [
-                {"ref": p, "principal": f"course:{p}", "generation": st.generation[p], "audiences": list(LABELS),
+                {"ref": p, "principal": f"course:{p}", "generation": st.generation[p], "audiences": list(audiences_of(p)),
                  **({"earlierGenerations": earlier[p]} if earlier.get(p) else {})}
                 for p in sorted(st.generation)
             ],

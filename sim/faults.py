@@ -45,6 +45,9 @@ the TUI show are read from there.
 ``zombie``              the worker is restarted right after this start (a new body, the next generation,
                         speaks for it from now on), but nobody stopped the old body: it finishes its work
                         and answers under its old generation while its lease is still current
+``overshare``           the worker also sends its result to another worker: the same message (its sequence
+                        number too) addressed to someone outside the result's audience (only the manager
+                        hears results)
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
@@ -432,6 +435,26 @@ def _zombie(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
 
 
+def _copied_to(to: str):
+    """overshare: the same intent, also addressed to ``to`` (a new message id, sent beside the original)."""
+    def rewrite(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
+        cc = dataclasses.replace(intent, recipient=to, message_id=new_id(), created_at=sent_at)
+        return cc, cc
+    return rewrite
+
+
+@fault("overshare", "the worker also sends its result to another worker, outside the result's audience",
+       default_target="first task_result", default_match=_result, only=("task_result",), rate_skips_acks=True)
+def _overshare(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    others = [p for p in bus.peers() if p not in (s.out.sender, s.out.recipient)]
+    if bus._rebuild is None or not others:
+        return
+    cc = bus._rebuild(s.out, _copied_to(others[0]), s.due)
+    s.extra.append((s.due, cc))
+    bus._on_copy(s.out, cc, True)  # one message, one number, a recipient too many
+    bus._record(spec.name, s.out, {"selector": spec.text, "copy": cc.message_id, "to": others[0]})
+
+
 #: The fault names, in the registry's order.
 FAULTS: tuple[str, ...] = tuple(REGISTRY)
 #: With no selector, each fault picks the first message it makes sense for.
@@ -504,6 +527,7 @@ class Bus:
         self.matched = {s.text: 0 for s in specs}
         self._default_used: set[str] = set()
         self.crashed: list[tuple[str, Envelope]] = []  # (worker, the message it died after)
+        self.peers: Callable[[], list[str]] = lambda: []  # the run's workers, in order (fault overshare)
         self.still_running: set[str] = set()  # of those messages, the ones whose old body was left running (zombie)
         self.pending_late: list[Envelope] = []
         self.silenced: set[str] = set()  # workers whose starts and results never arrive (fault silent)

@@ -23,7 +23,7 @@ from typing import Callable
 
 from . import digest as _digest
 from . import events as ev_
-from .envelope import RECONCILE_DECISIONS, Envelope, role_of
+from .envelope import RECONCILE_DECISIONS, Envelope, EnvelopeError, role_of
 from .errors import ProtolabError, raised_at
 from .events import EventDraft
 from .intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
@@ -32,7 +32,7 @@ from .machine import RuleBook, TaskState
 __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
     "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "wants_conversation_check",
-    "conversation_rule",
+    "conversation_rule", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
 ]
 
 DEFAULT_BUDGET = 5
@@ -154,7 +154,48 @@ def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool
 #: The codes a runtime that keeps the conversation's rules refuses a message with, the validator's own
 #: (sim.protocol.trace.CODES): a message refused so never entered the conversation, and an exported trace
 #: leaves it out (sim.conversation).
-CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP", "E_STALE_GENERATION")
+CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP", "E_STALE_GENERATION", "E_AUDIENCE_LABEL")
+
+#: Message type -> the audience label it is addressed under.
+AUDIENCE_OF = {
+    "task_request": "control",
+    "cancel": "control",
+    "review_decision": "control",
+    "task_started": "results",
+    "task_result": "results",
+    "ack": "receipts",
+    "fence": "control",
+}
+#: Every audience label, in order.
+LABELS = ("control", "receipts", "results")
+#: Role -> the audience labels a participant of that role accepts: the manager hears what it is told
+#: (results), receipts and the reviewers' decisions (control); a worker hears what it is asked (control)
+#: and receipts, never another worker's results; a reviewer only decides.
+AUDIENCES = {
+    "manager": ("control", "receipts", "results"),
+    "researcher": ("control", "receipts"),
+    "writer": ("control", "receipts"),
+    "reviewer": ("control",),
+}
+
+
+def audiences_of(participant: str) -> tuple[str, ...]:
+    """The audience labels ``participant`` accepts (by its role; every label for one the kit cannot place)."""
+    try:
+        return AUDIENCES.get(role_of(participant), LABELS)
+    except EnvelopeError:
+        return LABELS
+
+
+def audience_refusal(env: Envelope) -> Verdict | None:
+    """A message addressed to a recipient outside its audience (a worker sent another worker's result) is
+    refused whatever intake would make of it: filter before reduce (E_AUDIENCE_LABEL). None: it may be heard."""
+    label = AUDIENCE_OF.get(env.type)
+    if label is None or label in audiences_of(env.recipient):
+        return None
+    return Verdict(Decision.REJECTED, f"{env.recipient} is not in the audience of a {env.type} ({label}); "
+                   f"it accepts {', '.join(audiences_of(env.recipient))}", code="E_AUDIENCE_LABEL")
+
 
 #: The faults after which a worker has a new body (the next generation): the message each names is
 #: the point its old body was replaced after (sim.recovery; the export's ``earlierGenerations``).

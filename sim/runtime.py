@@ -126,7 +126,10 @@ def _deliver_once(
     elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:
         ctx = replace(ctx, reported_budget=env.payload["budget_left"])
     verdict = _planner.judge(env, ctx, decide, hold_untrusted=policy.hold_untrusted)
-    if policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
+    leak = _planner.audience_refusal(env) if policy.conversation_rules else None
+    if leak is not None:  # a recipient outside the message's audience: refused, whatever intake made of it
+        verdict = leak
+    elif policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
         seq_used = sent is not None and store.sequence_used(env.task_id, env.sender, sent[1] or 1, sent[0],
                                                             env.message_id, env.idempotency_key)
         stale = sent is not None and store.body_replaced(env.task_id, env.sender, sent[1] or 1, sent[0],

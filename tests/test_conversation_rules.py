@@ -1,5 +1,6 @@
 """The conversation's rules at intake (issue 29, item 4): a naive runtime takes a message after the fence,
-a message whose sender's sequence went back and a message from a body that was replaced (a zombie), so its exported trace fails validation with the rule's
+a message whose sender's sequence went back, a message from a body that was replaced (a zombie) and a
+message to a recipient outside its audience, so its exported trace fails validation with the rule's
 code; the safe runtime refuses them at intake with that code, leaves them out of its conversation, and its
 exported trace validates."""
 
@@ -11,12 +12,13 @@ from sim.cli import main
 from sim.conversation import export_trace
 from sim.envelope import build_envelope
 from sim.intake import Decision, Verdict
-from sim.planner import conversation_rule
+from sim.planner import audience_refusal, audiences_of, conversation_rule
 from sim.protocol.trace import validate
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
 
-RULES = [("afterthought", "E_POST_TERMINAL_MESSAGE"), ("rewind", "E_SEQUENCE_GAP"), ("zombie", "E_STALE_GENERATION")]
+RULES = [("afterthought", "E_POST_TERMINAL_MESSAGE"), ("rewind", "E_SEQUENCE_GAP"), ("zombie", "E_STALE_GENERATION"),
+         ("overshare", "E_AUDIENCE_LABEL")]
 
 
 def codes_of(store) -> set[str]:
@@ -114,3 +116,29 @@ def test_the_rule_refuses_a_replaced_body_after_the_fence_check_and_before_the_s
     assert conversation_rule(_env(), ok, fenced=False, seq_used=True, stale_body=True).code == "E_STALE_GENERATION"
     assert conversation_rule(_env(), ok, fenced=True, seq_used=False, stale_body=True).code == "E_POST_TERMINAL_MESSAGE"
     assert conversation_rule(_env(), ok, fenced=False, seq_used=False, stale_body=False) is ok
+
+
+def test_each_participant_is_exported_with_the_audience_labels_of_its_role():
+    trace = export_trace(run_scenario(load_scenario("fan-out"), policy="safe"))
+    labels = {p["ref"]: p["audiences"] for p in trace["participants"]}
+    assert labels == {"manager": ["control", "receipts", "results"], "researcher-1": ["control", "receipts"],
+                      "researcher-2": ["control", "receipts"], "writer": ["control", "receipts"]}
+
+
+def test_an_overshared_result_is_refused_whatever_intake_makes_of_it_and_naive_hands_it_to_the_worker():
+    safe = run_scenario(load_scenario("publish-report"), policy="safe", faults=["overshare"])
+    (leak,) = [m for m in safe.messages() if m.recipient == "writer" and m.type == "task_result"]
+    (d,) = [d for d in safe.deliveries() if d.message_id == leak.message_id]
+    assert (d.decision, d.code) == ("rejected", "E_AUDIENCE_LABEL") and "writer" in d.reason
+    naive = run_scenario(load_scenario("publish-report"), policy="naive", faults=["overshare"])
+    (d,) = [d for d in naive.deliveries() if d.message_id == leak.message_id]
+    assert d.decision == "accepted"
+
+
+def test_the_audience_rule_refuses_only_a_label_the_recipient_does_not_accept():
+    result = dict(type="task_result", sender="researcher", task_id="T-1",
+                  payload={"status": "succeeded", "lease_version": 1, "artifact": "sha256:" + "0" * 64, "summary": "s"})
+    assert audience_refusal(_env(**result, recipient="manager")) is None
+    assert audience_refusal(_env(**result, recipient="writer")).code == "E_AUDIENCE_LABEL"
+    assert audience_refusal(_env()) is None  # a request to a worker: control, which every worker hears
+    assert audiences_of("reviewer") == ("control",) and "results" not in audiences_of("researcher-7")
