@@ -19,10 +19,9 @@ if TYPE_CHECKING:  # typing only: core imports this module
 
 
 _INSERT_MESSAGE = (
-    "INSERT INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, schema_version, "
-    "created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, sender_seq, "
-    "sender_generation)")
-_MARKS = ", ".join("?" * 17)
+    "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
+    "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, "
+    "sender_seq, sender_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _INSERT_EVENT = ("INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
 #: the events after which no conversation is fenced any more (a reviewer's decision reopens it)
@@ -163,22 +162,20 @@ class Writes:
             _dumps(env.payload), _dumps(list(env.evidence_refs)), self._tick, seq, gen,
         )
         c = self.conn
-        # Nearly every message id is new: one statement stores it and says so (then this row is the
-        # id's first, which intake asks next: see first_msg_seq).
-        cur = c.run(_INSERT_MESSAGE + " SELECT " + _MARKS + " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE "
-                    "message_id = ?)", (*values, mid))
-        if cur.rowcount == 1:
-            at = first = cur.lastrowid
-            new = True
-        else:
-            rows = c.all("SELECT msg_seq, envelope_digest FROM messages WHERE message_id = ? ORDER BY msg_seq", (mid,))
-            same = [s for s, d in rows if d == envelope_digest]
-            if same:  # this exact envelope is stored
-                at, new = same[0], False
-            else:  # the id was used for another envelope: this one is stored too (evidence)
-                at, new = c.run(_INSERT_MESSAGE + " VALUES (" + _MARKS + ")", values).lastrowid, True
-            first = rows[0][0] if rows else at
-        self._first_seq = (mid, first)
+        # The id's stored envelopes, oldest first (usually none): whether this one is among them, and the
+        # id's first row, which intake asks next (first_msg_seq: remembered here, not read again).
+        rows = c.all("SELECT msg_seq, envelope_digest FROM messages WHERE message_id = ? ORDER BY msg_seq", (mid,))
+        same = [s for s, d in rows if d == envelope_digest]
+        if same:  # this exact envelope is stored
+            at, new = same[0], False
+        else:  # a new envelope (if the id was used for another one, this one is stored too: evidence)
+            cur = c.run(_INSERT_MESSAGE, values)
+            if cur.rowcount != 1:  # stored meanwhile by another connection (outside a write transaction only)
+                self._first_seq = None
+                return c.one("SELECT msg_seq FROM messages WHERE message_id = ? AND envelope_digest = ?",
+                             (mid, envelope_digest))[0], False
+            at, new = cur.lastrowid, True
+        self._first_seq = (mid, rows[0][0] if rows else at)
         return at, new
 
     def record_delivery(
