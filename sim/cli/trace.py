@@ -25,7 +25,12 @@ def _write_output(output: Path, text: str) -> None:
 def _load_trace(file: Path) -> dict:
     """Read a trace: refuse what is not UTF-8 JSON, or repeats a key in one object, with one line and
     exit 2 (plain json with a small hook: a trace can hold a million messages)."""
-    raw = _read_file(file, "trace file")
+    return _parse_trace([_read_file(file, "trace file")], file)
+
+
+def _parse_trace(box: list, file: Path) -> dict:
+    """The careful parse of the bytes in ``box`` (taken out of it: one copy of a big trace, not two)."""
+    raw = box.pop()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -61,10 +66,17 @@ def trace_validate(
     import gc
 
     from ..protocol import validate
+    from ..protocol.fast import validate_bytes
 
     gc.disable()  # parsing and validating build millions of objects and free none: no cycles to look for
     try:
-        report = validate(_load_trace(file))
+        # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
+        # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
+        box = [_read_file(file, "trace file")]
+        report = validate_bytes(box[0])
+        if report is None:
+            report = validate(_parse_trace(box, file))
+        del box
     finally:
         gc.enable()
     if as_json:

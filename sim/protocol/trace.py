@@ -1014,11 +1014,19 @@ class _Judge:
             self.sh.add("", f"the trace is {_jtype(trace)}, expected an object")
             self.report = _report(self.out, None, [], {}, None)
             return
+        self.judge_header(trace)
+        yield from self.judge_messages()
+        self.finish()
+
+    def judge_header(self, trace: dict) -> None:
+        """Everything before the first message (``sim.protocol.fast`` runs it too)."""
         self.envelope(trace)
         self.participants()
         self.declared_gathers()
         self.terminal_fence()
-        yield from self.judge_messages()
+
+    def finish(self) -> None:
+        """Everything after the last message: the gathers, the terminal, the :class:`Report`."""
         self.reduce_gathers()
         missing_acks, unresolved = self.acknowledgements()
         required, acked = self.required, self.acked
