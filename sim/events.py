@@ -162,6 +162,19 @@ def _list(values) -> str:
     return ", ".join(str(v) for v in (values or []))
 
 
+_PLANS: dict[type, tuple[tuple[str, str, bool, bool], ...]] = {}
+
+
+def _data_plan(cls: type) -> tuple[tuple[str, str, bool, bool], ...]:
+    """How ``cls.data()`` writes each field, read from its declaration once: (field, stored key,
+    left out when None, takes the rest)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple((f.name, f.metadata.get("key", f.name), bool(f.metadata.get("omit_none")),
+                                    f.name == cls.REST) for f in fields(cls))
+    return plan
+
+
 @dataclass(frozen=True)
 class Event:
     """The base of every event type: ``data()`` is what the store keeps, ``draft`` is what the
@@ -184,12 +197,12 @@ class Event:
 
     def data(self) -> dict:
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == self.REST:
+        for name, key, omit_none, rest in _data_plan(type(self)):
+            value = getattr(self, name)
+            if rest:
                 out.update(value or {})
-            elif not (f.metadata.get("omit_none") and value is None):
-                out[f.metadata.get("key", f.name)] = value
+            elif not (omit_none and value is None):
+                out[key] = value
         return out
 
     def draft(self, task_id: str | None, message_id: str | None) -> EventDraft:

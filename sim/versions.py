@@ -132,6 +132,19 @@ def shape(msg_type: str, version: Version = Version(1, 0)) -> dict[str, Field]:
     return out
 
 
+_SHAPES_SEEN: dict[tuple[str, Version], dict[str, Field]] = {}
+
+
+def _shape_of(msg_type: str, version: Version) -> dict[str, Field]:
+    """:func:`shape`, built once per (type, version) for :func:`shape_refusal` (which only reads it)."""
+    out = _SHAPES_SEEN.get((msg_type, version))
+    if out is None:
+        out = shape(msg_type, version)
+        if len(_SHAPES_SEEN) < 256:
+            _SHAPES_SEEN[(msg_type, version)] = out
+    return out
+
+
 def _type_ok(value, typ: type) -> bool:
     if typ is int:
         return type(value) is int  # a JSON true is no count
@@ -146,7 +159,7 @@ def shape_refusal(env, allowed: frozenset[str] = frozenset()) -> str | None:
         version = parse_version(env.schema_version)
     except EnvelopeError:
         return None
-    fields = shape(env.type, version)
+    fields = _shape_of(env.type, version)
     unknown = sorted(k for k in env.payload if k not in fields and k not in allowed)
     if unknown:
         names = ", ".join(f"payload.{k}" for k in unknown)
@@ -162,16 +175,27 @@ def shape_refusal(env, allowed: frozenset[str] = frozenset()) -> str | None:
 _RE = re.compile(r"^(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?)?$")
 
 
+#: versions already read, by their spelling (a run uses two or three: each is parsed once)
+_PARSED: dict[str, Version] = {}
+
+
 def parse_version(text: str) -> Version:
     """``"1"`` -> 1.0, ``"1.1"`` -> 1.1, ``"1.0.3"`` -> 1.0 (the patch ignored); anything else is
     ``E_SCHEMA_VERSION``."""
+    if isinstance(text, str):
+        known = _PARSED.get(text)
+        if known is not None:
+            return known
     m = _RE.match(text) if isinstance(text, str) else None
     if not m:
         raise EnvelopeError(
             f"schema_version {text!r} is not MAJOR.MINOR (like 1.1; a bare 1 means 1.0, a patch like 1.0.3 is ignored)",
             code="E_SCHEMA_VERSION",
         )
-    return Version(int(m.group(1)), int(m.group(2) or 0))
+    v = Version(int(m.group(1)), int(m.group(2) or 0))
+    if len(_PARSED) < 64:
+        _PARSED[text] = v
+    return v
 
 
 def version_text(versions=READS) -> str:

@@ -144,7 +144,9 @@ class Writes:
         """``created_at`` of a tick: time zero plus one second per tick (logical time)."""
         if self._time_cache[0] != tick:
             assert self._start is not None
-            self._time_cache = (tick, (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            t = self._start + timedelta(seconds=tick)
+            self._time_cache = (tick, f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
+                                if t.year >= 1000 else t.strftime("%Y-%m-%dT%H:%M:%SZ"))  # (strftime, without its cost)
         return self._time_cache[1]
 
     def record_message(
