@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import random
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class Exploration:
     seconds: float = 0.0
     found: Found | None = None
     ended: int = 0  # states in which the run was over (nothing more would happen)
+    engine: str = "sqlite"  # where each state's run kept its state: "sqlite" or "model" (sim.model)
     confirmed: bool = False  # the break found was replayed by the engine from the start (confirm)
     model_checked: int = 0  # states on which the pure model and the engine were found to agree
     model_seconds: float = 0.0  # of ``seconds``, the model's own work (copying it, its inputs, its projection)
@@ -106,7 +108,7 @@ class Exploration:
                 "states": self.states, "transitions": self.transitions, "depth_reached": self.depth_reached,
                 "exhausted": self.exhausted, "interrupted": self.interrupted, "seconds": round(self.seconds, 3),
                 "states_per_second": round(self.states_per_second, 1), "ended": self.ended,
-                "confirmed": self.confirmed, "model_checked": self.model_checked,
+                "engine": self.engine, "confirmed": self.confirmed, "model_checked": self.model_checked,
                 "model_seconds": round(self.model_seconds, 3),
                 "found": self.found.to_dict() if self.found else None}
 
@@ -207,7 +209,7 @@ def _advance(run: Run) -> bool:
     return False
 
 
-def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, place: bool):
+def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, place: bool, engine: str = "sqlite"):
     """A new run (in memory) of ``scenario`` with no schedule, not yet started; with ``place`` its
     transport places the faults given without a selector itself (:class:`_PlacingBus`)."""
     if scenario.stress is not None:
@@ -225,7 +227,14 @@ def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, p
     placeable = tuple(s.name for s in specs if s.kind == "default") if place else ()
     if place:
         specs = [s for s in specs if s.kind != "default"]
-    run = new_run(sc, pol, seed, specs, None, design=design, rulebook=rulebook, plugged=plugged)
+    if engine == "model":
+        from .model import NotModelled, model_run
+
+        if rulebook is not None:
+            raise NotModelled("a plugged-in machine: explore it on engine 'sqlite'")
+        run = model_run(sc, pol, seed, specs, design=design, plugged=plugged)
+    else:
+        run = new_run(sc, pol, seed, specs, None, design=design, rulebook=rulebook, plugged=plugged)
     run.bus._record = _Placing(run.bus._record)
     if place:
         run.bus.__class__ = _PlacingBus
@@ -250,12 +259,12 @@ def _leaves(make):
 
 
 def starts(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None,
-           place: bool = True):
+           place: bool = True, engine: str = "sqlite"):
     """The first states of a search: a run paused before its first delivery, one per placement of the
     faults on what was sent before it (usually one: nothing a fault picks is sent that early)."""
 
     def make(decide):
-        run = _first(scenario, policy, seed, faults, plugins, place)
+        run = _first(scenario, policy, seed, faults, plugins, place, engine)
         if place:
             run.bus.decide = decide
         ended = not _advance(run)
@@ -267,9 +276,10 @@ def starts(scenario: Scenario, *, policy: str = "safe", seed: int | None = None,
 
 
 def start(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), plugins=None,
-          place: bool = True) -> _Node:
+          place: bool = True, engine: str = "sqlite") -> _Node:
     """The first state of a search with no fault placed before the first delivery."""
-    return next(starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place))
+    return next(starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place,
+                       engine=engine))
 
 
 def _fork(run: Run) -> Run:
@@ -279,7 +289,9 @@ def _fork(run: Run) -> Run:
     # row; a policy that records an intent again (naive: the last write wins) has numbered one past it.
     # The run goes on with the number it had (the pure model, sim/model.py, found the difference).
     db._next_arrival = run.store._next_arrival
-    memo = {id(run.store): db, id(run.fake): run.fake, id(run.scenario): run.scenario,
+    rng = random.Random()
+    rng.setstate(run.rng.getstate())  # (a deep copy would copy its 625 numbers one by one)
+    memo = {id(run.store): db, id(run.rng): rng, id(run.fake): run.fake, id(run.scenario): run.scenario,
             id(run.policy): run.policy, id(run.design): run.design, id(run.progress): run.progress,
             id(run.settings): run.settings}
     for intent in run.intents.values():  # frozen: shared, never copied
@@ -383,21 +395,23 @@ class NotConfirmed(AssertionError):
     """The engine, running a counterexample from the start, did not reach the state the search did."""
 
 
-def confirm(scenario: Scenario, policy: str, found: Found, digest: str, *, seed: int | None = None) -> None:
-    """The engine confirms a break: the counterexample, run from the start (a new store, no fork), reaches
-    the state the search reached (``digest``) and breaks the same invariant."""
+def confirm(scenario: Scenario, policy: str, found: Found, reached, *, seed: int | None = None) -> None:
+    """The engine confirms a break: the counterexample, run from the start on SQLite (a new store, no
+    fork), reaches the state the search reached (``reached``: the search's store or model; every row of
+    every table and of the event log, a fault's selector aside) and breaks the same invariant."""
+    from .model import agreement
     from .runner import run_scenario
 
     store = run_scenario(counterexample(scenario, policy, found.path, found.faults), policy=policy, seed=seed)
     try:
-        again = store.state_digest()
+        differ = agreement(reached, store, selectors=False)  # (a fault fired by its default names it so)
         broken = {r.name for r in check(store) if not r.ok}
     finally:
         store.close()
-    if again != digest or found.invariant not in broken:
+    if differ or found.invariant not in broken:
         raise NotConfirmed(f"the counterexample of {found.invariant} ({len(found.path)} deliveries, faults "
-                           f"{', '.join(found.faults) or 'none'}) run from the start reaches {again} and breaks "
-                           f"{sorted(broken)}; the search reached {digest}")
+                           f"{', '.join(found.faults) or 'none'}) run from the start breaks {sorted(broken)}"
+                           + (f"; it differs from the state the search reached: {differ[0]}" if differ else ""))
 
 
 def placed_faults(run: Run) -> tuple[str, ...]:
@@ -423,7 +437,7 @@ def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str
 def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None, faults=(), depth: int = 14,
             plugins=None, progress: Callable[[Exploration], None] | None = None, every: int = 200,
             interrupt: Callable[[], bool] | None = None, invariants=None, place: bool = True,
-            check_model: bool = False) -> Exploration:
+            check_model: bool = False, engine: str = "sqlite") -> Exploration:
     """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, and with ``place`` every
     placement of each fault given without a selector (on any message it may hit as it is sent, at most
     once, or nowhere), breadth-first; stop at the first state that breaks an invariant (its path is a
@@ -432,9 +446,11 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     goes on being explored (the grader's search under the naive consumer judges what the exercise is
     about, not what naive always breaks).
 
-    With ``check_model`` each state carries the pure in-memory model of the authoritative state
-    (:mod:`sim.model`), driven by the same inputs, and the model and the engine's store must agree on
-    every state visited (:class:`ModelDisagrees` otherwise; ``model_checked`` counts them). A break found
+    ``engine`` is where each state's run keeps its state: ``"sqlite"`` (the engine's store, in memory) or
+    ``"model"`` (the pure in-memory model, :mod:`sim.model`: the same runtime, agents and invariants on
+    dicts instead of SQLite). With ``check_model`` (on SQLite) each state also carries a model driven by
+    the run's inputs, and the model and the engine's store must agree on every row of every state visited
+    (:class:`ModelDisagrees` otherwise; ``model_checked`` counts them). A break found
     is confirmed by the engine before it is returned: the counterexample, run from the start by
     :func:`sim.runner.run_scenario`, must reach the same state and break the same invariant
     (:class:`NotConfirmed` otherwise; a search through plugged-in code is confirmed by its own forks).
@@ -446,23 +462,24 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     if depth < 1:
         raise InputError("--depth must be at least 1", code="E_USAGE")
     explore_args(faults)
-    result = Exploration(scenario.name, policy, tuple(faults), depth)
+    if engine not in ("sqlite", "model"):
+        raise InputError(f"unknown engine {engine!r}; expected one of: 'sqlite' or 'model'", code="E_USAGE")
+    if check_model and engine == "model":
+        raise InputError("check_model compares the model with SQLite: explore on engine 'sqlite'", code="E_USAGE")
+    result = Exploration(scenario.name, policy, tuple(faults), depth, engine=engine)
     t0 = time.perf_counter()
     level: deque[_Node] = deque()
     nxt: deque[_Node] = deque()
     seen: set[str] = set()
 
-    pol = get_policy(policy) if check_model else None
-
     def modelled(node: _Node, parent: _Node | None) -> None:
-        from .model import Model, agreement, ops_of, projection
+        from .model import Model, agreement, apply, ops_of
 
         ops, node.model_seq = ops_of(node.run.store, after=0 if parent is None else parent.model_seq)
-        t = time.perf_counter()  # the model's own work (copy, inputs, projection): its share of a state
-        model = Model(pol) if parent is None else parent.model.copy()
+        t = time.perf_counter()  # the model's own work (copy, inputs): its share of a state
+        model = Model(start_time=scenario.start_time) if parent is None else parent.model.copy()
         for op in ops:
-            model.apply(op)
-        projection(model)
+            apply(model, op, node.run.policy)
         result.model_seconds += time.perf_counter() - t
         node.model = model
         result.model_checked += 1
@@ -484,7 +501,8 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
             into.append(node)
 
     try:
-        for root in starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place):
+        for root in starts(scenario, policy=policy, seed=seed, faults=faults, plugins=plugins, place=place,
+                           engine=engine):
             if check_model:
                 modelled(root, None)
             keep(root, level)  # (a first state: nothing delivered, nothing to judge)
@@ -502,7 +520,7 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                         found = Found(first.name, first.description, first.witnesses[0], child.path,
                                       placed_faults(child.run), tuple(r.name for r in broken))
                         if plugins is None or not plugins.any():
-                            confirm(scenario, policy, found, child.run.store.state_digest(), seed=seed)
+                            confirm(scenario, policy, found, child.run.store, seed=seed)
                             result.confirmed = True
                         result.found = found
                         result.depth_reached = d
@@ -606,12 +624,13 @@ def _floor_search(scenario: Scenario, faults, depth: int) -> tuple[int, int]:
 
 def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "late-failure"), depth: int = 10) -> dict:
     """'protolab bench explore': states per second of :func:`explore` beside the floor (the same search
-    over a dict model), measured in the same run; and the pure model of the state (:mod:`sim.model`)
-    carried along the same search: the search's rate with it checked on every state (``checked_per_s``),
-    and the model's own rate, its share of each state alone (``model_per_s``: copying it, applying the
-    state's inputs, its projection; no agents, transport or invariants)."""
+    over a dict model), measured in the same run: the search on SQLite (``project_per_s``), the same
+    search on the pure model of the state (``model_per_s``, :mod:`sim.model`: the same runtime, agents
+    and invariants, no SQLite), and on SQLite with a model checked against every state it visits
+    (``checked_per_s``, ``model_checked`` states agreed)."""
     result = explore(scenario, policy=policy, faults=faults, depth=depth)
-    modelled = explore(scenario, policy=policy, faults=faults, depth=depth, check_model=True)
+    on_model = explore(scenario, policy=policy, faults=faults, depth=depth, engine="model")
+    checked = explore(scenario, policy=policy, faults=faults, depth=depth, check_model=True)
     t0 = time.perf_counter()
     floor_states, floor_transitions = _floor_search(scenario, faults, depth)
     floor_s = max(time.perf_counter() - t0, 1e-9)
@@ -621,8 +640,8 @@ def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "lat
             "states": result.states, "transitions": result.transitions, "seconds": round(result.seconds, 3),
             "exhausted": result.exhausted, "found": result.found.invariant if result.found else None,
             "project_per_s": round(project, 1),
-            "checked_per_s": round(modelled.states_per_second, 1),
-            "model_per_s": round(modelled.transitions / modelled.model_seconds, 1) if modelled.model_seconds else None,
-            "model_checked": modelled.model_checked,
+            "model_per_s": round(on_model.states_per_second, 1), "model_states": on_model.states,
+            "model_seconds": round(on_model.seconds, 3),
+            "model_checked": checked.model_checked, "checked_per_s": round(checked.states_per_second, 1),
             "floor_states": floor_states, "floor_transitions": floor_transitions,
             "floor_seconds": round(floor_s, 4), "floor_per_s": round(floor, 1), "ratio": round(project / floor, 4)}

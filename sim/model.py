@@ -1,57 +1,512 @@
-"""A pure in-memory model of the authoritative state (no SQLite): what the runtime keeps, as plain data.
+"""A pure in-memory model of the run's state (no SQLite): the store's tables as plain Python data.
 
-The engine keeps a run's state in SQLite: the runtime reads what intake needs (:func:`sim.runtime.read_context`,
-:func:`~sim.runtime.read_for_plan`), asks the policy (:func:`sim.planner.judge`, pure), plans the events
-(:func:`sim.planner.plan`, pure) and the store folds them into its tables (``sim/store/reducer.py``). The
-:class:`Model` does the same with dicts and lists: the reads written over its own data, the same pure
-judge and planner, the folds written again. It keeps what decides what happens to the next delivery:
+The engine keeps a run in SQLite: the runtime (:func:`sim.runtime.deliver`, the lease monitor, the
+workers' artifacts, the transport's faults) reads what it needs through the store's methods, asks the
+policy (:func:`sim.planner.judge`, pure), plans the events (:func:`sim.planner.plan`, pure) and the
+store appends them and folds each into its tables (``sim/store/reducer.py``). :class:`Model` has the
+same methods over dicts and lists: the reads the runtime, the run's agents and the invariants make,
+written over its own rows, and the folds written again. So the same runtime code runs on it unchanged
+(nothing of the intake flow is written twice), and it keeps what the engine keeps:
 
 * tasks: state and version, assignee, lease (holder and version), budget, trusted (frozen for review or
   not), late results and rejections counted;
-* intents: one record per (task, idempotency key, payload digest, scheme), with the decision that recorded
-  it, how often it was seen and the result kept (the dedup records);
-* effects (publications) by effect key; transitions; the budget ledger; approvals; artifacts by ref;
-* the message log as far as intake reads it (ids, senders' sequences and bodies), the fence, the faults.
+* intents: one record per (task, idempotency key, payload digest, scheme), with the decision that
+  recorded it, how often it was seen and the result kept (the dedup records);
+* effects (publications) by effect key; transitions; the budget ledger; approvals; artifacts;
+* the message log, the deliveries and what intake decided, the event log.
 
-It is driven by the run's inputs in order (:class:`Op`): each delivery (the envelope as sent, its round,
-the transport's sequence), each lease the monitor expires, each artifact a worker stores, each fault the
-transport records. :func:`ops_of` reads them back from a run's log (inputs only: what intake decided,
-the model decides again). :func:`agreement` compares the model with a store: the same tasks, states,
-versions, leases and budgets, the same dedup decisions and intents, the same effects, transitions and
-deliveries' decisions. Covered: the built-in policies (safe, naive) with the reference design and machine,
-the scenarios without gathers, privacy or reviews (reconciliations and reviewers' decisions are refused
-with :class:`NotModelled`); plugged-in code (--design, --intake, --effects, --machine) is not modelled.
+Two uses. :func:`model_run` is a run whose store is a model (``explore --engine model`` searches on it;
+a break it finds is confirmed by the engine before it is reported). And a model driven by a run's
+inputs (:class:`Op`, read back by :func:`ops_of`: each delivery's envelope as sent, each lease expired,
+artifact stored and fault recorded; what intake decided is not read, the model decides it again) must
+reach the engine's rows: :func:`agreement` compares every table, the event log and the deliveries.
+
+Covered: the built-in machine (task-v1) and any policy or envelope design run by the runtime's own code
+(the reads and folds are the store's); not: gathers (their reduction reads the store's joined views),
+a machine loaded from a file (one machine only), and copies to a file. Those raise :class:`NotModelled`.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
-import hashlib
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
-from . import versions as _versions
-from . import planner as _planner
+from .digest import sorted_dumps as _dumps
 from .envelope import Envelope
-from .intake import Decision, IntentRecord, TaskView
+from .events import EventDraft, StoredEvent
+from .events import MachineLoaded
+from .intake import IntentRecord, TaskView
 from .machine import RuleBook, TaskState, default_rulebook
+from .privacy import Privacy
 
-__all__ = ["Model", "Op", "NotModelled", "ops_of", "agreement", "projection", "store_projection"]
+__all__ = ["Model", "Op", "NotModelled", "ops_of", "agreement", "model_run", "rows_of", "TABLES"]
 
 
 class NotModelled(Exception):
-    """A run the model does not cover (a review, a gather, a plugged-in part)."""
+    """A run the model does not cover (a gather, a second machine, a copy to a file)."""
+
+
+def _json(value):
+    """A value as the store gives it back: through its JSON text (tuples become lists)."""
+    return json.loads(_dumps(value))
+
+
+class Model:
+    """The store's tables as dicts and lists, with the store's methods (those the runtime, a run's
+    agents, :func:`sim.invariants.check` and :func:`sim.explore.fingerprint` call)."""
+
+    def __init__(self, *, start_time: str = "2026-01-01T00:00:00Z", rulebook: RuleBook | None = None):
+        self._start = datetime.fromisoformat(start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
+        self._meta: dict[str, str] = {"start_time": start_time, "current_machine": ""}
+        self._tick = 0
+        self._next_arrival = 1
+        self._next_delivery = 1
+        self.commits = 0
+        self._tasks: dict[str, dict] = {}  # task_id -> its row (changes)
+        self._task_order: list[str] = []
+        self._intents: dict[tuple, dict] = {}  # (task, key, digest, scheme) -> its row (changes)
+        self._transitions: list[dict] = []  # the rows below are appended, never changed
+        self._artifacts: dict[str, dict] = {}
+        self._effects: dict[str, dict] = {}
+        self._approvals: list[dict] = []
+        self._budget: list[dict] = []
+        self._messages: list[dict] = []
+        self._by_id: dict[str, list[dict]] = {}  # message_id -> its rows, in order
+        self._deliveries: list[dict] = []
+        self._events: list[StoredEvent] = []
+        self._named: dict[str, list[str]] = {}  # task_id -> the message ids its events name (in order)
+        self._machines: list[dict] = []
+        self._rules: list[dict] = []
+        self._rulebook: RuleBook | None = None
+        self.closed = False
+        rb = rulebook or default_rulebook()
+        self.append_event(MachineLoaded(
+            version=rb.version, description="the course's default task machine",
+            rules=[[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
+        ).draft(None, None))
+        self._rulebook = rb
+
+    # ------------------------------------------------------------------ the store's housekeeping
+
+    def copy(self, path=None) -> "Model":
+        """A copy to go on from (what changes is copied, rows never changed again are shared)."""
+        if path is not None:
+            raise NotModelled("a model copies in memory only")
+        other = object.__new__(Model)
+        other.__dict__.update(self.__dict__)
+        other._meta = dict(self._meta)
+        other._tasks = {k: dict(v) for k, v in self._tasks.items()}
+        other._intents = {k: dict(v) for k, v in self._intents.items()}
+        for name in ("_task_order", "_transitions", "_approvals", "_budget", "_messages", "_deliveries", "_events",
+                     "_machines", "_rules"):
+            setattr(other, name, list(getattr(self, name)))
+        other._artifacts = dict(self._artifacts)
+        other._effects = dict(self._effects)
+        other._by_id = {k: list(v) for k, v in self._by_id.items()}
+        other._named = {k: list(v) for k, v in self._named.items()}
+        return other
+
+    def close(self) -> None:
+        self.closed = True
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """One delivery's writes. The run is one thread and nothing else writes, so a compare-and-swap
+        never loses; a fold that fails leaves the model unusable (it is a bug, not a race)."""
+        yield self
+        self.commits += 1
+
+    @contextlib.contextmanager
+    def group_commits(self, n):
+        yield self
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta(self, values: dict) -> None:
+        self._meta.update(values)
+
+    def privacy(self) -> Privacy:
+        return Privacy.from_meta(self._meta.get("privacy"))
+
+    @property
+    def current_machine(self) -> str:
+        return self._meta.get("current_machine", "")
+
+    @property
+    def tick(self) -> int:
+        return self._tick
+
+    def advance(self, to: int | None = None) -> int:
+        if to is None:
+            self._tick += 1
+        else:
+            if to < self._tick:
+                raise ValueError(f"tick {to} is before the model's clock {self._tick}")
+            self._tick = to
+        return self._tick
+
+    def time_at(self, tick: int) -> str:
+        return (self._start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # ------------------------------------------------------------------ the reads intake makes
+
+    def get_task(self, task_id: str) -> TaskView | None:
+        t = self._tasks.get(task_id)
+        if t is None:
+            return None
+        return TaskView(task_id, TaskState(t["state"]), t["state_version"], t["machine_version"], t["assignee"],
+                        t["lease_holder"], t["lease_version"], t["budget_left"], bool(t["trusted"]),
+                        any(e["task_id"] == task_id for e in self._effects.values()))
+
+    def task_trace(self, task_id: str) -> str | None:
+        t = self._tasks.get(task_id)
+        return t["trace_id"] if t else None
+
+    def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
+        rows = sorted((r for k, r in self._intents.items() if k[0] == task_id and k[1] == key),
+                      key=lambda r: r["arrival"])
+        return tuple(IntentRecord(r["task_id"], r["idempotency_key"], r["payload_digest"], r["digest_scheme"],
+                                  r["message_id"], _json(r["payload"]), r["arrival"], _json(r["result"])) for r in rows)
+
+    def next_arrival(self) -> int:
+        return self._next_arrival
+
+    def next_delivery_id(self) -> int:
+        return self._next_delivery
+
+    def rulebook(self, version: str | None = None) -> RuleBook:
+        version = version or self.current_machine
+        if version != self._rulebook.version:
+            raise NotModelled(f"machine {version!r}: the model keeps one machine ({self._rulebook.version})")
+        return self._rulebook
+
+    def machine_versions(self) -> list[str]:
+        return [m["version"] for m in self._machines]
+
+    def unresolved_refs(self, refs) -> frozenset[str]:
+        return frozenset(r for r in refs if (r not in self._artifacts if r.startswith("sha256:") else r not in self._by_id))
+
+    def untrusted_inputs(self, refs, *, besides: str) -> list[tuple[str, str]]:
+        out = []
+        for ref in refs:
+            if ref.startswith("sha256:"):
+                a = self._artifacts.get(ref)
+                owners = [a["task_id"]] if a is not None else []
+            else:
+                owners = [m["task_id"] for m in self._by_id.get(ref, ())]
+            for tid in owners:
+                t = self._tasks.get(tid) if tid is not None else None
+                if t is not None and not t["trusted"] and tid != besides:
+                    out.append((ref, tid))
+                    break
+        return out
+
+    def effects_resting_on(self, task_id: str) -> list[dict]:
+        mine = {r for r, a in self._artifacts.items() if a["task_id"] == task_id}
+        mine |= {m["message_id"] for m in self._messages if m["task_id"] == task_id}
+        out = set()
+        for k, e in self._effects.items():
+            if e["task_id"] == task_id or e["kind"] == "retract":
+                continue
+            if any(r in mine for m in self._by_id.get(e["message_id"], ()) for r in m["evidence_refs"]):
+                out.add((k, e["task_id"], e["message_id"]))
+        return [{"effect_key": k, "task_id": t, "message_id": m} for k, t, m in sorted(out)]
+
+    def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
+        resolved = {(e.task_id, e.data.get("of")) for e in self._events if e.type == "reconciliation_resolved"}
+        return [{"seq": e.seq, "tick": e.tick, "task_id": e.task_id, "message_id": e.message_id,
+                 "effects": e.data.get("effects", []), "status": e.data.get("status")}
+                for e in self._events if e.type == "reconciliation_required"
+                and (task_id is None or e.task_id == task_id) and (e.task_id, e.message_id) not in resolved]
+
+    def effects_of(self, task_id: str) -> list[dict]:
+        return [dict(e) for e in self.effects() if e["task_id"] == task_id]
+
+    def committed_among(self, keys) -> frozenset[str]:
+        return frozenset(k for k in keys if k in self._effects)
+
+    def first_msg_seq(self, message_id: str) -> int | None:
+        rows = self._by_id.get(message_id)
+        return min(r["msg_seq"] for r in rows) if rows else None
+
+    def fenced_now(self, trace_id: str) -> bool:
+        fences = [e.seq for e in self._events if e.task_id == trace_id and e.type == "fence_recorded"]
+        if not fences:
+            return False
+        return not any(e.seq > fences[-1] and e.type in ("review_decided", "reconciliation_resolved")
+                       for e in self._events)
+
+    def _messages_of_task(self, task_id: str):
+        for mid in dict.fromkeys(self._named.get(task_id, ())):
+            yield from self._by_id.get(mid, ())
+
+    def sequence_used(self, task_id: str, sender: str, generation: int, seq: int, message_id: str, key: str) -> bool:
+        return any(m["sender"] == sender and (m["sender_generation"] or 1) == generation and m["sender_seq"] == seq
+                   and m["message_id"] != message_id and m["idempotency_key"] != key
+                   for m in self._messages_of_task(task_id))
+
+    def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
+        for e in self._events:
+            if e.task_id == task_id and e.type == "fault_injected" and e.data.get("fault") in restarts:
+                for m in self._by_id.get(e.message_id, ()):
+                    if (m["sender"] == sender and (m["sender_generation"] or 1) == generation
+                            and m["sender_seq"] is not None and m["sender_seq"] < seq):
+                        return True
+        return any(m["sender"] == sender and (m["sender_generation"] or 1) > generation
+                   for m in self._messages_of_task(task_id))
+
+    def artifact(self, ref: str) -> dict | None:
+        a = self._artifacts.get(ref)
+        return None if a is None else {**a, "content": _json(a["content"])}
+
+    def has_message_id(self, message_id: str) -> bool:
+        return message_id in self._by_id
+
+    # ------------------------------------------------------------------ the writes
+
+    def record_message(self, env: Envelope, envelope_digest: str, sent=None) -> tuple[int, bool]:
+        rows = self._by_id.setdefault(env.message_id, [])
+        same = [r["msg_seq"] for r in rows if r["envelope_digest"] == envelope_digest]
+        if same:
+            return same[0], False
+        seq, gen = sent if sent is not None else (None, None)
+        row = {"msg_seq": len(self._messages) + 1, "message_id": env.message_id, "envelope_digest": envelope_digest,
+               "trace_id": env.trace_id, "task_id": env.task_id, "sender": env.sender, "recipient": env.recipient,
+               "type": env.type, "schema_version": env.schema_version, "created_at": env.created_at,
+               "idempotency_key": env.idempotency_key, "payload_digest": env.payload_digest,
+               "digest_scheme": env.digest_scheme, "payload": _json(env.payload),
+               "evidence_refs": list(env.evidence_refs), "first_tick": self._tick, "sender_seq": seq,
+               "sender_generation": gen}
+        self._messages.append(row)
+        rows.append(row)
+        return row["msg_seq"], True
+
+    def record_delivery(self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code, reason: str,
+                        state_after, version_after) -> int:
+        if delivery_id != self._next_delivery:
+            raise ValueError(f"delivery id {delivery_id} is not the next one ({self._next_delivery})")
+        self._deliveries.append({"delivery_id": delivery_id, "tick": self._tick, "msg_seq": msg_seq,
+                                 "message_id": env.message_id, "task_id": env.task_id, "type": env.type,
+                                 "decision": decision, "code": code, "reason": reason, "state_after": state_after,
+                                 "state_version_after": version_after})
+        self._next_delivery = delivery_id + 1
+        return delivery_id
+
+    def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
+        seq = len(self._events) + 1
+        tick = self._tick
+        self._events.append(StoredEvent(seq, tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id,
+                                        delivery_id, _dumps(ev.data)))
+        if ev.task_id is not None and ev.message_id is not None:
+            self._named.setdefault(ev.task_id, []).append(ev.message_id)
+        fold = getattr(self, f"_fold_{ev.type}", None)
+        if fold is not None:
+            fold(ev.event(), ev.task_id, ev.message_id, tick)
+        elif ev.type == "gather_reduced":
+            raise NotModelled("gathers")
+        return seq
+
+    def append_events(self, evs, *, delivery_id: int | None = None) -> None:
+        for ev in evs:
+            self.append_event(ev, delivery_id=delivery_id)
+
+    def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
+        raise NotModelled("a second machine")
+
+    # ------------------------------------------------------------------ the folds (sim/store/reducer.py)
+
+    def _fold_machine_loaded(self, e, task_id, message_id, tick) -> None:
+        if self._machines:
+            raise NotModelled("a second machine")
+        self._machines.append({"version": e.version, "description": e.description, "loaded_tick": tick})
+        self._rules += [{"machine_version": e.version, "from_state": r[0], "to_state": r[1], "roles": ",".join(r[2]),
+                         "reason": r[3]} for r in e.rules]
+        self._rules.sort(key=lambda r: (r["machine_version"], r["from_state"], r["to_state"]))
+        self._meta["current_machine"] = e.version
+
+    def _fold_task_created(self, e, task_id, message_id, tick) -> None:
+        self._tasks[task_id] = {
+            "task_id": task_id, "trace_id": e.trace_id, "goal": e.goal, "state": "pending", "state_version": 0,
+            "machine_version": e.machine_version, "assignee": None, "lease_holder": None, "lease_version": 0,
+            "budget_total": e.budget, "budget_left": e.budget, "trusted": 1, "late_results": 0, "rejected": 0,
+            "created_tick": tick, "updated_tick": tick}
+        self._task_order.append(task_id)
+        self._ledger(task_id, e.budget, "allotted", message_id, tick)
+
+    def _ledger(self, task_id, delta, reason, message_id, tick) -> None:
+        self._budget.append({"entry": len(self._budget) + 1, "task_id": task_id, "delta": delta, "reason": reason,
+                             "message_id": message_id, "tick": tick})
+
+    def _fold_transition_applied(self, e, task_id, message_id, tick) -> None:
+        t = self._tasks.get(task_id)
+        if t is None or t["state"] != e.from_state or t["state_version"] != e.from_version:
+            raise AssertionError(f"model: task {task_id} is not {e.from_state} at state_version {e.from_version}")
+        t.update(state=e.to, state_version=t["state_version"] + 1, updated_tick=tick)
+        if e.assignee is not None:
+            t["assignee"] = e.assignee
+        if e.to == "needs_review":
+            t["trusted"] = 0
+        elif e.from_state == "needs_review":
+            t["trusted"] = 1
+        self._transitions.append({
+            "seq": len(self._transitions) + 1, "task_id": task_id, "old_state": e.from_state, "new_state": e.to,
+            "reason": e.reason, "executor": e.executor, "role": e.role, "tick": tick, "created_at": self.time_at(tick),
+            "state_version": e.from_version + 1, "machine_version": e.machine_version, "message_id": message_id})
+
+    def _fold_lease_granted(self, e, task_id, message_id, tick) -> None:
+        self._tasks[task_id].update(lease_holder=e.holder, lease_version=e.lease_version, updated_tick=tick)
+
+    def _fold_lease_expired(self, e, task_id, message_id, tick) -> None:
+        self._tasks[task_id].update(lease_holder=None, updated_tick=tick)
+
+    def _fold_budget_charged(self, e, task_id, message_id, tick) -> None:
+        self._ledger(task_id, -e.amount, e.reason, message_id, tick)
+        self._tasks[task_id]["budget_left"] -= e.amount
+
+    def _fold_intent_recorded(self, e, task_id, message_id, tick) -> None:
+        k = (task_id, e.key, e.digest, e.scheme)
+        row = self._intents.get(k)
+        if row is None:
+            self._intents[k] = {"task_id": task_id, "idempotency_key": e.key, "payload_digest": e.digest,
+                                "digest_scheme": e.scheme, "message_id": message_id, "arrival": e.arrival,
+                                "decision": e.decision, "trusted": 0 if e.decision == "conflict" else 1, "seen": 1,
+                                "payload": _json(e.payload), "result": _json(e.result)}
+        else:  # a policy that does not deduplicate records it again: the last write wins
+            row.update(seen=row["seen"] + 1, message_id=message_id, result=_json(e.result))
+        self._next_arrival = max(self._next_arrival, e.arrival + 1)
+
+    def _fold_duplicate_recorded(self, e, task_id, message_id, tick) -> None:
+        row = self._intents.get((task_id, e.key, e.digest, e.scheme))
+        if row is not None:
+            row["seen"] += 1
+
+    def _fold_conflict_recorded(self, e, task_id, message_id, tick) -> None:
+        for k, row in self._intents.items():
+            if k[0] == task_id and k[1] == e.key:
+                row["trusted"] = 0
+        if task_id in self._tasks:
+            self._tasks[task_id].update(trusted=0, updated_tick=tick)
+
+    def _fold_late_recorded(self, e, task_id, message_id, tick) -> None:
+        if task_id in self._tasks:
+            self._tasks[task_id]["late_results"] += 1
+
+    def _fold_transition_rejected(self, e, task_id, message_id, tick) -> None:
+        if task_id is not None and task_id in self._tasks:
+            self._tasks[task_id]["rejected"] += 1
+
+    def _fold_artifact_stored(self, e, task_id, message_id, tick) -> None:
+        if e.ref not in self._artifacts:
+            self._artifacts[e.ref] = {"ref": e.ref, "scheme": e.scheme, "kind": e.kind, "size": e.size,
+                                      "content": _json(e.content), "task_id": task_id, "message_id": message_id,
+                                      "first_tick": tick}
+
+    def _fold_effect_committed(self, e, task_id, message_id, tick) -> None:
+        if e.effect_key in self._effects:
+            raise AssertionError(f"model: effect {e.effect_key} committed twice")
+        self._effects[e.effect_key] = {"effect_key": e.effect_key, "task_id": task_id, "kind": e.kind,
+                                       "target": e.target, "message_id": message_id, "result_digest": e.result_digest,
+                                       "tick": tick}
+
+    def _approve(self, task_id, decision, reviewer, evidence, message_id, tick) -> None:
+        self._approvals.append({"approval_id": len(self._approvals) + 1, "task_id": task_id, "decision": decision,
+                                "reviewer": reviewer, "evidence": _json(evidence), "message_id": message_id,
+                                "tick": tick})
+
+    def _fold_reconciliation_resolved(self, e, task_id, message_id, tick) -> None:
+        self._approve(task_id, f"reconcile:{e.decision}", e.reviewer, e.evidence, message_id, tick)
+
+    def _fold_review_decided(self, e, task_id, message_id, tick) -> None:
+        self._approve(task_id, e.decision, e.reviewer, e.evidence, message_id, tick)
+
+    # ------------------------------------------------------------------ the rows, as the store lists them
+
+    def tasks(self) -> list[dict]:
+        return [dict(self._tasks[t]) for t in sorted(self._task_order, key=lambda t: (self._tasks[t]["created_tick"], t))]
+
+    def transitions(self, task_id: str | None = None) -> list[dict]:
+        return [dict(t) for t in self._transitions if task_id is None or t["task_id"] == task_id]
+
+    def transition_rules(self) -> list[dict]:
+        return [dict(r) for r in self._rules]
+
+    def machines(self) -> list[dict]:
+        return [dict(m) for m in self._machines]
+
+    def intents(self) -> list[dict]:
+        return [dict(r) for r in sorted(self._intents.values(), key=lambda r: r["arrival"])]
+
+    def artifacts(self) -> list[dict]:
+        rows = sorted(self._artifacts.values(), key=lambda a: (a["first_tick"], a["ref"]))
+        return [{k: v for k, v in a.items() if k != "content"} for a in rows]
+
+    def effects(self) -> list[dict]:
+        return [dict(e) for e in sorted(self._effects.values(), key=lambda e: (e["tick"], e["effect_key"]))]
+
+    def approvals(self) -> list[dict]:
+        return [dict(a) for a in self._approvals]
+
+    def budget_ledger(self) -> list[dict]:
+        return [dict(b) for b in self._budget]
+
+    def messages(self) -> list[dict]:
+        return [dict(m) for m in self._messages]
+
+    def deliveries(self) -> list[dict]:
+        return [dict(d) for d in self._deliveries]
+
+    def events(self, *, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        out = self._events[after:]
+        return out[:limit] if limit is not None else list(out)
+
+    def delivery(self, delivery_id: int) -> dict | None:
+        return dict(self._deliveries[delivery_id - 1]) if 0 < delivery_id <= len(self._deliveries) else None
+
+    def message_at(self, msg_seq: int) -> dict | None:
+        return dict(self._messages[msg_seq - 1]) if 0 < msg_seq <= len(self._messages) else None
+
+    def deliveries_of(self, message_id: str) -> list[dict]:
+        return [dict(d) for d in self._deliveries if d["message_id"] == message_id]
+
+
+# ---------------------------------------------------------------------------- a run on a model
+
+
+def model_run(scenario, policy, seed, specs, *, design=None, plugged=None):
+    """A run not yet started, like :func:`sim.runner.new_run` of no file, whose store is a :class:`Model`."""
+    from .design import REFERENCE
+    from .runner import Run
+
+    seed = scenario.seed if seed is None else seed
+    store = Model(start_time=scenario.start_time)
+    meta = {"scenario": scenario.name, "seed": str(seed), "policy": policy.name,
+            "faults": ",".join(s.text for s in specs)}
+    if scenario.privacy:
+        meta["privacy"] = scenario.privacy.to_meta()
+    meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
+    store.set_meta(meta)
+    if design is not None and design is not REFERENCE:
+        policy = dataclasses.replace(policy, closed_payloads=False)
+    return Run(scenario, policy, seed, specs, store, None, design=design or REFERENCE)
+
+
+# ---------------------------------------------------------------------------- a model driven by a run's inputs
 
 
 @dataclass(frozen=True)
 class Op:
-    """One input of a run, in order: ``deliver`` (env, sent), ``expire`` (task), ``artifact`` (content,
-    kind, task), ``fault`` (name, message, task, detail); each at ``tick``."""
+    """One input of a run, in order: ``deliver`` (the envelope as sent, the transport's sequence),
+    ``expire`` (a lease the monitor expires), ``artifact`` (what a worker stored), ``fault`` (what the
+    transport recorded); each at ``tick``."""
 
     kind: str
     tick: int
     env: Envelope | None = None
-    sent: tuple[int, int] | None = None
+    sent: tuple | None = None
     task_id: str | None = None
     content: object = None
     artifact_kind: str | None = None
@@ -60,377 +515,89 @@ class Op:
     detail: dict | None = None
 
 
-def _envelope_digest(env: Envelope) -> str:  # as sim.runtime computes it (the message log's identity)
-    return "sha256:" + hashlib.sha256(env.to_json().encode("utf-8")).hexdigest()
+def apply(model: Model, op: Op, policy) -> None:
+    """Apply one input to ``model`` through the runtime's own functions (under ``policy``)."""
+    from .runtime import deliver, expire_lease, put_artifact, record_fault
 
-
-@dataclass
-class Model:
-    """The authoritative state as plain data; :meth:`apply` one input at a time."""
-
-    policy: object  # a sim.policy.Policy (safe or naive)
-    rules: RuleBook = field(default_factory=default_rulebook)
-    tick: int = 0
-    tasks: dict = field(default_factory=dict)  # task_id -> {state, state_version, ...}
-    intents: dict = field(default_factory=dict)  # (task, key, digest, scheme) -> {message_id, arrival, ...}
-    effects: dict = field(default_factory=dict)  # effect_key -> {task_id, kind, target, message_id, result_digest}
-    artifacts: dict = field(default_factory=dict)  # ref -> task_id
-    transitions: list = field(default_factory=list)
-    budget: list = field(default_factory=list)
-    approvals: list = field(default_factory=list)
-    deliveries: list = field(default_factory=list)  # (message_id, decision, code, state_after, version_after)
-    messages: dict = field(default_factory=dict)  # message_id -> [(msg_seq, envelope digest, task, sender, gen, seq, key)]
-    refs: dict = field(default_factory=dict)  # msg_seq -> the evidence refs of that stored envelope
-    msg_seq: int = 0
-    event_seq: int = 0
-    named: dict = field(default_factory=dict)  # task_id -> message ids its events name
-    faults: list = field(default_factory=list)  # (task_id, fault, message_id)
-    fences: dict = field(default_factory=dict)  # trace_id -> event seq of its last fence
-    last_review: int = 0  # event seq of the last review or reconciliation decision
-    next_arrival: int = 1
-    next_delivery: int = 1
-
-    def __post_init__(self) -> None:
-        p = self.policy
-        if p.effect_rule is not None or p.decide is not _builtin_decide(p.name):
-            raise NotModelled("the model covers the built-in policies only (safe, naive)")
-
-    def copy(self) -> "Model":
-        return copy.deepcopy(self, {id(self.policy): self.policy, id(self.rules): self.rules})
-
-    # ------------------------------------------------------------------ the reads intake makes
-
-    def task_view(self, task_id: str) -> TaskView | None:
-        t = self.tasks.get(task_id)
-        if t is None:
-            return None
-        return TaskView(task_id, TaskState(t["state"]), t["state_version"], t["machine_version"], t["assignee"],
-                        t["lease_holder"], t["lease_version"], t["budget_left"], bool(t["trusted"]),
-                        any(e["task_id"] == task_id for e in self.effects.values()))
-
-    def _prior(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
-        rows = [(k, r) for k, r in self.intents.items() if k[0] == task_id and k[1] == key]
-        rows.sort(key=lambda kr: kr[1]["arrival"])
-        return tuple(IntentRecord(k[0], k[1], k[2], k[3], r["message_id"], r["payload"], r["arrival"], r["result"])
-                     for k, r in rows)
-
-    def _unresolved(self, refs) -> frozenset[str]:
-        return frozenset(r for r in refs if (r not in self.artifacts if r.startswith("sha256:") else r not in self.messages))
-
-    def _untrusted_inputs(self, refs, besides: str) -> tuple:
-        out = []
-        for ref in refs:
-            if ref.startswith("sha256:"):
-                owners = [self.artifacts.get(ref)] if ref in self.artifacts else []
-            else:
-                owners = [m[2] for m in self.messages.get(ref, [])]
-            for tid in owners:
-                t = self.tasks.get(tid) if tid is not None else None
-                if t is not None and not t["trusted"] and tid != besides:
-                    out.append((ref, tid))
-                    break
-        return tuple(out)
-
-    def _effects_of(self, task_id: str) -> tuple:
-        return tuple(sorted(({"effect_key": k, **e} for k, e in self.effects.items() if e["task_id"] == task_id),
-                            key=lambda e: (e["tick"], e["effect_key"])))
-
-    def _seq_used(self, task_id, sender, gen, seq, message_id, key) -> bool:
-        for mid in self.named.get(task_id, ()):
-            for _s, _d, _t, snd, g, sq, k in self.messages.get(mid, ()):
-                if snd == sender and (g or 1) == gen and sq == seq and mid != message_id and k != key:
-                    return True
-        return False
-
-    def _body_replaced(self, task_id, sender, gen, seq) -> bool:
-        for tid, fault, mid in self.faults:
-            if tid == task_id and fault in _planner.RESTART_FAULTS:
-                for _s, _d, _t, snd, g, sq, _k in self.messages.get(mid, ()):
-                    if snd == sender and (g or 1) == gen and sq is not None and sq < seq:
-                        return True
-        for mid in self.named.get(task_id, ()):
-            for _s, _d, _t, snd, g, _sq, _k in self.messages.get(mid, ()):
-                if snd == sender and (g or 1) > gen:
-                    return True
-        return False
-
-    def _fenced(self, trace_id: str) -> bool:
-        at = self.fences.get(trace_id)
-        return at is not None and self.last_review < at
-
-    # ------------------------------------------------------------------ the inputs
-
-    def apply(self, op: Op) -> None:
-        if op.tick < self.tick:
-            raise ValueError(f"tick {op.tick} is before the model's clock {self.tick}")
-        self.tick = op.tick
-        if op.kind == "deliver":
-            self.deliver(op.env, op.sent)
-        elif op.kind == "expire":
-            self.expire(op.task_id)
-        elif op.kind == "artifact":
-            self._append(_planner.artifact_event(op.content, op.artifact_kind, op.task_id, None))
-        elif op.kind == "fault":
-            self.faults.append((op.task_id, op.fault, op.message_id))
-            self._name(op.task_id, op.message_id)
-            self.event_seq += 1
-        else:  # pragma: no cover
-            raise NotModelled(f"input {op.kind}")
-
-    def expire(self, task_id: str) -> bool:
-        """The lease monitor (:func:`sim.runtime.expire_lease`): a running task goes to retry_wait."""
-        t = self.tasks.get(task_id)
-        if t is None or t["state"] != "running":
-            return False
-        if not self.rules.allows(TaskState.RUNNING, TaskState.RETRY_WAIT, "runtime"):
-            return False
-        from . import events as ev_
-
-        self._append(ev_.LeaseExpired(holder=t["lease_holder"], lease_version=t["lease_version"]).draft(task_id, None))
-        self._append(ev_.TransitionApplied(
-            from_state="running", to="retry_wait", from_version=t["state_version"],
-            reason=f"lease v{t['lease_version']} of {t['lease_holder']} expired", executor="runtime", role="runtime",
-            machine_version=t["machine_version"], assignee=None).draft(task_id, None))
-        return True
-
-    def deliver(self, env: Envelope, sent: tuple[int, int] | None) -> str:
-        """One delivery, as :func:`sim.runtime.deliver` makes it: its decision."""
-        policy = self.policy
-        if env.type == "review_decision":
-            raise NotModelled("reviews and reconciliations")
-        logged = env  # (no privacy in a modelled run: nothing is redacted)
-        msg_seq, first = self._record_message(env, sent)
-        if policy.reads_as is not None:
-            env = logged = _versions.read_as(env, policy.reads_as)
-        task = self.task_view(env.task_id)
-        ctx = _planner.Context(
-            task=task, prior=self._prior(env.task_id, env.idempotency_key), rules=self.rules,
-            unresolved=self._unresolved(env.evidence_refs) | frozenset(r for r in env.evidence_refs if r == env.message_id),
-            id_reused=msg_seq != first, next_arrival=self.next_arrival, delivery_id=self.next_delivery,
-            untrusted_inputs=(self._untrusted_inputs(env.evidence_refs, env.task_id)
-                              if _planner.wants_untrusted_check(env, policy.hold_untrusted) else ()))
-        if policy.closed_payloads and _versions.shape_refusal(env) is not None:
-            ctx = dataclasses.replace(ctx, payload_refusal=_versions.shape_refusal(env, allowed=frozenset()))
-        elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:
-            ctx = dataclasses.replace(ctx, reported_budget=env.payload["budget_left"])
-        verdict = _planner.judge(env, ctx, policy.decide, hold_untrusted=policy.hold_untrusted)
-        if policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
-            gen = (sent[1] or 1) if sent is not None else 1
-            seq_used = sent is not None and self._seq_used(env.task_id, env.sender, gen, sent[0], env.message_id,
-                                                           env.idempotency_key)
-            stale = sent is not None and self._body_replaced(env.task_id, env.sender, gen, sent[0])
-            verdict = _planner.conversation_rule(env, verdict, fenced=self._fenced(env.trace_id), seq_used=seq_used,
-                                                 stale_body=stale)
-        d = verdict.decision
-        more: dict = {}
-        if d == Decision.CONFLICT:
-            more["resting_on"] = self._resting_on(env.task_id)
-        elif d == Decision.LATE and verdict.needs_reconciliation:
-            more["task_effects"] = self._effects_of(env.task_id)
-        elif d == Decision.ACCEPTED:
-            key = _planner.planned_effect_key(env, ctx.delivery_id, idempotent_effects=policy.idempotent_effects,
-                                              effect_rule=policy.effect_rule)
-            more["effect_key"] = key
-            more["committed_keys"] = (frozenset({key}) & frozenset(self.effects)
-                                      if key is not None and env.payload.get("status") == "succeeded" else frozenset())
-        if more:
-            ctx = dataclasses.replace(ctx, **more)
-        events, state, version = _planner.plan(logged, ctx, verdict)
-        for ev in events:
-            self._append(ev)
-        self.deliveries.append((env.message_id, d.value, verdict.code, state, version))
-        self.next_delivery += 1
-        return d.value
-
-    def _resting_on(self, task_id: str) -> tuple:
-        mine = {r for r, t in self.artifacts.items() if t == task_id}
-        mine |= {mid for mid, rows in self.messages.items() if any(r[2] == task_id for r in rows)}
-        out = []
-        for k, e in sorted(self.effects.items()):
-            if e["task_id"] == task_id or e["kind"] == "retract":
-                continue
-            refs = {r for row in self.messages.get(e["message_id"], ()) for r in self.refs.get(row[0], ())}
-            if refs & mine:
-                out.append({"effect_key": k, "task_id": e["task_id"], "message_id": e["message_id"]})
-        return tuple(out)
-
-    def _record_message(self, env: Envelope, sent) -> tuple[int, int]:
-        digest = _envelope_digest(env)
-        rows = self.messages.setdefault(env.message_id, [])
-        same = [r[0] for r in rows if r[1] == digest]
-        if same:
-            return same[0], rows[0][0]
-        self.msg_seq += 1
-        seq, gen = sent if sent is not None else (None, None)
-        rows.append((self.msg_seq, digest, env.task_id, env.sender, gen, seq, env.idempotency_key))
-        self.refs[self.msg_seq] = tuple(env.evidence_refs)
-        return self.msg_seq, rows[0][0]
-
-    def _name(self, task_id, message_id) -> None:
-        if task_id is not None and message_id is not None:
-            self.named.setdefault(task_id, set()).add(message_id)
-
-    # ------------------------------------------------------------------ the folds (sim/store/reducer.py)
-
-    def _append(self, draft) -> None:
-        self.event_seq += 1
-        self._name(draft.task_id, draft.message_id)
-        e, tid, mid, tick = draft.event(), draft.task_id, draft.message_id, self.tick
-        t = draft.type
-        task = self.tasks.get(tid) if tid is not None else None
-        if t == "task_created":
-            self.tasks[tid] = {"trace_id": e.trace_id, "goal": e.goal, "state": "pending", "state_version": 0,
-                               "machine_version": e.machine_version, "assignee": None, "lease_holder": None,
-                               "lease_version": 0, "budget_total": e.budget, "budget_left": e.budget, "trusted": 1,
-                               "late_results": 0, "rejected": 0}
-            self.budget.append((tid, e.budget, "allotted", mid))
-        elif t == "transition_applied":
-            if task is None or task["state"] != e.from_state or task["state_version"] != e.from_version:
-                raise AssertionError(f"model: task {tid} is not {e.from_state} at version {e.from_version}")
-            task["state"], task["state_version"] = e.to, task["state_version"] + 1
-            if e.assignee is not None:
-                task["assignee"] = e.assignee
-            if e.to == "needs_review":
-                task["trusted"] = 0
-            elif e.from_state == "needs_review":
-                task["trusted"] = 1
-            self.transitions.append((tid, e.from_state, e.to, e.reason, e.executor, e.role, e.from_version + 1,
-                                     e.machine_version, mid))
-        elif t == "lease_granted":
-            task["lease_holder"], task["lease_version"] = e.holder, e.lease_version
-        elif t == "lease_expired":
-            task["lease_holder"] = None
-        elif t == "budget_charged":
-            self.budget.append((tid, -e.amount, e.reason, mid))
-            task["budget_left"] -= e.amount
-        elif t == "intent_recorded":
-            k = (tid, e.key, e.digest, e.scheme)
-            row = self.intents.get(k)
-            if row is None:
-                self.intents[k] = {"message_id": mid, "arrival": e.arrival, "decision": e.decision,
-                                   "trusted": 0 if e.decision == "conflict" else 1, "seen": 1, "payload": e.payload,
-                                   "result": e.result}
-            else:  # a policy that does not deduplicate records it again: the last write wins
-                row.update(seen=row["seen"] + 1, message_id=mid, result=e.result)
-            self.next_arrival = max(self.next_arrival, e.arrival + 1)
-        elif t == "duplicate_recorded":
-            row = self.intents.get((tid, e.key, e.digest, e.scheme))
-            if row is not None:
-                row["seen"] += 1
-        elif t == "conflict_recorded":
-            for k, row in self.intents.items():
-                if k[0] == tid and k[1] == e.key:
-                    row["trusted"] = 0
-            task["trusted"] = 0
-        elif t == "late_recorded":
-            task["late_results"] += 1
-        elif t == "transition_rejected":
-            if task is not None:
-                task["rejected"] += 1
-        elif t == "artifact_stored":
-            self.artifacts.setdefault(e.ref, tid)
-        elif t == "effect_committed":
-            if e.effect_key in self.effects:
-                raise AssertionError(f"model: effect {e.effect_key} committed twice")
-            self.effects[e.effect_key] = {"task_id": tid, "kind": e.kind, "target": e.target, "message_id": mid,
-                                          "result_digest": e.result_digest, "tick": tick}
-        elif t == "fence_recorded":
-            self.fences[tid] = self.event_seq
-        elif t in ("review_decided", "reconciliation_resolved"):
-            self.last_review = self.event_seq
-            self.approvals.append((tid, getattr(e, "decision", None), mid))
-        elif t in ("machine_loaded", "gather_reduced"):
-            raise NotModelled(t)
-
-
-def _builtin_decide(name: str):
-    from .policy import POLICIES
-
-    return POLICIES[name].decide if name in POLICIES else None
-
-
-# ---------------------------------------------------------------------------- reading a run's inputs back
+    if op.kind == "deliver":
+        deliver(model, op.env, policy=policy, tick=op.tick, sent=op.sent)
+    elif op.kind == "expire":
+        expire_lease(model, op.task_id, tick=op.tick)
+    elif op.kind == "artifact":
+        put_artifact(model, op.content, kind=op.artifact_kind, task_id=op.task_id, tick=op.tick)
+    elif op.kind == "fault":
+        record_fault(model, op.fault, message_id=op.message_id, task_id=op.task_id, detail=op.detail or {},
+                     tick=op.tick)
+    else:  # pragma: no cover
+        raise NotModelled(f"input {op.kind}")
 
 
 def ops_of(store, *, after: int = 0) -> tuple[list[Op], int]:
     """The inputs of the run in ``store`` after event ``after``, in order, and the last event read: each
     delivery's envelope as it was sent (from the message log) with its round and the transport's
-    sequence; each lease expired, artifact stored and fault recorded outside a delivery. What intake
-    decided is not read: the model decides it again."""
+    sequence (which goes with a message's first delivery only); each lease expired, artifact stored and
+    fault recorded outside a delivery. What intake decided is not read: the model decides it again."""
     ops: list[Op] = []
-    seen_delivery: set[int] = set()
+    done: set[int] = set()
     last = after
     for ev in store.events(after=after):
         last = ev.seq
         if ev.delivery_id is not None:
-            if ev.delivery_id in seen_delivery:
+            if ev.delivery_id in done:
                 continue
-            seen_delivery.add(ev.delivery_id)
+            done.add(ev.delivery_id)
             d = store.delivery(ev.delivery_id)
-            m = store.message_at(d.msg_seq)
-            env = Envelope(m.message_id, m.trace_id, m.task_id, m.sender, m.recipient, m.type, m.schema_version,
-                           m.created_at, m.idempotency_key, m.payload_digest, m.digest_scheme, m.payload,
-                           tuple(m.evidence_refs))
-            # the transport's (sequence, generation) goes with a message's first delivery only
-            first = min(x["delivery_id"] for x in store.deliveries_of(m.message_id))
-            sent = (m.sender_seq, m.sender_generation) if m.sender_seq is not None and first == d.delivery_id else None
-            ops.append(Op("deliver", d.tick, env=env, sent=sent))
+            m = store.message_at(d["msg_seq"])
+            env = Envelope(m["message_id"], m["trace_id"], m["task_id"], m["sender"], m["recipient"], m["type"],
+                           m["schema_version"], m["created_at"], m["idempotency_key"], m["payload_digest"],
+                           m["digest_scheme"], m["payload"], tuple(m["evidence_refs"]))
+            first = min(x["delivery_id"] for x in store.deliveries_of(m["message_id"]))
+            sent = ((m["sender_seq"], m["sender_generation"])
+                    if m["sender_seq"] is not None and first == d["delivery_id"] else None)
+            ops.append(Op("deliver", d["tick"], env=env, sent=sent))
         elif ev.type == "lease_expired":
             ops.append(Op("expire", ev.tick, task_id=ev.task_id))
-        elif ev.type == "transition_applied":
-            continue  # (the lease monitor's move, made again by ``expire``)
+        elif ev.type in ("transition_applied", "machine_loaded"):
+            continue  # (the lease monitor's move, made again by ``expire``; the machine every model starts with)
         elif ev.type == "artifact_stored":
             ops.append(Op("artifact", ev.tick, task_id=ev.task_id, content=ev.data["content"],
                           artifact_kind=ev.data["kind"]))
         elif ev.type == "fault_injected":
             ops.append(Op("fault", ev.tick, task_id=ev.task_id, message_id=ev.message_id, fault=ev.data["fault"],
-                          detail=ev.data.get("detail")))
-        elif ev.type == "machine_loaded":
-            continue  # (the default machine: the model's rules)
+                          detail=ev.event.detail))
         else:
             raise NotModelled(f"event {ev.type} outside a delivery")
-    # a delivery whose events are all after ``after`` but which wrote none is impossible: every delivery
-    # records at least an intent, a duplicate or a rejection
     return ops, last
 
 
 # ---------------------------------------------------------------------------- comparing with the engine
 
-
-def projection(model: Model) -> dict:
-    """What the model says the authoritative state is, in the shape :func:`store_projection` reads."""
-    return {
-        "tasks": sorted((tid, t["state"], t["state_version"], t["assignee"], t["lease_holder"], t["lease_version"],
-                         t["budget_left"], t["trusted"], t["late_results"], t["rejected"])
-                        for tid, t in model.tasks.items()),
-        "intents": sorted((k[0], k[1], k[2], k[3], r["message_id"], r["arrival"], r["decision"], r["trusted"], r["seen"])
-                          for k, r in model.intents.items()),
-        "effects": sorted((k, e["task_id"], e["kind"], e["target"], e["message_id"]) for k, e in model.effects.items()),
-        "transitions": [(t[0], t[1], t[2], t[6], t[4], t[8]) for t in model.transitions],
-        "budget": [(b[0], b[1], b[2]) for b in model.budget],
-        "deliveries": list(model.deliveries),
-    }
+#: What :func:`agreement` compares: every state table, the message log, the deliveries and the event log.
+TABLES = ("machines", "transition_rules", "tasks", "transitions", "intents", "artifacts", "effects", "approvals",
+          "budget", "messages", "deliveries", "events")
 
 
-def store_projection(store) -> dict:
-    """The same projection read from the engine's store."""
-    return {
-        "tasks": sorted((t["task_id"], t["state"], t["state_version"], t["assignee"], t["lease_holder"],
-                         t["lease_version"], t["budget_left"], t["trusted"], t["late_results"], t["rejected"])
-                        for t in store.tasks()),
-        "intents": sorted((r["task_id"], r["idempotency_key"], r["payload_digest"], r["digest_scheme"], r["message_id"],
-                           r["arrival"], r["decision"], r["trusted"], r["seen"]) for r in store.intents()),
-        "effects": sorted((e["effect_key"], e["task_id"], e["kind"], e["target"], e["message_id"])
-                          for e in store.effects()),
-        "transitions": [(t["task_id"], t["old_state"], t["new_state"], t["state_version"], t["executor"],
-                         t["message_id"]) for t in store.transitions()],
-        "budget": [(b["task_id"], b["delta"], b["reason"]) for b in store.budget_ledger()],
-        "deliveries": [(d["message_id"], d["decision"], d["code"], d["state_after"], d["state_version_after"])
-                       for d in store.deliveries()],
-    }
+def rows_of(store, table: str, *, selectors: bool = True) -> list:
+    """One table's rows as plain data, from a store or a model (``selectors=False``: a fault's record
+    without the selector it was given by, ``duplicate`` or ``duplicate:M-3``, which name one placement)."""
+    if table == "budget":
+        return [dict(r) for r in store.budget_ledger()]
+    if table == "events":
+        return [(e.seq, e.tick, e.type, e.task_id, e.message_id, e.delivery_id,
+                 e.data if selectors or e.type != "fault_injected" else
+                 {k: v for k, v in e.data.items() if k != "selector"}) for e in store.events()]
+    return [dict(r) for r in getattr(store, table)()]
 
 
-def agreement(model: Model, store) -> list[str]:
-    """Where the model and the engine's store disagree (empty: they agree), one line per part."""
-    ours, theirs = projection(model), store_projection(store)
-    return [f"{part}: model {ours[part]!r} != engine {theirs[part]!r}" for part in ours if ours[part] != theirs[part]]
+def agreement(model, store, *, selectors: bool = True) -> list[str]:
+    """Where ``model`` (or any store) and the engine's ``store`` disagree, one line per table (empty: every
+    row of every table, the event log included, is the same)."""
+    out = []
+    for table in TABLES:
+        ours, theirs = rows_of(model, table, selectors=selectors), rows_of(store, table, selectors=selectors)
+        if ours != theirs:
+            diff = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            out.append(f"{table}: row {diff + 1} differs (model {ours[diff] if diff < len(ours) else 'none'!r}, "
+                       f"engine {theirs[diff] if diff < len(theirs) else 'none'!r}; {len(ours)} rows against "
+                       f"{len(theirs)})")
+    return out

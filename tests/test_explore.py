@@ -101,7 +101,7 @@ def test_under_naive_explore_finds_a_break_by_a_path_no_brute_force_order_beats(
 
 
 def test_under_safe_explore_finds_nothing_and_says_its_search_was_exhaustive():
-    result = explore(TINY, policy="safe", faults=["duplicate"], depth=30, place=False)
+    result = explore(TINY, policy="safe", faults=["duplicate"], depth=30, place=False, engine="model")
     assert result.found is None
     assert result.exhausted and result.depth_reached == 9  # every order of this run ends within 9 deliveries
     assert result.ended >= 1 and result.transitions > result.states - 1  # some orders merged

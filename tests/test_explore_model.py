@@ -1,15 +1,13 @@
-"""The pure in-memory model of the authoritative state (sim/model.py, no SQLite) and the real engine agree
-on every state explore visits; a break explore finds is confirmed by the engine running it from the start."""
+"""The pure in-memory model of the run's state (sim/model.py, no SQLite) and the real engine agree on every
+state explore visits; explore searches on the model; a break it finds is confirmed by the engine."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 
 from sim.explore import NotConfirmed, confirm, explore, settle, starts, successors
-from sim.model import Model, NotModelled, agreement, ops_of, projection, store_projection
-from sim.policy import NAIVE, SAFE, Policy, get_policy
+from sim.model import TABLES, Model, NotModelled, agreement, apply, model_run, ops_of, rows_of
+from sim.policy import NAIVE, SAFE
 from sim.scenario import load_scenario
 from tests.test_explore import TINY
 
@@ -20,9 +18,10 @@ TWO = ["duplicate", "late-failure"]
 @pytest.mark.parametrize("story, depth", [("tiny", 5), ("publish-report", 6)])
 def test_the_model_and_the_engine_agree_on_every_state_explore_visits(story, depth, policy):
     """Every state (every order and fault placement, merged by fingerprint) to the depth: the model, driven
-    by the same inputs, has the engine's tasks, states, versions, leases, budgets, intents (dedup records
-    and decisions), effects, transitions and each delivery's decision. Under naive nothing is judged, so
-    the search goes on past the breaks."""
+    by the same inputs through the runtime's own code, has every row the engine has: tasks (state, version,
+    lease, budget, trusted), intents (the dedup records and their decisions), effects, transitions, budget,
+    artifacts, approvals, the message log, each delivery's decision and the event log. Under naive nothing
+    is judged, so the search goes on past the breaks."""
     sc = TINY if story == "tiny" else load_scenario(story)
     result = explore(sc, policy=policy, faults=TWO, depth=depth, check_model=True,
                      invariants=() if policy == "naive" else None)
@@ -39,13 +38,26 @@ def test_the_model_and_the_engine_agree_on_the_whole_tiny_search(policy, depth):
         assert result.exhausted and result.found is None
 
 
+@pytest.mark.parametrize("story, policy, depth", [("tiny", "safe", 5), ("tiny", "naive", 8),
+                                                  ("publish-report", "safe", 7), ("publish-report", "naive", 12)])
+def test_a_search_on_the_model_visits_the_engines_states_and_finds_its_break(story, policy, depth):
+    """The same search on the model: as many states, orders and ended runs as on SQLite, and the same
+    break by the same path and placement, confirmed by the engine running it from the start."""
+    sc = TINY if story == "tiny" else load_scenario(story)
+    on_sqlite = explore(sc, policy=policy, faults=TWO, depth=depth)
+    on_model = explore(sc, policy=policy, faults=TWO, depth=depth, engine="model")
+    assert on_model.engine == "model" and on_model.to_dict()["engine"] == "model"
+    for field in ("states", "transitions", "ended", "depth_reached", "exhausted"):
+        assert getattr(on_model, field) == getattr(on_sqlite, field), field
+    if policy == "naive":
+        assert on_model.found is not None and on_model.confirmed and on_sqlite.confirmed
+        assert on_model.found.to_dict() == on_sqlite.found.to_dict()
+    else:
+        assert on_model.found is None and on_sqlite.found is None
+
+
 def test_the_model_decides_each_lessons_break_as_the_engine_does():
-    """Under naive the model, on its own, publishes twice (duplicate) and lets a late failure regress a
-    succeeded task: the same decisions the engine made on the counterexample's path."""
-    story = load_scenario("publish-report")
-    for fault in ("duplicate", "late-failure"):
-        result = explore(story, policy="naive", faults=[fault], depth=12, check_model=True)
-        assert result.found is not None and result.confirmed
+    """Under naive the model, driven by the path's inputs alone, publishes twice: the engine's decisions."""
     level = list(starts(TINY, policy="naive", faults=["duplicate"]))
     twice = None
     for _ in range(4):
@@ -53,50 +65,52 @@ def test_the_model_decides_each_lessons_break_as_the_engine_does():
         for node in level:
             for child in successors(node):
                 if [s.message_id for s in child.path][-2:] == ["M-3", "M-3"] and twice is None:
-                    model = Model(NAIVE)
+                    model = Model(start_time=TINY.start_time)
                     for op in ops_of(child.run.store)[0]:
-                        model.apply(op)
+                        apply(model, op, NAIVE)
                     twice = (model, child.run.store.copy())
                 nxt.append(settle(child))
         level = nxt
     model, store = twice
     try:
-        assert len(model.effects) == 2 and [d[1] for d in model.deliveries][-2:] == ["accepted", "accepted"]
-        assert agreement(model, store) == [] and projection(model) == store_projection(store)
+        assert len(model.effects()) == 2 and [d["decision"] for d in model.deliveries()][-2:] == ["accepted", "accepted"]
+        assert agreement(model, store) == []
     finally:
         store.close()
 
 
-def test_a_disagreement_is_reported_part_by_part():
+def test_a_disagreement_is_reported_table_by_table():
     story = load_scenario("publish-report")
-    node = next(starts(story, policy="safe", faults=[]))
-    child = next(successors(node))
-    model = Model(SAFE)
+    child = next(successors(next(starts(story, policy="safe", faults=[]))))
+    model = Model(start_time=story.start_time)
     for op in ops_of(child.run.store)[0]:
-        model.apply(op)
-    assert agreement(model, child.run.store) == []
-    model.tasks["T-1"]["state_version"] += 1
+        apply(model, op, SAFE)
+    assert agreement(model, child.run.store) == [] and set(TABLES) >= {"tasks", "intents", "effects", "events"}
+    model._tasks["T-1"]["state_version"] += 1
     differ = agreement(model, child.run.store)
-    assert len(differ) == 1 and differ[0].startswith("tasks: model ")
+    assert len(differ) == 1 and differ[0].startswith("tasks: row 1 differs")
+    assert rows_of(model, "tasks")[0]["state_version"] == rows_of(child.run.store, "tasks")[0]["state_version"] + 1
 
 
 def test_the_model_refuses_what_it_does_not_cover():
+    model = Model()
     with pytest.raises(NotModelled):
-        Model(dataclasses.replace(SAFE, effect_rule=lambda result, delivery_id: "k"))
+        model.copy("file.db")
     with pytest.raises(NotModelled):
-        Model(Policy("student", lambda *a, **k: None, True, "a plugged-in intake"))
-    assert Model(get_policy("naive")).policy is NAIVE
+        model.rulebook("task-v2")
+    with pytest.raises(NotModelled):
+        model.load_machine(model.rulebook())
+    run = model_run(TINY, SAFE, None, [])
+    assert isinstance(run.store, Model) and run.store.get_meta("scenario") == "tiny-publish"
 
 
 def test_a_break_the_engine_does_not_reach_again_is_not_reported():
     story = load_scenario("publish-report")
-    result = explore(story, policy="naive", faults=["late-failure"], depth=8)
+    result = explore(story, policy="naive", faults=["late-failure"], depth=8, engine="model")
     assert result.found is not None and result.confirmed
-    with pytest.raises(NotConfirmed):
-        confirm(story, "naive", result.found, "sha256:" + "0" * 64)
-    shorter = dataclasses.replace(result.found, path=result.found.path[:-1])
-    with pytest.raises(NotConfirmed):
-        confirm(story, "naive", shorter, "sha256:" + "0" * 64)
+    empty = Model(start_time=story.start_time)
+    with pytest.raises(NotConfirmed, match="differs from the state the search reached"):
+        confirm(story, "naive", result.found, empty)
 
 
 def test_bench_explore_reports_the_engine_the_model_and_the_floor(capsys):
@@ -104,10 +118,11 @@ def test_bench_explore_reports_the_engine_the_model_and_the_floor(capsys):
     from sim.explore import bench
 
     figures = bench(TINY, depth=4)
-    assert figures["model_checked"] == figures["transitions"] + 1 and figures["model_per_s"] > 0
-    assert figures["project_per_s"] > 0 and figures["checked_per_s"] > 0 and figures["floor_per_s"] > 0
+    assert figures["model_checked"] == figures["transitions"] + 1
+    assert figures["project_per_s"] > 0 and figures["model_per_s"] > 0 and figures["floor_per_s"] > 0
+    assert figures["model_states"] == figures["states"]
     with pytest.raises(SystemExit) as e:
         main(["bench", "explore", "publish-report", "--depth", "3"])
     out = capsys.readouterr().out
     assert e.value.code in (0, None)
-    assert "(protolab: the engine)" in out and "model alone" in out and "floor" in out
+    assert "SQLite" in out and "model" in out and "floor" in out
