@@ -12,13 +12,18 @@ from sim.cli import main
 from sim.conversation import export_trace
 from sim.envelope import build_envelope
 from sim.intake import Decision, Verdict
-from sim.planner import audience_refusal, audiences_of, conversation_rule
+from sim.planner import CONVERSATION_CODES, audience_refusal, audiences_of, conversation_rule
 from sim.protocol.trace import validate
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
 
 RULES = [("afterthought", "E_POST_TERMINAL_MESSAGE"), ("rewind", "E_SEQUENCE_GAP"), ("zombie", "E_STALE_GENERATION"),
          ("overshare", "E_AUDIENCE_LABEL")]
+
+
+def test_every_code_the_runtime_refuses_under_the_conversations_rules_has_a_fault_that_shows_it():
+    # a rule no fault can break teaches nothing: a new code in CONVERSATION_CODES needs its row in RULES
+    assert sorted(c for _, c in RULES) == sorted(CONVERSATION_CODES)
 
 
 def codes_of(store) -> set[str]:
