@@ -83,7 +83,7 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
                        record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
                        rebuild=self._rebuild, restamp=self._restamp)
-        self.bus.peers = lambda: sorted(self.workers)
+        self.bus.peers = self._peers  # (a method, so a forked run's bus asks the fork: sim.explore._fork)
         self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
         # a stress run forgets settled tasks; their intents go once nothing of theirs is on the bus
         self._messages_of: dict[str, list[str]] = {}

@@ -121,6 +121,10 @@ class RunWorld:
         self._seq[(env.sender, generation)] += 1
         self.sent_meta[env.message_id] = (self._seq[(env.sender, generation)], generation)
 
+    def _peers(self) -> list[str]:
+        """The run's workers, in order (fault overshare picks the one a result is also sent to)."""
+        return sorted(self.workers)
+
     def _restamp(self, env: Envelope, back: int) -> int:
         """Set ``env``'s sequence number, and its sender's counter, back ``back`` (fault rewind): the next
         message of that body numbers on from there. Returns the number ``env`` now carries."""
