@@ -59,6 +59,7 @@ FIELDS: dict[str, tuple[type, bool]] = {
     "evidence_refs": (list, True),
 }
 
+_FIELD_NAMES = frozenset(FIELDS)
 _PARTICIPANT_RE = re.compile(r"^(manager|researcher|writer|reviewer)(?:-[A-Za-z0-9_]+)?$")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
 _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -69,8 +70,14 @@ def envelope_from_row(row: dict) -> Envelope:
     return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
 
 
+_ROLE_OF: dict[str, str] = {}  # participants already read (a run has a handful)
+
+
 def role_of(participant: str) -> str:
     """The role of a participant id: ``researcher-2`` plays ``researcher``."""
+    known = _ROLE_OF.get(participant) if type(participant) is str else None
+    if known is not None:
+        return known
     m = _PARTICIPANT_RE.match(participant)
     if not m:
         raise EnvelopeError(
@@ -78,7 +85,10 @@ def role_of(participant: str) -> str:
             "optionally followed by -NAME",
             code="E_UNKNOWN_ROLE",
         )
-    return m.group(1)
+    role = m.group(1)
+    if len(_ROLE_OF) < 1024:
+        _ROLE_OF[participant] = role
+    return role
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,9 @@ class Envelope:
 
 
 def _no_duplicate_keys(pairs):
+    seen = dict(pairs)
+    if len(seen) == len(pairs):  # no key twice (the loop below finds the first one that is)
+        return seen
     seen = {}
     for k, v in pairs:
         if k in seen:
@@ -202,13 +215,14 @@ def _require_int(payload: dict, key: str, where: str, required=True, minimum=0):
 def _check_payload(env_type: str, payload: dict, where: str, version: "_versions.Version" = _versions.Version(1, 0)) -> None:
     """Per-type payload rules: the closed payload vocabulary of each message type."""
     # A field a later minor added is part of the payload only from that minor on.
-    for name, since in _versions.newer_fields(env_type).items():
+    newer, added = _versions.fields_read(env_type, version)
+    for name, since in newer.items():
         if name in payload and (since.major != version.major or since > version):
             raise EnvelopeError(
                 f"{where}: payload.{name} was added in schema_version {since}; this envelope says {version}",
                 code="E_SCHEMA_FIELD",
             )
-    for name, (typ, _why) in _versions.added_fields(env_type, version).items():
+    for name, (typ, _why) in added.items():
         if name in payload and (type(payload[name]) is not typ):
             raise EnvelopeError(
                 f"{where}: payload.{name} must be a {typ.__name__}, got {type(payload[name]).__name__}",
@@ -257,7 +271,7 @@ def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) 
             code="E_FIELD_TYPE",
         )
     where = _where(raw, index)
-    unknown = sorted(set(raw) - set(FIELDS))
+    unknown = sorted(raw.keys() - _FIELD_NAMES)
     if unknown:
         raise EnvelopeError(
             f"{where}: unknown field {unknown[0]!r}; expected only: {friendly_list(FIELDS)}",

@@ -250,6 +250,21 @@ def newer_fields(msg_type: str) -> dict[str, Version]:
     return {f: v for v, by_type in ADDED.items() for f in by_type.get(msg_type, {})}
 
 
+_READ_ONCE: dict[tuple, dict] = {}
+
+
+def fields_read(msg_type: str, version: Version) -> tuple[dict[str, Version], dict[str, tuple[type, str]]]:
+    """(:func:`newer_fields`, :func:`added_fields`) of ``msg_type`` in ``version``, built once each for
+    the envelope parser, which only reads them (a run sends a few types in a few versions)."""
+    key = (msg_type, version)
+    out = _READ_ONCE.get(key)
+    if out is None:
+        out = (newer_fields(msg_type), added_fields(msg_type, version))
+        if len(_READ_ONCE) < 256:
+            _READ_ONCE[key] = out
+    return out
+
+
 def read_as(env, version: Version):
     """``env`` as a lenient consumer that reads only ``version`` sees it: every payload field a
     later minor added is dropped, silently. ``schema_version`` is left as sent. (What the naive
