@@ -298,6 +298,8 @@ def _fork(run: Run) -> Run:
         memo[id(intent)] = intent
     for env in (*run.results.values(), *(e for _d, _s, e in run.bus._heap), *(e for _t, e in run.bus._held)):
         memo[id(env)] = env
+    for frozen in (run._t0, run.privacy, run.trace, *run.specs.values(), *run.bus.specs):  # immutable: shared
+        memo[id(frozen)] = frozen
     memo[id(run._tasks)] = {}  # the task cache: read again from the copy
     return copy.deepcopy(run, memo)
 
