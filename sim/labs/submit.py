@@ -8,8 +8,10 @@ manifest passes.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from ..errors import InputError
@@ -58,7 +60,9 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
     return summary
 
 
-def _read(path: Path) -> tuple[dict, bytes]:
+def _read(path: Path, run_to: Path) -> dict:
+    """The submission's manifest; its run is copied to ``run_to`` a block at a time (a large run
+    never sits whole in memory)."""
     if not Path(path).is_file():
         raise InputError(f"{path} does not exist", code="E_FILE_MISSING")
     try:
@@ -68,25 +72,25 @@ def _read(path: Path) -> tuple[dict, bytes]:
                 raise InputError(f"{path} is not a lab submission (it lacks manifest.json or run.db)",
                                  code="E_NOT_A_SUBMISSION")
             manifest = json.loads(z.read("manifest.json"))
-            run = z.read("run.db")
-    except zipfile.BadZipFile as e:
+            with z.open("run.db") as src, open(run_to, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise InputError(f"{path} is not a lab submission (not a zip file)", code="E_NOT_A_SUBMISSION") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: manifest.json is not valid JSON", code="E_NOT_A_SUBMISSION") from e
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise InputError(f"{path} is not a lab submission of format {FORMAT}", code="E_NOT_A_SUBMISSION")
-    return manifest, run
+    return manifest
 
 
 def verify_submission(path: Path) -> dict:
     """Re-deliver the submitted run, then re-check the lab from it: ``genuine`` (the run is what
     protolab's runtime makes of its own messages), ``difference`` (the first point where it is not),
     checkpoints and answers as the run supports them."""
-    manifest, run = _read(path)
-    lab = get_lab(str(manifest.get("lab", "")))
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "run.db"
-        db.write_bytes(run)
+        manifest = _read(path, db)
+        lab = get_lab(str(manifest.get("lab", "")))
         store = Store.open(db, readonly=True)
         try:
             # The learner's recorded actions (time-travel visits, views opened) and answers come

@@ -8,6 +8,10 @@ where they part is named.
 
 from __future__ import annotations
 
+import tempfile
+from collections import deque
+from pathlib import Path
+
 from ..envelope import envelope_from_row
 from ..policy import get_policy
 from ..runtime import deliver
@@ -21,41 +25,50 @@ _COMPARED = ("type", "task_id", "message_id", "data")
 
 
 def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
-                          stop_at_first_difference: bool = True) -> tuple[Store, str | None]:
+                          stop_at_first_difference: bool = True, path=None) -> tuple[Store, str | None]:
     """``(fresh store, first difference or None)``. ``policy`` defaults to the run's own.
 
     With ``stop_at_first_difference`` off (a replay under another policy, whose events are meant
-    to differ), a runtime action that no longer applies to the replayed state is skipped."""
+    to differ), a runtime action that no longer applies to the replayed state is skipped.
+    ``path``: where the fresh store is written (a scratch file keeps memory flat for a large run;
+    the default is in memory, for a lab's small run). The recorded deliveries are read beside the
+    re-delivery, a page at a time, never held whole."""
     from ..errors import ProtolabError
 
     pol = get_policy(policy or store.get_meta("policy") or "safe")
-    fresh = Store.create(None, start_time=store.start_time, empty=True)
+    fresh = Store.create(path, start_time=store.start_time, empty=True)
     if store.get_meta("privacy"):
         # the run's declared sensitive fields: minimising, redacting and the payload shapes read them
         fresh.set_meta({"privacy": store.get_meta("privacy")})
-    rows = store.iter_deliveries_with_messages()
+    # each delivery's recorded columns (decision, state after) beside its envelope, both in order
+    rows = zip(store.iter_deliveries(), store.iter_deliveries_with_messages())
     pending = next(rows, None)
     check = stop_at_first_difference
-    recorded = {d["delivery_id"]: d for d in store.deliveries()} if check else {}
     difference: str | None = None
-    regenerated: list[dict] = []  # events the re-delivery produced, not yet matched against the log
+    regenerated: deque = deque()  # events the re-delivery produced, not yet matched against the log
 
     def deliver_next() -> None:
         nonlocal pending, difference
-        row = pending
+        was, row = pending
         pending = next(rows, None)
+        if was["delivery_id"] != row["delivery_id"]:
+            # a delivery whose message is gone (the join skipped it): a database edited by hand;
+            # nothing after it can be paired, so the re-delivery stops here
+            pending = None
+            if difference is None:
+                difference = f"delivery {was['delivery_id']} names no recorded message"
+            return
         sent = (row["sender_seq"], row["sender_generation"]) if row.get("sender_seq") is not None else None
         out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent)
         regenerated.extend(fresh.events_of_delivery(fresh.last_delivery()))
         if check and difference is None:
-            was = recorded.get(row["delivery_id"])
-            if was is not None and (was["decision"], was["state_after"]) != (out.decision, out.state):
+            if (was["decision"], was["state_after"]) != (out.decision, out.state):
                 difference = (f"delivery {row['delivery_id']} ({row['message_id']}, {row['type']}): recorded "
                               f"{was['decision']} -> {was['state_after']}, re-delivered {out.decision} -> {out.state}")
 
     def catch_up(*, upto_id: int | None = None, before_tick: int | None = None) -> None:
-        while pending is not None and ((upto_id is not None and pending["delivery_id"] <= upto_id)
-                                       or (before_tick is not None and pending["delivery_tick"] < before_tick)):
+        while pending is not None and ((upto_id is not None and pending[0]["delivery_id"] <= upto_id)
+                                       or (before_tick is not None and pending[0]["tick"] < before_tick)):
             deliver_next()
 
     for ev in store.iter_events():
@@ -72,7 +85,7 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
                     raise
             continue
         catch_up(upto_id=ev.delivery_id)
-        got = regenerated.pop(0) if regenerated else None
+        got = regenerated.popleft() if regenerated else None
         if check and difference is None and (got is None or any(got[k] != ev[k] for k in _COMPARED)):
             difference = (f"event {ev.seq} ({ev.type} of {ev.task_id or ev.message_id}): recorded "
                           f"{_brief(ev)}, re-delivery gives {_brief(got) if got else 'nothing'}")
@@ -97,11 +110,13 @@ def verify_run(store: Store) -> dict:
     if plugged:
         return {"ok": False, "difference": "the run used a student's plugged-in file; only reference runs are verified",
                 "recorded_digest": store.state_digest(), "redelivered_digest": None}
-    fresh, difference = rebuild_by_redelivery(store)
-    try:
-        ours, theirs = store.state_digest(), fresh.state_digest()
-    finally:
-        fresh.close()
+    with tempfile.TemporaryDirectory(prefix="protolab-verify-") as tmp:
+        # the re-delivered run on a scratch file: memory stays flat however large the run
+        fresh, difference = rebuild_by_redelivery(store, path=Path(tmp) / "redelivered.db")
+        try:
+            ours, theirs = store.state_digest(), fresh.state_digest()
+        finally:
+            fresh.close()
     if difference is None and ours != theirs:
         difference = "the state tables differ from what the event log and the messages give (state edited by hand)"
     return {"ok": difference is None, "difference": difference, "recorded_digest": ours, "redelivered_digest": theirs}
