@@ -144,3 +144,33 @@ def test_a_view_the_store_does_not_have_is_refused_by_name(db):
             with pytest.raises(StoreError) as e:
                 call()
             assert e.value.code == "E_UNKNOWN_VIEW" and "tasks" in str(e.value)
+
+
+@pytest.mark.parametrize("command, label", [(["state", "--json"], "writing the state"),
+                                            (["messages", "--json"], "writing the message log"),
+                                            (["events", "--json"], "writing the event log")],
+                         ids=lambda c: c if isinstance(c, str) else " ".join(c))
+def test_a_long_output_to_a_file_shows_a_progress_bar_on_the_terminal_and_the_same_bytes(db, capsys, monkeypatch,
+                                                                                          command, label):
+    """Issue 31: a command that takes over a second shows progress. Its rows go to a file (stdout not a
+    terminal) while the bar is drawn on stderr (a terminal): the file gets exactly the bytes it got
+    without the bar, and the bar is not printed into it."""
+    import io
+    import sys
+
+    import sim.cli.common as common
+
+    code, plain, _ = run_cli(capsys, *command, "--db", db)
+    assert code == 0
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(common, "PROGRESS_ROWS", 0)  # the run is small: every output counts as long
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setenv("TERM", "xterm")
+    code, out, _ = run_cli(capsys, *command, "--db", db)
+    assert code == 0 and out == plain
+    assert label in term.getvalue() and label not in out

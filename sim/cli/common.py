@@ -358,14 +358,46 @@ def _load_scenario(scenario: str, tasks: Optional[int]):
     return sc
 
 
-def _progress(enabled: bool = True):
-    """A progress bar on stderr, only when stderr is a terminal (a pipe gets no stray lines)."""
+def _progress(enabled: bool = True, *, redirect_stdout: bool = True):
+    """A progress bar on stderr, only when stderr is a terminal (a pipe gets no stray lines).
+    ``redirect_stdout`` off when the command's output goes to stdout while the bar runs (Rich would
+    otherwise print it through the bar's console, on stderr)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not (enabled and console.is_terminal))
+                    console=console, transient=True, disable=not (enabled and console.is_terminal),
+                    redirect_stdout=redirect_stdout)
+
+
+#: Rows a view streams before a progress bar is worth showing (about a second's reading and writing).
+PROGRESS_ROWS = 20_000
+
+
+@contextlib.contextmanager
+def _rows_progress(total: int, what: str):
+    """``counted(rows)``: ``rows`` passed through, counted on a progress bar on stderr while a long
+    output (``total`` rows over :data:`PROGRESS_ROWS`) goes to a file or a pipe. Nothing is drawn
+    when stdout is the terminal (the rows themselves show it) or stderr is not one."""
+    show = total > PROGRESS_ROWS and not sys.stdout.isatty()
+    with _progress(show, redirect_stdout=False) as bar:
+        job = bar.add_task(what, total=total) if show else None
+        done = 0  # over every view counted under this bar
+
+        def counted(rows):
+            nonlocal done
+            if job is None:
+                yield from rows
+                return
+            for r in rows:
+                yield r
+                done += 1
+                if done % 1000 == 0:
+                    bar.update(job, completed=done)
+            bar.update(job, completed=done)
+
+        yield counted
 
 
 def _judged(store, show: bool):

@@ -26,8 +26,10 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
     # both logs are streamed from the file as they are printed: flat memory whatever the run's size
     with _open(db, readonly=True) as store:
         if as_json:
-            _print_json_fields([("messages", store.iter_view("messages", task_id=task)),
-                                ("deliveries", store.iter_view("deliveries", task_id=task))])
+            total = store.count_view("messages", task_id=task) + store.count_view("deliveries", task_id=task)
+            with common._rows_progress(total, "writing the message log") as counted:
+                _print_json_fields([("messages", counted(store.iter_view("messages", task_id=task))),
+                                    ("deliveries", counted(store.iter_view("deliveries", task_id=task)))])
             return
         con = _console()
         show_view(
@@ -77,10 +79,11 @@ def events(
         raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
     with _open(db, readonly=True) as store:
         evs = store.iter_events(task_id=task, etype=type_)
-        if as_json:
-            _print_json_rows(evs)
-            return
         n = store.count_events(task_id=task, etype=type_)
+        if as_json:
+            with common._rows_progress(n, "writing the event log") as counted:
+                _print_json_rows(counted(evs))
+            return
         columns = ["seq", "time", "event", "task", "msg", "what"]
         rows = ([e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs)
         if n > common.TABLE_ROWS:  # a long log is streamed as it is read, in flat memory
@@ -113,15 +116,17 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
             known = ", ".join(t["task_id"] for t in islice(store.iter_view("tasks"), 10)) or "none yet"
             raise InputError(f"no task {task} in {db} (its tasks: {known})", code="E_UNKNOWN_TASK")
         if as_json:
-            _print_json_fields([
-                ("tasks", tasks(store)),
-                *((name, store.iter_view(view, task_id=task)) for name, view in (
-                    ("transitions", "transitions"), ("intents", "intents"), ("effects", "effects"),
-                    ("artifacts", "artifacts"), ("approvals", "approvals"), ("budget", "budget"))),
-                ("machine_versions", store.machine_versions()),
-                ("current_machine", store.current_machine),
-                ("state_digest", store.state_digest()),
-            ])
+            views = (("transitions", "transitions"), ("intents", "intents"), ("effects", "effects"),
+                     ("artifacts", "artifacts"), ("approvals", "approvals"), ("budget", "budget"))
+            total = store.count_view("tasks", task_id=task) + sum(store.count_view(v, task_id=task) for _, v in views)
+            with common._rows_progress(total, "writing the state") as counted:
+                _print_json_fields([
+                    ("tasks", counted(tasks(store))),
+                    *((name, counted(store.iter_view(view, task_id=task))) for name, view in views),
+                    ("machine_versions", store.machine_versions()),
+                    ("current_machine", store.current_machine),
+                    ("state_digest", store.state_digest()),
+                ])
             return
         con = _console()
         count = {v: store.count_view(v, task_id=task) for v in ("tasks", "transitions", "intents", "effects",
