@@ -23,7 +23,7 @@ from . import events as ev_
 from .planner import ATTEMPT_COST, DEFAULT_BUDGET, Context, IntakeFn, effect_key  # noqa: F401  (re-exported)
 from .store import Store
 
-from .policy import Policy
+from .policy import SAFE, Policy
 
 __all__ = [
     "Outcome",
@@ -89,8 +89,6 @@ def deliver(
     by default each delivery is the next tick. ``sent`` is the transport's (per-sender
     sequence, sender generation) for the message, kept in the message log.
     """
-    from .policy import SAFE
-
     policy = policy or SAFE
     decide = decide or policy.decide
     for attempt in range(attempts):
@@ -133,7 +131,7 @@ def _deliver_once(
         seq_used = sent is not None and store.sequence_used(env.task_id, env.sender, sent[1] or 1, sent[0],
                                                             env.message_id, env.idempotency_key)
         stale = sent is not None and store.body_replaced(env.task_id, env.sender, sent[1] or 1, sent[0],
-                                                         _planner.RESTART_FAULTS)
+                                                         _planner.LIVE_BODY_RESTARTS)
         verdict = _planner.conversation_rule(env, verdict, fenced=store.fenced_now(env.trace_id), seq_used=seq_used,
                                              stale_body=stale)
     ctx = read_for_plan(store, env, ctx, verdict, policy)
@@ -184,8 +182,9 @@ def read_for_plan(store: Store, env: Envelope, ctx: Context, verdict: Verdict, p
         if _planner.is_reconciliation(env) and env.payload.get("reconcile") == "retract":
             more["task_effects"] = tuple(store.effects_of(env.task_id))
             candidates |= {f"retract:{k}" for o in ctx.open_reconciliations for k in o["effects"]}
-        more["effect_key"] = key
-        more["committed_keys"] = store.committed_among(candidates) if candidates else frozenset()
+        if key is not None or candidates:  # (otherwise the context already says so: no key, none committed)
+            more["effect_key"] = key
+            more["committed_keys"] = store.committed_among(candidates) if candidates else frozenset()
     return replace(ctx, **more) if more else ctx
 
 
