@@ -31,7 +31,8 @@ from .machine import RuleBook, TaskState
 
 __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
-    "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "wants_conversation_check",
+    "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "LIVE_BODY_RESTARTS",
+    "wants_conversation_check",
     "conversation_rule", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
 ]
 
@@ -200,6 +201,12 @@ def audience_refusal(env: Envelope) -> Verdict | None:
 #: The faults after which a worker has a new body (the next generation): the message each names is
 #: the point its old body was replaced after (sim.recovery; the export's ``earlierGenerations``).
 RESTART_FAULTS = ("crash", "zombie")
+#: Of those, the restarts whose old body was left running (fault zombie): the runtime's generation rule
+#: (``Store.body_replaced``) refuses what such a body says afterwards, under however current a lease. A
+#: crashed body answers only after recovery, under a stale lease: lease fencing is what refuses it (the
+#: crash lesson, and exercise 3's grading of an intake that forgets the lease, rely on that being the
+#: only rule in its way), so the generation rule leaves it to the lease.
+LIVE_BODY_RESTARTS = ("zombie",)
 
 
 def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:

@@ -209,21 +209,14 @@ class Reads:
     def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
         """Whether body ``generation`` of ``sender`` had been replaced before it numbered a message about
         ``task_id`` ``seq``: a restart (a fault named in ``restarts``) recorded on the task names one of that
-        body's messages numbered below ``seq`` as the point it was replaced after, or a newer body of
-        ``sender`` already spoke about the task. Looked up through the task's events, so the cost stays
-        that of one task's history."""
+        body's messages numbered below ``seq`` as the point it was replaced after. Looked up through the
+        task's events, so the cost stays that of one task's history."""
         marks = ",".join("?" * len(restarts))
         row = self.conn.execute(
             "SELECT 1 FROM events e JOIN messages m ON m.message_id = e.message_id WHERE e.task_id = ? "
             f"AND e.type = 'fault_injected' AND json_extract(e.data, '$.fault') IN ({marks}) AND m.sender = ? "
             "AND COALESCE(m.sender_generation, 1) = ? AND m.sender_seq < ? LIMIT 1",
             (task_id, *restarts, sender, generation, seq)).fetchone()
-        if row is not None:
-            return True
-        row = self.conn.execute(
-            "SELECT 1 FROM messages m WHERE m.message_id IN (SELECT DISTINCT message_id FROM events WHERE task_id = ? "
-            "AND message_id IS NOT NULL) AND m.sender = ? AND COALESCE(m.sender_generation, 1) > ? LIMIT 1",
-            (task_id, sender, generation)).fetchone()
         return row is not None
 
     def _rows(self, sql: str, params=()) -> list[dict]:
