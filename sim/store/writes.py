@@ -143,10 +143,15 @@ class Writes:
     def time_at(self, tick: int) -> str:
         """``created_at`` of a tick: time zero plus one second per tick (logical time)."""
         if self._time_cache[0] != tick:
-            assert self._start is not None
-            t = self._start + timedelta(seconds=tick)
-            self._time_cache = (tick, f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
-                                if t.year >= 1000 else t.strftime("%Y-%m-%dT%H:%M:%SZ"))  # (strftime, without its cost)
+            first, minute = self._minute  # the tick that began the minute last formatted, and its text up to it
+            if first <= tick < first + 60:
+                text = f"{minute}{tick - first:02d}Z"
+            else:
+                assert self._start is not None
+                t = self._start + timedelta(seconds=tick)
+                text = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+                self._minute = (tick - t.second, text[:-3])
+            self._time_cache = (tick, text)
         return self._time_cache[1]
 
     def record_message(
