@@ -126,12 +126,13 @@ class _Placing:
         self.record(fault, env, detail)
 
 
-def eligible(name: str, env) -> bool:
+def eligible(name: str, env, anywhere: bool = False) -> bool:
     """Whether the search may place fault ``name`` on ``env`` as it is sent: a message of a type the
     fault can touch that its default selector would pick (``duplicate``: a publishing task_result;
-    ``late-failure``: a successful one; see :data:`sim.faults.REGISTRY`)."""
+    ``late-failure``: a successful one; see :data:`sim.faults.REGISTRY`), or with ``anywhere`` any
+    message of a type it can touch (``duplicate``: any message)."""
     fault = REGISTRY[name]
-    return (not fault.only or env.type in fault.only) and fault.default_match(env)
+    return (not fault.only or env.type in fault.only) and (anywhere or fault.default_match(env))
 
 
 class _Decide:
@@ -162,13 +163,15 @@ class _PlacingBus(Bus):
 
     placeable: tuple[str, ...]
     placed_on: list
+    anywhere: bool = False
     decide: Callable[[], bool] | None
 
     def send(self, env, now: int):
         if self.decide is not None and not (env.sender in self.silenced and env.type in ("task_started", "task_result")):
             for i, name in enumerate(self.placeable):
                 spec = FaultSpec(name, "message", env.message_id)
-                if self.placed_on[i] is None and spec not in self.specs and eligible(name, env) and self.decide():
+                if (self.placed_on[i] is None and spec not in self.specs and eligible(name, env, self.anywhere)
+                        and self.decide()):
                     self.placed_on[i] = env.message_id
                     self.specs = [*self.specs, spec]
                     self.matched[spec.text] = 0
@@ -239,6 +242,7 @@ def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, p
     if place:
         run.bus.__class__ = _PlacingBus
         run.bus.placeable, run.bus.placed_on, run.bus.decide = placeable, [None] * len(placeable), None
+        run.bus.anywhere = place == "any"
     return run
 
 
@@ -441,8 +445,8 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
             interrupt: Callable[[], bool] | None = None, invariants=None, place: bool = True,
             check_model: bool = False, engine: str = "sqlite") -> Exploration:
     """Explore every delivery order of ``scenario`` up to ``depth`` deliveries, and with ``place`` every
-    placement of each fault given without a selector (on any message it may hit as it is sent, at most
-    once, or nowhere), breadth-first; stop at the first state that breaks an invariant (its path is a
+    placement of each fault given without a selector (at most once, or nowhere: on any message its default
+    selector would pick, or with ``place="any"`` on any message of a type it can touch), breadth-first; stop at the first state that breaks an invariant (its path is a
     shortest one). Without ``place`` the faults fire where a run puts them (the first message each
     picks). ``invariants`` (names), when given, are the only ones judged: a state that breaks another
     goes on being explored (the grader's search under the naive consumer judges what the exercise is

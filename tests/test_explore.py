@@ -137,6 +137,36 @@ def test_under_naive_every_placement_finds_each_lessons_break_and_run_of_it_repr
         store.close()
 
 
+@pytest.mark.parametrize("fault, place, expected", [("duplicate", True, 4), ("late-failure", True, 4),
+                                                    ("duplicate", "any", 3)])
+def test_no_order_and_placement_a_brute_force_tries_breaks_sooner_than_the_search_says(fault, place, expected):
+    """Every order (no merging) under every single placement of the fault, each played by the ordinary
+    rounds with the fault given by message id: none breaks an invariant in fewer deliveries than the
+    search's path. Placed where its default selector picks (the one-task run's only publishing, successful
+    result is M-3) duplicate and late-failure break at 4; anywhere, a duplicated request breaks at 3."""
+    result = explore(TINY, policy="naive", faults=[fault], depth=8, place=place)
+    assert result.found is not None and len(result.found.path) == expected and result.confirmed
+    where = ["M-3"] if place is True else [f"M-{i}" for i in range(1, 7)] + [f"A-{i}" for i in range(1, 4)]
+    shortest = [_brute_force(TINY, "naive", [f"{fault}:{mid}"] if mid else [], expected)[0] for mid in [None, *where]]
+    assert min(n for n in shortest if n is not None) == expected
+    if place is True:
+        assert result.found.faults == (f"{fault}:M-3",)
+    else:
+        assert result.found.faults == ("duplicate:M-1",) and result.found.invariant == "TRANSITIONS_ALLOWED"
+
+
+def test_explore_places_anywhere_when_asked_and_refuses_it_beside_seeded_faults(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.toml").write_text(scenario_toml(TINY))
+    code, out, _ = _cli(capsys, "explore", "tiny.toml", "--faults", "duplicate", "--policy", "naive", "--depth", "6",
+                        "--place-anywhere", "--out", "ce.toml")
+    assert code == 1 and "(every placement, anywhere)" in out and "TRANSITIONS_ALLOWED BROKEN after 3" in out
+    assert load_scenario(str(tmp_path / "ce.toml")).faults == ("duplicate:M-1",)
+    assert "--place-anywhere" in (tmp_path / "ce.toml").read_text().splitlines()[0]
+    code, _, err = _cli(capsys, "explore", "tiny.toml", "--faults", "duplicate", "--seeded-faults", "--place-anywhere")
+    assert code == 2 and err.startswith("error: E_USAGE:") and err.count("\n") == 1
+
+
 def test_the_search_places_a_fault_where_a_seeded_run_never_fires_it_and_run_replays_that_placement():
     """late-failure fires, in a run, on the first successful result (T-1's M-3); the search also places it on
     T-2's result, and the engine playing that counterexample reaches the searched state exactly."""

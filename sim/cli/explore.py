@@ -56,6 +56,9 @@ def explore(
                                        "(protolab run FILE replays it)."),
     seeded: bool = typer.Option(False, "--seeded-faults", help="Fire each fault where a run puts it (the first "
                                 "message it picks) instead of trying every placement."),
+    anywhere: bool = typer.Option(False, "--place-anywhere", help="Place each fault on any message of a type it "
+                                  "can touch (duplicate: any message), not only those its default selector picks "
+                                  "(duplicate: a publishing result). A bigger search."),
     engine: str = typer.Option("model", "--engine", help="Where each state is kept: model (the pure in-memory "
                                "model of the store, faster; a break is confirmed on SQLite before it is shown) or "
                                "sqlite (the engine's store). --machine is explored on sqlite."),
@@ -82,6 +85,9 @@ def explore(
     on = "sqlite" if machine is not None else engine  # a plugged-in machine: the model keeps the default one
     if out is not None and out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    if seeded and anywhere:
+        raise InputError("--seeded-faults fires each fault where a run does; --place-anywhere places it: "
+                         "give one", code="E_USAGE")
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)
@@ -93,11 +99,12 @@ def explore(
         try:
             if not as_json:  # the first line, as the search starts (a script may wait for it, then Ctrl-C)
                 con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
-                          f"({'where a run fires them' if seeded else 'every placement'}), depth {depth}, on {on}",
+                          f"({'where a run fires them' if seeded else 'every placement, anywhere' if anywhere else 'every placement'})"
+                          f", depth {depth}, on {on}",
                           soft_wrap=True)
                 sys.stdout.flush()
             result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told,
-                            every=50, place=not seeded, engine=on)
+                            every=50, place=False if seeded else ("any" if anywhere else True), engine=on)
         except KeyboardInterrupt:  # before the search's own loop began: nothing reached
             result = Exploration(sc.name, pol, tuple(fs), depth, interrupted=True)
     found = result.found
@@ -109,7 +116,8 @@ def explore(
                                                           ("machine", machine)) if v is not None)
             _write_new(out, scenario_toml(ce, comment=(
                 f"A counterexample found by: protolab explore {sc.name} --policy {pol} --faults {','.join(fs)} "
-                f"--depth {depth}{' --seeded-faults' if seeded else ''}{' ' + plugged if plugged else ''}\n"
+                f"--depth {depth}{' --seeded-faults' if seeded else ''}{' --place-anywhere' if anywhere else ''}"
+                f"{' ' + plugged if plugged else ''}\n"
                 f"The faults are placed on the messages they hit: {', '.join(found.faults) or 'none'}.\n"
                 f"{found.invariant} breaks after these {len(found.path)} deliveries (no shorter order breaks an invariant).\n"
                 f"Replay it: protolab run {out.name}{' ' + plugged if plugged else ''} --db counterexample.db && "
