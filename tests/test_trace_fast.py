@@ -113,6 +113,15 @@ def test_a_repeated_key_with_the_same_value_is_refused_too():
     assert fast.validate_bytes(raw) is not None
 
 
+def test_a_float_anywhere_is_left_to_the_careful_parse():
+    """The two parsers read floats alike; nothing here needs to rely on it."""
+    raw = (TRACES / "valid-trace.json").read_bytes()
+    assert fast.validate_bytes(raw) is not None
+    for a, b in [(b'"epoch": 1,', b'"epoch": 1.0,'), (b'"source": "RFC 9293 section 3.4"', b'"source": 0.5')]:
+        assert a in raw
+        assert fast.validate_bytes(raw.replace(a, b, 1)) is None, b
+
+
 @pytest.mark.parametrize("change", [
     lambda t: t.replace(b'"m1"', b'"m\\u0031"'),          # an escape: the same trace, read the careful way
     lambda t: b"\xef\xbb\xbf" + t,                        # a byte order mark (the careful path drops it)
@@ -180,14 +189,75 @@ BAD_DIGESTS = ["sha256:" + "A" * 64, "sha256:" + "0" * 63 + "g", "sha257:" + "0"
 @pytest.mark.parametrize("field, bad", [("at", t) for t in BAD_TIMES] + [("expiresAt", t) for t in BAD_TIMES]
                          + [("payloadDigest", d) for d in BAD_DIGESTS] + [("stateDigestAfter", d) for d in BAD_DIGESTS])
 def test_a_time_or_digest_out_of_form_in_any_message_gives_the_careful_report(field, bad):
-    trace = json.loads((TRACES / "valid-trace.json").read_text())
-    for i in sorted({0, len(trace["messages"]) // 2, len(trace["messages"]) - 1}):
-        t = json.loads(json.dumps(trace))
-        t["messages"][i][field] = bad
-        raw = json.dumps(t, indent=2).encode()
+    from sim.protocol import synthetic_trace
+
+    # the sample's messages carry their payloads; the synthetic trace's do not (a digest is only a form there)
+    for trace in (json.loads((TRACES / "valid-trace.json").read_text()), synthetic_trace(12)):
+        for i in sorted({0, len(trace["messages"]) // 2, len(trace["messages"]) - 1}):
+            t = json.loads(json.dumps(trace))
+            t["messages"][i][field] = bad
+            raw = json.dumps(t, indent=2).encode()
+            careful = validate(json.loads(raw))
+            assert not careful.valid
+            assert fast.validate_bytes(raw) is None, (i, field, bad)
+
+
+def _planted_for_the_fast_path():
+    """One fault each, where the fast path has its own check (found by bugs planted in it)."""
+    valid = json.loads((TRACES / "valid-trace.json").read_text())
+    out = {}
+
+    def variant(name, change):
+        t = json.loads(json.dumps(valid))
+        change(t, {m["id"]: m for m in t["messages"]})
+        out[name] = t
+
+    def closed(t, at):  # researcher-2 contributes after the gather's result, and only then
+        m3 = at["m3"]
+        t["messages"].remove(m3)
+        t["messages"].insert(t["messages"].index(at["m4"]) + 1, m3)
+        at["m4"]["causedBy"] = ["m2"]
+    variant("a contribution after its gather's result", closed)
+
+    def not_an_ack(t, at):
+        at["m10"]["kind"] = "RESPONSE"
+    variant("a RESPONSE after the fence from a required acknowledger citing it", not_an_ack)
+
+    def twice(t, at):
+        again = dict(json.loads(json.dumps(at["m3"])), id="m3b", seq=2, at="2026-07-13T04:07:40Z")
+        t["messages"].insert(t["messages"].index(at["m3"]) + 1, again)
+        at["m9"]["seq"] = 3
+    variant("a second contribution from one member", twice)
+
+    def early(t, at):  # a contribution before the gather's opener
+        m2 = at["m2"]
+        t["messages"].remove(m2)
+        t["messages"].insert(0, m2)
+        m2["causedBy"] = []
+    variant("a contribution before its opener", early)
+
+    def own_opener(t, at):
+        t["gathers"][0]["opener"] = "m2"
+    variant("a contribution that is its gather's opener", own_opener)
+
+    def later_epoch(t, at):
+        t["epoch"] = 2
+    variant("every message of an earlier epoch", later_epoch)
+
+    from sim.protocol import synthetic_trace
+
+    bare = synthetic_trace(12)  # no optional field in any message
+    bare["messages"][3]["kind"] = "GATHER_RESULT"
+    out["a GATHER_RESULT without a gatherId, no optional field anywhere"] = bare
+    return out
+
+
+@pytest.mark.parametrize("name, trace", sorted(_planted_for_the_fast_path().items()))
+def test_faults_the_fast_path_checks_itself_give_the_careful_report(name, trace):
+    for raw in _forms(trace):
         careful = validate(json.loads(raw))
-        assert not careful.valid
-        assert fast.validate_bytes(raw) is None, (i, field, bad)
+        assert not careful.valid and any(f.pointer.startswith("/messages") for f in careful.errors), careful.reason
+        assert fast.validate_bytes(raw) is None, name
 
 
 def test_without_the_msgspec_module_the_command_still_validates(tmp_path):
