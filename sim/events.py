@@ -347,7 +347,8 @@ class BudgetCharged(Event):
     reason: str
 
     def summary(self) -> str:
-        return f"-{self.amount} ({self.reason})"
+        # a negative charge is a credit (a believed self-report): +97, not --97
+        return f"{-self.amount:+d} ({self.reason})"
 
 
 # ---------------------------------------------------------------- intents: dedup and conflict
