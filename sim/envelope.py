@@ -144,6 +144,9 @@ def _refuse_constant(name):
     raise InputError(f"{name} is not JSON and cannot be digested", code="E_NAN")
 
 
+_STRICT = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+
+
 def loads_strict(text: str | bytes, *, source: str = "input"):
     """Parse JSON refusing duplicate keys, NaN and Infinity, and invalid UTF-8."""
     if isinstance(text, bytes):
@@ -154,7 +157,10 @@ def loads_strict(text: str | bytes, *, source: str = "input"):
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+        # json.loads(text, object_pairs_hook=..., parse_constant=...), without a decoder built per call
+        if text.startswith("\ufeff"):  # (a second BOM: json.loads refuses it so)
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _STRICT.decode(text)
     except json.JSONDecodeError as e:
         raise InputError(
             f"{source} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON"
