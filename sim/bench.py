@@ -236,11 +236,16 @@ def bench_sim(sizes=(1000, 10000, 100000), *, progress: bool = False) -> dict:
     return {"benchmark": "sim", "sizes": rows, "python": sys.version.split()[0]}
 
 
-def trace_one(n: int) -> dict:
-    """Validate a generated ``n``-message trace; beside it, ``json.load`` of the same file (child process)."""
+def trace_one(n: int, repeat: int = 1) -> dict:
+    """Validate a generated ``n``-message trace; beside it, ``json.load`` of the same file (child process),
+    then ``protolab trace validate`` as a command beside two floors, each the fastest plain reading of the
+    same file by the same interpreter: ``json.load`` and msgspec's raw decode (to dicts and lists, with
+    the collector off, as the command runs). Each command is timed ``repeat`` times, interleaved; the best
+    counts."""
     import resource
 
     from .protocol import synthetic_trace, validate
+    from .protocol.fast import validate_bytes
 
     with tempfile.TemporaryDirectory(prefix="protolab-bench-trace-") as tmp:
         path = Path(tmp) / "trace.json"
@@ -255,34 +260,57 @@ def trace_one(n: int) -> dict:
         report = validate(trace)
         validate_s = time.perf_counter() - t1
         del trace
+        raw = path.read_bytes()
+        t1 = time.perf_counter()
+        quick = validate_bytes(raw)
+        fast_s = time.perf_counter() - t1
+        del raw
+        if quick != report:
+            raise RuntimeError("the fast path did not give the validator's report")
+        del quick
         # what a user runs, end to end (start-up, read, strict parse, validate, report), beside the
-        # plainest reading of the same file by the same interpreter
-        t2 = time.perf_counter()
-        cmd = subprocess.run([sys.executable, "-m", "sim.cli", "trace", "validate", str(path), "--json"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        command_s = time.perf_counter() - t2
-        if cmd.returncode not in (0, 1):
-            raise RuntimeError(f"trace validate failed: {cmd.stderr.strip()[-300:]}")
-        t3 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))",
-                        str(path)], check=True)
-        floor_cmd_s = time.perf_counter() - t3
+        # plainest readings of the same file by the same interpreter
+        runs = {
+            "command": [sys.executable, "-m", "sim.cli", "trace", "validate", str(path), "--json"],
+            "json_load": [sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))",
+                          str(path)],
+            "msgspec": [sys.executable, "-c", "import gc; gc.disable(); import msgspec, sys; "
+                        "msgspec.json.decode(open(sys.argv[1], 'rb').read())", str(path)],
+        }
+        best: dict[str, float] = {}
+        command_rss = None
+        for _ in range(max(1, repeat)):
+            for name, argv in runs.items():
+                t = time.perf_counter()
+                done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                took = time.perf_counter() - t
+                if done.returncode not in ((0, 1) if name == "command" else (0,)):
+                    raise RuntimeError(f"{name} failed: {done.stderr.strip()[-300:]}")
+                if command_rss is None:  # the first child: the command alone
+                    command_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+                best[name] = min(best.get(name, took), took)
+    command_s, floor_cmd_s, msgspec_s = best["command"], best["json_load"], best["msgspec"]
     return {
         "command_seconds": round(command_s, 2),
         "json_load_command_seconds": round(floor_cmd_s, 2),
         "command_ratio": round(command_s / floor_cmd_s, 3),
+        "msgspec_command_seconds": round(msgspec_s, 2),
+        "msgspec_ratio": round(command_s / msgspec_s, 3),
+        "command_peak_rss_mb": round(command_rss, 1),
+        "repeat": max(1, repeat),
         "messages": n,
         "file_mb": round(size / 2**20, 1),
         "valid": report.valid,
         "json_load_seconds": round(load_s, 2),
         "validate_seconds": round(validate_s, 2),
         "ratio": round(validate_s / load_s, 3),
+        "fast_validate_seconds": round(fast_s, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
-def bench_trace(n: int = 1_000_000) -> dict:
-    out = _child([sys.executable, "-m", "sim.bench", "trace-one", str(n)])
+def bench_trace(n: int = 1_000_000, repeat: int = 1) -> dict:
+    out = _child([sys.executable, "-m", "sim.bench", "trace-one", str(n), str(repeat)])
     if out.returncode != 0:
         raise RuntimeError(f"bench trace failed: {out.stderr.strip().splitlines()[-1:]}")
     return {"benchmark": "trace", **json.loads(out.stdout)}
@@ -506,8 +534,8 @@ if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
     catch_termination()  # SIGTERM/SIGHUP unwind like Ctrl-C: the temporary folder goes
     if len(sys.argv) == 3 and sys.argv[1] == "sim-one":
         print(json.dumps(sim_one(int(sys.argv[2]))))
-    elif len(sys.argv) == 3 and sys.argv[1] == "trace-one":
-        print(json.dumps(trace_one(int(sys.argv[2]))))
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "trace-one":
+        print(json.dumps(trace_one(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) == 4 else 1)))
     else:
         print(json.dumps(bench_intake(int(sys.argv[1]) if len(sys.argv) > 1 else 2000), indent=2))
 

@@ -271,3 +271,14 @@ def test_without_the_msgspec_module_the_command_still_validates(tmp_path):
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == validate(json.loads((TRACES / "valid-trace.json").read_text())).to_dict()
+
+
+def test_bench_trace_times_the_command_beside_both_floors():
+    from sim.bench import trace_one
+
+    r = trace_one(12)
+    assert r["valid"] is True and r["messages"] == 12
+    for key in ("command_seconds", "json_load_command_seconds", "msgspec_command_seconds", "command_peak_rss_mb"):
+        assert r[key] > 0, key
+    assert r["command_ratio"] == round(r["command_seconds"] / r["json_load_command_seconds"], 3)
+    assert r["msgspec_ratio"] == round(r["command_seconds"] / r["msgspec_command_seconds"], 3)
