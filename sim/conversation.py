@@ -475,8 +475,10 @@ class TraceExport:
     def write(self, fh) -> None:
         """Write the trace to ``fh`` a message at a time: the same text as
         ``json.dumps(self.as_dict(), indent=2, ensure_ascii=False)`` and a newline."""
+        from .protocol.fast import dumps_indented  # msgspec where it writes the stdlib's bytes
+
         def put(key: str, value, last: bool = False) -> None:
-            fh.write(f"  {json.dumps(key)}: " + json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+            fh.write(f"  {json.dumps(key)}: " + dumps_indented(value).replace("\n", "\n  ")
                      + ("\n" if last else ",\n"))
 
         fh.write("{\n")
@@ -485,7 +487,7 @@ class TraceExport:
         fh.write('  "messages": [')
         sep = "\n    "
         for m in self.messages():
-            fh.write(sep + json.dumps(m, indent=2, ensure_ascii=False).replace("\n", "\n    "))
+            fh.write(sep + dumps_indented(m).replace("\n", "\n    "))
             sep = ",\n    "
         fh.write("\n  ],\n")
         tail = list(self.tail().items())

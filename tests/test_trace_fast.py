@@ -284,3 +284,46 @@ def test_bench_trace_times_the_command_beside_both_floors():
     for ratio, floor in (("command_ratio", "json_load_command_seconds"), ("msgspec_ratio", "msgspec_command_seconds")):
         f = r[floor]  # seconds are rounded to 0.01, ratios computed before
         assert (c - 0.005) / (f + 0.005) - 0.001 <= r[ratio] <= (c + 0.005) / max(f - 0.005, 1e-9) + 0.001, ratio
+
+
+ODD_VALUES = [{}, [], {"a": []}, {"a": {}}, {"k": [[], [{}], [[1]]]}, "plain", 5, None, True, {1: "int key"}, (1, 2),
+              {"s": "x\u00e9\u2028\x7f\x01\b\f\n\t\r\"\\/"}, 1e16, 1e-5, 0.1, -0.0, 2.5, {"x": 2 ** 64}, {"x": 2 ** 63},
+              {"x": -2 ** 63 - 1}, {"x": -2 ** 63}, {"s": "\ud800"}, float("nan"), float("inf"), {True: 1, None: 2, 1.5: 3}]
+
+
+@pytest.mark.parametrize("value", ODD_VALUES + [json.loads((TRACES / "valid-trace.json").read_text())])
+def test_the_writer_writes_json_dumps_bytes(value):
+    assert fast.dumps_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_the_writer_writes_json_dumps_bytes_for_a_deep_value():
+    deep: list = []
+    x = deep
+    for _ in range(fast.MAX_DEPTH + 20):
+        x.append([])
+        x = x[0]
+    assert fast.dumps_indented(deep) == json.dumps(deep, indent=2, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name, policy, faults", [("publish-report", "safe", ()), ("fan-out", "safe", ("crash",)),
+                                                  ("fan-out", "naive", ("resend", "reorder")),
+                                                  ("publish-report", "naive", ("duplicate", "late-failure"))])
+def test_trace_export_writes_the_old_writers_bytes(name, policy, faults, tmp_path):
+    """The export's text, written by msgspec, is what the stdlib writer wrote (each message through
+    json.dumps(indent=2)), on runs with payloads, gathers, earlier generations and faults."""
+    import io
+
+    from sim.conversation import TraceExport, export_trace
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+
+    store = run_scenario(load_scenario(name), policy=policy, faults=list(faults), seed=3, strict_faults=False)
+    try:
+        buf = io.StringIO()
+        TraceExport(store).write(buf)
+        old = json.dumps(export_trace(store), indent=2, ensure_ascii=False) + "\n"
+    finally:
+        store.close()
+    assert buf.getvalue() == old
+    raw = old.encode()
+    assert fast.validate_bytes(raw) in (None, validate(json.loads(raw)))

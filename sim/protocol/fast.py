@@ -22,6 +22,7 @@ always (the careful path)."""
 from __future__ import annotations
 
 import codecs
+import json
 from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -35,7 +36,7 @@ try:  # a hard dependency (pyproject.toml); without it every trace takes the car
 except ImportError:  # pragma: no cover - exercised by a test that hides msgspec
     msgspec = None
 
-__all__ = ["AVAILABLE", "validate_bytes", "decode"]
+__all__ = ["AVAILABLE", "validate_bytes", "decode", "dumps_indented"]
 
 AVAILABLE = msgspec is not None
 #: deeper than this, a header value or payload is left to the careful path (the stdlib parser's
@@ -377,3 +378,20 @@ def _optional(j, msgs: list, scan, check_digests: bool) -> int:
                 if actual != m.payloadDigest:
                     raise _Unusual
     return strings
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+def dumps_indented(value) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, byte for byte; written by msgspec (about ten
+    times faster) when ``value`` holds nothing msgspec writes otherwise: no float (msgspec spells some
+    of them another way: ``1e16``, ``0.00001``), no integer past 64 bits, nothing deeper than
+    ``MAX_DEPTH``, no string a UTF-8 encoder refuses (a lone surrogate). Else the stdlib writes it."""
+    if AVAILABLE:
+        try:
+            _strings(value)
+            return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+        except (_Unusual, RecursionError, TypeError, msgspec.EncodeError, UnicodeError):
+            pass
+    return json.dumps(value, indent=2, ensure_ascii=False)
