@@ -237,37 +237,24 @@ def bench_sim(sizes=(1000, 10000, 100000), *, progress: bool = False) -> dict:
 
 
 def trace_one(n: int, repeat: int = 1) -> dict:
-    """Validate a generated ``n``-message trace; beside it, ``json.load`` of the same file (child process),
-    then ``protolab trace validate`` as a command beside two floors, each the fastest plain reading of the
-    same file by the same interpreter: ``json.load`` and msgspec's raw decode (to dicts and lists, with
-    the collector off, as the command runs). Each command is timed ``repeat`` times, interleaved; the best
-    counts."""
+    """``protolab trace validate`` on a generated ``n``-message trace, as a command, beside two floors,
+    each the fastest plain reading of the same file by the same interpreter: ``json.load``, and msgspec's
+    raw decode (to dicts and lists, with the collector off, as the command runs). Each command is timed
+    ``repeat`` times, interleaved; the best counts, with its own peak RSS. Then, in this process: the
+    validator beside ``json.load`` of the same file, and the fast path from the bytes (collector off)."""
+    import gc
     import resource
 
-    from .protocol import synthetic_trace, validate
+    from .protocol import validate
     from .protocol.fast import validate_bytes
 
     with tempfile.TemporaryDirectory(prefix="protolab-bench-trace-") as tmp:
         path = Path(tmp) / "trace.json"
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(synthetic_trace(n), fh)
+        # written by a child: this process stays small, so the children it starts report their own peaks
+        subprocess.run([sys.executable, "-c", "import json, sys; from sim.protocol import synthetic_trace; "
+                        "json.dump(synthetic_trace(int(sys.argv[2])), open(sys.argv[1], 'w', encoding='utf-8'))",
+                        str(path), str(n)], check=True)
         size = path.stat().st_size
-        t0 = time.perf_counter()
-        with open(path, encoding="utf-8") as fh:
-            trace = json.load(fh)
-        load_s = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        report = validate(trace)
-        validate_s = time.perf_counter() - t1
-        del trace
-        raw = path.read_bytes()
-        t1 = time.perf_counter()
-        quick = validate_bytes(raw)
-        fast_s = time.perf_counter() - t1
-        del raw
-        if quick != report:
-            raise RuntimeError("the fast path did not give the validator's report")
-        del quick
         # what a user runs, end to end (start-up, read, strict parse, validate, report), beside the
         # plainest readings of the same file by the same interpreter
         runs = {
@@ -277,19 +264,40 @@ def trace_one(n: int, repeat: int = 1) -> dict:
             "msgspec": [sys.executable, "-c", "import gc; gc.disable(); import msgspec, sys; "
                         "msgspec.json.decode(open(sys.argv[1], 'rb').read())", str(path)],
         }
-        best: dict[str, float] = {}
-        command_rss = None
+        best: dict[str, tuple[float, float]] = {}
         for _ in range(max(1, repeat)):
             for name, argv in runs.items():
                 t = time.perf_counter()
-                done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                err = proc.stderr.read()
+                _, status, usage = os.wait4(proc.pid, 0)
                 took = time.perf_counter() - t
-                if done.returncode not in ((0, 1) if name == "command" else (0,)):
-                    raise RuntimeError(f"{name} failed: {done.stderr.strip()[-300:]}")
-                if command_rss is None:  # the first child: the command alone
-                    command_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-                best[name] = min(best.get(name, took), took)
-    command_s, floor_cmd_s, msgspec_s = best["command"], best["json_load"], best["msgspec"]
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if proc.returncode not in ((0, 1) if name == "command" else (0,)):
+                    raise RuntimeError(f"{name} failed: {err.decode(errors='replace').strip()[-300:]}")
+                if name not in best or took < best[name][0]:
+                    best[name] = (took, usage.ru_maxrss / 1024)
+        t0 = time.perf_counter()
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+        load_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        report = validate(trace)
+        validate_s = time.perf_counter() - t1
+        del trace
+        raw = path.read_bytes()
+        gc.disable()
+        try:
+            t1 = time.perf_counter()
+            quick = validate_bytes(raw)
+            fast_s = time.perf_counter() - t1
+        finally:
+            gc.enable()
+        del raw
+        if quick != report:
+            raise RuntimeError("the fast path did not give the validator's report")
+        del quick
+    (command_s, command_rss), (floor_cmd_s, _), (msgspec_s, _) = best["command"], best["json_load"], best["msgspec"]
     return {
         "command_seconds": round(command_s, 2),
         "json_load_command_seconds": round(floor_cmd_s, 2),
@@ -297,6 +305,8 @@ def trace_one(n: int, repeat: int = 1) -> dict:
         "msgspec_command_seconds": round(msgspec_s, 2),
         "msgspec_ratio": round(command_s / msgspec_s, 3),
         "command_peak_rss_mb": round(command_rss, 1),
+        "json_load_command_peak_rss_mb": round(best["json_load"][1], 1),
+        "msgspec_command_peak_rss_mb": round(best["msgspec"][1], 1),
         "repeat": max(1, repeat),
         "messages": n,
         "file_mb": round(size / 2**20, 1),

@@ -200,9 +200,10 @@ def bench_trace(
         _print_json(r)
         return
     typer.echo(f"trace: {r['messages']:,} messages ({r['file_mb']} MB)\n"
-               f"  in process: validate {r['validate_seconds']} s (the fast path from the bytes {r['fast_validate_seconds']} s)"
+               f"  in process: validate {r['validate_seconds']} s (the fast path from the bytes, collector off: {r['fast_validate_seconds']} s)"
                f"  |  floor json.load {r['json_load_seconds']} s  |  ratio {r['ratio']:.2f}  |  peak RSS {r['peak_rss_mb']} MB\n"
-               f"  the command: protolab trace validate {r['command_seconds']} s (peak RSS {r['command_peak_rss_mb']} MB)"
+               f"  the command: protolab trace validate {r['command_seconds']} s (peak RSS {r['command_peak_rss_mb']} MB; "
+               f"json.load {r['json_load_command_peak_rss_mb']} MB, msgspec {r['msgspec_command_peak_rss_mb']} MB)"
                + (f", best of {r['repeat']}" if r["repeat"] > 1 else "") + "\n"
                f"    floor python -c json.load {r['json_load_command_seconds']} s  |  ratio {r['command_ratio']:.2f} "
                "(target: at most 1.0)\n"
