@@ -412,3 +412,85 @@ def test_the_shared_reads_hand_out_typed_rows_that_declare_every_column(tmp_path
         assert s.message_by_id(m.message_id) == m
         with pytest.raises(AttributeError, match="no column 'colour'"):
             dup.colour  # noqa: B018
+
+
+def _fence_env(mid="F-1", trace="R-1", key="R-1:fence"):
+    from sim.envelope import build_envelope
+
+    return build_envelope(message_id=mid, trace_id=trace, task_id=trace, sender="manager", recipient="researcher",
+                          type="fence", payload={"to": ["researcher"], "terminal": "COMPLETED"}, idempotency_key=key,
+                          created_at="2026-07-13T04:00:01Z")
+
+
+def _request(mid, task, trace="R-1"):
+    from sim.envelope import build_envelope
+
+    return build_envelope(message_id=mid, trace_id=trace, task_id=task, sender="manager", recipient="researcher",
+                          type="task_request", payload={"goal": "g", "budget": 3}, idempotency_key=f"{task}:request",
+                          created_at="2026-07-13T04:00:02Z")
+
+
+def test_a_remembered_fence_follows_this_handles_events_another_writers_commits_and_rollbacks(tmp_path):
+    """fenced_now is remembered inside write transactions (issue 31 part 2): it must still say what the
+    log says after this handle fences or reopens a conversation, after another connection does, and after
+    a rolled-back fence."""
+    from sim.events import FenceRecorded, ReviewDecided
+
+    path = tmp_path / "run.db"
+    s = Store.create(path)
+    assert deliver(s, _request("M-1", "T-1")).decision == "accepted"  # (the conversation is read: not fenced)
+    with pytest.raises(RuntimeError):  # a fence appended, then rolled back: not fenced
+        with s.transaction():
+            s.advance()
+            s.append_event(FenceRecorded(to=["researcher"], terminal="COMPLETED").draft("R-1", None))
+            assert s.fenced_now("R-1") is True
+            raise RuntimeError("roll back")
+    assert s.fenced_now("R-1") is False
+    assert deliver(s, _request("M-2", "T-2")).decision == "accepted"
+    assert deliver(s, _fence_env()).decision == "accepted"  # this handle fences R-1 ...
+    refused = deliver(s, _request("M-3", "T-3"))
+    assert (refused.decision, refused.code) == ("rejected", "E_POST_TERMINAL_MESSAGE")
+    other = Store.open(path)  # ... and another connection reopens it (a reviewer's decision anywhere)
+    with other.transaction():
+        other.advance()
+        other.append_event(ReviewDecided(decision="ready", reviewer="reviewer", evidence=["M-1"]).draft("T-1", "M-1"))
+    assert s.fenced_now("R-1") is False  # (outside a transaction: read)
+    assert deliver(s, _request("M-4", "T-4")).decision == "accepted"  # the next transaction sees the commit
+    with other.transaction():  # another connection fences it again: seen by the next delivery here
+        other.advance()
+        other.append_event(FenceRecorded(to=["researcher"], terminal="COMPLETED").draft("R-1", None))
+    assert deliver(s, _request("M-5", "T-5")).code == "E_POST_TERMINAL_MESSAGE"
+    with s.transaction():  # this handle's own reviewer's decision reopens it at once
+        s.advance()
+        assert s.fenced_now("R-1") is True
+        s.append_event(ReviewDecided(decision="ready", reviewer="reviewer", evidence=["M-1"]).draft("T-1", "M-1"))
+        assert s.fenced_now("R-1") is False
+    other.close(), s.close()
+
+
+def test_record_message_says_whether_the_envelope_is_new_and_where_its_id_was_first_stored(tmp_path):
+    """One read before the insert answers both (issue 31 part 2): an exact duplicate is not inserted again,
+    an id reused for another envelope is stored too and its first row stays the first, a rolled-back
+    envelope is forgotten."""
+    from dataclasses import replace
+
+    s = Store.create(tmp_path / "run.db")
+    a = _request("M-1", "T-1")
+    b = replace(a, payload={"goal": "other", "budget": 3})
+    with s.transaction():
+        s.advance()
+        first, new = s.record_message(a, "sha256:a", (1, 1))
+        assert new and s.first_msg_seq("M-1") == first
+        assert s.record_message(a, "sha256:a") == (first, False)  # the same envelope: nothing inserted
+        second, new = s.record_message(b, "sha256:b")
+        assert new and second > first and s.first_msg_seq("M-1") == first
+        assert s.record_message(b, "sha256:b") == (second, False)
+    assert s.conn.execute("SELECT COUNT(*) FROM messages WHERE message_id = 'M-1'").fetchone()[0] == 2
+    with pytest.raises(RuntimeError):
+        with s.transaction():
+            s.advance()
+            seq, new = s.record_message(_request("M-9", "T-9"), "sha256:c")
+            assert new and s.first_msg_seq("M-9") == seq
+            raise RuntimeError("roll back")
+    assert s.first_msg_seq("M-9") is None
+    s.close()

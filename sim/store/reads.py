@@ -175,9 +175,13 @@ class Reads:
 
     def fenced_now(self, trace_id: str) -> bool:
         """Whether the conversation ``trace_id`` is fenced now: its fence was recorded and no reviewer's
-        decision has reopened it since (``sim.conversation.epochs_of`` walks the same rule). Remembered
-        per conversation while nobody else writes: this handle's own appends keep it true (a fence
-        fences its conversation, a reviewer's decision reopens every one: see ``Writes._saw``)."""
+        decision has reopened it since (``sim.conversation.epochs_of`` walks the same rule). Inside a
+        write transaction, remembered per conversation: nobody else writes until it ends, another
+        connection's commit is seen when the next one begins (and forgets it all), and this handle's own
+        appends keep it true (a fence fences its conversation, a reviewer's decision reopens every one:
+        see ``Writes._saw``). Outside one, always read."""
+        if not self.conn.in_transaction:
+            return self._fence_lookup(trace_id)
         known = self._fenced.get(trace_id)
         if known is not None:
             return known
