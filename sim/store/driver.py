@@ -96,6 +96,13 @@ class _Connection(sqlite3.Connection):
             self.tracer(sql, rows, True)
         return self.cursor().executemany(sql, rows)
 
+    @property
+    def in_transaction(self) -> bool:
+        try:  # (a closed connection refuses: translated like the rest)
+            return super().in_transaction
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+
     # -- the store's own hot statements (a delivery's reads and writes): one reused plain cursor, no
     # cursor object per statement. Errors are translated here as everywhere; the tracer sees them too.
     _plain: sqlite3.Cursor | None = None
