@@ -470,6 +470,9 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     explore_args(faults)
     if engine not in ("sqlite", "model"):
         raise InputError(f"unknown engine {engine!r}; expected one of: 'sqlite' or 'model'", code="E_USAGE")
+    if engine == "model" and scenario.gathers:
+        raise InputError(f"{scenario.name} has gathers, which the model does not reduce: explore it on engine "
+                         "'sqlite'", code="E_USAGE")
     if check_model and engine == "model":
         raise InputError("check_model compares the model with SQLite: explore on engine 'sqlite'", code="E_USAGE")
     result = Exploration(scenario.name, policy, tuple(faults), depth, engine=engine)

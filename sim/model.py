@@ -40,7 +40,7 @@ from .events import EventDraft, StoredEvent
 from .events import MachineLoaded
 from .intake import IntentRecord, TaskView
 from .machine import RuleBook, TaskState, default_rulebook
-from .privacy import Privacy
+from .privacy import Privacy, is_redacted
 
 __all__ = ["Model", "Op", "NotModelled", "ops_of", "agreement", "model_run", "rows_of", "TABLES"]
 
@@ -548,6 +548,8 @@ def ops_of(store, *, after: int = 0) -> tuple[list[Op], int]:
             done.add(ev.delivery_id)
             d = store.delivery(ev.delivery_id)
             m = store.message_at(d["msg_seq"])
+            if is_redacted(m["payload"]):  # a policy that redacts logs [redacted]: what was sent is not in the log
+                raise NotModelled(f"{m['message_id']} is logged with [redacted] values: its input cannot be read back")
             env = Envelope(m["message_id"], m["trace_id"], m["task_id"], m["sender"], m["recipient"], m["type"],
                            m["schema_version"], m["created_at"], m["idempotency_key"], m["payload_digest"],
                            m["digest_scheme"], m["payload"], tuple(m["evidence_refs"]))

@@ -126,3 +126,23 @@ def test_bench_explore_reports_the_engine_the_model_and_the_floor(capsys):
     out = capsys.readouterr().out
     assert e.value.code in (0, None)
     assert "SQLite" in out and "model" in out and "floor" in out
+
+
+def test_the_model_searches_a_run_with_sensitive_fields_as_sqlite_does_and_refuses_gathers(capsys):
+    """sensitive-source under safe redacts its log: the model engine visits SQLite's states (the runtime
+    redacts on it too), but a model cannot be driven from that log (its inputs are [redacted] there).
+    Gathers are not modelled: the library refuses them on the model, the CLI explores them on SQLite."""
+    from sim.cli import main
+    from sim.errors import InputError
+
+    story = load_scenario("sensitive-source")
+    on_sqlite = explore(story, faults=["duplicate"], depth=6)
+    on_model = explore(story, faults=["duplicate"], depth=6, engine="model")
+    assert (on_model.states, on_model.transitions) == (on_sqlite.states, on_sqlite.transitions)
+    with pytest.raises(NotModelled, match="redacted"):
+        explore(story, faults=["duplicate"], depth=6, check_model=True)
+    with pytest.raises(InputError, match="gathers"):
+        explore(load_scenario("gathers"), depth=2, engine="model")
+    with pytest.raises(SystemExit) as e:
+        main(["explore", "gathers", "--depth", "1"])
+    assert e.value.code == 0 and ", on sqlite" in capsys.readouterr().out.splitlines()[0]

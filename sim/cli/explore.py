@@ -61,7 +61,8 @@ def explore(
                                   "(duplicate: a publishing result). A bigger search."),
     engine: str = typer.Option("model", "--engine", help="Where each state is kept: model (the pure in-memory "
                                "model of the store, faster; a break is confirmed on SQLite before it is shown) or "
-                               "sqlite (the engine's store). --machine is explored on sqlite."),
+                               "sqlite (the engine's store). --machine and scenarios with gathers are explored "
+                               "on sqlite."),
     as_json: bool = JSON_OPT,
 ):
     """Every delivery order of a small run up to --depth, and every placement of each fault given without
@@ -82,7 +83,8 @@ def explore(
     plugins = _plugins(design, intake, effects, machine)
     if engine not in ("model", "sqlite"):
         raise InputError(f"--engine {engine!r}; expected one of: 'model' or 'sqlite'", code="E_USAGE")
-    on = "sqlite" if machine is not None else engine  # a plugged-in machine: the model keeps the default one
+    # a plugged-in machine (the model keeps the default one) or gathers (the model does not reduce them): SQLite
+    on = "sqlite" if machine is not None or sc.gathers else engine
     if out is not None and out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
     if seeded and anywhere:
