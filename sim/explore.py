@@ -631,15 +631,21 @@ def _floor_search(scenario: Scenario, faults, depth: int) -> tuple[int, int]:
     return len(seen), transitions
 
 
-def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "late-failure"), depth: int = 10) -> dict:
+def bench(scenario: Scenario, *, policy: str = "safe", faults=("duplicate", "late-failure"), depth: int = 10,
+          progress: Callable[[str], None] | None = None) -> dict:
     """'protolab bench explore': states per second of :func:`explore` beside the floor (the same search
     over a dict model), measured in the same run: the search on SQLite (``project_per_s``), the same
     search on the pure model of the state (``model_per_s``, :mod:`sim.model`: the same runtime, agents
     and invariants, no SQLite), and on SQLite with a model checked against every state it visits
     (``checked_per_s``, ``model_checked`` states agreed)."""
+    told = progress or (lambda what: None)
+    told("the search on SQLite")
     result = explore(scenario, policy=policy, faults=faults, depth=depth)
+    told("the search on the model")
     on_model = explore(scenario, policy=policy, faults=faults, depth=depth, engine="model")
+    told("the search on SQLite, the model checked on each state")
     checked = explore(scenario, policy=policy, faults=faults, depth=depth, check_model=True)
+    told("the floor")
     t0 = time.perf_counter()
     floor_states, floor_transitions = _floor_search(scenario, faults, depth)
     floor_s = max(time.perf_counter() - t0, 1e-9)

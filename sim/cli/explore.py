@@ -229,7 +229,15 @@ def bench_explore(
     fs = [f.strip() for f in faults.split(",") if f.strip()]
     _check_run_args(policy, fs)
     sc = _load_scenario(scenario, None)
-    result = run(sc, policy=policy, faults=fs, depth=depth)
+    with _progress(not as_json) as bar:
+        job = bar.add_task(f"bench explore {sc.name} to depth {depth}", total=4)
+        phases: list[str] = []
+
+        def told(what: str) -> None:  # a phase begins: the ones before it are done
+            bar.update(job, description=f"bench explore {sc.name}: {what}", completed=len(phases))
+            phases.append(what)
+
+        result = run(sc, policy=policy, faults=fs, depth=depth, progress=told)
     if as_json:
         _print_json(result)
         return
