@@ -36,8 +36,7 @@ from datetime import datetime, timedelta, timezone
 
 from .digest import sorted_dumps as _dumps
 from .envelope import Envelope
-from .events import EventDraft, StoredEvent
-from .events import MachineLoaded
+from .events import EventDraft, MachineLoaded, StoredEvent
 from .intake import IntentRecord, TaskView
 from .machine import RuleBook, TaskState, default_rulebook
 from .privacy import Privacy, is_redacted

@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from sim.cli import main
-from sim.explore import counterexample, explore, placed_faults, settle, start, starts, successors
+from sim.explore import counterexample, explore, placed_faults, settle, starts, successors
 from sim.invariants import check
 from sim.runner import new_run, run_scenario
 from sim.policy import get_policy
