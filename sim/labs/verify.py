@@ -21,6 +21,9 @@ __all__ = ["rebuild_by_redelivery", "verify_run"]
 
 _COMPARED = ("type", "task_id", "message_id", "data")
 
+#: Rows read at a time from the recorded run (three logs at once: small pages keep memory flat).
+_PAGE = 500
+
 
 
 
@@ -41,7 +44,7 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
         # the run's declared sensitive fields: minimising, redacting and the payload shapes read them
         fresh.set_meta({"privacy": store.get_meta("privacy")})
     # each delivery's recorded columns (decision, state after) beside its envelope, both in order
-    rows = zip(store.iter_deliveries(), store.iter_deliveries_with_messages())
+    rows = zip(store.iter_deliveries(_PAGE), store.iter_deliveries_with_messages(_PAGE))
     pending = next(rows, None)
     check = stop_at_first_difference
     difference: str | None = None
@@ -71,7 +74,7 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
                                        or (before_tick is not None and pending[0]["tick"] < before_tick)):
             deliver_next()
 
-    for ev in store.iter_events():
+    for ev in store.iter_events(_PAGE):
         if ev.delivery_id is None:
             # The runtime's own action at this point of the run (a lease expiry, a stored
             # artifact, an injected fault): apply it as it was.
