@@ -236,6 +236,10 @@ def _planted_for_the_fast_path():
         m2["causedBy"] = []
     variant("a contribution before its opener", early)
 
+    def same_id(t, at):  # the writer's acknowledgement reuses researcher-2's id, every number in order
+        at["m10"]["id"] = "m9"
+    variant("an id used twice, each message otherwise in order", same_id)
+
     def own_opener(t, at):
         t["gathers"][0]["opener"] = "m2"
     variant("a contribution that is its gather's opener", own_opener)

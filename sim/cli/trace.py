@@ -73,7 +73,10 @@ def trace_validate(
         # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
         # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
         box = [_read_file(file, "trace file")]
-        report = validate_bytes(box[0])
+        try:
+            report = validate_bytes(box[0])
+        except Exception:  # a fault of the fast path itself: the careful path still answers
+            report = None
         quick = report is not None
         if not quick:
             report = validate(_parse_trace(box, file))
