@@ -240,6 +240,28 @@ def _planted_for_the_fast_path():
         at["m10"]["id"] = "m9"
     variant("an id used twice, each message otherwise in order", same_id)
 
+    def twice_in_a_list(field, mid, values):
+        def change(t, at):
+            at[mid][field] = values
+        return change
+    variant("a recipient named twice", twice_in_a_list("recipients", "m1", ["researcher-1", "researcher-1"]))
+    variant("an audience label named twice", twice_in_a_list("audienceLabels", "m1", ["research", "research"]))
+    variant("a cause named twice", twice_in_a_list("causedBy", "m4", ["m2", "m2"]))
+
+    def unknown_gather(t, at):
+        at["m5"]["gatherId"] = "g9"
+    variant("a message naming a gather nobody declared", unknown_gather)
+
+    def replaced(t, at):  # researcher-1 on its third body, two earlier ones replaced; a gap in the first's numbers
+        ids = [m["id"] for m in t["messages"]]
+        r1 = [m for m in t["messages"] if m["sender"] == "researcher-1"]
+        (p,) = [p for p in t["participants"] if p["ref"] == "researcher-1"]
+        p["generation"] = 3
+        p["earlierGenerations"] = [{"generation": 1, "replacedAfter": r1[-1]["id"]},
+                                   {"generation": 2, "replacedAfter": ids[-1]}]
+        r1[-1]["seq"] += 1
+    variant("a gap in the numbers of a body replaced since", replaced)
+
     def own_opener(t, at):
         t["gathers"][0]["opener"] = "m2"
     variant("a contribution that is its gather's opener", own_opener)
