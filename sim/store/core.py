@@ -281,8 +281,13 @@ class Store(Reads, Writes, Reducer):
         self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
         self._tick = c.execute("SELECT COALESCE((SELECT tick FROM events ORDER BY seq DESC LIMIT 1), 0)").fetchone()[0]
         self._next_delivery = c.execute("SELECT COALESCE(MAX(delivery_id), 0) + 1 FROM deliveries").fetchone()[0]
+        # The newest arrival is the newest intent_recorded event's, not the newest intents row's: a
+        # policy that records a (key, digest) again updates its row in place and keeps the row's first
+        # arrival, so the rows alone would hand that second arrival's number out again after a reopen.
+        # (Read from the end of the log: the newest such event is a few rows back, not a scan.)
         self._next_arrival = c.execute(
-            "SELECT COALESCE((SELECT arrival FROM intents ORDER BY rowid DESC LIMIT 1), 0) + 1").fetchone()[0]
+            "SELECT COALESCE((SELECT json_extract(data, '$.arrival') FROM events WHERE type = 'intent_recorded' "
+            "ORDER BY seq DESC LIMIT 1), 0) + 1").fetchone()[0]
 
     def _refresh(self) -> None:
         """Inside BEGIN IMMEDIATE: if another connection committed since this handle last looked,
