@@ -56,3 +56,18 @@ def test_the_same_scenario_and_seed_give_the_same_database(tmp_path):
     for p in (a, b):
         run_scenario(load_scenario("flaky-tool"), policy="safe", seed=0, db=str(p)).close()
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_the_shipped_file_named_by_its_checkout_path_runs_from_any_folder(tmp_path, monkeypatch, capsys):
+    """The README says `protolab run data/scenarios/flaky-tool.toml`: from a folder without data/, the
+    path names the shipped copy (as it does for every other data/... argument); a file that is not
+    shipped is still unknown, in one line."""
+    from conftest import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "run", "data/scenarios/flaky-tool.toml", "--db", "ft.db")
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "events", "--db", "ft.db", "--type", "tool_failed", "--json")
+    assert code == 0 and '"tool_failed"' in out
+    code, _, err = run_cli(capsys, "run", "data/scenarios/nope.toml", "--db", "x.db")
+    assert code == 2 and err.startswith("error: E_UNKNOWN_SCENARIO") and not (tmp_path / "x.db").exists()

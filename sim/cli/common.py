@@ -348,7 +348,8 @@ def _load_scenario(scenario: str, tasks: Optional[int]):
 
     from ..scenario import load_scenario
 
-    sc = load_scenario(scenario)
+    # a shipped file named by its path in the checkout (data/scenarios/x.toml) works from any folder
+    sc = load_scenario(str(_resolve(Path(scenario))) if scenario.endswith(".toml") else scenario)
     if tasks is not None:
         if sc.stress is None:
             raise InputError(f"--tasks applies to stress scenarios; {sc.name} has a fixed task list", code="E_USAGE")

@@ -177,12 +177,12 @@ def shrink(
 ):
     """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
     faults and deliveries (delta debugging; removing any one more fault or delivery mends it)."""
-    from ..scenario import load_scenario, scenario_toml
+    from ..scenario import scenario_toml
     from ..shrink import shrink as run_shrink
 
     if out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
-    sc = load_scenario(scenario) if scenario else None
+    sc = _load_scenario(scenario, None) if scenario else None
     plugins = _plugins(design, intake, effects, machine)
     with _open(db, readonly=True) as store, _progress(not as_json) as bar:
         job = bar.add_task(f"shrink {db}", total=None)
