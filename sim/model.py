@@ -112,11 +112,15 @@ class Model:
         self.closed = True
 
     @contextlib.contextmanager
-    def transaction(self):
+    def transaction(self, *, lazy: bool = False):
         """One delivery's writes. The run is one thread and nothing else writes, so a compare-and-swap
-        never loses; a fold that fails leaves the model unusable (it is a bug, not a race)."""
+        never loses; a fold that fails leaves the model unusable (it is a bug, not a race). (``lazy``:
+        the store's look at other writers, which the model has none of.)"""
         yield self
         self.commits += 1
+
+    def prefetch(self, message_id: str, task_id: str, key: str) -> None:
+        """The store reads a delivery's first rows in one statement here; the model's are at hand."""
 
     @contextlib.contextmanager
     def group_commits(self, n):

@@ -19,6 +19,19 @@ _R = TypeVar("_R", bound=dict)
 _GET_TASK = (f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
              "FROM tasks WHERE task_id = ?")
 
+#: A delivery's first reads in one statement (see :meth:`Reads.prefetch`): the stored envelopes of its message
+#: id (tag 0, by msg_seq), its task (tag 1) and the intents under its key (tag 2, by arrival); with
+#: ``_PREFETCH_DV`` also this connection's ``data_version`` (tag 3), when the transaction has not looked yet.
+_PREFETCH = (
+    "SELECT 0, msg_seq, envelope_digest, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM messages "
+    "WHERE message_id = ?1 "
+    f"UNION ALL SELECT 1, 0, {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task_id = tasks.task_id) "
+    "FROM tasks WHERE task_id = ?2 "
+    "UNION ALL SELECT 2, arrival, task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, "
+    "result, NULL, NULL, NULL FROM intents WHERE task_id = ?2 AND idempotency_key = ?3")
+_PREFETCH_DV = (_PREFETCH + " UNION ALL SELECT 3, data_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+                "FROM pragma_data_version()")
+
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
 
@@ -26,8 +39,42 @@ _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, da
 class Reads:
     """Mixin of :class:`~sim.store.Store`: everything that reads."""
 
+    #: what :meth:`prefetch` read for the delivery in flight, each part handed out once:
+    #: (message_id, task_id, key, [the id's (msg_seq, envelope_digest)], the task's row or None, [intent rows])
+    _pre: list | None = None
+
+    def prefetch(self, message_id: str, task_id: str, key: str) -> None:
+        """A delivery's first reads (inside its transaction, before anything is written) in one statement:
+        the stored envelopes of ``message_id`` (:meth:`record_message`), the task (:meth:`get_task`) and the
+        intents under ``(task_id, key)`` (:meth:`intents_for`), each then handed out once; and, when the
+        transaction began without looking (``transaction(lazy=True)``), ``PRAGMA data_version``, so that if
+        another connection committed the counters and meta are read again here, before any is used."""
+        stale = self._stale
+        rows = self.conn.all(_PREFETCH_DV if stale else _PREFETCH, (message_id, task_id, key))
+        msgs, task, intents = [], None, []
+        for r in rows:
+            tag = r[0]
+            if tag == 0:
+                msgs.append((r[1], r[2]))
+            elif tag == 1:
+                task = r[2:]
+            elif tag == 2:
+                intents.append(r)
+            else:
+                self._stale = False
+                if r[1] != self._data_version:
+                    self._load_meta()  # (another connection committed: forgets what this handle remembered)
+        # (UNION ALL gives each part's rows in turn; within a part, the order each read asks for)
+        msgs.sort()
+        intents.sort(key=lambda r: r[1])
+        self._pre = [message_id, task_id, key, msgs, task, intents]
+
     def get_task(self, task_id: str) -> TaskView | None:
-        row = self.conn.one(_GET_TASK, (task_id,))
+        pre = self._pre
+        if pre is not None and pre[4] is not False and pre[1] == task_id:
+            row, pre[4] = pre[4], False  # (handed out once)
+        else:
+            row = self.conn.one(_GET_TASK, (task_id,))
         if row is None:
             return None
         return TaskView(
@@ -48,6 +95,11 @@ class Reads:
         return row[0] if row else None
 
     def intents_for(self, task_id: str, key: str) -> tuple[IntentRecord, ...]:
+        pre = self._pre
+        if pre is not None and pre[5] is not None and pre[1] == task_id and pre[2] == key:
+            rows, pre[5] = pre[5], None  # (handed out once)
+            return tuple(IntentRecord(r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[1], json.loads(r[8]))
+                         for r in rows)
         rows = self.conn.all(
             "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "
             "FROM intents WHERE task_id = ? AND idempotency_key = ? ORDER BY arrival",

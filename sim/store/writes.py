@@ -34,20 +34,35 @@ GROUP_COMMITS = 256
 class Writes:
     """Mixin of :class:`~sim.store.Store`: everything that writes."""
 
+    #: inside a transaction begun with ``lazy=True``: whether it has yet to look at PRAGMA data_version
+    #: (:meth:`~sim.store.Store.prefetch` looks in the same statement; :meth:`advance` at the latest)
+    _stale = False
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator["Store"]:
+    def transaction(self, *, lazy: bool = False) -> Iterator["Store"]:
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error. Inside
-        :meth:`group_commits`, a savepoint of the group's transaction instead (see there)."""
+        :meth:`group_commits`, a savepoint of the group's transaction instead (see there).
+
+        Right after BEGIN the store looks whether another connection committed (``_refresh``).
+        ``lazy`` (a delivery, which calls :meth:`prefetch` first) leaves that look to the delivery's
+        first read, in the same statement; :meth:`advance` looks if nothing did, before any counter is
+        used."""
         saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
                  self._data_version)
         if self._group is not None:
-            yield from self._grouped(saved)
+            yield from self._grouped(saved, lazy)
             return
         self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
         try:
             if self._start is not None:  # (a store being created has no meta yet)
-                self._refresh()
+                if lazy:
+                    self._stale = True
+                else:
+                    self._refresh()
             yield self
+            if self._stale:  # (nothing looked: a unit that used no counter; look now, as before)
+                self._settle()
+            self._pre = None
             self.conn.run("COMMIT")
             self.commits += 1
         except BaseException as e:
@@ -58,22 +73,35 @@ class Writes:
                 raise _translate(e, self.path) from e
             raise
 
+    def _settle(self) -> None:
+        """The look a lazy transaction left for later (see :meth:`transaction`), if not taken yet."""
+        if self._stale:
+            self._stale = False
+            self._refresh()
+
     def _restore(self, saved: tuple) -> None:
         (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
          self._data_version) = saved
+        self._stale = False
         self._forget()
 
-    def _grouped(self, saved: tuple) -> Iterator["Store"]:
+    def _grouped(self, saved: tuple, lazy: bool = False) -> Iterator["Store"]:
         """One unit of a group: a savepoint, released into the group's open transaction, which
         commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
         if not self._group_open:
             self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
             self._group_open = True
             if self._start is not None:
-                self._refresh()
+                if lazy:
+                    self._stale = True
+                else:
+                    self._refresh()
         self.conn.run("SAVEPOINT unit")
         try:
             yield self
+            if self._stale:
+                self._settle()
+            self._pre = None
             self.conn.run("RELEASE unit")
         except BaseException as e:
             self._restore(saved)
@@ -132,6 +160,8 @@ class Writes:
         The simulator delivers several messages in one round and passes the round as ``to``;
         time never goes backwards.
         """
+        if self._stale:
+            self._settle()
         if to is None:
             self._tick += 1
         else:
@@ -171,7 +201,11 @@ class Writes:
         c = self.conn
         # The id's stored envelopes, oldest first (usually none): whether this one is among them, and the
         # id's first row, which intake asks next (first_msg_seq: remembered here, not read again).
-        rows = c.all("SELECT msg_seq, envelope_digest FROM messages WHERE message_id = ? ORDER BY msg_seq", (mid,))
+        pre = self._pre
+        if pre is not None and pre[3] is not None and pre[0] == mid:
+            rows, pre[3] = pre[3], None  # (read by prefetch; handed out once)
+        else:
+            rows = c.all("SELECT msg_seq, envelope_digest FROM messages WHERE message_id = ? ORDER BY msg_seq", (mid,))
         same = [s for s, d in rows if d == envelope_digest]
         if same:  # this exact envelope is stored
             at, new = same[0], False
@@ -203,6 +237,7 @@ class Writes:
 
     def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
         """Append one event at the current tick and fold it into state. Inside a transaction."""
+        self._pre = None  # (what a prefetch read is true only before the first write to state)
         tick = self._tick
         cur = self.conn.run(
             _INSERT_EVENT, (tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
@@ -216,15 +251,23 @@ class Writes:
         """Append a delivery's events at the current tick in one statement, then fold each in order
         (the same rows as :meth:`append_event` one by one: no fold reads the event log). Inside a
         transaction."""
+        self._pre = None  # (what a prefetch read is true only before the first write to state)
         if not evs:
             return
         tick = self._tick
         at = self.time_at(tick)
         self.conn.run_many(
             _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)) for ev in evs])
-        for ev in evs:
-            self._fold(ev, tick)
-            self._saw(ev)
+        # Each task row is written once, after every event is folded (the reducer's deferred updates: the
+        # same row as one update per event; a lost compare-and-swap raises StaleWrite from the flush).
+        self._pending = {}
+        try:
+            for ev in evs:
+                self._fold(ev, tick)
+                self._saw(ev)
+            self._flush_tasks()
+        finally:
+            self._pending = None
 
     def _saw(self, ev: EventDraft) -> None:
         """Keep what this handle remembers of the log (see :meth:`fenced_now`) true after ``ev``."""
@@ -238,6 +281,7 @@ class Writes:
         """Drop what this handle remembers of the log (a rollback, another writer's commit)."""
         self._first_seq = None
         self._fenced.clear()
+        self._pre = None
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
         """Load a machine version (inside a transaction); new tasks use it from now on."""
