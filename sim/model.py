@@ -112,10 +112,9 @@ class Model:
         self.closed = True
 
     @contextlib.contextmanager
-    def transaction(self, *, lazy: bool = False):
+    def transaction(self):
         """One delivery's writes. The run is one thread and nothing else writes, so a compare-and-swap
-        never loses; a fold that fails leaves the model unusable (it is a bug, not a race). (``lazy``:
-        the store's look at other writers, which the model has none of.)"""
+        never loses; a fold that fails leaves the model unusable (it is a bug, not a race)."""
         yield self
         self.commits += 1
 

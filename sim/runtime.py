@@ -93,8 +93,7 @@ def deliver(
     decide = decide or policy.decide
     for attempt in range(attempts):
         try:
-            with store.transaction(lazy=True):
-                # the delivery's first reads, and the transaction's look at other writers, in one statement
+            with store.transaction():
                 store.prefetch(env.message_id, env.task_id, env.idempotency_key)
                 return _deliver_once(store, env, decide, policy, tick, sent)
         except StaleWrite:

@@ -20,8 +20,8 @@ _GET_TASK = (f"SELECT {_TASK_COLS}, EXISTS (SELECT 1 FROM effects e WHERE e.task
              "FROM tasks WHERE task_id = ?")
 
 #: A delivery's first reads in one statement (see :meth:`Reads.prefetch`): the stored envelopes of its message
-#: id (tag 0, by msg_seq), its task (tag 1) and the intents under its key (tag 2, by arrival); with
-#: ``_PREFETCH_DV`` also this connection's ``data_version`` (tag 3), when the transaction has not looked yet.
+#: id (tag 0, by msg_seq), its task (tag 1) and the intents under its key (tag 2, by arrival). (PRAGMA
+#: data_version stays its own statement: as pragma_data_version() it costs more than alone.)
 _PREFETCH = (
     "SELECT 0, msg_seq, envelope_digest, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM messages "
     "WHERE message_id = ?1 "
@@ -29,8 +29,6 @@ _PREFETCH = (
     "FROM tasks WHERE task_id = ?2 "
     "UNION ALL SELECT 2, arrival, task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, "
     "result, NULL, NULL, NULL FROM intents WHERE task_id = ?2 AND idempotency_key = ?3")
-_PREFETCH_DV = (_PREFETCH + " UNION ALL SELECT 3, data_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
-                "FROM pragma_data_version()")
 
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
@@ -44,13 +42,11 @@ class Reads:
     _pre: list | None = None
 
     def prefetch(self, message_id: str, task_id: str, key: str) -> None:
-        """A delivery's first reads (inside its transaction, before anything is written) in one statement:
-        the stored envelopes of ``message_id`` (:meth:`record_message`), the task (:meth:`get_task`) and the
-        intents under ``(task_id, key)`` (:meth:`intents_for`), each then handed out once; and, when the
-        transaction began without looking (``transaction(lazy=True)``), ``PRAGMA data_version``, so that if
-        another connection committed the counters and meta are read again here, before any is used."""
-        stale = self._stale
-        rows = self.conn.all(_PREFETCH_DV if stale else _PREFETCH, (message_id, task_id, key))
+        """A delivery's first reads (inside its transaction, after its look at other writers, before anything
+        is written) in one statement: the stored envelopes of ``message_id`` (:meth:`record_message`), the
+        task (:meth:`get_task`) and the intents under ``(task_id, key)`` (:meth:`intents_for`), each then
+        handed out once (and dropped at the first write, a rollback or another writer's commit)."""
+        rows = self.conn.all(_PREFETCH, (message_id, task_id, key))
         msgs, task, intents = [], None, []
         for r in rows:
             tag = r[0]
@@ -58,12 +54,8 @@ class Reads:
                 msgs.append((r[1], r[2]))
             elif tag == 1:
                 task = r[2:]
-            elif tag == 2:
-                intents.append(r)
             else:
-                self._stale = False
-                if r[1] != self._data_version:
-                    self._load_meta()  # (another connection committed: forgets what this handle remembered)
+                intents.append(r)
         # (UNION ALL gives each part's rows in turn; within a part, the order each read asks for)
         msgs.sort()
         intents.sort(key=lambda r: r[1])

@@ -34,34 +34,22 @@ GROUP_COMMITS = 256
 class Writes:
     """Mixin of :class:`~sim.store.Store`: everything that writes."""
 
-    #: inside a transaction begun with ``lazy=True``: whether it has yet to look at PRAGMA data_version
-    #: (:meth:`~sim.store.Store.prefetch` looks in the same statement; :meth:`advance` at the latest)
-    _stale = False
-
     @contextlib.contextmanager
-    def transaction(self, *, lazy: bool = False) -> Iterator["Store"]:
+    def transaction(self) -> Iterator["Store"]:
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error. Inside
-        :meth:`group_commits`, a savepoint of the group's transaction instead (see there).
-
-        Right after BEGIN the store looks whether another connection committed (``_refresh``).
-        ``lazy`` (a delivery, which calls :meth:`prefetch` first) leaves that look to the delivery's
-        first read, in the same statement; :meth:`advance` looks if nothing did, before any counter is
-        used."""
+        :meth:`group_commits`, a savepoint of the group's transaction instead (see there)."""
         saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
                  self._data_version)
-        if self._group is not None:
-            yield from self._grouped(saved, lazy)
+        if self._group is not None and self._group > 1:
+            yield from self._grouped(saved)
             return
+        # (a group of one is a transaction of its own: a savepoint in it would roll back nothing more,
+        # and would keep a copy of every page the unit changes)
         self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
         try:
             if self._start is not None:  # (a store being created has no meta yet)
-                if lazy:
-                    self._stale = True
-                else:
-                    self._refresh()
+                self._refresh()
             yield self
-            if self._stale:  # (nothing looked: a unit that used no counter; look now, as before)
-                self._settle()
             self._pre = None
             self.conn.run("COMMIT")
             self.commits += 1
@@ -73,34 +61,22 @@ class Writes:
                 raise _translate(e, self.path) from e
             raise
 
-    def _settle(self) -> None:
-        """The look a lazy transaction left for later (see :meth:`transaction`), if not taken yet."""
-        if self._stale:
-            self._stale = False
-            self._refresh()
-
     def _restore(self, saved: tuple) -> None:
         (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
          self._data_version) = saved
-        self._stale = False
         self._forget()
 
-    def _grouped(self, saved: tuple, lazy: bool = False) -> Iterator["Store"]:
+    def _grouped(self, saved: tuple) -> Iterator["Store"]:
         """One unit of a group: a savepoint, released into the group's open transaction, which
         commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
         if not self._group_open:
             self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
             self._group_open = True
             if self._start is not None:
-                if lazy:
-                    self._stale = True
-                else:
-                    self._refresh()
+                self._refresh()
         self.conn.run("SAVEPOINT unit")
         try:
             yield self
-            if self._stale:
-                self._settle()
             self._pre = None
             self.conn.run("RELEASE unit")
         except BaseException as e:
@@ -131,7 +107,8 @@ class Writes:
         COMMIT lands every ``every`` of them, and at the end. The rows written are the same as with
         one transaction per unit; what a crash can lose is the uncommitted tail of the group (up to
         ``every - 1`` units), all or nothing, never part of one. Interactive writers (``deliver``,
-        the live TUI, a reviewer's decision) keep one transaction per unit."""
+        the live TUI, a reviewer's decision) keep one transaction per unit, and so does ``every=1``
+        (each unit its own transaction, no savepoint)."""
         if every < 1:
             raise ValueError("every must be at least 1")
         if self._group is not None:
@@ -160,8 +137,6 @@ class Writes:
         The simulator delivers several messages in one round and passes the round as ``to``;
         time never goes backwards.
         """
-        if self._stale:
-            self._settle()
         if to is None:
             self._tick += 1
         else:
