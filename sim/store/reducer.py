@@ -12,48 +12,6 @@ from .schema import _dumps
 class Reducer:
     """Mixin of :class:`~sim.store.Store`: one ``_fold_<type>`` per event type that changes state."""
 
-    #: While a delivery's events are folded together (``Writes.append_events``): the task-row updates
-    #: not yet written, by task: [{column: value}, {column: amount added}, the compare-and-swap (state,
-    #: state_version) or None]. Written once per task at the end (:meth:`_flush_tasks`): the same row as
-    #: the updates one by one (each column's last value, each counter's sum; no fold reads the row).
-    #: None: each update is written as its event is folded (replay, ``append_event``).
-    _pending: dict | None = None
-
-    def _defer(self, task_id: str, sets: dict, adds: dict | None = None, cas: tuple | None = None) -> None:
-        got = self._pending.get(task_id)
-        if got is not None and cas is not None and got[2] is not None:  # (a second move: the first written first)
-            self._flush_task(task_id, got)
-            got = None
-        if got is None:
-            got = self._pending[task_id] = [{}, {}, None]
-        got[0].update(sets)
-        if adds:
-            a = got[1]
-            for k, v in adds.items():
-                a[k] = a.get(k, 0) + v
-        if cas is not None:
-            got[2] = cas
-
-    def _flush_tasks(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending:
-            for task_id, got in pending.items():
-                self._flush_task(task_id, got)
-
-    def _flush_task(self, task_id: str, got: list) -> None:
-        sets, adds, cas = got
-        shape = (tuple(sets), tuple(adds), cas is not None)
-        sql = _UPDATE_SQL.get(shape)
-        if sql is None:
-            parts = [f"{k} = ?" for k in sets] + [f"{k} = {k} + ?" for k in adds]
-            sql = _UPDATE_SQL[shape] = (f"UPDATE tasks SET {', '.join(parts)} WHERE task_id = ?"
-                                        + (" AND state = ? AND state_version = ?" if cas is not None else ""))
-        params = (*sets.values(), *adds.values(), task_id, *(cas or ()))
-        cur = self.conn.run(sql, params)
-        if cas is not None and cur.rowcount != 1:
-            raise StaleWrite(
-                f"task {task_id} is no longer {cas[0]} at state_version {cas[1]}; reread and retry", task_id=task_id)
-
     def _fold(self, ev: EventDraft, tick: int) -> None:
         """The reducer: how each event changes state (one ``_fold_<type>`` per type that changes
         any, handed the typed event; the others change nothing). Replay runs exactly this."""
@@ -78,8 +36,6 @@ class Reducer:
 
     def _fold_task_created(self, e: ev_.TaskCreated, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
-        if self._pending and task_id in self._pending:  # (an update before the row exists: written first, as before)
-            self._flush_task(task_id, self._pending.pop(task_id))
         c.run(
             "INSERT INTO tasks (task_id, trace_id, goal, state, state_version, machine_version, assignee, "
             "lease_holder, lease_version, budget_total, budget_left, trusted, late_results, rejected, created_tick, updated_tick) "
@@ -94,25 +50,17 @@ class Reducer:
     def _fold_transition_applied(self, e: ev_.TransitionApplied, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
         trusted = 0 if e.to == "needs_review" else (1 if e.from_state == "needs_review" else None)
-        if self._pending is not None:
-            sets = {"state": e.to, "updated_tick": tick}
-            if e.assignee is not None:
-                sets["assignee"] = e.assignee
-            if trusted is not None:
-                sets["trusted"] = trusted
-            self._defer(task_id, sets, {"state_version": 1}, (e.from_state, e.from_version))
-        else:
-            cur = c.run(
-                "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
-                "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
-                "WHERE task_id = ? AND state = ? AND state_version = ?",
-                (e.to, tick, e.assignee, trusted, task_id, e.from_state, e.from_version),
+        cur = c.run(
+            "UPDATE tasks SET state = ?, state_version = state_version + 1, updated_tick = ?, "
+            "assignee = COALESCE(?, assignee), trusted = COALESCE(?, trusted) "
+            "WHERE task_id = ? AND state = ? AND state_version = ?",
+            (e.to, tick, e.assignee, trusted, task_id, e.from_state, e.from_version),
+        )
+        if cur.rowcount != 1:
+            raise StaleWrite(
+                f"task {task_id} is no longer {e.from_state} at state_version {e.from_version}; reread and retry",
+                task_id=task_id,
             )
-            if cur.rowcount != 1:
-                raise StaleWrite(
-                    f"task {task_id} is no longer {e.from_state} at state_version {e.from_version}; reread and retry",
-                    task_id=task_id,
-                )
         c.run(
             "INSERT INTO transitions (task_id, old_state, new_state, reason, executor, role, tick, created_at, "
             "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -123,9 +71,6 @@ class Reducer:
         )
 
     def _fold_lease_granted(self, e: ev_.LeaseGranted, task_id: str | None, message_id: str | None, tick: int) -> None:
-        if self._pending is not None:
-            self._defer(task_id, {"lease_holder": e.holder, "lease_version": e.lease_version, "updated_tick": tick})
-            return
         c = self.conn
         c.run(
             "UPDATE tasks SET lease_holder = ?, lease_version = ?, updated_tick = ? WHERE task_id = ?",
@@ -133,9 +78,6 @@ class Reducer:
         )
 
     def _fold_lease_expired(self, e: ev_.LeaseExpired, task_id: str | None, message_id: str | None, tick: int) -> None:
-        if self._pending is not None:
-            self._defer(task_id, {"lease_holder": None, "updated_tick": tick})
-            return
         c = self.conn
         c.run("UPDATE tasks SET lease_holder = NULL, updated_tick = ? WHERE task_id = ?", (tick, task_id))
 
@@ -145,10 +87,7 @@ class Reducer:
             "INSERT INTO budget (task_id, delta, reason, message_id, tick) VALUES (?, ?, ?, ?, ?)",
             (task_id, -e.amount, e.reason, message_id, tick),
         )
-        if self._pending is not None:
-            self._defer(task_id, {}, {"budget_left": -e.amount})
-        else:
-            c.run("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (e.amount, task_id))
+        c.run("UPDATE tasks SET budget_left = budget_left - ? WHERE task_id = ?", (e.amount, task_id))
 
     def _fold_intent_recorded(self, e: ev_.IntentRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
@@ -177,25 +116,16 @@ class Reducer:
     def _fold_conflict_recorded(self, e: ev_.ConflictRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
         c.run("UPDATE intents SET trusted = 0 WHERE task_id = ? AND idempotency_key = ?", (task_id, e.key))
-        if self._pending is not None:
-            self._defer(task_id, {"trusted": 0, "updated_tick": tick})
-        else:
-            c.run("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
+        c.run("UPDATE tasks SET trusted = 0, updated_tick = ? WHERE task_id = ?", (tick, task_id))
 
     def _fold_late_recorded(self, e: ev_.LateRecorded, task_id: str | None, message_id: str | None, tick: int) -> None:
-        if self._pending is not None:
-            self._defer(task_id, {}, {"late_results": 1})
-            return
         c = self.conn
         c.run("UPDATE tasks SET late_results = late_results + 1 WHERE task_id = ?", (task_id,))
 
     def _fold_transition_rejected(self, e: ev_.TransitionRejected, task_id: str | None, message_id: str | None, tick: int) -> None:
-        if task_id is None:
-            return
-        if self._pending is not None:
-            self._defer(task_id, {}, {"rejected": 1})
-            return
-        self.conn.run("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
+        c = self.conn
+        if task_id is not None:
+            c.run("UPDATE tasks SET rejected = rejected + 1 WHERE task_id = ?", (task_id,))
 
     def _fold_artifact_stored(self, e: ev_.ArtifactStored, task_id: str | None, message_id: str | None, tick: int) -> None:
         c = self.conn
@@ -227,9 +157,6 @@ class Reducer:
             (task_id, e.decision, e.reviewer, _dumps(e.evidence), message_id, tick),
         )
 
-
-#: the task-row UPDATE of each shape of deferred changes (see ``Reducer._flush_task``)
-_UPDATE_SQL: dict[tuple, str] = {}
 
 #: The reducer by event type: each type whose folding changes state has its ``Store._fold_<type>``
 #: (a type declared as changing state without one fails here, at import).

@@ -233,16 +233,9 @@ class Writes:
         at = self.time_at(tick)
         self.conn.run_many(
             _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)) for ev in evs])
-        # Each task row is written once, after every event is folded (the reducer's deferred updates: the
-        # same row as one update per event; a lost compare-and-swap raises StaleWrite from the flush).
-        self._pending = {}
-        try:
-            for ev in evs:
-                self._fold(ev, tick)
-                self._saw(ev)
-            self._flush_tasks()
-        finally:
-            self._pending = None
+        for ev in evs:
+            self._fold(ev, tick)
+            self._saw(ev)
 
     def _saw(self, ev: EventDraft) -> None:
         """Keep what this handle remembers of the log (see :meth:`fenced_now`) true after ``ev``."""
