@@ -29,7 +29,6 @@ a machine loaded from a file (one machine only), and copies to a file. Those rai
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -480,20 +479,11 @@ class Model:
 
 def model_run(scenario, policy, seed, specs, *, design=None, plugged=None):
     """A run not yet started, like :func:`sim.runner.new_run` of no file, whose store is a :class:`Model`."""
-    from .design import REFERENCE
-    from .runner import Run
+    from .runner import start_run
 
     seed = scenario.seed if seed is None else seed
-    store = Model(start_time=scenario.start_time)
-    meta = {"scenario": scenario.name, "seed": str(seed), "policy": policy.name,
-            "faults": ",".join(s.text for s in specs)}
-    if scenario.privacy:
-        meta["privacy"] = scenario.privacy.to_meta()
-    meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
-    store.set_meta(meta)
-    if design is not None and design is not REFERENCE:
-        policy = dataclasses.replace(policy, closed_payloads=False)
-    return Run(scenario, policy, seed, specs, store, None, design=design or REFERENCE)
+    return start_run(scenario, policy, seed, specs, Model(start_time=scenario.start_time), design=design,
+                     plugged=plugged)
 
 
 # ---------------------------------------------------------------------------- a model driven by a run's inputs

@@ -205,6 +205,26 @@ def unmatched_faults(run: Run) -> list[str]:
     return [s.text for s in run.faults if s.kind in ("message", "type", "default") and run.bus.matched[s.text] == 0]
 
 
+def start_run(scenario: Scenario, policy: Policy, seed: int, specs: list[FaultSpec], store, progress=None, *,
+              design: EnvelopeDesign | None = None, plugged: dict | None = None) -> Run:
+    """A run not yet started on ``store`` (a new :class:`Store`, or explore's model): its meta recorded,
+    the policy as the design allows it."""
+    meta = {
+        "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
+        "faults": ",".join(s.text for s in specs),
+    }
+    if scenario.privacy:  # only a run that declares sensitive fields says so (others stay byte for byte)
+        meta["privacy"] = scenario.privacy.to_meta()
+    # Only a run that plugs something in says so: a reference run's file stays byte for byte as it was.
+    meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
+    store.set_meta(meta)
+    if design is not None and design is not REFERENCE:
+        # A plugged envelope design decides what its payloads carry (exercise 1 grades exactly that);
+        # the declared shapes (sim.versions.SHAPES) are those of the reference design's messages.
+        policy = dataclasses.replace(policy, closed_payloads=False)
+    return Run(scenario, policy, seed, specs, store, progress, design=design or REFERENCE)
+
+
 def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[FaultSpec], path: Path | None,
             progress=None, *, design: EnvelopeDesign | None = None, rulebook=None, plugged: dict | None = None,
             tracer=None) -> Run:
@@ -217,20 +237,7 @@ def new_run(scenario: Scenario, policy: Policy, seed: int | None, specs: list[Fa
         remove_database(path)
     store = Store.create(path, start_time=scenario.start_time, rulebook=rulebook, tracer=tracer)
     try:
-        meta = {
-            "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
-            "faults": ",".join(s.text for s in specs),
-        }
-        if scenario.privacy:  # only a run that declares sensitive fields says so (others stay byte for byte)
-            meta["privacy"] = scenario.privacy.to_meta()
-        # Only a run that plugs something in says so: a reference run's file stays byte for byte as it was.
-        meta.update({f"plugin_{k}": v for k, v in (plugged or {}).items()})
-        store.set_meta(meta)
-        if design is not None and design is not REFERENCE:
-            # A plugged envelope design decides what its payloads carry (exercise 1 grades exactly that);
-            # the declared shapes (sim.versions.SHAPES) are those of the reference design's messages.
-            policy = dataclasses.replace(policy, closed_payloads=False)
-        return Run(scenario, policy, seed, specs, store, progress, design=design or REFERENCE)
+        return start_run(scenario, policy, seed, specs, store, progress, design=design, plugged=plugged)
     except BaseException:
         store.close()
         raise

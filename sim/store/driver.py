@@ -114,12 +114,7 @@ class _Connection(sqlite3.Connection):
     def run(self, sql, params=()) -> sqlite3.Cursor:
         """Execute one statement on the store's reused cursor: read ``rowcount``/``lastrowid`` at once
         (the next statement reuses the cursor); for rows, :meth:`one` and :meth:`all`."""
-        if self.tracer is not None:
-            self.tracer(sql, params, False)
-        try:
-            return (self._plain or self._plain_cursor()).execute(sql, params)
-        except sqlite3.Error as e:
-            raise _translate(e, self.path) from e
+        return self._on_plain(sql, params)
 
     def run_many(self, sql, rows) -> None:
         """``executemany`` on the store's reused cursor (``rows`` a list)."""
@@ -130,24 +125,25 @@ class _Connection(sqlite3.Connection):
         except sqlite3.Error as e:
             raise _translate(e, self.path) from e
 
-    def one(self, sql, params=()):
-        """The row of a statement that gives at most one (None: none), read at once: reading it steps
-        the statement to its end, so nothing is left open on the reused cursor."""
+    def _on_plain(self, sql, params, fetch=None):
+        """``sql`` executed on the reused cursor, traced, errors translated; ``fetch`` reads its rows
+        before the next statement reuses the cursor (None: the cursor itself)."""
         if self.tracer is not None:
             self.tracer(sql, params, False)
         try:
-            return (self._plain or self._plain_cursor()).execute(sql, params).fetchone()
+            cur = (self._plain or self._plain_cursor()).execute(sql, params)
+            return cur if fetch is None else fetch(cur)
         except sqlite3.Error as e:
             raise _translate(e, self.path) from e
 
+    def one(self, sql, params=()):
+        """The row of a statement that gives at most one (None: none), read at once: reading it steps
+        the statement to its end, so nothing is left open on the reused cursor."""
+        return self._on_plain(sql, params, sqlite3.Cursor.fetchone)
+
     def all(self, sql, params=()) -> list:
         """Every row of a statement, read at once."""
-        if self.tracer is not None:
-            self.tracer(sql, params, False)
-        try:
-            return (self._plain or self._plain_cursor()).execute(sql, params).fetchall()
-        except sqlite3.Error as e:
-            raise _translate(e, self.path) from e
+        return self._on_plain(sql, params, sqlite3.Cursor.fetchall)
 
     def backup(self, target, **kw):
         try:
