@@ -590,6 +590,21 @@ class FaultInjected(Event):
 
 
 @dataclass(frozen=True)
+class MessageSentAgain(Event):
+    TYPE = "message_sent_again"
+    FOLDS = "nothing: a session found a sender's number missing and sent that message again, unchanged"
+    STYLE = "yellow"
+    sender: str
+    seq: int
+    generation: int
+    waiting: list  # the sender's later messages parked behind the missing number
+
+    def summary(self) -> str:
+        return (f"lost: sent again as it was ({self.sender} #{self.seq}, generation {self.generation}); "
+                f"{_list(self.waiting)} waited behind it")
+
+
+@dataclass(frozen=True)
 class GatherReduced(Event):
     TYPE = "gather_reduced"
     FOLDS = "nothing: a gather's inputs reduced under its rule (a candidate, never a verdict on truth)"

@@ -238,6 +238,9 @@ def _first(scenario: Scenario, policy: str, seed: int | None, faults, plugins, p
         run = model_run(sc, pol, seed, specs, design=design, plugged=plugged)
     else:
         run = new_run(sc, pol, seed, specs, None, design=design, rulebook=rulebook, plugged=plugged)
+    # The search chooses the delivery order itself (any order the network could produce): no session
+    # stands between it and intake (sim.session), and none keeps envelopes for it.
+    run.session, run.bus.on_push = None, None
     run.bus._record = _Placing(run.bus._record)
     if place:
         run.bus.__class__ = _PlacingBus

@@ -531,6 +531,7 @@ class Bus:
         self.still_running: set[str] = set()  # of those messages, the ones whose old body was left running (zombie)
         self.pending_late: list[Envelope] = []
         self.silenced: set[str] = set()  # workers whose starts and results never arrive (fault silent)
+        self.on_push: Callable[[Envelope], None] | None = None  # told of every envelope queued (sim.session)
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
@@ -541,6 +542,8 @@ class Bus:
             | {env.task_id for env in self.pending_late}
 
     def _push(self, due: int, env: Envelope) -> None:
+        if self.on_push is not None:
+            self.on_push(env)
         self._seq += 1
         heapq.heappush(self._heap, (due, self._seq, env))
 
@@ -576,6 +579,8 @@ class Bus:
         for spec in faults:
             self.matched[spec.text] += 1
             REGISTRY[spec.name].apply(self, spec, step)
+        if self.on_push is not None:
+            self.on_push(step.out)  # sent, whether or not the network will deliver it
         if step.schedule:
             self._push(step.due, step.out)
         for d, e in step.extra:
@@ -639,6 +644,11 @@ class Bus:
         self._on_copy(env, copy, same_seq)
         self._record(name, env, {"selector": "by hand", **detail})
         return copy
+
+    def again(self, env: Envelope, due: int) -> None:
+        """Queue ``env`` once more, as it was, due in round ``due``: a session sending a lost message
+        again (sim.session). No fault applies to it."""
+        self._push(due, env)
 
     def release_held(self, now: int) -> None:
         """A message held ``max_hold`` rounds with nothing sent after it goes anyway:

@@ -39,6 +39,7 @@ from .policy import Policy, get_policy
 from .recovery import Recovery
 from .runfile import discard_partial, partial_of, put_in_place, remove_stale_partials
 from .scenario import Scenario, TaskSpec
+from .session import Session
 from .schedule import DeliveryPlan, Schedule
 from .store import GROUP_COMMITS, Store, remove_database
 from .world import RunWorld
@@ -84,6 +85,12 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
                        record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
                        rebuild=self._rebuild, restamp=self._restamp)
         self.bus.peers = self._peers  # (a method, so a forked run's bus asks the fork: sim.explore._fork)
+        # A runtime that keeps the conversation's rules takes each body's messages in sequence (sim.session):
+        # it waits longer than any delay or hold-back a fault puts on a message before sending one again.
+        self.session: Session | None = None
+        if self.policy.conversation_rules:
+            self.session = Session(max(self.settings.delay_ticks, self.bus.max_hold) + 1)
+            self.bus.on_push = self.session.track
         self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
         # a stress run forgets settled tasks; their intents go once nothing of theirs is on the bus
         self._messages_of: dict[str, list[str]] = {}

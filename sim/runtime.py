@@ -36,6 +36,7 @@ __all__ = [
     "ATTEMPT_COST",
     "effect_key",
     "record_fault",
+    "record_sent_again",
     "expire_lease",
 ]
 
@@ -205,6 +206,14 @@ def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: s
     with store.transaction():
         store.advance(to=tick)
         store.append_event(ev_.FaultInjected(fault=fault, detail=dict(detail)).draft(task_id, message_id))
+
+
+def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: list[str], tick: int | None = None) -> None:
+    """Record that the session sent ``env`` again: its number was missing and later ones waited (sim.session)."""
+    with store.transaction():
+        store.advance(to=tick)
+        store.append_event(ev_.MessageSentAgain(sender=env.sender, seq=seq, generation=generation,
+                                                waiting=list(waiting)).draft(env.task_id, env.message_id))
 
 
 def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool:

@@ -22,7 +22,7 @@ from typing import Iterator
 from .agents import DONE, _Job
 from .errors import InputError
 from .machine import TaskState
-from .runtime import Outcome, deliver
+from .runtime import Outcome, deliver, record_sent_again
 from .scenario import TaskSpec
 
 __all__ = ["Schedule", "DeliveryPlan"]
@@ -63,7 +63,7 @@ class Schedule:
         run size: a stress run keeps only its window of tasks)."""
         if not self._forgotten:
             return
-        busy = self.bus.carrying()
+        busy = self.bus.carrying() | (self.session.tasks() if self.session is not None else set())
         keep = []
         for tid in self._forgotten:
             if tid in busy:
@@ -103,7 +103,26 @@ class Schedule:
     def _deliver_due(self) -> Iterator[Outcome]:
         """Deliver what is due this round, one envelope at a time (a generator: the TUI steps it).
         A run with a delivery plan (:class:`DeliveryPlan`) delivers what the plan names instead."""
-        for env in (self.bus.due(self.now) if self.plan is None else self.plan.take(self)):
+        if self.plan is not None:
+            for env in self.plan.take(self):
+                yield self.deliver_one(env)
+            return
+        session = self.session
+        if session is None:
+            for env in self.bus.due(self.now):
+                yield self.deliver_one(env)
+            return
+        # The session (sim.session): a lost message sent again, then each body's messages in sequence.
+        meta = self.sent_meta.get
+        again, released = session.overdue(self.now, meta)
+        for env in again:
+            seq, gen = meta(env.message_id)
+            waiting = [e.message_id for *_x, e in session.parked.get((env.sender, gen), ())]
+            record_sent_again(self.store, env, seq=seq, generation=gen, waiting=waiting, tick=self.now)
+            self.bus.again(env, self.now + 1)
+        for env in released:
+            yield self.deliver_one(env)
+        for env in session.order(self.bus.due(self.now), meta, self.now):
             yield self.deliver_one(env)
 
     def deliver_one(self, env) -> Outcome:
@@ -145,7 +164,8 @@ class Schedule:
                               attempt=self.epoch)
 
     def _quiet(self) -> bool:
-        if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies):
+        if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies) \
+                or (self.session is not None and self.session.busy()):
             return False
         st = self.scenario.stress
         if st is not None and self._stress_next < st.tasks:

@@ -77,6 +77,7 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
         "input_untrusted": {"refs": ["T-1"], "effect_key": "publish:R-1:T-2"},
         "evidence_unresolved": {"refs": ["sha256:" + "0" * 64]},
         "fault_injected": {"fault": "drop", "selector": "M-3"},
+        "message_sent_again": {"sender": "researcher", "seq": 2, "generation": 1, "waiting": ["M-4"]},
         "fence_recorded": {"to": ["writer"], "terminal": "COMPLETED"},
         "task_started": {"worker": "researcher", "lease_version": 1},
         "tool_failed": {"tool": "web-search", "status": "retry", "error": "web-search failed"},

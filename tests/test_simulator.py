@@ -424,37 +424,57 @@ def test_late_failure_under_safe_is_a_late_delivery_and_t1_still_succeeded():
     assert not [t for t in store.transitions("T-1") if t["new_state"] == "failed"]
 
 
-def test_reorder_under_safe_rejects_the_early_result_with_e_stale_lease_then_succeeds_by_retry():
-    store = _run(faults=("reorder",))
-    (ev,) = _events(store, "fault_injected")
+def test_reorder_under_naive_lets_the_result_overtake_its_start_and_safe_parks_it_until_the_start_arrives():
+    # naive: no session between the network and intake, so the result arrives before the start it follows
+    naive = _run(policy="naive", faults=("reorder",))
+    (ev,) = _events(naive, "fault_injected")
     held = ev["message_id"]
-    assert _message(store, held)["type"] == "task_started"
+    assert _message(naive, held)["type"] == "task_started"
+    order = [d["message_id"] for d in naive.deliveries() if d["task_id"] == "T-1" and d["type"] != "ack"]
+    assert order.index("M-3") < order.index(held)
+    # safe: the session parks the result (one number ahead of the researcher's next) until the start arrives
+    store = _run(faults=("reorder",))
     ds = store.deliveries()
-    rejected = [d for d in ds if d["type"] == "task_result" and d["decision"] == "rejected"]
-    assert [d["code"] for d in rejected] == ["E_STALE_LEASE"]
-    # the result overtook the held start
-    held_at = next(d["delivery_id"] for d in ds if d["message_id"] == held)
-    assert rejected[0]["delivery_id"] < held_at
-    won = [d for d in ds if d["type"] == "task_result" and d["task_id"] == "T-1" and d["decision"] == "accepted"]
-    assert len(won) == 1 and won[0]["delivery_id"] > held_at
-    assert ":retry-" in _message(store, won[0]["message_id"])["idempotency_key"]
+    t1 = [(d["message_id"], d["type"], d["decision"]) for d in ds if d["task_id"] == "T-1" and d["type"] != "ack"]
+    assert t1 == [("M-1", "task_request", "accepted"), (held, "task_started", "accepted"),
+                  ("M-3", "task_result", "accepted")]
+    assert not [d for d in ds if d["code"] == "E_STALE_LEASE"]
+    assert not _events(store, "message_sent_again")  # nothing was lost: nothing is sent twice
     assert _task(store, "T-1")["state"] == "succeeded"
 
 
-def test_drop_under_safe_is_retried_under_a_new_idempotency_key():
-    store = _run(faults=("drop",))
-    (ev,) = _events(store, "fault_injected")
+def test_drop_under_naive_is_retried_under_a_new_key_and_under_safe_the_session_sends_the_lost_one_again():
+    naive = _run(policy="naive", faults=("drop",))
+    (ev,) = _events(naive, "fault_injected")
     dropped = ev["message_id"]
     # never delivered, so never in the message log either
-    assert dropped not in _messages(store) and _deliveries_of(store, dropped) == []
-    won = [d for d in store.deliveries() if d["type"] == "task_result" and d["task_id"] == "T-1"]
-    assert [d["decision"] for d in won] == ["accepted"]
-    retry = _message(store, won[0]["message_id"])
+    assert dropped not in _messages(naive) and _deliveries_of(naive, dropped) == []
+    won = [d for d in naive.deliveries() if d["type"] == "task_result" and d["task_id"] == "T-1"]
+    retry = _message(naive, won[0]["message_id"])
     assert retry["message_id"] != dropped and retry["sender"] == "researcher"
     # the first attempt's key is R-1:T-1:attempt-1; the retry is a new attempt with a new key
     assert retry["idempotency_key"] == "R-1:T-1:attempt-1:retry-1"
-    assert not [i for i in store.intents() if i["idempotency_key"] == "R-1:T-1:attempt-1"]
+
+    store = _run(faults=("drop",))
+    (ev,) = _events(store, "fault_injected")
+    assert ev["message_id"] == dropped
+    # the researcher's retry is numbered after the lost result: it waits, and the session sends the lost
+    # one again, the same envelope under the same number, once the wait is longer than any delay
+    (again,) = _events(store, "message_sent_again")
+    assert again["message_id"] == dropped and again["data"]["sender"] == "researcher"
+    assert again["data"]["seq"] == 2 and again["data"]["waiting"][0] == retry["message_id"]
+    assert again["tick"] - ev["tick"] > store_settings_window()
+    results = [d for d in store.deliveries() if d["type"] == "task_result" and d["task_id"] == "T-1"]
+    assert results[0]["message_id"] == dropped and results[0]["decision"] == "accepted"
+    assert results[1]["message_id"] == retry["message_id"] and results[1]["decision"] == "late"
+    assert [i["idempotency_key"] for i in store.intents() if i["idempotency_key"] == "R-1:T-1:attempt-1"]
+    assert _message(store, dropped)["sender_seq"] == 2 and _message(store, retry["message_id"])["sender_seq"] == 3
     assert _task(store, "T-1")["state"] == "succeeded"
+
+
+def store_settings_window() -> int:
+    s = _scenario("publish-report").settings
+    return max(s.delay_ticks, s.work_ticks + 2)
 
 
 def test_crash_under_safe_expires_the_lease_grants_a_second_and_fences_the_zombie():
@@ -487,14 +507,24 @@ def test_stale_schema_under_safe_is_rejected_with_e_schema_version_then_succeeds
     assert _summary(faults=("stale-schema",))["tasks"] == {"T-1": "succeeded", "T-2": "succeeded"}
 
 
-def test_delay_under_safe_delivers_the_delayed_original_late():
+def test_delay_under_naive_delivers_the_delayed_original_late_and_safe_keeps_the_retry_behind_it():
+    naive = _run(policy="naive", faults=("delay",))
+    (ev,) = _events(naive, "fault_injected")
+    original = ev["message_id"]
+    (d,) = _deliveries_of(naive, original)
+    assert d["tick"] == ev["data"]["arrives_at"]
+    first = [x for x in naive.deliveries() if x["type"] == "task_result" and x["task_id"] == "T-1"][0]
+    assert first["message_id"] != original and first["delivery_id"] < d["delivery_id"]  # the retry overtook it
+
     store = _run(faults=("delay",))
     (ev,) = _events(store, "fault_injected")
-    original = ev["message_id"]
     (d,) = _deliveries_of(store, original)
-    assert d["decision"] == "late" and d["tick"] == ev["data"]["arrives_at"]
-    won = [x for x in store.deliveries() if x["type"] == "task_result" and x["task_id"] == "T-1" and x["decision"] == "accepted"]
-    assert len(won) == 1 and won[0]["delivery_id"] < d["delivery_id"]
+    assert d["decision"] == "accepted" and d["tick"] == ev["data"]["arrives_at"]
+    results = [x for x in store.deliveries() if x["type"] == "task_result" and x["task_id"] == "T-1"]
+    # the retry is a number ahead of the delayed original: it waits for it, then arrives late itself
+    assert [x["message_id"] for x in results][0] == original
+    assert [x["decision"] for x in results[1:]] == ["late"] * (len(results) - 1) and len(results) > 1
+    assert not _events(store, "message_sent_again")  # late is not lost: nothing is sent twice
     assert _task(store, "T-1")["state"] == "succeeded"
 
 

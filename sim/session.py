@@ -1,0 +1,146 @@
+"""The receiving side of each sender's sequence: a session that presents a body's messages in order.
+
+A conversation's rule is that each body (a sender in one generation) numbers its messages 1, 2, 3, ...
+with no gap, and that a receiver takes exactly the next number (``E_SEQUENCE_GAP`` otherwise). The
+simulated network loses, delays and reorders messages, so a runtime that keeps the conversation's
+rules needs a session between the network and its intake, the job a reliable ordered transport does:
+
+* a message whose number is ahead of the next one its body owes is **parked**, not delivered;
+* when the missing number arrives, it is delivered and the parked ones after it follow, in order;
+* a number still missing after ``window`` rounds was lost: the sender's side **retransmits** that
+  message, the same envelope under the same number (never a new one), and it arrives next round.
+
+``window`` is longer than any delay or hold-back the transport's faults put on a message, so only a
+message that was really lost is sent twice, and nothing reaches intake twice because of the session.
+A number that nobody can send again (the sender never sent one under it) is given up after a further
+window, and the parked messages go on (a gap the exported trace then shows).
+
+A number below the next one (a sender whose sequence went back, a redelivery, a copy made under the
+same number) is not the session's business: it is delivered, and the runtime's conversation rules
+refuse what they must (:func:`sim.planner.conversation_rule`).
+
+A naive runtime has no session: whatever the network presents is delivered as it comes, and a run
+with a lost, late or reordered message exports a trace with the gap in it.
+
+Used by :class:`sim.schedule.Schedule` on what the transport has due each round; a delivery plan (a
+scenario's ``deliveries``, a searched counterexample) and a search over delivery orders
+(:mod:`sim.explore`) choose the order themselves and bypass it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator
+
+from .envelope import Envelope
+
+__all__ = ["Session"]
+
+Body = tuple[str, int]  # (sender, generation)
+
+
+class Session:
+    """Per body: the next number owed, the messages parked ahead of it, and what was sent and not yet
+    delivered (so a lost one can be sent again)."""
+
+    def __init__(self, window: int):
+        self.window = window
+        self.next: dict[Body, int] = {}
+        #: body -> [(round parked, arrival order, seq, envelope)]
+        self.parked: dict[Body, list[tuple[int, int, int, Envelope]]] = {}
+        #: body -> the round its oldest parked message has waited since (reset by each retransmission)
+        self.waiting: dict[Body, int] = {}
+        #: message id -> the envelope as the network was handed it, until its first delivery
+        self.unsent: dict[str, Envelope] = {}
+        self.retransmitted: list[str] = []  # message ids sent again, in order
+        self._order = 0
+
+    # ------------------------------------------------------------------ sending side
+
+    def track(self, env: Envelope) -> None:
+        """The transport was handed ``env`` (the bus calls this for every envelope it queues)."""
+        self.unsent.setdefault(env.message_id, env)
+
+    def busy(self) -> bool:
+        """Whether any message is parked (the run is not over while one is)."""
+        return any(self.parked.values())
+
+    def tasks(self) -> set[str]:
+        """The tasks of the parked messages."""
+        return {env.task_id for items in self.parked.values() for *_x, env in items}
+
+    # ------------------------------------------------------------------ receiving side
+
+    def order(self, arrivals: Iterable[Envelope], meta: Callable[[str], "tuple[int, int] | None"],
+              now: int) -> Iterator[Envelope]:
+        """``arrivals`` (what the network has due this round, in its order) as the session delivers them:
+        each message its body owes next, then the parked ones it unblocks; one ahead of its body's
+        next number is parked. ``meta(message_id)`` is the (seq, generation) the send was numbered with
+        (None: not numbered, or delivered before: delivered as it comes)."""
+        for env in arrivals:
+            m = meta(env.message_id)
+            if m is None or not m[0]:
+                self.unsent.pop(env.message_id, None)
+                yield env
+                continue
+            seq, gen = m
+            body = (env.sender, gen or 1)
+            want = self.next.get(body, 1)
+            if seq > want:
+                self._order += 1
+                self.parked.setdefault(body, []).append((now, self._order, seq, env))
+                self.waiting.setdefault(body, now)
+                continue
+            self.unsent.pop(env.message_id, None)
+            yield env
+            if seq == want:
+                self.next[body] = want + 1
+                yield from self._flush(body)
+
+    def _flush(self, body: Body) -> Iterator[Envelope]:
+        """Deliver the parked messages of ``body`` its next number has reached, in number order."""
+        items = self.parked.get(body)
+        while items:
+            want = self.next.get(body, 1)
+            ready = [x for x in items if x[2] <= want]
+            if not ready:
+                break
+            first = min(ready, key=lambda x: (x[2], x[1]))
+            items.remove(first)
+            self.unsent.pop(first[3].message_id, None)
+            if first[2] == want:
+                self.next[body] = want + 1
+            if items:  # what is still parked waits for its next gap from when it was parked
+                self.waiting[body] = min(x[0] for x in items)
+            yield first[3]
+        if not items:
+            self.parked.pop(body, None)
+            self.waiting.pop(body, None)
+
+    def overdue(self, now: int, meta: Callable[[str], "tuple[int, int] | None"]) -> tuple[list[Envelope], list[Envelope]]:
+        """At the start of round ``now``: (the lost messages to send again now, the parked messages to
+        deliver now because the number they wait for can never come). A body whose missing number has
+        been awaited ``window`` rounds gets it sent again; one awaited a further window with nothing to
+        send again is given up."""
+        again: list[Envelope] = []
+        released: list[Envelope] = []
+        for body in sorted(self.parked):
+            since = self.waiting.get(body, now)
+            if now - since < self.window:
+                continue
+            want = self.next.get(body, 1)
+            lost = self._numbered(body, want, meta)
+            if lost is not None:
+                again.append(lost)
+                self.retransmitted.append(lost.message_id)
+                self.waiting[body] = now
+            elif now - since >= 2 * self.window:
+                # nobody can send this number again: skip to the lowest parked one
+                self.next[body] = min(x[2] for x in self.parked[body])
+                released.extend(self._flush(body))
+        return again, released
+
+    def _numbered(self, body: Body, seq: int, meta) -> Envelope | None:
+        for mid, env in self.unsent.items():
+            if env.sender == body[0] and meta(mid) == (seq, body[1]):
+                return env
+        return None

@@ -1,0 +1,130 @@
+"""The safe runtime's session (sim.session): each sender's messages reach intake in sequence.
+
+Under naive a drop, a delay or a reorder reaches intake as it happens and the exported trace has a gap
+(E_SEQUENCE_GAP); under safe the session parks what is early and sends again what was lost, and the
+export of the same run holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from sim.conversation import export_trace
+from sim.envelope import build_envelope
+from sim.protocol.trace import validate
+from sim.runner import run_scenario
+from sim.scenario import load_scenario
+from sim.session import Session
+
+
+def _env(mid: str, sender: str = "researcher") -> object:
+    return build_envelope(message_id=mid, trace_id="R-1", task_id="T-1", sender=sender, recipient="manager",
+                          type="ack", payload={"of": "M-1"}, idempotency_key=f"k-{mid}",
+                          created_at="2026-01-01T00:00:00Z")
+
+
+def _deliver(session: Session, arrivals, meta, now: int) -> list[str]:
+    out = []
+    for env in session.order(arrivals, meta.get, now):
+        out.append(env.message_id)
+        meta.pop(env.message_id, None)  # the run forgets a send's number at its first delivery
+    return out
+
+
+def test_a_message_ahead_of_its_senders_next_number_waits_for_the_missing_one_then_follows_it():
+    s = Session(window=5)
+    a, b, c = _env("M-1"), _env("M-2"), _env("M-3")
+    meta = {"M-1": (1, 1), "M-2": (2, 1), "M-3": (3, 1)}
+    for e in (a, b, c):
+        s.track(e)
+    assert _deliver(s, [c, b], meta, now=1) == []  # 3 and 2 before 1: both wait
+    assert s.busy() and s.tasks() == {"T-1"}
+    assert _deliver(s, [a], meta, now=2) == ["M-1", "M-2", "M-3"]  # in number order, not arrival order
+    assert not s.busy() and s.next == {("researcher", 1): 4}
+    assert s.unsent == {}
+
+
+def test_each_body_is_its_own_sequence():
+    s = Session(window=5)
+    meta = {"M-1": (1, 1), "W-1": (1, 1), "M-2": (2, 1), "Z-1": (1, 2)}
+    got = _deliver(s, [_env("M-2"), _env("W-1", "writer"), _env("Z-1")], meta, now=1)
+    # the writer's first and the researcher's second body's first go; the researcher's 2 waits for its 1
+    assert got == ["W-1", "Z-1"]
+    assert _deliver(s, [_env("M-1")], meta, now=2) == ["M-1", "M-2"]
+
+
+def test_a_number_below_the_next_one_and_an_unnumbered_delivery_go_through_for_the_rules_to_judge():
+    s = Session(window=5)
+    meta = {"M-1": (1, 1), "M-2": (2, 1), "M-9": (1, 1)}
+    assert _deliver(s, [_env("M-1"), _env("M-2")], meta, now=1) == ["M-1", "M-2"]
+    # a sequence that went back (rewind, a twin under the same number) and a second delivery (no number)
+    assert _deliver(s, [_env("M-9"), _env("M-1")], meta, now=2) == ["M-9", "M-1"]
+    assert s.next[("researcher", 1)] == 3
+
+
+def test_a_lost_number_is_sent_again_unchanged_only_after_the_window():
+    s = Session(window=5)
+    lost, later = _env("M-1"), _env("M-2")
+    meta = {"M-1": (1, 1), "M-2": (2, 1)}
+    s.track(lost)  # sent, then dropped by the network: never arrives
+    s.track(later)
+    assert _deliver(s, [later], meta, now=3) == []
+    for now in range(3, 8):  # a late message may still be on its way: nothing is sent twice
+        assert s.overdue(now, meta.get) == ([], [])
+    again, released = s.overdue(8, meta.get)
+    assert again == [lost] and released == [] and s.retransmitted == ["M-1"]
+    assert again[0] is lost  # the same envelope, under the same number
+    assert s.overdue(9, meta.get) == ([], [])  # its wait starts again: not sent every round
+    assert _deliver(s, [lost], meta, now=9) == ["M-1", "M-2"]
+    assert not s.busy()
+
+
+def test_a_number_nobody_can_send_again_is_given_up_after_a_second_window():
+    s = Session(window=4)
+    meta = {"M-2": (2, 1), "M-3": (3, 1)}
+    assert _deliver(s, [_env("M-3"), _env("M-2")], meta, now=1) == []
+    assert s.overdue(5, meta.get) == ([], [])  # number 1 was never sent: nothing to send again
+    again, released = s.overdue(9, meta.get)
+    assert again == [] and [e.message_id for e in released] == ["M-2", "M-3"]
+    assert not s.busy() and s.next[("researcher", 1)] == 4
+
+
+def _codes(store) -> Counter:
+    return Counter(f.code for f in validate(export_trace(store)).errors)
+
+
+# (fan-out's first start is reordered behind another sender's message: no sender's order changes, no gap)
+@pytest.mark.parametrize("scenario, fault", [(s, f) for s in ("publish-report", "fan-out", "sensitive-source", "flaky-tool")
+                                             for f in ("drop", "delay", "reorder") if (s, f) != ("fan-out", "reorder")])
+def test_a_gap_naive_lets_in_is_held_by_safe(scenario, fault):
+    sc = load_scenario(scenario)
+    naive = run_scenario(sc, policy="naive", faults=[fault])
+    safe = run_scenario(sc, policy="safe", faults=[fault])
+    try:
+        assert _codes(naive)["E_SEQUENCE_GAP"] >= 1
+        assert _codes(safe)["E_SEQUENCE_GAP"] == 0
+        assert (len(safe.events_of_type("message_sent_again")) >= 1) == (fault == "drop")
+        assert not naive.events_of_type("message_sent_again")
+    finally:
+        naive.close()
+        safe.close()
+
+
+def test_the_gathers_scenario_exports_a_valid_conversation_under_safe_despite_its_delay():
+    store = run_scenario(load_scenario("gathers"), policy="safe")
+    try:
+        report = validate(export_trace(store))
+        assert report.valid, report.codes
+    finally:
+        store.close()
+
+
+def test_a_session_makes_the_same_run_byte_for_byte(tmp_path):
+    sc = load_scenario("publish-report")
+    dumps = []
+    for i in range(2):
+        store = run_scenario(sc, faults=["drop", "reorder"], seed=5, db=tmp_path / f"r{i}.db")
+        store.close()
+        dumps.append((tmp_path / f"r{i}.db").read_bytes())
+    assert dumps[0] == dumps[1]
