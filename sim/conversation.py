@@ -2,8 +2,9 @@
 
 Every delivery in the message log becomes one trace message, in delivery order, so what the
 transport did shows up as protocol errors when the trace is validated: a redelivery is a
-duplicate message id (E_DUPLICATE_MESSAGE), a reorder or a drop is a gap in the sender's
-sequence (E_SEQUENCE_GAP), and a crashed worker's late commit comes from a body generation
+duplicate message id (E_DUPLICATE_MESSAGE), a reorder, delay or drop under a runtime without a session
+(naive; safe keeps each sender in sequence: sim.session) is a gap in the sender's sequence
+(E_SEQUENCE_GAP), and a crashed worker's late commit comes from a body generation
 that has been replaced (E_STALE_GENERATION). The per-sender sequence and the body generation
 are what the transport recorded when each message was sent (``messages.sender_seq`` and
 ``sender_generation``); nothing is invented. A run without them (hand-delivered messages)
@@ -53,6 +54,14 @@ def _refused_by_rule(r: dict) -> bool:
     """A delivery the runtime refused under one of the conversation's own rules (sim.planner
     ``CONVERSATION_CODES``) never entered the conversation: the export leaves it out."""
     return r.get("delivery_decision") == "rejected" and r.get("delivery_code") in CONVERSATION_CODES
+
+
+def _contributes(r: dict) -> bool:
+    """Whether a result of a gathered task is that member's contribution: the runtime took it (a retry the
+    runtime recorded as late or duplicate added nothing) and it is an answer, succeeded or failed (a
+    ``retry`` status asks for another attempt, whose answer is the contribution)."""
+    return r.get("delivery_decision", "accepted") == "accepted" \
+        and (r["payload"] or {}).get("status") in ("succeeded", "failed")
 
 
 def _later(t: str, seconds: int) -> str:
@@ -427,7 +436,7 @@ class TraceExport:
                 msg["payload"] = payload
             except _digest.DigestError:  # a payload jcs-v2 cannot carry: keep the run's own digest only
                 msg["payloadDigest"] = r["payload_digest"]
-            if typ == "task_result" and r["task_id"] in gather_of:
+            if typ == "task_result" and r["task_id"] in gather_of and _contributes(r):
                 msg["kind"] = "CONTRIBUTION"
                 msg["gatherId"] = gather_of[r["task_id"]]
             yield msg

@@ -10,7 +10,8 @@ minor added is dropped, a major it cannot read is read anyway), gathers reduced 
 dropped) or by the senders' clocks, no care for sensitive fields
 (every recipient is sent all of them, and the logs keep them in the clear), and open payloads (a field
 no message type declares is taken, and a self-reported ``budget_left`` is believed), and no conversation rules (a message after the fence, or one
-whose sender's sequence went back, is taken like any other).
+whose sender's sequence went back, is taken like any other, and nothing puts a sender's messages back in
+sequence: no session, sim.session).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class Policy:
     # (dissent dropped) and the first success by the senders' own clocks.
     gathers: str = "declared"
     # The conversation's rules kept at intake (sim.planner.conversation_rule): nothing but acks after the
-    # fence, no sequence number used twice by one body on one task. Off: whatever arrives is taken.
+    # fence, no sequence number used twice by one body on one task; and a session before intake that hands
+    # it each sender's messages in sequence (sim.session). Off: whatever arrives is taken, as it arrives.
     conversation_rules: bool = True
 
 
