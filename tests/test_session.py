@@ -128,3 +128,26 @@ def test_a_session_makes_the_same_run_byte_for_byte(tmp_path):
         store.close()
         dumps.append((tmp_path / f"r{i}.db").read_bytes())
     assert dumps[0] == dumps[1]
+
+
+@pytest.mark.parametrize("fault", ["drop", "delay", "transient", "tool-failure"])
+def test_a_retried_member_of_a_gather_contributes_once_under_safe(fault):
+    # fan-out's draft gathers the research results: a retry the runtime recorded late, or a result that
+    # asks for another attempt, is not a second contribution from that member
+    store = run_scenario(load_scenario("fan-out"), policy="safe", faults=[fault])
+    try:
+        trace = export_trace(store)
+        report = validate(trace)
+        assert report.valid, report.codes
+        members = Counter(m["sender"] for m in trace["messages"] if m["kind"] == "CONTRIBUTION")
+        assert members and set(members.values()) == {1}
+    finally:
+        store.close()
+
+
+def test_naive_takes_a_late_failure_as_a_second_contribution():
+    store = run_scenario(load_scenario("fan-out"), policy="naive", faults=["late-failure"])
+    try:
+        assert _codes(store)["E_DUPLICATE_CONTRIBUTION"] == 1
+    finally:
+        store.close()
