@@ -151,3 +151,12 @@ def test_naive_takes_a_late_failure_as_a_second_contribution():
         assert _codes(store)["E_DUPLICATE_CONTRIBUTION"] == 1
     finally:
         store.close()
+
+
+def test_two_messages_parked_under_one_number_follow_in_arrival_order_and_neither_is_lost():
+    # a sender that numbered two messages alike (a twin under the same number) while both were early
+    s = Session(window=5)
+    meta = {"M-1": (1, 1), "T-1": (2, 1), "T-2": (2, 1), "M-3": (3, 1)}
+    assert _deliver(s, [_env("M-3"), _env("T-1"), _env("T-2")], meta, now=1) == []
+    assert _deliver(s, [_env("M-1")], meta, now=2) == ["M-1", "T-1", "T-2", "M-3"]
+    assert not s.busy()
