@@ -94,7 +94,8 @@ class Session:
             yield env
             if seq == want:
                 self.next[body] = want + 1
-                yield from self._flush(body)
+                if body in self.parked:
+                    yield from self._flush(body)
 
     def _flush(self, body: Body) -> Iterator[Envelope]:
         """Deliver the parked messages of ``body`` its next number has reached, in number order."""
