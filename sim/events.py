@@ -592,7 +592,7 @@ class FaultInjected(Event):
 @dataclass(frozen=True)
 class MessageSentAgain(Event):
     TYPE = "message_sent_again"
-    FOLDS = "nothing: a session found a sender's number missing and sent that message again, unchanged"
+    FOLDS = "nothing: a session found a sender's number missing behind a later one and sent that message again, unchanged"
     STYLE = "yellow"
     sender: str
     seq: int
@@ -600,8 +600,19 @@ class MessageSentAgain(Event):
     waiting: list  # the sender's later messages parked behind the missing number
 
     def summary(self) -> str:
-        return (f"lost: sent again as it was ({self.sender} #{self.seq}, generation {self.generation}); "
-                f"{_list(self.waiting)} waited behind it")
+        return (f"missing (lost or late): sent again as it was ({self.sender} #{self.seq}, generation "
+                f"{self.generation}); {_list(self.waiting)} waited behind it")
+
+
+@dataclass(frozen=True)
+class MessageCopyDropped(Event):
+    TYPE = "message_copy_dropped"
+    FOLDS = "nothing: the second copy of a message the session sent again arrived; the first was taken"
+    STYLE = "dim yellow"
+    sender: str
+
+    def summary(self) -> str:
+        return "the other copy arrived (late, not lost): the same envelope, already taken; dropped"
 
 
 @dataclass(frozen=True)

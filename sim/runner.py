@@ -50,6 +50,11 @@ SUMMARY_LIST_LIMIT = 10_000
 __all__ = ["Run", "run_scenario", "summarize", "prepare_db_path", "refuse_lab_run", "lab_run_in", "scenario_of", "LAB_META", "JOURNAL_META", "fault_specs", "unmatched_faults", "new_run", "remove_stale_partials"]
 
 
+#: Rounds a safe runtime's session waits, once a later number from the same body is parked, before it has
+#: the missing message sent again (sim.session).
+RETRANSMIT_AFTER = 1
+
+
 @dataclass
 class Run(RunWorld, Recovery, Schedule, Gathering):
     """A run in progress: its state, made here; the agents' view of it (:class:`~sim.world.RunWorld`,
@@ -86,10 +91,10 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
                        rebuild=self._rebuild, restamp=self._restamp)
         self.bus.peers = self._peers  # (a method, so a forked run's bus asks the fork: sim.explore._fork)
         # A runtime that keeps the conversation's rules takes each body's messages in sequence (sim.session):
-        # it waits longer than any delay or hold-back a fault puts on a message before sending one again.
+        # a number still missing a round after a later one was parked is sent again (a fast retransmit).
         self.session: Session | None = None
         if self.policy.conversation_rules:
-            self.session = Session(max(self.settings.delay_ticks, self.bus.max_hold) + 1)
+            self.session = Session(RETRANSMIT_AFTER)
             self.bus.on_push = self.session.track
         self.intents: dict[str, Intent] = {}  # message id -> the intent it was made from
         # a stress run forgets settled tasks; their intents go once nothing of theirs is on the bus

@@ -37,6 +37,7 @@ __all__ = [
     "effect_key",
     "record_fault",
     "record_sent_again",
+    "record_copy_dropped",
     "expire_lease",
 ]
 
@@ -214,6 +215,13 @@ def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: 
         store.advance(to=tick)
         store.append_event(ev_.MessageSentAgain(sender=env.sender, seq=seq, generation=generation,
                                                 waiting=list(waiting)).draft(env.task_id, env.message_id))
+
+
+def record_copy_dropped(store: Store, env, *, tick: int | None = None) -> None:
+    """Record that the session dropped the other copy of a message it had sent again (sim.session)."""
+    with store.transaction():
+        store.advance(to=tick)
+        store.append_event(ev_.MessageCopyDropped(sender=env.sender).draft(env.task_id, env.message_id))
 
 
 def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool:

@@ -22,7 +22,7 @@ from typing import Iterator
 from .agents import DONE, _Job
 from .errors import InputError
 from .machine import TaskState
-from .runtime import Outcome, deliver, record_sent_again
+from .runtime import Outcome, deliver, record_copy_dropped, record_sent_again
 from .scenario import TaskSpec
 
 __all__ = ["Schedule", "DeliveryPlan"]
@@ -124,6 +124,9 @@ class Schedule:
             yield self.deliver_one(env)
         for env in session.order(self.bus.due(self.now), meta, self.now):
             yield self.deliver_one(env)
+        for env in session.dropped:
+            record_copy_dropped(self.store, env, tick=self.now)
+        session.dropped.clear()
 
     def deliver_one(self, env) -> Outcome:
         """Deliver ``env`` through the runtime now; the manager and its recipient hear the outcome."""

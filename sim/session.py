@@ -7,11 +7,14 @@ rules needs a session between the network and its intake, the job a reliable ord
 
 * a message whose number is ahead of the next one its body owes is **parked**, not delivered;
 * when the missing number arrives, it is delivered and the parked ones after it follow, in order;
-* a number still missing after ``window`` rounds was lost: the sender's side **retransmits** that
-  message, the same envelope under the same number (never a new one), and it arrives next round.
+* a number still missing ``window`` rounds after a later one was parked may be lost (or only late:
+  the receiver cannot tell): the sender's side **retransmits** every number missing below the parked
+  ones, each the same envelope under the same number (never a new one), once, and they arrive next
+  round (a selective repeat);
+* whichever copy of a retransmitted message arrives first is delivered; the other, the same envelope
+  again, is dropped by the session (the seed's transport deduplication, of its own copies only: a
+  redelivery the network makes of anything else still reaches intake, whose deduplication it tests).
 
-``window`` is longer than any delay or hold-back the transport's faults put on a message, so only a
-message that was really lost is sent twice, and nothing reaches intake twice because of the session.
 A number that nobody can send again (the sender never sent one under it) is given up after a further
 window, and the parked messages go on (a gap the exported trace then shows).
 
@@ -52,6 +55,8 @@ class Session:
         #: message id -> the envelope as the network was handed it, until its first delivery
         self.unsent: dict[str, Envelope] = {}
         self.retransmitted: list[str] = []  # message ids sent again, in order
+        self._copies: dict[str, bool] = {}  # a message sent again -> whether one copy has been taken
+        self.dropped: list[Envelope] = []  # the other copies dropped, until the run records them
         self._order = 0
 
     # ------------------------------------------------------------------ sending side
@@ -77,6 +82,13 @@ class Session:
         next number is parked. ``meta(message_id)`` is the (seq, generation) the send was numbered with
         (None: not numbered, or delivered before: delivered as it comes)."""
         for env in arrivals:
+            copies = self._copies.get(env.message_id)
+            if copies is not None:
+                if copies:  # the other copy of a message sent again: the same envelope, already taken
+                    del self._copies[env.message_id]
+                    self.dropped.append(env)
+                    continue
+                self._copies[env.message_id] = True  # this copy is taken (delivered now, or parked)
             m = meta(env.message_id)
             if m is None or not m[0]:
                 self.unsent.pop(env.message_id, None)
@@ -119,29 +131,45 @@ class Session:
 
     def overdue(self, now: int, meta: Callable[[str], "tuple[int, int] | None"]) -> tuple[list[Envelope], list[Envelope]]:
         """At the start of round ``now``: (the lost messages to send again now, the parked messages to
-        deliver now because the number they wait for can never come). A body whose missing number has
-        been awaited ``window`` rounds gets it sent again; one awaited a further window with nothing to
-        send again is given up."""
+        deliver now because the number they wait for can never come). A body whose next number has been
+        awaited ``window`` rounds gets every number it is missing below its parked ones sent again (a
+        selective repeat: each once); one awaited a further window with nothing to send again under its
+        next number is given up."""
         again: list[Envelope] = []
         released: list[Envelope] = []
-        for body in sorted(self.parked):
+        late = [b for b in sorted(self.parked) if now - self.waiting.get(b, now) >= self.window]
+        if not late:
+            return again, released
+        numbered = self._numbered(set(late), meta)
+        for body in late:
             since = self.waiting.get(body, now)
-            if now - since < self.window:
-                continue
             want = self.next.get(body, 1)
-            lost = self._numbered(body, want, meta)
-            if lost is not None:
-                again.append(lost)
-                self.retransmitted.append(lost.message_id)
+            items = self.parked[body]
+            have = {x[2] for x in items}
+            top = max(have)
+            sent_again = False
+            for seq in range(want, top):
+                lost = numbered.get((body, seq))
+                if seq in have or lost is None:
+                    continue
+                sent_again = sent_again or seq == want
+                if lost.message_id not in self._copies:  # once: the copy sent again is never lost
+                    again.append(lost)
+                    self.retransmitted.append(lost.message_id)
+                    self._copies[lost.message_id] = False
+            if sent_again:
                 self.waiting[body] = now
             elif now - since >= 2 * self.window:
                 # nobody can send this number again: skip to the lowest parked one
-                self.next[body] = min(x[2] for x in self.parked[body])
+                self.next[body] = min(have)
                 released.extend(self._flush(body))
         return again, released
 
-    def _numbered(self, body: Body, seq: int, meta) -> Envelope | None:
+    def _numbered(self, bodies: set, meta) -> dict:
+        """(body, seq) -> the envelope sent under it and not yet delivered, for ``bodies``."""
+        out = {}
         for mid, env in self.unsent.items():
-            if env.sender == body[0] and meta(mid) == (seq, body[1]):
-                return env
-        return None
+            m = meta(mid)
+            if m is not None and (env.sender, m[1] or 1) in bodies:
+                out.setdefault(((env.sender, m[1] or 1), m[0]), env)
+        return out

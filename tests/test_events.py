@@ -78,6 +78,7 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
         "evidence_unresolved": {"refs": ["sha256:" + "0" * 64]},
         "fault_injected": {"fault": "drop", "selector": "M-3"},
         "message_sent_again": {"sender": "researcher", "seq": 2, "generation": 1, "waiting": ["M-4"]},
+        "message_copy_dropped": {"sender": "researcher"},
         "fence_recorded": {"to": ["writer"], "terminal": "COMPLETED"},
         "task_started": {"worker": "researcher", "lease_version": 1},
         "tool_failed": {"tool": "web-search", "status": "retry", "error": "web-search failed"},
