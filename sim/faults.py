@@ -645,6 +645,11 @@ class Bus:
         self._record(name, env, {"selector": "by hand", **detail})
         return copy
 
+    def carries(self, message_id: str) -> bool:
+        """Whether an envelope ``message_id`` is still on the bus (queued or held back)."""
+        return any(env.message_id == message_id for _d, _s, env in self._heap) \
+            or any(env.message_id == message_id for _t, env in self._held)
+
     def again(self, env: Envelope, due: int) -> None:
         """Queue ``env`` once more, as it was, due in round ``due``: a session sending a lost message
         again (sim.session). No fault applies to it."""

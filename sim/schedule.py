@@ -122,7 +122,7 @@ class Schedule:
             self.bus.again(env, self.now + 1)
         for env in released:
             yield self.deliver_one(env)
-        for env in session.order(self.bus.due(self.now), meta, self.now):
+        for env in session.order(self.bus.due(self.now), meta, self.now, self.bus.carries):
             yield self.deliver_one(env)
         for env in session.dropped:
             record_copy_dropped(self.store, env, tick=self.now)

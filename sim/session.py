@@ -76,11 +76,13 @@ class Session:
     # ------------------------------------------------------------------ receiving side
 
     def order(self, arrivals: Iterable[Envelope], meta: Callable[[str], "tuple[int, int] | None"],
-              now: int) -> Iterator[Envelope]:
+              now: int, on_the_way: Callable[[str], bool] = lambda mid: True) -> Iterator[Envelope]:
         """``arrivals`` (what the network has due this round, in its order) as the session delivers them:
         each message its body owes next, then the parked ones it unblocks; one ahead of its body's
         next number is parked. ``meta(message_id)`` is the (seq, generation) the send was numbered with
-        (None: not numbered, or delivered before: delivered as it comes)."""
+        (None: not numbered, or delivered before: delivered as it comes); ``on_the_way(message_id)``,
+        whether another copy of it is still on the network (so a copy sent again whose original was
+        really lost is forgotten once taken: a run keeps nothing of it)."""
         for env in arrivals:
             copies = self._copies.get(env.message_id)
             if copies is not None:
@@ -88,7 +90,10 @@ class Session:
                     del self._copies[env.message_id]
                     self.dropped.append(env)
                     continue
-                self._copies[env.message_id] = True  # this copy is taken (delivered now, or parked)
+                if on_the_way(env.message_id):
+                    self._copies[env.message_id] = True  # this copy is taken (delivered now, or parked)
+                else:
+                    del self._copies[env.message_id]  # the other copy was lost: none will come
             m = meta(env.message_id)
             if m is None or not m[0]:
                 self.unsent.pop(env.message_id, None)

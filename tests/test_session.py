@@ -182,3 +182,32 @@ def test_every_number_missing_below_a_parked_one_is_sent_again_once_and_the_late
     assert [e.message_id for e in s.dropped] == ["M-3", "M-1"]
     # a redelivery the network makes of a message never sent again still reaches intake
     assert _deliver(s, [m2], meta, now=10) == ["M-2"]
+
+
+def test_a_copy_sent_again_whose_original_was_lost_is_forgotten_once_taken():
+    s = Session(window=1)
+    meta = {"M-1": (1, 1), "M-2": (2, 1)}
+    lost, later = _env("M-1"), _env("M-2")
+    s.track(lost)
+    assert _deliver(s, [later], meta, now=1) == []
+    (again,), _ = s.overdue(2, meta.get)
+    taken = list(s.order([again], meta.get, 3, on_the_way=lambda mid: False))
+    assert [e.message_id for e in taken] == ["M-1", "M-2"]
+    assert s._copies == {} and s.unsent == {}  # nothing kept of a message the network lost
+
+
+def test_a_stress_run_with_drops_keeps_nothing_of_the_messages_it_sent_again():
+    import dataclasses
+
+    from sim.policy import get_policy
+    from sim.runner import fault_specs, new_run
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=200))
+    run = new_run(sc, get_policy("safe"), None, fault_specs(sc, ["drop:0.1"]), None)
+    try:
+        run.run()
+        assert run.unfinished == 0 and len(run.session.retransmitted) > 20
+        assert len(run.session._copies) == 0 and len(run.session.unsent) == 0 and not run.session.busy()
+    finally:
+        run.store.close()
