@@ -454,3 +454,15 @@ def test_every_event_type_the_engine_writes_but_three_bulk_ones_can_be_checked_b
     facts.update()
     seen = CHECKS["event"](ctx, type="conflict_recorded", task="T-1")
     assert seen.ok and seen.saw["message_id"] == "M-4", seen
+
+
+def test_a_lab_readme_that_says_how_long_it_takes_says_what_its_lab_file_says():
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent / "labs"
+    for d in sorted(p for p in root.iterdir() if (p / "lab.toml").exists()):
+        minutes = tomllib.loads((d / "lab.toml").read_text())["minutes"]
+        said = re.search(r"About (\d+) minutes", (d / "README.md").read_text())
+        if said:
+            assert int(said.group(1)) == minutes, d.name
