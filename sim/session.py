@@ -69,6 +69,17 @@ class Session:
         """Whether any message is parked (the run is not over while one is)."""
         return any(self.parked.values())
 
+    def waiting_text(self) -> str:
+        """What is parked, in a few words for a status line ('' when nothing is): 'M-4 waits for researcher
+        #2', or 'N messages wait in sequence'."""
+        items = [(b, x) for b, xs in sorted(self.parked.items()) for x in xs]
+        if not items:
+            return ""
+        if len(items) == 1:
+            (sender, _gen), x = items[0]
+            return f"{x[3].message_id} waits for {sender} #{self.next.get(items[0][0], 1)}"
+        return f"{len(items)} messages wait in sequence"
+
     def tasks(self) -> set[str]:
         """The tasks of the parked messages."""
         return {env.task_id for items in self.parked.values() for *_x, env in items}

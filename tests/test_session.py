@@ -211,3 +211,13 @@ def test_a_stress_run_with_drops_keeps_nothing_of_the_messages_it_sent_again():
         assert len(run.session._copies) == 0 and len(run.session.unsent) == 0 and not run.session.busy()
     finally:
         run.store.close()
+
+
+def test_what_waits_is_said_in_a_few_words_for_the_status_line():
+    s = Session(window=1)
+    assert s.waiting_text() == ""
+    meta = {"M-4": (3, 1), "M-5": (4, 1)}
+    _deliver(s, [_env("M-4")], meta, now=1)
+    assert s.waiting_text() == "M-4 waits for researcher #1"
+    _deliver(s, [_env("M-5")], meta, now=1)
+    assert s.waiting_text() == "2 messages wait in sequence"

@@ -367,6 +367,9 @@ class ProtolabApp(LabHost, Player, App):
             # every delivery in the store (a reviewer's decision too), as Messages shows them
             n = self.store.next_delivery_id() - 1
             parts.append(f"round {r.now} · {n} deliveries · {mode} ×{SPEEDS[self.speed_i]}/s")
+            waiting = r.session.waiting_text() if r.session is not None else ""
+            if waiting:  # the safe runtime's session holds a message back until its sender's gap fills
+                parts.append(waiting)
         else:
             parts.append("read-only")
         if self.as_of is not None:
