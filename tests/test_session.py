@@ -221,3 +221,19 @@ def test_what_waits_is_said_in_a_few_words_for_the_status_line():
     assert s.waiting_text() == "M-4 waits for researcher #1"
     _deliver(s, [_env("M-5")], meta, now=1)
     assert s.waiting_text() == "2 messages wait in sequence"
+
+
+@pytest.mark.parametrize("fault, code", [("drop", "E_SEQUENCE_GAP"), ("zombie", "E_STALE_GENERATION"),
+                                         ("overshare", "E_AUDIENCE_LABEL"), ("afterthought", "E_POST_TERMINAL_MESSAGE")])
+def test_compare_says_whose_conversation_validates(capsys, fault, code):
+    import json
+
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "publish-report", "-f", fault, "--json"])
+    assert e.value.code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["safe"]["conversation"] == {"valid": True, "codes": [], "first": ""}
+    naive = out["naive"]["conversation"]
+    assert naive["valid"] is False and code in naive["codes"] and naive["first"].startswith(naive["codes"][0])

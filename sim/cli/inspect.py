@@ -173,6 +173,28 @@ def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typ
                   f"{store.state_digest()}", soft_wrap=True)
 
 
+#: A run with more deliveries than this is compared without exporting its conversation (a stress run).
+COMPARE_TRACE_UP_TO = 20_000
+
+
+def _conversation_of(store) -> dict | None:
+    """The run exported as a trace and validated: {valid, codes, first} (None for a run too big to export
+    here: 'protolab trace export' then 'trace validate' do it on a file)."""
+    if store.next_delivery_id() - 1 > COMPARE_TRACE_UP_TO:
+        return None
+    from ..conversation import export_trace
+    from ..protocol.trace import validate
+
+    report = validate(export_trace(store))
+    first = report.errors[0] if report.errors else None
+    return {"valid": report.valid, "codes": list(report.codes),
+            "first": f"{first.code} on {first.message_id}" if first is not None else ""}
+
+
+def _conversation_mark(c: dict) -> str:
+    return "[green]valid[/]" if c["valid"] else "[bold red]" + ", ".join(c["codes"]) + "[/]"
+
+
 @commands.command()
 def compare(
     scenario: str = SCENARIO_ARG,
@@ -200,7 +222,9 @@ def compare(
                                  db=Path(scratch) / f"side-{k}.db")
             try:
                 results = check(store)
-                out[label] = (summarize(store, results), results)
+                summary = summarize(store, results)
+                summary["conversation"] = _conversation_of(store)
+                out[label] = (summary, results)
             finally:
                 store.close()
     (la, _pa, _xa), (lb, _pb, _xb) = sides
@@ -218,6 +242,10 @@ def compare(
                  "" if safe["effects_committed"] == naive["effects_committed"] else "<- differs"])
     for (rs, rn) in zip(out[la][1], out[lb][1]):
         rows.append([rs.name, _mark(rs.ok), _mark(rn.ok), _witness_line(rn) if not rn.ok else ""])
+    ca, cb = safe["conversation"], naive["conversation"]
+    if ca is not None and cb is not None:  # the run exported as a trace and validated, as 'trace validate' does
+        rows.append(["conversation (trace)", _conversation_mark(ca), _conversation_mark(cb),
+                     cb["first"] if cb["codes"] else ""])
     faults = ", ".join(safe["faults"]) or "none"
     output_rows(f"{sc.name}, seed {safe['seed']}, faults: {faults}", ["", la, lb, f"{lb}'s witness"], rows,
                 as_json=as_json, data={label: summary for label, (summary, _) in out.items()})
