@@ -202,26 +202,30 @@ def put_artifact(
     return ev.data["ref"]
 
 
-def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: str | None, detail: dict, tick: int | None = None) -> None:
-    """Record that the transport did something to the run (so the log says what was done)."""
+def _record_transport(store: Store, event, *, task_id: str | None, message_id: str | None, tick: int | None) -> None:
+    """Append one event about what the transport did, in its own transaction at round ``tick``."""
     with store.transaction():
         store.advance(to=tick)
-        store.append_event(ev_.FaultInjected(fault=fault, detail=dict(detail)).draft(task_id, message_id))
+        store.append_event(event.draft(task_id, message_id))
+
+
+def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: str | None, detail: dict, tick: int | None = None) -> None:
+    """Record that the transport did something to the run (so the log says what was done)."""
+    _record_transport(store, ev_.FaultInjected(fault=fault, detail=dict(detail)), task_id=task_id,
+                      message_id=message_id, tick=tick)
 
 
 def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: list[str], tick: int | None = None) -> None:
     """Record that the session sent ``env`` again: its number was missing and later ones waited (sim.session)."""
-    with store.transaction():
-        store.advance(to=tick)
-        store.append_event(ev_.MessageSentAgain(sender=env.sender, seq=seq, generation=generation,
-                                                waiting=list(waiting)).draft(env.task_id, env.message_id))
+    _record_transport(store, ev_.MessageSentAgain(sender=env.sender, seq=seq, generation=generation,
+                                                  waiting=list(waiting)),
+                      task_id=env.task_id, message_id=env.message_id, tick=tick)
 
 
 def record_copy_dropped(store: Store, env, *, tick: int | None = None) -> None:
     """Record that the session dropped the other copy of a message it had sent again (sim.session)."""
-    with store.transaction():
-        store.advance(to=tick)
-        store.append_event(ev_.MessageCopyDropped(sender=env.sender).draft(env.task_id, env.message_id))
+    _record_transport(store, ev_.MessageCopyDropped(sender=env.sender), task_id=env.task_id,
+                      message_id=env.message_id, tick=tick)
 
 
 def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool:

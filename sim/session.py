@@ -67,7 +67,7 @@ class Session:
 
     def busy(self) -> bool:
         """Whether any message is parked (the run is not over while one is)."""
-        return any(self.parked.values())
+        return bool(self.parked)  # a body's list goes when its last message is delivered
 
     def waiting_text(self) -> str:
         """What is parked, in a few words for a status line ('' when nothing is): 'M-4 waits for researcher
