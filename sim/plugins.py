@@ -10,6 +10,7 @@ does not exist, does not import (with the exception it raised), or lacks what it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
@@ -33,6 +34,17 @@ def file_tag(path: str | Path) -> str:
     return f"{p.name} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
 
 
+@contextlib.contextmanager
+def no_bytecode():
+    """Import without writing ``__pycache__`` beside the file: a learner's design or a student's
+    submission is theirs, and loading it writes nothing into their folder."""
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
+
+
 def load_module(path: str | Path, what: str):
     """Import the Python file at ``path`` as a fresh module (never cached under its own name)."""
     global _counter
@@ -49,7 +61,8 @@ def load_module(path: str | Path, what: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses in the file need their module registered
     try:
-        spec.loader.exec_module(module)
+        with no_bytecode():
+            spec.loader.exec_module(module)
     except SyntaxError as e:
         sys.modules.pop(name, None)
         raise InputError(f"{what} file {p} does not import: SyntaxError at line {e.lineno}: {e.msg}",

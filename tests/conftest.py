@@ -1,4 +1,11 @@
 import signal
+import sys
+
+# pytest keeps each test module with its assertions rewritten in tests/__pycache__, so that the next
+# run (and each xdist worker after the first) loads it instead of rewriting it again: about 7 s of
+# every worker's start on 2 cores. A shell with PYTHONDONTWRITEBYTECODE set (some images set it) turns
+# that cache off; the suite turns it back on for its own modules.
+sys.dont_write_bytecode = False
 
 import pytest
 from hypothesis import settings
@@ -106,6 +113,46 @@ SLOW_BY_MEASURE = (
 )
 
 
+#: Parametrized families whose cases are many and costly (pytest --durations, 2026-12-06: together about
+#: 85 s of the quick loop's 340 s of test time on 2 cores): the quick loop keeps a sample of each, spread
+#: over the family, and the slow set runs every case. The number is how many cases stay quick; "group"
+#: keeps the first case of each group (the part of the case's id before "/": one wrong answer per
+#: exercise). Every case still runs in CI (`.ci/run` runs the slow set after the quick loop).
+SAMPLED_FAMILIES = {
+    "tests/test_solutions.py::test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints": "group",
+    "tests/test_tui_guide.py::test_every_step_is_shown_whole_and_no_notice_covers_the_guide": 4,
+    "tests/test_judges_ex01.py::test_no_answer_of_any_shape_makes_a_judge_fail": 6,
+    "tests/test_judges_ex01.py::test_the_designs_that_escaped_lose_a_rule_with_its_own_hint_and_the_public_check_already_says_so": 2,
+    "tests/test_judges_ex02.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error": 5,
+    "tests/test_judges_ex03.py::test_an_escaped_design_loses_at_least_a_rule_and_its_feedback_names_it": 2,
+    "tests/test_judges_ex03.py::test_no_answer_of_any_shape_makes_the_judge_fail": 6,
+    "tests/test_judges_ex03.py::test_a_malformed_answer_is_the_students_error_in_one_line_naming_the_field": 3,
+    "tests/test_judges_ex04.py::test_no_judge_raises_a_grader_error_on_a_table_of_any_shape": 3,
+    "tests/test_judges_ex04.py::test_the_escaped_transition_table_mistakes_lose_at_least_a_rule_with_feedback_naming_them": 3,
+    "tests/test_judges_ex05.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error": 4,
+    "tests/test_tui_cli.py::test_bad_input_gets_one_line_and_exit_2_and_writes_nothing": 3,
+    "tests/test_tui_student_code.py::test_a_raising_design_or_intake_stops_the_run_in_one_line_and_the_app_stays_up": 2,
+}
+
+
+def _sampled_out(items) -> list:
+    """The cases of :data:`SAMPLED_FAMILIES` the quick loop leaves to the slow set."""
+    out = []
+    for family, keep in SAMPLED_FAMILIES.items():
+        cases = [i for i in items if i.nodeid.startswith(family + "[")]
+        if keep == "group":
+            seen: set[str] = set()
+            for case in cases:
+                group = case.nodeid[len(family) + 1:].split("/", 1)[0]
+                if group in seen:
+                    out.append(case)
+                seen.add(group)
+        elif len(cases) > keep:
+            kept = {round(k * (len(cases) - 1) / max(keep - 1, 1)) for k in range(keep)}
+            out.extend(case for n, case in enumerate(cases) if n not in kept)
+    return out
+
+
 def pytest_collection_modifyitems(config, items):
     named = {i.nodeid for i in items}
     # a name is a test, a class (every test in it) or a parametrized function (every case of it)
@@ -116,9 +163,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(under(item.nodeid, n) for n in SLOW_BY_MEASURE):
             item.add_marker(pytest.mark.slow)
-    if len(items) > 2000 and len(measured) != len(SLOW_BY_MEASURE):  # a whole run: every name must match
+    for item in _sampled_out(items):
+        item.add_marker(pytest.mark.slow)
+    if len(items) > 2000:  # a whole run: every name must match
         gone = sorted(set(SLOW_BY_MEASURE) - set(measured))
-        raise pytest.UsageError(f"tests/conftest.py SLOW_BY_MEASURE names tests that do not exist: {gone}")
+        gone += sorted(f for f in SAMPLED_FAMILIES if not any(x.startswith(f + "[") for x in named))
+        if gone:
+            raise pytest.UsageError(f"tests/conftest.py SLOW_BY_MEASURE or SAMPLED_FAMILIES names tests that do not exist: {gone}")
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: runs with --run-slow (CI runs the slow set after the README's quick loop)")

@@ -136,6 +136,7 @@ def _decide(sub: Path):
     intake (:func:`sim.consumer.adapt`). A file without ``consume`` (the engine's ``decide`` copied
     in, say), or one that hands the work to the kit's own intake, is refused with one line."""
     from ...consumer import adapt
+    from ...plugins import no_bytecode
     from ...errors import InputError
     from ...plugins import CONSUME_NEEDED
     from ..remote import shared
@@ -626,12 +627,14 @@ def _load_local(path: Path):
 
     name = f"_protolab_ex3_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}_{_content(path.parent)[:12]}"
     from ...consumer import adapt
+    from ...plugins import no_bytecode
 
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        with no_bytecode():
+            spec.loader.exec_module(mod)
     finally:
         sys.modules.pop(name, None)
     return adapt(mod.consume)
