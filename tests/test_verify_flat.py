@@ -83,3 +83,75 @@ def test_a_truncated_submission_is_refused_in_one_line(tmp_path, capsys):
     sub.write_bytes(data[:i] + bytes(b ^ 0xFF for b in data[i:i + 64]) + data[i + 64:])
     code, _, err = run_cli(capsys, "lab", "verify", str(sub))
     assert code == 2 and err.startswith("error: E_NOT_A_SUBMISSION") and err.count("\n") == 1, err
+
+
+def _lab_submission(tmp_path, db, name="sub.protolab", lab=3):
+    """A submission file packed by hand around ``db`` (the way a hostile one would be)."""
+    sub = tmp_path / name
+    with zipfile.ZipFile(sub, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("manifest.json", json.dumps({"format": "protolab-lab-submission/1", "lab": lab, "progress": {}}))
+        z.write(db, "run.db")
+    return sub
+
+
+def _renamed_stress(tmp_path, tasks: int):
+    """A stress run passed off as lab 3's story (its scenario rewritten in meta)."""
+    import sqlite3
+
+    db = tmp_path / "stress.db"
+    run_scenario(_stress(tasks), policy="safe", seed=1, db=str(db)).close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = 'publish-report' WHERE key = 'scenario'")
+    con.commit()
+    con.close()
+    return db
+
+
+def test_a_run_far_larger_than_the_labs_story_is_refused_before_it_is_read_by_submit_verify_and_grade(tmp_path, capsys):
+    """A lab's run is its story: a stress run renamed as lab 3's is refused in one line, naming the
+    file the user gave (not a scratch copy), by submit, verify and grade (score 0, the reason)."""
+    from conftest import run_cli
+
+    db = _renamed_stress(tmp_path, 30)
+    code, _, err = run_cli(capsys, "lab", "submit", "3", "--db", db, "-o", tmp_path / "x.protolab")
+    assert code == 2 and err.startswith(f"error: E_LAB_RUN_TOO_LARGE: {db} holds more tasks than lab 3's story")
+    assert err.count("\n") == 1 and not (tmp_path / "x.protolab").exists()
+    sub = _lab_submission(tmp_path, db)
+    code, _, err = run_cli(capsys, "lab", "verify", sub)
+    assert code == 2 and err.startswith(f"error: E_LAB_RUN_TOO_LARGE: {sub}'s run holds more tasks"), err
+    (tmp_path / "class" / "mallory").mkdir(parents=True)
+    sub.rename(tmp_path / "class" / "mallory" / "lab3.protolab")
+    code, out, _ = run_cli(capsys, "grade", "lab", "3", tmp_path / "class", "--json")
+    row = json.loads(out)[0] if isinstance(json.loads(out), list) else json.loads(out)["rows"][0]
+    assert row["score"] == 0 and row["note"].startswith("E_LAB_RUN_TOO_LARGE"), row
+
+
+def test_a_lab_run_past_the_delivery_bound_is_refused_and_a_run_within_it_is_judged(tmp_path, capsys, monkeypatch):
+    from sim.labs import judge
+    from sim.labs.catalog import get_lab
+    from sim.labs.submit import verify_submission
+
+    db = tmp_path / "lab3.db"
+    lab = get_lab("3")
+    run_scenario(load_scenario(lab.scenario), policy=lab.policy, seed=lab.seed, db=str(db)).close()
+    sub = _lab_submission(tmp_path, db)
+    seen = []
+    result = verify_submission(sub, progress=lambda done, total: seen.append((done, total)))
+    assert result["genuine"] and seen and seen[-1][0] == seen[-1][1] > 0  # the bar ends full
+    deliveries = seen[-1][1]
+    monkeypatch.setattr(judge, "LAB_RUN_MAX_DELIVERIES", deliveries - 1)
+    with pytest.raises(Exception) as e:
+        verify_submission(sub)
+    assert getattr(e.value, "code", None) == "E_LAB_RUN_TOO_LARGE" and f"more than {deliveries - 1}" in str(e.value)
+
+
+def test_a_submission_that_unpacks_past_the_bound_is_refused_before_it_is_unpacked(tmp_path, capsys, monkeypatch):
+    from conftest import run_cli
+    from sim.labs import submit
+
+    db = tmp_path / "lab3.db"
+    run_scenario(load_scenario("publish-report"), policy="safe", db=str(db)).close()
+    sub = _lab_submission(tmp_path, db)
+    monkeypatch.setattr(submit, "MAX_BYTES", db.stat().st_size - 1)
+    code, _, err = run_cli(capsys, "lab", "verify", sub)
+    assert code == 2 and err.startswith(f"error: E_LAB_RUN_TOO_LARGE: {sub} unpacks to more than") and err.count("\n") == 1

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError, ProtolabError
-from .common import JSON_OPT, _console, _interactive
+from .common import JSON_OPT, _console, _interactive, _progress
 
 
 lab_app = typer.Typer(help="Guided labs played in the TUI, checked live from your own run: list, start, check, "
@@ -355,7 +355,9 @@ def lab_verify(
     exit 0 when the run is genuine and every checkpoint is met, 1 otherwise."""
     from ..labs.submit import verify_submission
 
-    result = verify_submission(submission)
+    with _progress(not as_json) as bar:
+        job = bar.add_task("re-delivering the run", total=None)
+        result = verify_submission(submission, progress=lambda done, total: bar.update(job, completed=done, total=total))
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:

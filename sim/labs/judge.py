@@ -58,6 +58,12 @@ def fill(template: str, saw: dict) -> str:
         return template
 
 
+#: The most deliveries a lab's run may hold: its story is tens of deliveries, and every fault a learner
+#: injects adds a few; this is a hundred times more than any lab's played run, and keeps judging a
+#: submission (which reads the run's log into memory, and re-delivers it) small and quick.
+LAB_RUN_MAX_DELIVERIES = 10_000
+
+
 def _story_size(scenario: str) -> int | None:
     """How many tasks the scenario's story creates (None when it cannot be known)."""
     from ..scenario import load_scenario
@@ -71,16 +77,29 @@ def _story_size(scenario: str) -> int | None:
     return len(sc.tasks) or None
 
 
-def check_run_fits(lab: Lab, store: Store) -> None:
-    """Refuse a run that is not this lab's (another scenario, or another lab's run)."""
+def check_run_fits(lab: Lab, store: Store, name: str | None = None) -> None:
+    """Refuse a run that is not this lab's (another scenario, or another lab's run, or one far larger
+    than the lab's story). ``name``: what the messages call the run (default: its path)."""
+    name = name or str(store.path)
     other = store.get_meta(LAB_KEY)
     if other and other != str(lab.number):
-        raise InputError(f"{store.path} is your run of lab {other}, not of lab {lab.number} (lab {lab.number}'s run is "
+        raise InputError(f"{name} is your run of lab {other}, not of lab {lab.number} (lab {lab.number}'s run is "
                          f"made by 'protolab lab start {lab.number}')", code="E_DB_OTHER_LAB")
     scenario = store.get_meta("scenario")
     if scenario and scenario != lab.scenario:
-        raise InputError(f"{store.path} is a run of {scenario}; lab {lab.number} plays {lab.scenario} "
+        raise InputError(f"{name} is a run of {scenario}; lab {lab.number} plays {lab.scenario} "
                          f"(start it with 'protolab lab start {lab.number}')", code="E_DB_OTHER_LAB")
+    # A lab's run is its story: the tasks the story creates, and the deliveries a learner's steps and
+    # injected faults add to them. A run far beyond that is not one the lab made (a stress run renamed,
+    # a padded submission), and is refused before anything reads it whole.
+    story = _story_size(lab.scenario)
+    if story is not None and store.count_upto("tasks", story) > story:
+        raise InputError(f"{name} holds more tasks than lab {lab.number}'s story creates ({story}): it is not a run "
+                         f"of this lab (start it with 'protolab lab start {lab.number}')", code="E_LAB_RUN_TOO_LARGE")
+    if store.count_upto("deliveries", LAB_RUN_MAX_DELIVERIES) > LAB_RUN_MAX_DELIVERIES:
+        raise InputError(f"{name} holds more than {LAB_RUN_MAX_DELIVERIES:,} deliveries; a lab's run is its story and "
+                         f"the faults played on it (a few hundred at most): it is not a run of lab {lab.number}",
+                         code="E_LAB_RUN_TOO_LARGE")
 
 
 class Recorded:
@@ -203,16 +222,17 @@ def hint_of(state: CheckpointState) -> str:
     return fill(cp.hints.get(state.seen.code, cp.hint), state.seen.saw)
 
 
-def judge(lab: Lab, store: Store, actions, answers: dict, *, verify: bool = True) -> Judgement:
+def judge(lab: Lab, store: Store, actions, answers: dict, *, verify: bool = True, progress=None) -> Judgement:
     """The lab judged on ``store``: ``actions`` (a list of ``{"kind", "data"}``, a Recorded or a
-    ProgressStore) and ``answers`` (question id -> the answer given)."""
+    ProgressStore) and ``answers`` (question id -> the answer given). ``progress(done, total)``:
+    the re-delivery's deliveries, as it goes."""
     from .verify import verify_run
 
-    progress = actions if hasattr(actions, "actions") else Recorded(lab.number, list(actions))
-    ctx = context(lab, store, progress)
+    recorded = actions if hasattr(actions, "actions") else Recorded(lab.number, list(actions))
+    ctx = context(lab, store, recorded)
     genuine, difference = None, None
     if verify:
-        verdict = verify_run(store)
+        verdict = verify_run(store, progress=progress)
         genuine, difference = verdict["ok"], verdict["difference"]
     states = evaluate(lab, ctx)
     given = {k: v for k, v in answers.items() if v is not None}

@@ -8,7 +8,6 @@ manifest passes.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import zipfile
 import zlib
@@ -17,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..store import ProgressStore, Store
 from .catalog import get_lab
-from .judge import judge
+from .judge import check_run_fits, judge
 
 __all__ = ["write_submission", "verify_submission", "FORMAT"]
 
@@ -35,6 +34,11 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
     if not Path(out).resolve().parent.is_dir():
         raise InputError(f"folder {Path(out).parent} does not exist", code="E_FILE_MISSING")
     store = Store.open(db, readonly=True)
+    try:
+        check_run_fits(lab, store)  # before a copy of it is made
+    except BaseException:
+        store.close()
+        raise
     progress = ProgressStore.open(progress_path, readonly=True) if Path(progress_path).exists() else ProgressStore.open(None)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -60,6 +64,17 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
     return summary
 
 
+#: The largest run a submission may carry (uncompressed): a lab's run holds at most
+#: :data:`~sim.labs.judge.LAB_RUN_MAX_DELIVERIES` deliveries, a few megabytes; anything larger is
+#: refused before it is unpacked.
+MAX_BYTES = 64 << 20
+
+
+def _too_large(path: Path) -> str:
+    return (f"{path} unpacks to more than {MAX_BYTES >> 20} MB; a lab's run is a few megabytes at most "
+            "(its story and the faults played on it): this is not a lab submission")
+
+
 def _read(path: Path, run_to: Path) -> dict:
     """The submission's manifest; its run is copied to ``run_to`` a block at a time (a large run
     never sits whole in memory)."""
@@ -71,9 +86,17 @@ def _read(path: Path, run_to: Path) -> dict:
             if not {"manifest.json", "run.db"} <= names:
                 raise InputError(f"{path} is not a lab submission (it lacks manifest.json or run.db)",
                                  code="E_NOT_A_SUBMISSION")
+            big = max(z.getinfo("run.db").file_size, z.getinfo("manifest.json").file_size)
+            if big > MAX_BYTES:
+                raise InputError(_too_large(path), code="E_LAB_RUN_TOO_LARGE")
             manifest = json.loads(z.read("manifest.json"))
             with z.open("run.db") as src, open(run_to, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                copied = 0
+                while block := src.read(1 << 20):  # (a size the zip's header understates is caught too)
+                    copied += len(block)
+                    if copied > MAX_BYTES:
+                        raise InputError(_too_large(path), code="E_LAB_RUN_TOO_LARGE")
+                    dst.write(block)
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise InputError(f"{path} is not a lab submission (not a zip file)", code="E_NOT_A_SUBMISSION") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -83,7 +106,7 @@ def _read(path: Path, run_to: Path) -> dict:
     return manifest
 
 
-def verify_submission(path: Path) -> dict:
+def verify_submission(path: Path, progress=None) -> dict:
     """Re-deliver the submitted run, then re-check the lab from it: ``genuine`` (the run is what
     protolab's runtime makes of its own messages), ``difference`` (the first point where it is not),
     checkpoints and answers as the run supports them."""
@@ -93,12 +116,13 @@ def verify_submission(path: Path) -> dict:
         lab = get_lab(str(manifest.get("lab", "")))
         store = Store.open(db, readonly=True)
         try:
+            check_run_fits(lab, store, name=f"{path}'s run")
             # The learner's recorded actions (time-travel visits, views opened) and answers come
             # from the manifest; checkpoints and answers are worked out again from the run.
             prog = manifest.get("progress") or {}
             actions = [a for a in prog.get("actions") or [] if isinstance(a, dict)]
             given = {q: (a or {}).get("answer") for q, a in (prog.get("answers") or {}).items() if isinstance(a, dict)}
-            j = judge(lab, store, actions, given)
+            j = judge(lab, store, actions, given, progress=progress)
         finally:
             store.close()
     summary = j.to_dict()

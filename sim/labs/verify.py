@@ -28,14 +28,15 @@ _PAGE = 500
 
 
 def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
-                          stop_at_first_difference: bool = True, path=None) -> tuple[Store, str | None]:
+                          stop_at_first_difference: bool = True, path=None, progress=None) -> tuple[Store, str | None]:
     """``(fresh store, first difference or None)``. ``policy`` defaults to the run's own.
 
     With ``stop_at_first_difference`` off (a replay under another policy, whose events are meant
     to differ), a runtime action that no longer applies to the replayed state is skipped.
     ``path``: where the fresh store is written (a scratch file keeps memory flat for a large run;
     the default is in memory, for a lab's small run). The recorded deliveries are read beside the
-    re-delivery, a page at a time, never held whole."""
+    re-delivery, a page at a time, never held whole. ``progress(done, total)`` is called every
+    hundred deliveries re-delivered, and at the end."""
     from ..errors import ProtolabError
 
     pol = get_policy(policy or store.get_meta("policy") or "safe")
@@ -49,11 +50,16 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
     check = stop_at_first_difference
     difference: str | None = None
     regenerated: deque = deque()  # events the re-delivery produced, not yet matched against the log
+    total = store.count_of("deliveries") if progress is not None else 0
+    done = 0
 
     def deliver_next() -> None:
-        nonlocal pending, difference
+        nonlocal pending, difference, done
         was, row = pending
         pending = next(rows, None)
+        done += 1
+        if progress is not None and done % 100 == 0:
+            progress(done, total)
         if was["delivery_id"] != row["delivery_id"]:
             # a delivery whose message is gone (the join skipped it): a database edited by hand;
             # nothing after it can be paired, so the re-delivery stops here
@@ -62,8 +68,12 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
                 difference = f"delivery {was['delivery_id']} names no recorded message"
             return
         sent = (row["sender_seq"], row["sender_generation"]) if row.get("sender_seq") is not None else None
+        before = fresh.last_event()
         out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent)
-        regenerated.extend(fresh.events_of_delivery(fresh.last_delivery()))
+        # the events this delivery appended: read by their numbers after the last one (the events
+        # table has no index by delivery, so asking by delivery scanned it whole, once per delivery)
+        made = fresh.last_delivery()
+        regenerated.extend(e for e in fresh.events(after=before) if e.delivery_id == made)
         if check and difference is None:
             if (was["decision"], was["state_after"]) != (out.decision, out.state):
                 difference = (f"delivery {row['delivery_id']} ({row['message_id']}, {row['type']}): recorded "
@@ -94,6 +104,8 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
                           f"{_brief(ev)}, re-delivery gives {_brief(got) if got else 'nothing'}")
     while pending is not None:
         deliver_next()
+    if progress is not None:
+        progress(total, total)
     if check and difference is None and regenerated:
         ev = regenerated[0]
         difference = f"re-delivery gives an event the log does not hold: {_brief(ev)} of {ev.task_id or ev.message_id}"
@@ -107,7 +119,7 @@ def _brief(ev: dict) -> str:
     return f"{ev['type']}" + (f" ({shown})" if shown else "")
 
 
-def verify_run(store: Store) -> dict:
+def verify_run(store: Store, progress=None) -> dict:
     """Re-deliver the run and compare: ``{"ok", "difference", "recorded_digest", "redelivered_digest"}``."""
     plugged = [k for k in ("plugin_design", "plugin_intake", "plugin_effects", "plugin_machine") if store.get_meta(k)]
     if plugged:
@@ -115,7 +127,7 @@ def verify_run(store: Store) -> dict:
                 "recorded_digest": store.state_digest(), "redelivered_digest": None}
     with tempfile.TemporaryDirectory(prefix="protolab-verify-") as tmp:
         # the re-delivered run on a scratch file: memory stays flat however large the run
-        fresh, difference = rebuild_by_redelivery(store, path=Path(tmp) / "redelivered.db")
+        fresh, difference = rebuild_by_redelivery(store, path=Path(tmp) / "redelivered.db", progress=progress)
         try:
             ours, theirs = store.state_digest(), fresh.state_digest()
         finally:

@@ -549,6 +549,13 @@ class Reads:
             raise ValueError(f"not a table of the run: {table!r}")
         return self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
+    def count_upto(self, table: str, limit: int) -> int:
+        """How many rows one table holds, counted no further than ``limit`` + 1 (cheap on any run:
+        enough to tell whether it holds more than ``limit``)."""
+        if table not in ("messages", "deliveries", "events") + STATE_TABLES:
+            raise ValueError(f"not a table of the run: {table!r}")
+        return self.conn.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} LIMIT ?)", (limit + 1,)).fetchone()[0]
+
     def run_summary(self, list_limit: int = 10_000) -> dict:
         """A run's figures aggregated in SQL (memory flat in the run's size): tasks by final state,
         row counts, deliveries by decision, events by type, faults by kind, effects committed; and,
