@@ -155,3 +155,20 @@ def test_a_submission_that_unpacks_past_the_bound_is_refused_before_it_is_unpack
     monkeypatch.setattr(submit, "MAX_BYTES", db.stat().st_size - 1)
     code, _, err = run_cli(capsys, "lab", "verify", sub)
     assert code == 2 and err.startswith(f"error: E_LAB_RUN_TOO_LARGE: {sub} unpacks to more than") and err.count("\n") == 1
+
+
+def test_lab_check_and_submit_refuse_a_file_past_the_bound_before_opening_it(tmp_path, capsys, monkeypatch):
+    """Opening a store checks every page (minutes on a million-task file): a file far larger than any
+    lab's run is refused by its size first, in one line, and nothing is written."""
+    from conftest import run_cli
+    from sim.labs import judge
+
+    db = tmp_path / "lab3.db"
+    run_scenario(load_scenario("publish-report"), policy="safe", db=str(db)).close()
+    monkeypatch.setattr(judge, "LAB_RUN_MAX_BYTES", db.stat().st_size - 1)
+    opened = []
+    monkeypatch.setattr("sim.store.Store.open", classmethod(lambda cls, *a, **k: opened.append(a) or 1 / 0))
+    for args in (("lab", "check", "3", "--db", db), ("lab", "submit", "3", "--db", db, "-o", tmp_path / "s.protolab")):
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2 and err.startswith(f"error: E_LAB_RUN_TOO_LARGE: {db} is 0 MB; a run of lab 3") and err.count("\n") == 1, err
+    assert not opened and not (tmp_path / "s.protolab").exists()

@@ -78,9 +78,10 @@ def _recorded_db(db: Path, progress_path: Path) -> str:
 def _lab_judged(lab, db: Path, prog):
     """The lab's judgement of the run at ``db`` (:mod:`sim.labs.judge`: re-delivered, checkpoints
     and answers evaluated afresh), with what ``prog`` recorded (None: nothing recorded)."""
-    from ..labs.judge import judge_progress
+    from ..labs.judge import check_file_fits, judge_progress
     from ..store import ProgressStore, Store
 
+    check_file_fits(lab, db)
     store = Store.open(db, readonly=True)
     empty = ProgressStore.open(None) if prog is None else None
     try:

@@ -63,6 +63,20 @@ def fill(template: str, saw: dict) -> str:
 #: submission (which reads the run's log into memory, and re-delivers it) small and quick.
 LAB_RUN_MAX_DELIVERIES = 10_000
 
+#: The largest file a lab's run may be (with its write-ahead log): such a run is a few megabytes. A
+#: larger one is refused before it is opened (opening checks every page of the file).
+LAB_RUN_MAX_BYTES = 64 << 20
+
+
+def check_file_fits(lab: Lab, db) -> None:
+    """Refuse a database file far larger than any run of a lab, before it is opened."""
+    from pathlib import Path
+
+    size = sum(p.stat().st_size for p in (Path(db), Path(f"{db}-wal")) if p.is_file())
+    if size > LAB_RUN_MAX_BYTES:
+        raise InputError(f"{db} is {size >> 20} MB; a run of lab {lab.number} is a few megabytes at most (its story and "
+                         f"the faults played on it): it is not a run of this lab", code="E_LAB_RUN_TOO_LARGE")
+
 
 def _story_size(scenario: str) -> int | None:
     """How many tasks the scenario's story creates (None when it cannot be known)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..store import ProgressStore, Store
 from .catalog import get_lab
-from .judge import check_run_fits, judge
+from .judge import LAB_RUN_MAX_BYTES, check_file_fits, check_run_fits, judge
 
 __all__ = ["write_submission", "verify_submission", "FORMAT"]
 
@@ -33,6 +33,7 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
         raise InputError(f"{out} already exists; choose another -o or remove it", code="E_FILE_EXISTS")
     if not Path(out).resolve().parent.is_dir():
         raise InputError(f"folder {Path(out).parent} does not exist", code="E_FILE_MISSING")
+    check_file_fits(lab, db)
     store = Store.open(db, readonly=True)
     try:
         check_run_fits(lab, store)  # before a copy of it is made
@@ -66,8 +67,8 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
 
 #: The largest run a submission may carry (uncompressed): a lab's run holds at most
 #: :data:`~sim.labs.judge.LAB_RUN_MAX_DELIVERIES` deliveries, a few megabytes; anything larger is
-#: refused before it is unpacked.
-MAX_BYTES = 64 << 20
+#: refused before it is unpacked (the bound a run's file has: :data:`~sim.labs.judge.LAB_RUN_MAX_BYTES`).
+MAX_BYTES = LAB_RUN_MAX_BYTES
 
 
 def _too_large(path: Path) -> str:
