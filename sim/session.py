@@ -32,6 +32,7 @@ scenario's ``deliveries``, a searched counterexample) and a search over delivery
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Iterable, Iterator
 
 from .envelope import Envelope
@@ -54,7 +55,10 @@ class Session:
         self.waiting: dict[Body, int] = {}
         #: message id -> the envelope as the network was handed it, until its first delivery
         self.unsent: dict[str, Envelope] = {}
-        self.retransmitted: list[str] = []  # message ids sent again, in order
+        #: the latest message ids sent again, in order (the last thousand: a long run with losses keeps no
+        #: list of them all); ``resent`` counts every one
+        self.retransmitted: deque[str] = deque(maxlen=1000)
+        self.resent = 0
         self._copies: dict[str, bool] = {}  # a message sent again -> whether one copy has been taken
         self.dropped: list[Envelope] = []  # the other copies dropped, until the run records them
         self._order = 0
@@ -172,6 +176,7 @@ class Session:
                 if lost.message_id not in self._copies:  # once: the copy sent again is never lost
                     again.append(lost)
                     self.retransmitted.append(lost.message_id)
+                    self.resent += 1
                     self._copies[lost.message_id] = False
             if sent_again:
                 self.waiting[body] = now
