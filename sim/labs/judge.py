@@ -74,7 +74,7 @@ def check_file_fits(lab: Lab, db) -> None:
 
     size = sum(p.stat().st_size for p in (Path(db), Path(f"{db}-wal")) if p.is_file())
     if size > LAB_RUN_MAX_BYTES:
-        raise InputError(f"{db} is {size >> 20} MB; a run of lab {lab.number} is a few megabytes at most (its story and "
+        raise InputError(f"{db} is {size >> 20:,} MB; a run of lab {lab.number} is a few megabytes at most (its story and "
                          f"the faults played on it): it is not a run of this lab", code="E_LAB_RUN_TOO_LARGE")
 
 
