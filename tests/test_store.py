@@ -335,7 +335,7 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
     # arguments that reach the database for each method that needs some (anything else: a plain id)
     created = TaskCreated(trace_id="R-1", goal="g", budget=3, machine_version="task-v1").draft("T-1", "M-1")
     args = {"append_event": (created,), "append_events": ([created],),
-            "record_message": (m1(), "sha256:x", None), "count_of": ("tasks",), "count_view": ("tasks",), "iter_view": ("tasks",),
+            "record_message": (m1(), "sha256:x", None), "count_of": ("tasks",), "count_upto": ("tasks", 5), "count_view": ("tasks",), "iter_view": ("tasks",),
             "record_delivery": (1, 1, m1(), "accepted", None, "ok", "ready", 1), "save_copy": (tmp_path / "copy.db",),
             "scratch_map": ("seen",), "deliveries_at": ([1, 2],), "events_at": ([1, 2],), "time_at": (1,),
             "load_machine": (default_rulebook(),),
