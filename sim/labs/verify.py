@@ -72,8 +72,7 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
         out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent)
         # the events this delivery appended: read by their numbers after the last one (the events
         # table has no index by delivery, so asking by delivery scanned it whole, once per delivery)
-        made = fresh.last_delivery()
-        regenerated.extend(e for e in fresh.events(after=before) if e.delivery_id == made)
+        regenerated.extend(e for e in fresh.events(after=before) if e.delivery_id == out.delivery_id)
         if check and difference is None:
             if (was["decision"], was["state_after"]) != (out.decision, out.state):
                 difference = (f"delivery {row['delivery_id']} ({row['message_id']}, {row['type']}): recorded "

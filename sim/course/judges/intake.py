@@ -136,7 +136,6 @@ def _decide(sub: Path):
     intake (:func:`sim.consumer.adapt`). A file without ``consume`` (the engine's ``decide`` copied
     in, say), or one that hands the work to the kit's own intake, is refused with one line."""
     from ...consumer import adapt
-    from ...plugins import no_bytecode
     from ...errors import InputError
     from ...plugins import CONSUME_NEEDED
     from ..remote import shared
