@@ -17,6 +17,7 @@ from datetime import datetime
 from . import digest as _digest
 from . import versions as _versions
 from .errors import EnvelopeError, InputError, friendly_list
+from .frozen import quick_init
 
 __all__ = [
     "Envelope",
@@ -91,6 +92,7 @@ def role_of(participant: str) -> str:
     return role
 
 
+@quick_init
 @dataclass(frozen=True)
 class Envelope:
     """One message between two participants. Frozen: nobody edits a sent message."""

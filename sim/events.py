@@ -22,9 +22,12 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
+from .frozen import quick_init
+
 __all__ = ["Event", "EventDraft", "REGISTRY", "StoredEvent", "summarize"]
 
 
+@quick_init
 @dataclass(frozen=True)
 class EventDraft:
     """An event the runtime wants appended (and folded) in the current transaction: its stored
@@ -648,6 +651,10 @@ class FenceRecorded(Event):
 
     def summary(self) -> str:
         return f"terminal {self.terminal}"
+
+
+for _cls in REGISTRY.values():  # (each event type is built on a delivery's path: see sim.frozen)
+    quick_init(_cls)
 
 
 def summarize(etype: str, data) -> str:

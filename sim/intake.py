@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from . import digest as _digest
 from . import versions as _versions
 from .envelope import Envelope, role_of
+from .frozen import quick_init
 from .machine import TERMINAL, RuleBook, TaskState
 from .privacy import is_redacted
 
@@ -57,6 +58,7 @@ class Decision(str, enum.Enum):
     REJECTED = "rejected"
 
 
+@quick_init
 @dataclass(frozen=True)
 class TaskView:
     """What intake may know about a task: a read of the ``tasks`` row."""
@@ -73,6 +75,7 @@ class TaskView:
     has_effects: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class IntentRecord:
     """One recorded (task_id, idempotency_key, payload_digest, digest_scheme) and its result."""
@@ -87,6 +90,7 @@ class IntentRecord:
     result: dict | None = field(default=None, compare=False, hash=False)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Move:
     """A proposed transition, made by ``executor`` acting as ``role``."""
@@ -98,6 +102,7 @@ class Move:
     role: str
 
 
+@quick_init
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of :func:`decide`. ``code`` is set for rejections (and says why a late one is late)."""

@@ -26,6 +26,7 @@ from . import events as ev_
 from .envelope import RECONCILE_DECISIONS, Envelope, EnvelopeError, role_of
 from .errors import ProtolabError, raised_at
 from .events import EventDraft
+from .frozen import quick_init
 from .intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
 from .machine import RuleBook, TaskState
 
@@ -42,6 +43,7 @@ ATTEMPT_COST = 1
 IntakeFn = Callable[[Envelope, "TaskView | None", tuple, RuleBook, frozenset], Verdict]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Context:
     """What the store said about one delivery, read before deciding (``judge`` needs the first

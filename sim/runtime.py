@@ -17,6 +17,7 @@ from . import planner as _planner
 from . import versions as _versions
 from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
+from .frozen import quick_init
 from .intake import Decision, Verdict, decide as _reference_decide
 from .machine import TaskState
 from . import events as ev_
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Outcome:
     """What one delivery did. ``reused`` is the stored result a duplicate handed back."""
