@@ -35,7 +35,8 @@ def _both(raw, check_digest=True):
 
 
 _BAD_VALUES = [None, True, 0, 1.5, "", [], {}, "x" * 300, "bad id!", "nobody", "2026-02-30T00:00:00Z", "9.9",
-               "sha256:" + "0" * 64, "jcs-v2", "M-1", "researcher", "task_started", "1.1", "\ud800"]
+               "sha256:" + "0" * 64, "jcs-v2", "M-1", "researcher", "task_started", "1.1", "\ud800",
+               "2026-07-13T04:00:00+00:00", "2026-07-13 04:00:00Z", "2026-07-13T04:00:00.5Z"]
 
 
 def _damaged():
