@@ -34,62 +34,20 @@ GROUP_COMMITS = 256
 class Writes:
     """Mixin of :class:`~sim.store.Store`: everything that writes."""
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator["Store"]:
+    def transaction(self) -> "_Unit":
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error. Inside
-        :meth:`group_commits`, a savepoint of the group's transaction instead (see there)."""
-        saved = (self._tick, self._next_delivery, self._next_arrival, self._meta.get("current_machine"),
-                 self._data_version)
+        :meth:`group_commits`, a savepoint of the group's transaction instead (see there).
+        (A context manager: ``with store.transaction(): ...``.)"""
         if self._group is not None and self._group > 1:
-            yield from self._grouped(saved)
-            return
+            return _Grouped(self)
         # (a group of one is a transaction of its own: a savepoint in it would roll back nothing more,
         # and would keep a copy of every page the unit changes)
-        self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
-        try:
-            if self._start is not None:  # (a store being created has no meta yet)
-                self._refresh()
-            yield self
-            self._pre = None
-            self.conn.run("COMMIT")
-            self.commits += 1
-        except BaseException as e:
-            self._restore(saved)
-            with contextlib.suppress(sqlite3.Error, StoreError):
-                self.conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise _translate(e, self.path) from e
-            raise
+        return _Unit(self)
 
     def _restore(self, saved: tuple) -> None:
         (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
          self._data_version) = saved
         self._forget()
-
-    def _grouped(self, saved: tuple) -> Iterator["Store"]:
-        """One unit of a group: a savepoint, released into the group's open transaction, which
-        commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
-        if not self._group_open:
-            self.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
-            self._group_open = True
-            if self._start is not None:
-                self._refresh()
-        self.conn.run("SAVEPOINT unit")
-        try:
-            yield self
-            self._pre = None
-            self.conn.run("RELEASE unit")
-        except BaseException as e:
-            self._restore(saved)
-            with contextlib.suppress(sqlite3.Error, StoreError):
-                self.conn.execute("ROLLBACK TO unit")
-                self.conn.execute("RELEASE unit")
-            if isinstance(e, sqlite3.Error):
-                raise _translate(e, self.path) from e
-            raise
-        self._group_units += 1
-        if self._group_units >= self._group:
-            self._commit_group()
 
     def _commit_group(self) -> None:
         if self._group_open:
@@ -262,3 +220,86 @@ class Writes:
             version=rb.version, description=description,
             rules=[[r.from_state.value, r.to_state.value, list(r.roles), r.reason] for r in rb.rules],
         ).draft(None, None))
+
+
+class _Unit:
+    """What :meth:`Writes.transaction` returns outside a group: BEGIN IMMEDIATE on entry (then a look at
+    other writers' commits), COMMIT on a clean exit; on any error, the handle's counters as they were, a
+    ROLLBACK, and a driver error translated into a StoreError. (A class, not a generator: a delivery
+    opens one, and this costs half as much.)"""
+
+    __slots__ = ("store", "saved")
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+
+    def __enter__(self) -> "Store":
+        store = self.store
+        self.saved = (store._tick, store._next_delivery, store._next_arrival, store._meta.get("current_machine"),
+                      store._data_version)
+        store.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
+        try:
+            if store._start is not None:  # (a store being created has no meta yet)
+                store._refresh()
+        except BaseException as e:
+            self._abort(e, "ROLLBACK")
+            raise
+        return store
+
+    def __exit__(self, etype, e, tb) -> None:
+        store = self.store
+        if e is None:
+            try:
+                store._pre = None
+                store.conn.run("COMMIT")
+            except BaseException as failed:
+                self._abort(failed, "ROLLBACK")
+                raise
+            store.commits += 1
+            return
+        self._abort(e, "ROLLBACK")  # (and e goes on)
+
+    def _abort(self, e: BaseException, *undo: str) -> None:
+        """The counters back, the transaction (or savepoint) undone, then ``e`` raised on: as a StoreError
+        when it is a driver error, else left to the caller to raise."""
+        store = self.store
+        store._restore(self.saved)
+        with contextlib.suppress(sqlite3.Error, StoreError):
+            for statement in undo:
+                store.conn.execute(statement)
+        if isinstance(e, sqlite3.Error):
+            raise _translate(e, store.path) from e
+
+
+class _Grouped(_Unit):
+    """One unit of a group (:meth:`Writes.group_commits`): a savepoint, released into the group's open
+    transaction, which commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "Store":
+        store = self.store
+        self.saved = (store._tick, store._next_delivery, store._next_arrival, store._meta.get("current_machine"),
+                      store._data_version)
+        if not store._group_open:
+            store.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
+            store._group_open = True
+            if store._start is not None:
+                store._refresh()
+        store.conn.run("SAVEPOINT unit")
+        return store
+
+    def __exit__(self, etype, e, tb) -> None:
+        store = self.store
+        if e is None:
+            try:
+                store._pre = None
+                store.conn.run("RELEASE unit")
+            except BaseException as failed:
+                self._abort(failed, "ROLLBACK TO unit", "RELEASE unit")
+                raise
+            store._group_units += 1
+            if store._group_units >= store._group:
+                store._commit_group()
+            return
+        self._abort(e, "ROLLBACK TO unit", "RELEASE unit")  # (and e goes on)
