@@ -98,3 +98,20 @@ def test_any_value_in_any_field(field, value, check):
     careful, quick = _both(raw, check)
     if quick is not None:
         assert careful == quick
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(), min_size=12, max_size=12), refs=st.lists(st.text(), max_size=3), payload=_json,
+       odd=st.sampled_from([None, 7, 1.5, ["x"]]), where=st.integers(0, 11))
+def test_to_json_is_the_sorted_writer_byte_for_byte(texts, refs, payload, odd, where):
+    """Envelope.to_json writes its fields one by one; it must be sorted_dumps(to_dict()) exactly, for any
+    strings (quotes, backslashes, controls, non-ASCII, lone surrogates) and for a field that is not a string."""
+    from sim.envelope import Envelope
+
+    names = [n for n in FIELDS if n not in ("payload", "evidence_refs")]
+    values = dict(zip(names, texts[:11]))
+    env = Envelope(**values, payload={"p": payload}, evidence_refs=tuple(refs))
+    assert env.to_json() == _digest.sorted_dumps(env.to_dict())
+    values[names[where % len(names)]] = odd
+    env = Envelope(**values, payload={"p": payload}, evidence_refs=tuple(refs))
+    assert env.to_json() == _digest.sorted_dumps(env.to_dict())
