@@ -13,7 +13,7 @@ import math
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim import digest as d
@@ -42,6 +42,68 @@ def code_of(excinfo) -> str:
 # ---------------------------------------------------------------------------
 # Module surface
 # ---------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, params=["stdlib", "msgspec"])
+def writer(request, monkeypatch):
+    """Every test here runs under both writers of json-sorted-v1: the standard library's, and msgspec's,
+    which a process switches to once it has written many values (sim.digest.QUICK_AFTER)."""
+    if request.param == "msgspec":
+        assert d.use_quick_writer()
+    else:
+        monkeypatch.setattr(d, "_quick", None)
+        monkeypatch.setattr(d, "_slow_writes", -(10 ** 9))  # (never switches during the test)
+    return request.param
+
+
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.tuples(kids, kids)
+    | st.dictionaries(st.text(max_size=5) | st.integers(0, 9), kids, max_size=4),
+    max_leaves=12)
+
+
+def _reference(value):
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        return type(e)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_ANY)
+def test_the_store_writer_is_the_standard_library_byte_for_byte(value, writer):
+    """sorted_dumps (how the store keeps JSON) gives json.dumps's text for any value, floats, NaN, big
+    integers, tuples, keys that are not strings and lone surrogates included, under either writer."""
+    want = _reference(value)
+    try:
+        got = d.sorted_dumps(value)
+    except (TypeError, ValueError) as e:
+        got = type(e)
+    assert got == want
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_ANY)
+def test_json_sorted_v1_bytes_are_the_same_under_either_writer(value, writer):
+    try:
+        want = ("ok", d._sorted_strict(value).encode("utf-8")) if not _refuses(value) else None
+    except (UnicodeEncodeError, ValueError):
+        want = None
+    try:
+        got = ("ok", d.canonical_bytes(value, V1))
+    except DigestError:
+        got = None
+    assert got == want
+
+
+def _refuses(value) -> bool:
+    try:
+        d._refuse_non_finite(value)
+    except DigestError:
+        return True
+    return False
 
 
 def test_the_two_schemes_are_listed_and_json_sorted_v1_is_the_default():
