@@ -158,6 +158,9 @@ def sim_one(n: int, seed: int = 0) -> dict:
     from .scenario import load_scenario
     from .store import replay_writes, write_recorder
 
+    import faker  # noqa: F401  (a run imports it on first use: imported here, so neither mode's figure holds
+    # a one-time import that only whichever mode runs first would pay; the floor's imports are not timed either)
+
     sc = load_scenario("stress")
     sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=n))
     with tempfile.TemporaryDirectory(prefix="protolab-bench-sim-") as tmp:
