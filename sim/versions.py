@@ -160,6 +160,14 @@ def shape_refusal(env, allowed: frozenset[str] = frozenset()) -> str | None:
     except EnvelopeError:
         return None
     fields = _shape_of(env.type, version)
+    payload = env.payload
+    if payload.keys() <= fields.keys():  # (the usual case: every field declared; only the types to check)
+        for k, v in payload.items():
+            typ = fields[k].type
+            if not (type(v) is int if typ is int else isinstance(v, typ)):
+                break
+        else:
+            return None
     unknown = sorted(k for k in env.payload if k not in fields and k not in allowed)
     if unknown:
         names = ", ".join(f"payload.{k}" for k in unknown)

@@ -30,6 +30,9 @@ _PREFETCH = (
     "UNION ALL SELECT 2, arrival, task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, "
     "result, NULL, NULL, NULL FROM intents WHERE task_id = ?2 AND idempotency_key = ?3")
 
+#: each state by its stored name (TaskState(name) without the enum's call; an unknown name still raises)
+_STATE_OF = {s.value: s for s in TaskState}
+
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
 
@@ -71,7 +74,7 @@ class Reads:
             return None
         return TaskView(
             task_id=row[0],
-            state=TaskState(row[1]),
+            state=_STATE_OF.get(row[1]) or TaskState(row[1]),
             state_version=row[2],
             machine_version=row[3],
             assignee=row[4],
