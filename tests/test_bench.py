@@ -17,6 +17,8 @@ def test_the_intake_benchmark_reports_project_floor_and_ratio_for_the_same_rows(
     assert r["n"] == 200 and r["rows"]["deliveries"] == 200
     assert r["project_per_s"] > 0 and r["floor_per_s"] > 0
     assert abs(r["ratio"] - r["project_per_s"] / r["floor_per_s"]) < 0.01
+    # three rounds, each the project beside its floor; the median round is the one reported
+    assert r["repeat"] == 3 and len(r["ratios"]) == 3 and sorted(r["ratios"])[1] == r["ratio"]
 
 
 def test_bench_intake_json_prints_the_three_figures(capsys):
