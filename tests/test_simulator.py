@@ -919,3 +919,28 @@ def test_a_big_runs_summary_counts_tasks_effects_and_faults_instead_of_listing_t
         main(["run", "stress", "--tasks", "40", "--db", str(tmp_path / "small.db"), "--json"])
     small = json.loads(capsys.readouterr().out)
     assert len(small["tasks"]) == 40 and small["tasks_by_state"] == s["tasks_by_state"]
+
+
+def test_a_fact_table_is_exactly_what_fakers_own_calls_give_from_the_same_generator():
+    """sim.agents.facts_table draws from the run's Faker generator directly (Faker's machinery around
+    each draw was a fifth of a stress run outside the store); it must give what Faker's own sentence,
+    word, random_int and date_between give, and leave the generator where they leave it, so every run's
+    database stays byte for byte what it was (tests/test_design.py pins them)."""
+    from datetime import date
+
+    from faker import Faker
+
+    from sim.agents import facts_table
+
+    def by_faker(fake, task_id, goal):
+        return {"kind": "fact-table", "task_id": task_id, "goal": goal, "columns": ["claim", "source", "date"],
+                "rows": [[fake.sentence(nb_words=8), f"https://{fake.word()}.example.org/notes/{fake.random_int(100, 999)}",
+                          fake.date_between(date(2025, 1, 1), date(2026, 6, 30)).isoformat()] for _ in range(3)]}
+
+    theirs, ours = Faker("en_US"), Faker("en_US")
+    for seed in range(120):
+        theirs.seed_instance(seed)
+        ours.seed_instance(seed)
+        for i in range(3):
+            assert facts_table(ours, f"T-{i}", "g") == by_faker(theirs, f"T-{i}", "g"), seed
+        assert ours.random.getstate() == theirs.random.getstate()
