@@ -54,12 +54,19 @@ class RunWorld:
         return self.time_at(self.now)
 
     def time_at(self, tick: int) -> str:
-        return (self._t0 + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        memo = self.__dict__.setdefault("_times", {})  # (a round stamps many messages with one time)
+        text = memo.get(tick)
+        if text is None:
+            if len(memo) >= 256:
+                memo.clear()
+            text = memo[tick] = (self._t0 + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return text
 
     def _clock_of(self, sender: str) -> str:
         """What ``sender``'s own clock reads now: the run's time, off by the scenario's ``[clocks]``
         for that sender (a clock never decides order here; a naive reducer may believe it)."""
-        off = dict(self.scenario.clocks).get(sender, 0) if self.scenario.clocks else 0
+        clocks = self.scenario.clocks
+        off = dict(clocks).get(sender, 0) if clocks else 0
         return self.time_at(self.now + off)
 
     def say(self, type, sender, recipient, task_id, body, *, attempt=1, retry=0, answers=None, refs=(), content=None,
