@@ -11,7 +11,7 @@ from a fresh read.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from . import planner as _planner
 from . import versions as _versions
@@ -60,11 +60,22 @@ class Outcome:
     state_version: int | None
     reused: dict | None = None
     effects: tuple[str, ...] = ()
+    #: whether the delivery changed what a TaskView of its task shows (False: an ack, a duplicate, a
+    #: refusal: a view read before it is still true). Not part of what a delivery reports.
+    task_changed: bool = field(default=True, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["effects"] = list(self.effects)
+        del d["task_changed"]
         return d
+
+
+#: The event types that change a task's row or its effects (what a TaskView shows): every type whose
+#: fold changes state, but those known to touch only other tables or counters a view leaves out
+#: (tests/test_simulator.py appends each alone to a task and reads its view before and after).
+_CHANGES_VIEW = frozenset(t for t, cls in ev_.REGISTRY.items() if cls.CHANGES_STATE) - {
+    "intent_recorded", "duplicate_recorded", "transition_rejected", "late_recorded", "artifact_stored"}
 
 
 def _envelope_digest(env: Envelope) -> str:
@@ -148,7 +159,7 @@ def _deliver_once(
     reused = verdict.duplicate_of.result if verdict.duplicate_of is not None else None
     return Outcome(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
-        verdict.reason, state, version, reused, tuple(effects),
+        verdict.reason, state, version, reused, tuple(effects), any(ev.type in _CHANGES_VIEW for ev in events),
     )
 
 

@@ -131,7 +131,8 @@ class Schedule:
     def deliver_one(self, env) -> Outcome:
         """Deliver ``env`` through the runtime now; the manager and its recipient hear the outcome."""
         out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
-        self._tasks.pop(env.task_id, None)
+        if out.task_changed:  # (an ack, a duplicate or a refusal leaves the task as the agents last read it)
+            self._tasks.pop(env.task_id, None)
         self.manager.on_delivery(env, out.decision)
         w = self.workers.get(env.recipient)
         intent = self.intents.get(env.message_id)

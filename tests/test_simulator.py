@@ -944,3 +944,72 @@ def test_a_fact_table_is_exactly_what_fakers_own_calls_give_from_the_same_genera
         for i in range(3):
             assert facts_table(ours, f"T-{i}", "g") == by_faker(theirs, f"T-{i}", "g"), seed
         assert ours.random.getstate() == theirs.random.getstate()
+
+
+@pytest.mark.parametrize("policy", ["safe", "naive"])
+def test_a_delivery_that_says_it_left_its_task_unchanged_did(policy, tmp_path, monkeypatch):
+    """The simulator keeps an agent's view of a task across a delivery whose Outcome says the task did
+    not change (an ack, a duplicate, a refusal): the view read after every such delivery must equal
+    the one read before it, and both kinds must occur."""
+    import sim.schedule
+
+    real = sim.schedule.deliver
+    seen = {True: 0, False: 0}
+
+    def checked(store, env, **kw):
+        before = store.get_task(env.task_id)
+        out = real(store, env, **kw)
+        if not out.task_changed:
+            assert store.get_task(env.task_id) == before, (env.message_id, out.decision)
+        seen[out.task_changed] += 1
+        return out
+
+    monkeypatch.setattr(sim.schedule, "deliver", checked)
+    import dataclasses
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=40))
+    faults = ["duplicate:0.2", "conflicting-digest", "late-failure", "drop:0.05"]
+    run_scenario(sc, policy=policy, seed=3, faults=faults, db=tmp_path / "run.db").close()
+    assert seen[True] > 0 and seen[False] > 0
+
+
+def test_the_event_types_said_to_leave_a_task_view_alone_do(tmp_path):
+    """Each event type the runtime counts as leaving a TaskView unchanged (sim.runtime._CHANGES_VIEW's
+    complement among those that fold) is appended alone to a task: its view reads the same after. And
+    every type in the set, appended alone, does change it (or the set is wider than it needs to be)."""
+    from sim import events as ev_
+    from sim.envelope import build_envelope
+    from sim.runtime import _CHANGES_VIEW, deliver
+
+    store = Store.create(tmp_path / "s.db")
+    deliver(store, build_envelope(message_id="M-1", trace_id="R-1", task_id="T-1", sender="manager",
+                                  recipient="researcher", type="task_request", payload={"goal": "g"},
+                                  idempotency_key="T-1:request", created_at="2026-07-13T04:00:00Z"))
+    view = store.get_task("T-1")
+    alone = {
+        "intent_recorded": ev_.IntentRecorded(key="k", digest="sha256:" + "1" * 64, scheme="json-sorted-v1", arrival=99,
+                                              decision="accepted", payload={}, result={}),
+        "duplicate_recorded": ev_.DuplicateRecorded(key="T-1:request", digest="x", scheme="json-sorted-v1",
+                                                    first_message_id="M-1", reused=None),
+        "transition_rejected": ev_.TransitionRejected(code="E_X", reason="r", type_="ack", sender="manager"),
+        "late_recorded": ev_.LateRecorded(type_="task_result", state="ready", reason="r"),
+        "artifact_stored": ev_.ArtifactStored(ref="sha256:" + "2" * 64, scheme="json-sorted-v1", kind="k", size=2,
+                                              content={}),
+        "budget_charged": ev_.BudgetCharged(amount=1, reason="r"),
+        "lease_granted": ev_.LeaseGranted(holder="researcher", lease_version=1),
+        "lease_expired": ev_.LeaseExpired(holder="researcher", lease_version=1),
+        "conflict_recorded": ev_.ConflictRecorded(key="T-1:request", first={}, second={}),
+        "effect_committed": ev_.EffectCommitted(effect_key="e", kind="publish", target="R-1", result_digest="d"),
+        "transition_applied": ev_.TransitionApplied(from_state="ready", to="canceled", from_version=view.state_version,
+                                                    reason="r", executor="manager", role="manager",
+                                                    machine_version=view.machine_version),
+    }
+    folding = {t for t, cls in ev_.REGISTRY.items() if cls.CHANGES_STATE}
+    assert folding - {"machine_loaded", "task_created", "review_decided", "reconciliation_resolved"} <= set(alone)
+    for etype, event in alone.items():
+        before = store.get_task("T-1")
+        with store.transaction():
+            store.append_events([event.draft("T-1", "M-1")])
+        changed = store.get_task("T-1") != before
+        assert changed == (etype in _CHANGES_VIEW), etype
