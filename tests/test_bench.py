@@ -133,3 +133,11 @@ def test_bench_web_refuses_bad_sizes(capsys):
     except SystemExit as e:
         assert e.code == 2
     assert capsys.readouterr().err.startswith("error: E_USAGE:")
+
+
+def test_bench_sim_runs_a_small_size_three_times_and_reports_the_median_run():
+    from sim.bench import bench_sim
+
+    r = bench_sim((20,), repeat=3)["sizes"][0]
+    assert r["tasks"] == 20 and len(r["ratios"]) == 3
+    assert r["ratio"] == sorted(r["ratios"])[1]
