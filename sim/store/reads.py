@@ -140,9 +140,9 @@ class Reads:
         missing = set()
         for ref in refs:
             if ref.startswith("sha256:"):
-                hit = self.conn.execute("SELECT 1 FROM artifacts WHERE ref = ?", (ref,)).fetchone()
+                hit = self.conn.one("SELECT 1 FROM artifacts WHERE ref = ?", (ref,))
             else:
-                hit = self.conn.execute("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (ref,)).fetchone()
+                hit = self.conn.one("SELECT 1 FROM messages WHERE message_id = ? LIMIT 1", (ref,))
             if hit is None:
                 missing.add(ref)
         return frozenset(missing)
@@ -250,11 +250,11 @@ class Reads:
         """Whether another message about ``task_id`` (another id, under another key: an equivocating twin
         shares its key and is intake's to judge) came from the same body of ``sender`` under ``seq``.
         Looked up through the task's events, so the cost stays that of one task's history."""
-        row = self.conn.execute(
+        row = self.conn.one(
             "SELECT 1 FROM messages m WHERE m.message_id IN (SELECT DISTINCT message_id FROM events WHERE task_id = ? "
             "AND message_id IS NOT NULL) AND m.sender = ? AND COALESCE(m.sender_generation, 1) = ? "
             "AND m.sender_seq = ? AND m.message_id != ? AND m.idempotency_key != ? LIMIT 1",
-            (task_id, sender, generation, seq, message_id, key)).fetchone()
+            (task_id, sender, generation, seq, message_id, key))
         return row is not None
 
     def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
@@ -263,11 +263,11 @@ class Reads:
         body's messages numbered below ``seq`` as the point it was replaced after. Looked up through the
         task's events, so the cost stays that of one task's history."""
         marks = ",".join("?" * len(restarts))
-        row = self.conn.execute(
+        row = self.conn.one(
             "SELECT 1 FROM events e JOIN messages m ON m.message_id = e.message_id WHERE e.task_id = ? "
             f"AND e.type = 'fault_injected' AND json_extract(e.data, '$.fault') IN ({marks}) AND m.sender = ? "
             "AND COALESCE(m.sender_generation, 1) = ? AND m.sender_seq < ? LIMIT 1",
-            (task_id, *restarts, sender, generation, seq)).fetchone()
+            (task_id, *restarts, sender, generation, seq))
         return row is not None
 
     def _rows(self, sql: str, params=()) -> list[dict]:
