@@ -59,6 +59,13 @@ def pytest_addoption(parser):
 #: list cannot outlive the tests it names. Their families keep a faster member in the quick loop where
 #: one exists.
 SLOW_BY_MEASURE = (
+    # the digest's property tests under the standard library's writer (the quick loop keeps them under msgspec's,
+    # which a long-running process uses, and every pinned vector under both)
+    "tests/test_digest.py::test_property_jcs_digest_survives_a_trip_through_json_sorted_v1_bytes[stdlib]",
+    "tests/test_digest.py::test_property_json_sorted_v1_bytes_round_trip_through_json_loads[stdlib]",
+    "tests/test_digest.py::test_property_digest_is_deterministic_under_both_schemes[stdlib]",
+    "tests/test_digest.py::test_property_nested_dict_insertion_order_does_not_matter_either[stdlib]",
+    "tests/test_digest.py::test_property_jcs_bytes_are_valid_json_for_an_equal_value[stdlib]",
     "tests/test_sandbox_hostile.py::test_a_looping_submission_is_reported_once_for_the_whole_submission_not_per_test[import]",
     "tests/test_sandbox_hostile.py::test_a_host_killed_for_a_loop_takes_its_whole_sandbox_with_it",
     "tests/test_sandbox_hostile.py::test_hostile_code_the_os_wall_is_for_scores_0_and_touches_nothing[fallback]",

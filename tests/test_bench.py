@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from sim.bench import bench_intake, intake_workload
 from sim.cli import main
 
@@ -135,6 +137,7 @@ def test_bench_web_refuses_bad_sizes(capsys):
     assert capsys.readouterr().err.startswith("error: E_USAGE:")
 
 
+@pytest.mark.slow
 def test_bench_sim_runs_a_small_size_three_times_and_reports_the_median_run():
     from sim.bench import bench_sim
 

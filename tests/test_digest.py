@@ -71,7 +71,7 @@ def _reference(value):
         return type(e)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=_ANY)
 def test_the_store_writer_is_the_standard_library_byte_for_byte(value, writer):
     """sorted_dumps (how the store keeps JSON) gives json.dumps's text for any value, floats, NaN, big
@@ -84,7 +84,7 @@ def test_the_store_writer_is_the_standard_library_byte_for_byte(value, writer):
     assert got == want
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=_ANY)
 def test_json_sorted_v1_bytes_are_the_same_under_either_writer(value, writer):
     try:

@@ -969,7 +969,8 @@ def test_a_delivery_that_says_it_left_its_task_unchanged_did(policy, tmp_path, m
 
     sc = load_scenario("stress")
     sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=40))
-    faults = ["duplicate:0.2", "conflicting-digest", "late-failure", "drop:0.05"]
+    # (no drop: under the naive policy a lost result leaves its task running until the round cap)
+    faults = ["duplicate:0.2", "conflicting-digest", "late-failure"]
     run_scenario(sc, policy=policy, seed=3, faults=faults, db=tmp_path / "run.db").close()
     assert seen[True] > 0 and seen[False] > 0
 
