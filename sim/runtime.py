@@ -18,7 +18,7 @@ from . import versions as _versions
 from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
 from .errors import ProtolabError, StaleWrite, StoreError
 from .frozen import quick_init
-from .intake import Decision, Verdict, decide as _reference_decide
+from .intake import Decision, TaskView, Verdict, decide as _reference_decide
 from .machine import TaskState
 from . import events as ev_
 from .planner import ATTEMPT_COST, DEFAULT_BUDGET, Context, IntakeFn, effect_key  # noqa: F401  (re-exported)
@@ -63,11 +63,13 @@ class Outcome:
     #: whether the delivery changed what a TaskView of its task shows (False: an ack, a duplicate, a
     #: refusal: a view read before it is still true). Not part of what a delivery reports.
     task_changed: bool = field(default=True, compare=False, repr=False)
+    #: when it changed: the task's view after it (``sim.planner.view_after``; None: read it again)
+    task_after: TaskView | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["effects"] = list(self.effects)
-        del d["task_changed"]
+        del d["task_changed"], d["task_after"]
         return d
 
 
@@ -157,9 +159,11 @@ def _deliver_once(
     effects = [ev.data["effect_key"] for ev in events if ev.type == "effect_committed"]
     store.record_delivery(delivery_id, msg_seq, env, verdict.decision.value, verdict.code, verdict.reason, state, version)
     reused = verdict.duplicate_of.result if verdict.duplicate_of is not None else None
+    changed = any(ev.type in _CHANGES_VIEW for ev in events)
     return Outcome(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
-        verdict.reason, state, version, reused, tuple(effects), any(ev.type in _CHANGES_VIEW for ev in events),
+        verdict.reason, state, version, reused, tuple(effects), changed,
+        _planner.view_after(ctx.task, env.task_id, events) if changed else None,
     )
 
 

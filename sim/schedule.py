@@ -132,7 +132,10 @@ class Schedule:
         """Deliver ``env`` through the runtime now; the manager and its recipient hear the outcome."""
         out = deliver(self.store, env, policy=self.policy, tick=self.now, sent=self.sent_meta.pop(env.message_id, None))
         if out.task_changed:  # (an ack, a duplicate or a refusal leaves the task as the agents last read it)
-            self._tasks.pop(env.task_id, None)
+            if out.task_after is not None and env.task_id in self._tasks:  # a view held: the one after it, as
+                self._tasks[env.task_id] = out.task_after                  # the delivery's own events made it
+            else:
+                self._tasks.pop(env.task_id, None)
         self.manager.on_delivery(env, out.decision)
         w = self.workers.get(env.recipient)
         intent = self.intents.get(env.message_id)

@@ -954,13 +954,16 @@ def test_a_delivery_that_says_it_left_its_task_unchanged_did(policy, tmp_path, m
     import sim.schedule
 
     real = sim.schedule.deliver
-    seen = {True: 0, False: 0}
+    seen = {True: 0, False: 0, "computed": 0}
 
     def checked(store, env, **kw):
         before = store.get_task(env.task_id)
         out = real(store, env, **kw)
         if not out.task_changed:
             assert store.get_task(env.task_id) == before, (env.message_id, out.decision)
+        elif out.task_after is not None:  # the view the delivery's events make is the one a fresh read shows
+            assert out.task_after == store.get_task(env.task_id), (env.message_id, out.decision)
+            seen["computed"] += 1
         seen[out.task_changed] += 1
         return out
 
@@ -972,7 +975,13 @@ def test_a_delivery_that_says_it_left_its_task_unchanged_did(policy, tmp_path, m
     # (no drop: under the naive policy a lost result leaves its task running until the round cap)
     faults = ["duplicate:0.2", "conflicting-digest", "late-failure"]
     run_scenario(sc, policy=policy, seed=3, faults=faults, db=tmp_path / "run.db").close()
-    assert seen[True] > 0 and seen[False] > 0
+    for name, more in [("publish-report", ["conflicting-digest", "late-failure"]), ("fan-out", ["crash", "duplicate"]),
+                       ("publish-report", ["late-conflict"]), ("fan-out", ["crash", "zombie"])]:
+        try:
+            run_scenario(load_scenario(name), policy=policy, seed=1, faults=more, db=tmp_path / f"{name}-{len(more)}.db").close()
+        except InputError:  # (a fault a scenario has no place for)
+            pass
+    assert seen[True] > 0 and seen[False] > 0 and seen["computed"] > seen[True] // 2
 
 
 def test_the_event_types_said_to_leave_a_task_view_alone_do(tmp_path):
@@ -981,6 +990,7 @@ def test_the_event_types_said_to_leave_a_task_view_alone_do(tmp_path):
     every type in the set, appended alone, does change it (or the set is wider than it needs to be)."""
     from sim import events as ev_
     from sim.envelope import build_envelope
+    from sim.planner import view_after
     from sim.runtime import _CHANGES_VIEW, deliver
 
     store = Store.create(tmp_path / "s.db")
@@ -1012,5 +1022,7 @@ def test_the_event_types_said_to_leave_a_task_view_alone_do(tmp_path):
         before = store.get_task("T-1")
         with store.transaction():
             store.append_events([event.draft("T-1", "M-1")])
-        changed = store.get_task("T-1") != before
-        assert changed == (etype in _CHANGES_VIEW), etype
+        after = store.get_task("T-1")
+        assert (after != before) == (etype in _CHANGES_VIEW), etype
+        # and the view the runtime computes from the event is the one read (sim.planner.view_after)
+        assert view_after(before, "T-1", [event.draft("T-1", "M-1")]) == after, etype
