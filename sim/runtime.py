@@ -63,13 +63,21 @@ class Outcome:
     #: whether the delivery changed what a TaskView of its task shows (False: an ack, a duplicate, a
     #: refusal: a view read before it is still true). Not part of what a delivery reports.
     task_changed: bool = field(default=True, compare=False, repr=False)
-    #: when it changed: the task's view after it (``sim.planner.view_after``; None: read it again)
-    task_after: TaskView | None = field(default=None, compare=False, repr=False)
+    #: (the task's view before the delivery and the delivery's events, for ``task_after``)
+    folded: tuple | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def task_after(self) -> TaskView | None:
+        """When the delivery changed its task: the task's view after it (``sim.planner.view_after``,
+        worked out when asked; None: read it again)."""
+        if not self.task_changed or self.folded is None:
+            return None
+        return _planner.view_after(self.folded[0], self.task_id, self.folded[1])
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["effects"] = list(self.effects)
-        del d["task_changed"], d["task_after"]
+        del d["task_changed"], d["folded"]
         return d
 
 
@@ -162,8 +170,7 @@ def _deliver_once(
     changed = any(ev.type in _CHANGES_VIEW for ev in events)
     return Outcome(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
-        verdict.reason, state, version, reused, tuple(effects), changed,
-        _planner.view_after(ctx.task, env.task_id, events) if changed else None,
+        verdict.reason, state, version, reused, tuple(effects), changed, (ctx.task, events) if changed else None,
     )
 
 
