@@ -9,6 +9,7 @@ all refused, each with its own stable code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 import re
@@ -126,6 +127,12 @@ class Envelope:
         d["evidence_refs"] = list(self.evidence_refs)
         return d
 
+    def payload_json(self) -> str:
+        """The payload as the store keeps it (``sorted_dumps``): written once, when the envelope was parsed
+        and its digest checked under json-sorted-v1 (the same text), else now."""
+        text = self.__dict__.get("_payload_json")
+        return text if text is not None else _digest.sorted_dumps(self.payload)
+
     def to_json(self) -> str:
         """Stable JSON form (sorted keys), used for storage and envelope digests: exactly
         ``sorted_dumps(self.to_dict())``, written field by field (the fields' order is fixed, so there is
@@ -136,7 +143,7 @@ class Envelope:
                 '{"created_at":' + q(self.created_at) + ',"digest_scheme":' + q(self.digest_scheme)
                 + ',"evidence_refs":[' + ",".join(map(q, self.evidence_refs)) + '],"idempotency_key":'
                 + q(self.idempotency_key) + ',"message_id":' + q(self.message_id) + ',"payload":'
-                + _digest.sorted_dumps(self.payload) + ',"payload_digest":' + q(self.payload_digest)
+                + self.payload_json() + ',"payload_digest":' + q(self.payload_digest)
                 + ',"recipient":' + q(self.recipient) + ',"schema_version":' + q(self.schema_version)
                 + ',"sender":' + q(self.sender) + ',"task_id":' + q(self.task_id) + ',"trace_id":'
                 + q(self.trace_id) + ',"type":' + q(self.type) + "}"
@@ -330,13 +337,23 @@ def _quick(raw, check_digest: bool) -> Envelope | None:
     for ref in refs:
         if type(ref) is not str or not ref or not ref.isascii():
             return None
+    text = None
     try:
         _check_payload(typ, payload, "", _versions.parse_version(version))
         if check_digest:
-            _digest.verify(payload, pd, scheme)
+            if scheme == _digest.DEFAULT_SCHEME:  # (its bytes are also how the store keeps the payload)
+                raw_bytes = _digest.canonical_bytes(payload, scheme)
+                if "sha256:" + hashlib.sha256(raw_bytes).hexdigest() != pd:
+                    return None
+                text = raw_bytes.decode("utf-8")
+            else:
+                _digest.verify(payload, pd, scheme)
     except (EnvelopeError, _digest.DigestError):
         return None
-    return Envelope(mid, trace, task, sender, recipient, typ, version, created, key, pd, scheme, payload, tuple(refs))
+    env = Envelope(mid, trace, task, sender, recipient, typ, version, created, key, pd, scheme, payload, tuple(refs))
+    if text is not None:
+        env.__dict__["_payload_json"] = text  # (not a field: a copy made by replace() has none, and writes its own)
+    return env
 
 
 def parse_envelope(raw, *, index: int | None = None, check_digest: bool = True) -> Envelope:

@@ -69,6 +69,9 @@ def test_quick_path_agrees_with_the_careful_walk(raw):
     if quick is not None:  # the quick path decided: it accepted, and so does the careful walk, alike
         assert careful == quick and careful.payload == quick.payload
         assert careful.evidence_refs == quick.evidence_refs
+        # the payload's text it kept from the digest check is the store's writer's
+        assert quick.payload_json() == careful.payload_json() == _digest.sorted_dumps(quick.payload)
+        assert quick.to_json() == _digest.sorted_dumps(quick.to_dict())
     # what the caller sees is the careful walk's decision, either way
     try:
         seen = parse_envelope(copy.deepcopy(raw))

@@ -129,7 +129,7 @@ class Writes:
         values = (
             mid, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
             env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
-            _dumps(env.payload), _dumps(list(env.evidence_refs)) if env.evidence_refs else "[]", self._tick, seq, gen,
+            env.payload_json(), _dumps(list(env.evidence_refs)) if env.evidence_refs else "[]", self._tick, seq, gen,
         )
         c = self.conn
         # The id's stored envelopes, oldest first (usually none): whether this one is among them, and the
