@@ -257,8 +257,9 @@ class Model:
                     if (m["sender"] == sender and (m["sender_generation"] or 1) == generation
                             and m["sender_seq"] is not None and m["sender_seq"] < seq):
                         return True
-        return any(m["sender"] == sender and (m["sender_generation"] or 1) > generation
-                   for m in self._messages_of_task(task_id))
+        # (only by the restart's recorded point, as Store.body_replaced: a newer body having spoken about the
+        # task is not by itself a replacement, since 0179d2d)
+        return False
 
     def artifact(self, ref: str) -> dict | None:
         a = self._artifacts.get(ref)

@@ -146,3 +146,26 @@ def test_the_model_searches_a_run_with_sensitive_fields_as_sqlite_does_and_refus
     with pytest.raises(SystemExit) as e:
         main(["explore", "gathers", "--depth", "1"])
     assert e.value.code == 0 and ", on sqlite" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_the_model_and_the_store_agree_a_newer_body_having_spoken_does_not_replace_an_older_one(tmp_path):
+    """Store.body_replaced asks only for a restart recorded on the task that names a message of that body
+    numbered below this one (since 0179d2d: a newer body having spoken is not, by itself, a replacement);
+    the model must answer the same, or a search on it decides messages the store decides otherwise."""
+    from sim.envelope import build_envelope
+    from sim.runtime import deliver
+    from sim.store import Store
+
+    def env(mid, typ, sender, recipient, payload, key):
+        return build_envelope(message_id=mid, trace_id="R-1", task_id="T-1", sender=sender, recipient=recipient,
+                              type=typ, payload=payload, idempotency_key=key, created_at="2026-07-13T04:00:00Z")
+
+    sends = [(env("M-1", "task_request", "manager", "researcher", {"goal": "g"}, "T-1:request"), (1, 1)),
+             (env("M-2", "ack", "researcher", "manager", {"of": "M-1"}, "T-1:ack:2"), (1, 2))]  # a second body
+    store, model = Store.create(tmp_path / "s.db"), Model(start_time="2026-07-13T04:00:00Z")
+    for e, sent in sends:
+        for s in (store, model):
+            deliver(s, e, sent=sent)
+    for gen, seq in [(1, 1), (1, 5), (2, 1), (3, 1)]:
+        assert model.body_replaced("T-1", "researcher", gen, seq, ("zombie",)) == \
+            store.body_replaced("T-1", "researcher", gen, seq, ("zombie",)), (gen, seq)
