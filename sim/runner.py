@@ -86,6 +86,7 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self.fake = Faker("en_US")
         self.fake.seed_instance(self.seed)
         self._t0 = datetime.fromisoformat(self.scenario.start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
+        self._times: dict[int, str] = {}  # tick -> its time text (RunWorld.time_at)
         self.bus = Bus(self.faults, self.rng, delay_ticks=self.settings.delay_ticks, next_id=self.next_id,
                        record=self._record, max_hold=self.settings.work_ticks + 2, on_copy=self._on_copy,
                        rebuild=self._rebuild, restamp=self._restamp)

@@ -54,7 +54,7 @@ class RunWorld:
         return self.time_at(self.now)
 
     def time_at(self, tick: int) -> str:
-        memo = self.__dict__.setdefault("_times", {})  # (a round stamps many messages with one time)
+        memo = self._times  # (a round stamps many messages with one time)
         text = memo.get(tick)
         if text is None:
             if len(memo) >= 256:

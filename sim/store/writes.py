@@ -229,43 +229,51 @@ class _Unit:
     opens one, and this costs half as much.)"""
 
     __slots__ = ("store", "saved")
+    #: the statement that ends the unit well, and those that undo it
+    END, UNDO = "COMMIT", ("ROLLBACK",)
 
     def __init__(self, store: "Store") -> None:
         self.store = store
 
-    def __enter__(self) -> "Store":
-        store = self.store
+    def _save(self, store: "Store") -> None:
         self.saved = (store._tick, store._next_delivery, store._next_arrival, store._meta.get("current_machine"),
                       store._data_version)
+
+    def __enter__(self) -> "Store":
+        store = self.store
+        self._save(store)
         store.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
         try:
             if store._start is not None:  # (a store being created has no meta yet)
                 store._refresh()
         except BaseException as e:
-            self._abort(e, "ROLLBACK")
+            self._abort(e)
             raise
         return store
 
     def __exit__(self, etype, e, tb) -> None:
-        store = self.store
-        if e is None:
-            try:
-                store._pre = None
-                store.conn.run("COMMIT")
-            except BaseException as failed:
-                self._abort(failed, "ROLLBACK")
-                raise
-            store.commits += 1
+        if e is not None:
+            self._abort(e)  # (and e goes on)
             return
-        self._abort(e, "ROLLBACK")  # (and e goes on)
+        store = self.store
+        try:
+            store._pre = None
+            store.conn.run(self.END)
+        except BaseException as failed:
+            self._abort(failed)
+            raise
+        self._ended(store)
 
-    def _abort(self, e: BaseException, *undo: str) -> None:
+    def _ended(self, store: "Store") -> None:
+        store.commits += 1
+
+    def _abort(self, e: BaseException) -> None:
         """The counters back, the transaction (or savepoint) undone, then ``e`` raised on: as a StoreError
         when it is a driver error, else left to the caller to raise."""
         store = self.store
         store._restore(self.saved)
         with contextlib.suppress(sqlite3.Error, StoreError):
-            for statement in undo:
+            for statement in self.UNDO:
                 store.conn.execute(statement)
         if isinstance(e, sqlite3.Error):
             raise _translate(e, store.path) from e
@@ -276,11 +284,11 @@ class _Grouped(_Unit):
     transaction, which commits every ``every`` units. A unit that fails rolls back to its savepoint alone."""
 
     __slots__ = ()
+    END, UNDO = "RELEASE unit", ("ROLLBACK TO unit", "RELEASE unit")
 
     def __enter__(self) -> "Store":
         store = self.store
-        self.saved = (store._tick, store._next_delivery, store._next_arrival, store._meta.get("current_machine"),
-                      store._data_version)
+        self._save(store)
         if not store._group_open:
             store.conn.run("BEGIN IMMEDIATE")  # (the driver translates its errors)
             store._group_open = True
@@ -289,17 +297,7 @@ class _Grouped(_Unit):
         store.conn.run("SAVEPOINT unit")
         return store
 
-    def __exit__(self, etype, e, tb) -> None:
-        store = self.store
-        if e is None:
-            try:
-                store._pre = None
-                store.conn.run("RELEASE unit")
-            except BaseException as failed:
-                self._abort(failed, "ROLLBACK TO unit", "RELEASE unit")
-                raise
-            store._group_units += 1
-            if store._group_units >= store._group:
-                store._commit_group()
-            return
-        self._abort(e, "ROLLBACK TO unit", "RELEASE unit")  # (and e goes on)
+    def _ended(self, store: "Store") -> None:
+        store._group_units += 1
+        if store._group_units >= store._group:
+            store._commit_group()
