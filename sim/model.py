@@ -250,6 +250,11 @@ class Model:
                    and m["message_id"] != message_id and m["idempotency_key"] != key
                    for m in self._messages_of_task(task_id))
 
+    def numbering_marks(self, task_id: str, sender: str, generation: int, seq: int, message_id: str, key: str,
+                        restarts) -> tuple[bool, bool]:
+        return (self.sequence_used(task_id, sender, generation, seq, message_id, key),
+                self.body_replaced(task_id, sender, generation, seq, restarts))
+
     def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
         for e in self._events:
             if e.task_id == task_id and e.type == "fault_injected" and e.data.get("fault") in restarts:

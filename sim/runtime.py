@@ -154,10 +154,9 @@ def _deliver_once(
     if leak is not None:  # a recipient outside the message's audience: refused, whatever intake made of it
         verdict = leak
     elif policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
-        seq_used = sent is not None and store.sequence_used(env.task_id, env.sender, sent[1] or 1, sent[0],
-                                                            env.message_id, env.idempotency_key)
-        stale = sent is not None and store.body_replaced(env.task_id, env.sender, sent[1] or 1, sent[0],
-                                                         _planner.LIVE_BODY_RESTARTS)
+        seq_used, stale = (False, False) if sent is None else store.numbering_marks(
+            env.task_id, env.sender, sent[1] or 1, sent[0], env.message_id, env.idempotency_key,
+            _planner.LIVE_BODY_RESTARTS)
         verdict = _planner.conversation_rule(env, verdict, fenced=store.fenced_now(env.trace_id), seq_used=seq_used,
                                              stale_body=stale)
     ctx = read_for_plan(store, env, ctx, verdict, policy)

@@ -8,6 +8,7 @@ import pytest
 from sim.explore import NotConfirmed, confirm, explore, settle, starts, successors
 from sim.model import TABLES, Model, NotModelled, agreement, apply, model_run, ops_of, rows_of
 from sim.policy import NAIVE, SAFE
+from sim.runner import run_scenario
 from sim.scenario import load_scenario
 from tests.test_explore import TINY
 
@@ -169,3 +170,47 @@ def test_the_model_and_the_store_agree_a_newer_body_having_spoken_does_not_repla
     for gen, seq in [(1, 1), (1, 5), (2, 1), (3, 1)]:
         assert model.body_replaced("T-1", "researcher", gen, seq, ("zombie",)) == \
             store.body_replaced("T-1", "researcher", gen, seq, ("zombie",)), (gen, seq)
+
+
+#: sequence_used as it was written before it became a join (the list of the task's message ids, then the
+#: messages among them): the join must answer exactly as this did.
+_SEQUENCE_USED_AS_A_LIST = (
+    "SELECT 1 FROM messages m WHERE m.message_id IN (SELECT DISTINCT message_id FROM events WHERE task_id = ? "
+    "AND message_id IS NOT NULL) AND m.sender = ? AND COALESCE(m.sender_generation, 1) = ? "
+    "AND m.sender_seq = ? AND m.message_id != ? AND m.idempotency_key != ? LIMIT 1")
+
+
+@pytest.mark.parametrize("faults", [["zombie"], ["rewind"], ["zombie", "duplicate", "rewind"]])
+def test_a_deliverys_numbering_marks_in_one_statement_answer_as_the_two_checks_and_the_model_do(faults):
+    """The runtime asks sequence_used and body_replaced in one statement (numbering_marks). Over every
+    message of whole runs with the faults that reuse a number or replace a body, and over numbers each
+    sender did and did not use: the one statement, the two checks, the query as first written, and the
+    model all answer the same; and both answers come out true somewhere, so a check that always says
+    no fails here."""
+    from sim.planner import LIVE_BODY_RESTARTS
+
+    store = run_scenario(load_scenario("publish-report"), policy="naive", faults=faults)
+    rows = store.conn.execute(
+        "SELECT DISTINCT e.task_id, m.sender, COALESCE(m.sender_generation, 1), m.sender_seq, m.message_id, "
+        "m.idempotency_key FROM events e JOIN messages m ON m.message_id = e.message_id "
+        "WHERE m.sender_seq IS NOT NULL ORDER BY e.seq").fetchall()
+    assert rows
+    model = Model(start_time=load_scenario("publish-report").start_time)
+    for op in ops_of(store)[0]:
+        apply(model, op, NAIVE)
+    seen = set()
+    for task, sender, gen, seq, mid, key in rows:
+        for g, s, m, k in [(gen, seq, mid, key), (gen, seq, "other", "other"), (gen, seq, mid, "other"),
+                           (gen, seq, "other", key), (gen, seq + 1, mid, key),
+                           (gen + 1, seq, "other", key), (gen, seq + 3, "other", "other")]:
+            marks = store.numbering_marks(task, sender, g, s, m, k, LIVE_BODY_RESTARTS)
+            assert marks == (store.sequence_used(task, sender, g, s, m, k),
+                             store.body_replaced(task, sender, g, s, LIVE_BODY_RESTARTS)), (task, sender, g, s)
+            listed = store.conn.execute(_SEQUENCE_USED_AS_A_LIST, (task, sender, g, s, m, k)).fetchone() is not None
+            assert marks[0] == listed, (task, sender, g, s, m, k)
+            assert model.numbering_marks(task, sender, g, s, m, k, LIVE_BODY_RESTARTS) == marks
+            seen.add(marks)
+    assert (True, False) in seen or (True, True) in seen
+    if "zombie" in faults:
+        assert any(m[1] for m in seen)
+    store.close()

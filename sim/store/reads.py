@@ -30,6 +30,25 @@ _PREFETCH = (
     "UNION ALL SELECT 2, arrival, task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, "
     "result, NULL, NULL, NULL FROM intents WHERE task_id = ?2 AND idempotency_key = ?3")
 
+#: Whether another message about task ?1 (through the task's events: another id ?5, under another key ?6)
+#: came from body ?3 of sender ?2 numbered ?4 (:meth:`Reads.sequence_used`). (A join, not ``IN (SELECT
+#: DISTINCT ...)``: existence needs no distinct list, and the join builds no temporary b-tree.)
+_SEQUENCE_USED = (
+    "EXISTS (SELECT 1 FROM events e JOIN messages m ON m.message_id = e.message_id WHERE e.task_id = ?1 "
+    "AND m.sender = ?2 AND COALESCE(m.sender_generation, 1) = ?3 AND m.sender_seq = ?4 AND m.message_id != ?5 "
+    "AND m.idempotency_key != ?6)")
+#: Whether a restart (a fault named in ?7...) recorded on task ?1 names a message of body ?3 of sender ?2
+#: numbered below ?4 (:meth:`Reads.body_replaced`; ``{marks}``: ?7, ?8 ..., one per restart fault).
+_BODY_REPLACED = (
+    "EXISTS (SELECT 1 FROM events e JOIN messages m ON m.message_id = e.message_id WHERE e.task_id = ?1 "
+    "AND e.type = 'fault_injected' AND json_extract(e.data, '$.fault') IN ({marks}) AND m.sender = ?2 "
+    "AND COALESCE(m.sender_generation, 1) = ?3 AND m.sender_seq < ?4)")
+
+
+def _body_replaced(faults: int) -> str:
+    return _BODY_REPLACED.format(marks=",".join(f"?{7 + i}" for i in range(faults)))
+
+
 #: each state by its stored name (TaskState(name) without the enum's call; an unknown name still raises)
 _STATE_OF = {s.value: s for s in TaskState}
 
@@ -250,25 +269,24 @@ class Reads:
         """Whether another message about ``task_id`` (another id, under another key: an equivocating twin
         shares its key and is intake's to judge) came from the same body of ``sender`` under ``seq``.
         Looked up through the task's events, so the cost stays that of one task's history."""
-        row = self.conn.one(
-            "SELECT 1 FROM messages m WHERE m.message_id IN (SELECT DISTINCT message_id FROM events WHERE task_id = ? "
-            "AND message_id IS NOT NULL) AND m.sender = ? AND COALESCE(m.sender_generation, 1) = ? "
-            "AND m.sender_seq = ? AND m.message_id != ? AND m.idempotency_key != ? LIMIT 1",
-            (task_id, sender, generation, seq, message_id, key))
-        return row is not None
+        return self.conn.one(f"SELECT {_SEQUENCE_USED}", (task_id, sender, generation, seq, message_id, key))[0] == 1
+
+    def numbering_marks(self, task_id: str, sender: str, generation: int, seq: int, message_id: str, key: str,
+                        restarts) -> tuple[bool, bool]:
+        """:meth:`sequence_used` and :meth:`body_replaced` of one message, in one statement (a delivery under
+        the conversation rules asks both)."""
+        row = self.conn.one(f"SELECT {_SEQUENCE_USED}, {_body_replaced(len(restarts))}",
+                            (task_id, sender, generation, seq, message_id, key, *restarts))
+        return row[0] == 1, row[1] == 1
 
     def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
         """Whether body ``generation`` of ``sender`` had been replaced before it numbered a message about
         ``task_id`` ``seq``: a restart (a fault named in ``restarts``) recorded on the task names one of that
         body's messages numbered below ``seq`` as the point it was replaced after. Looked up through the
         task's events, so the cost stays that of one task's history."""
-        marks = ",".join("?" * len(restarts))
-        row = self.conn.one(
-            "SELECT 1 FROM events e JOIN messages m ON m.message_id = e.message_id WHERE e.task_id = ? "
-            f"AND e.type = 'fault_injected' AND json_extract(e.data, '$.fault') IN ({marks}) AND m.sender = ? "
-            "AND COALESCE(m.sender_generation, 1) = ? AND m.sender_seq < ? LIMIT 1",
-            (task_id, *restarts, sender, generation, seq))
-        return row is not None
+        # (?5 and ?6 are sequence_used's, unused here)
+        return self.conn.one(f"SELECT {_body_replaced(len(restarts))}",
+                             (task_id, sender, generation, seq, None, None, *restarts))[0] == 1
 
     def _rows(self, sql: str, params=()) -> list[dict]:
         return list(self.db.query(sql, params))
