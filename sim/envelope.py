@@ -474,6 +474,13 @@ def build_envelope(
     schema_version: str = "1",
 ) -> Envelope:
     """Build a valid envelope, computing ``payload_digest`` under ``digest_scheme``."""
+    text = None
+    if digest_scheme == _digest.DEFAULT_SCHEME:  # (its bytes are also how the store keeps the payload)
+        raw_bytes = _digest.canonical_bytes(payload, digest_scheme)
+        payload_digest = "sha256:" + hashlib.sha256(raw_bytes).hexdigest()
+        text = raw_bytes.decode("utf-8")
+    else:
+        payload_digest = _digest.digest(payload, digest_scheme)
     raw = {
         "message_id": message_id,
         "trace_id": trace_id,
@@ -484,9 +491,12 @@ def build_envelope(
         "schema_version": schema_version,
         "created_at": created_at,
         "idempotency_key": idempotency_key,
-        "payload_digest": _digest.digest(payload, digest_scheme),
+        "payload_digest": payload_digest,
         "digest_scheme": digest_scheme,
         "payload": payload,
         "evidence_refs": list(evidence_refs),
     }
-    return parse_envelope(raw, check_digest=False)
+    env = parse_envelope(raw, check_digest=False)
+    if text is not None:  # (the payload passed the checks: the text is the store's, as a parse keeps it)
+        env.__dict__["_payload_json"] = text
+    return env
