@@ -29,7 +29,9 @@ def _dump_hash(path: Path) -> str:
     delivery still wrote every database exactly as pinned and that the grouped rows were the same).
     Re-taken again for issue 29, when every accepted start gained a task_started event: each run
     was written before and after, and apart from those events (one per lease granted) and the
-    event seqs they shift, every row of every table was the same."""
+    event seqs they shift, every row of every table was the same. Re-taken for schema version 3 (an
+    index on effects by task): every dump, without that index's line and with the old version in
+    meta, hashed to its old pin."""
     c = sqlite3.connect(path)
     try:
         lines = [line for line in c.iterdump() if not line.startswith("INSERT INTO \"meta\" VALUES('commits'")]

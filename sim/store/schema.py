@@ -9,7 +9,7 @@ from ..errors import StoreError
 from ..events import REGISTRY as EVENT_REGISTRY
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 APP_ID = "protolab"
@@ -120,6 +120,7 @@ CREATE TABLE effects (
     task_id TEXT NOT NULL, kind TEXT NOT NULL, target TEXT NOT NULL,
     message_id TEXT NOT NULL, result_digest TEXT NOT NULL, tick INTEGER NOT NULL
 );
+CREATE INDEX effects_by_task ON effects (task_id);
 
 CREATE TABLE approvals (
     approval_id INTEGER PRIMARY KEY,
