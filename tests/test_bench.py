@@ -68,7 +68,9 @@ def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_star
 
 def test_the_intake_floor_writes_the_projects_rows_under_the_same_foreign_keys_and_compare_and_swap(tmp_path):
     """Like for like: the floor ends with the same tasks, deliveries, events, intents and transitions
-    as the project, with foreign keys on; its task updates are compare-and-swaps that all matched."""
+    as the project, with foreign keys on; it writes a task's row at every tick that changed it, as the
+    project does (a task inserted as it was created, not as it ended), each write a compare-and-swap that
+    matched (the floor refuses to go on past one that matched nothing)."""
     import sqlite3
 
     from sim.bench import intake_workload
@@ -84,12 +86,32 @@ def test_the_intake_floor_writes_the_projects_rows_under_the_same_foreign_keys_a
     q = {"tasks": "SELECT * FROM tasks", "deliveries": "SELECT * FROM deliveries", "intents": "SELECT * FROM intents",
          "transitions": "SELECT * FROM transitions", "events": "SELECT * FROM events WHERE tick > 0"}
     project = {k: sorted(st.conn.execute(v).fetchall()) for k, v in q.items()}
+    moved = {(t, task) for t, task in st.conn.execute(
+        "SELECT DISTINCT tick, task_id FROM events WHERE tick > 0 AND type IN ('transition_applied', 'lease_granted', "
+        "'budget_charged', 'transition_rejected')")}
+    steps = st.conn.execute("SELECT task_id, tick FROM transitions").fetchall()
+    final = dict(st.conn.execute("SELECT task_id, state_version FROM tasks").fetchall())
     st.close()
+    # every tick that changed a task row (a transition, a lease, a charge, a refusal's counter) writes it
+    changed = {(b[0], u[-2]) for b in batches for u in b[2]}
+    created = {(b[0], r[0]) for b in batches for r in b[1].get("tasks", [])}
+    assert moved and moved <= changed | created
+    # a task is inserted as it stood when its creating tick ended, not as it ended the run
+    for b in batches:
+        for r in b[1].get("tasks", []):
+            assert r[4] == sum(1 for task, t in steps if task == r[0] and t <= b[0]), r
+    assert any(r[4] < final[r[0]] for b in batches for r in b[1].get("tasks", []))
     write_rows_bare(str(tmp_path / "f.db"), batches, machines=machines)
     con = sqlite3.connect(tmp_path / "f.db")
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     for k, v in q.items():
         assert sorted(con.execute(v).fetchall()) == project[k], k
+    con.close()
+    # a compare-and-swap that cannot match (the version before the tick wrong) is refused, not skipped
+    tick, tables, updates = next(b for b in batches if b[2])
+    wrong = [b if b[0] != tick else (tick, tables, [u[:-1] + (u[-1] + 7,) for u in updates]) for b in batches]
+    with pytest.raises(AssertionError, match="matched no row"):
+        write_rows_bare(str(tmp_path / "g.db"), wrong, machines=machines)
 
 
 def test_the_write_recorder_is_passed_to_one_store_and_sees_only_that_stores_writes(tmp_path):

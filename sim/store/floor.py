@@ -8,6 +8,7 @@ import sqlite3
 import time
 import urllib.parse
 
+from ..errors import StoreError
 from .schema import _SCHEMA
 from .driver import _READS
 from .core import Store
@@ -73,17 +74,27 @@ def replay_writes(path: str, lines) -> tuple[float, int]:
     return spent, commits
 
 
+#: the columns of a task row a delivery may change (the rest are set once, when the task is created)
+_TASK_CHANGES = ("state", "state_version", "assignee", "lease_holder", "lease_version", "budget_left", "trusted",
+                 "late_results", "rejected", "updated_tick")
+
+
 def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple[int, dict[str, list[tuple]], list[tuple]]]:
     """Every row the store holds, grouped by the tick (delivery) that wrote it.
 
-    Returns ``[(tick, {table: [row, ...]}, [(state, state_version, task_id), ...])]``: the
-    inserts of that tick and the task updates it made. The benchmark floor writes exactly
-    these rows with bare sqlite3, so the floor and the project write the same data.
+    Returns ``[(tick, {table: [row, ...]}, [task update, ...])]``: the inserts of that tick and the task
+    rows it changed. A task is inserted as it stood at the end of the tick that created it, and each later
+    tick that changed its row updates it to the row as it stood at that tick's end (``_TASK_CHANGES``, then
+    the task id and the state_version it had before, for a compare-and-swap): the project writes a task's
+    row at every delivery that moves its state, lease, budget or counters, and so must the floor. (The
+    rows in between are the event log folded again through the store's own reducer, read after each tick.)
+    The benchmark floor writes exactly these rows with bare sqlite3, so the floor and the project write
+    the same data at the same points.
     """
     c = store.conn
     tick_col = {
         "messages": "first_tick", "deliveries": "tick", "events": "tick", "transitions": "tick",
-        "budget": "tick", "effects": "tick", "artifacts": "first_tick", "tasks": "created_tick",
+        "budget": "tick", "effects": "tick", "artifacts": "first_tick",
     }
     hi = 2**62 if hi is None else hi
     out: dict[int, dict[str, list[tuple]]] = {}
@@ -99,17 +110,61 @@ def rows_by_tick(store: Store, lo: int = 0, hi: int | None = None) -> list[tuple
     ):
         out.setdefault(row[-1], {}).setdefault("intents", []).append(tuple(row[:-1]))
     updates: dict[int, list[tuple]] = {}
-    for tick, state, version, task_id in c.execute(
-        "SELECT tick, new_state, state_version, task_id FROM transitions WHERE tick >= ? AND tick < ? ORDER BY seq", (lo, hi)
-    ):
-        updates.setdefault(tick, []).append((state, version, task_id))
-    return [(t, out[t], updates.get(t, [])) for t in sorted(out)]
+    for tick, task_id, row, before in _task_rows_by_tick(store):
+        if not lo <= tick < hi:
+            continue
+        if before is None:  # created this tick
+            out.setdefault(tick, {}).setdefault("tasks", []).append(row)
+        else:
+            names = _TASK_NAMES
+            updates.setdefault(tick, []).append(
+                tuple(row[names.index(col)] for col in _TASK_CHANGES) + (task_id, before[names.index("state_version")]))
+    return [(t, out.get(t, {}), updates.get(t, [])) for t in sorted(set(out) | set(updates))]
+
+
+#: the tasks table's columns, in order
+_TASK_NAMES = ("task_id", "trace_id", "goal", "state", "state_version", "machine_version", "assignee", "lease_holder",
+               "lease_version", "budget_total", "budget_left", "trusted", "late_results", "rejected", "created_tick",
+               "updated_tick")
+
+
+def _task_rows_by_tick(store: Store):
+    """(tick, task id, its row at the end of the tick, its row before the tick or None when the tick created
+    it) for every tick that changed a task's row: the event log folded through the store's reducer into a
+    fresh store in memory, the rows of the tasks each tick's events name read after it."""
+    if tuple(r[1] for r in store.conn.execute("PRAGMA table_info(tasks)")) != _TASK_NAMES:  # pragma: no cover
+        raise StoreError("the tasks table's columns are not the ones the floor writes", code="E_DB_CORRUPT")
+    fresh = Store.create(None, start_time=store.start_time, empty=True)
+    last: dict[str, tuple] = {}
+    try:
+        with fresh.transaction():
+            tick, named = None, set()
+
+            def changed():
+                for task_id in sorted(named):
+                    row = fresh.conn.one("SELECT * FROM tasks WHERE task_id = ?", (task_id,))
+                    if row is not None and tuple(row) != last.get(task_id):
+                        yield tick, task_id, tuple(row), last.get(task_id)
+                        last[task_id] = tuple(row)
+
+            for ev in store.iter_events():
+                if ev.tick != tick:
+                    yield from changed()
+                    tick, named = ev.tick, set()
+                fresh.advance(to=ev.tick)
+                fresh.append_event(ev.draft(), delivery_id=ev.delivery_id)
+                if ev.task_id is not None:
+                    named.add(ev.task_id)
+            yield from changed()
+    finally:
+        fresh.close()
 
 
 def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
     """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, and
     the reads a delivery cannot do without, the plainest way: the intent under the message's key
-    (deduplication), the task row, and each task update as a compare-and-swap on ``state_version``.
+    (deduplication), the task row, and each task's change as one compare-and-swap on ``state_version``
+    (one statement a task a tick, where the project writes one a change), each of which must match.
     Same schema, same foreign keys (``machines``: the machine rows they point at), same durability;
     no parsing, no validation, no decisions."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -125,6 +180,8 @@ def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
     sql: dict[str, str] = {}
     dedup = ("SELECT * FROM intents WHERE task_id = ? AND idempotency_key = "
              "(SELECT idempotency_key FROM messages WHERE msg_seq = ?)")
+    update = (f"UPDATE tasks SET {', '.join(f'{col} = ?' for col in _TASK_CHANGES)} "
+              "WHERE task_id = ? AND state_version = ?")
     for tick, tables, updates in batches:
         conn.execute("BEGIN IMMEDIATE")
         for table in sorted(tables, key=lambda t: order.index(t) if t in order else len(order)):
@@ -138,8 +195,9 @@ def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
                 q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
             conn.executemany(q, rows)
         if updates:
-            conn.executemany("UPDATE tasks SET state = ?, state_version = ? WHERE task_id = ? AND state_version = ?",
-                             [(st, v, tid, v - 1) for st, v, tid in updates])
+            cur = conn.executemany(update, updates)
+            if cur.rowcount != len(updates):
+                raise AssertionError(f"tick {tick}: {len(updates) - cur.rowcount} task compare-and-swaps matched no row")
         conn.execute("COMMIT")
     conn.close()
 
