@@ -160,46 +160,64 @@ def _task_rows_by_tick(store: Store):
         fresh.close()
 
 
+class BareWriter:
+    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, and the reads a
+    delivery cannot do without, the plainest way: the intent under the message's key (deduplication), the
+    task row, and each task's change as one compare-and-swap on ``state_version`` (one statement a task a
+    tick, where the project writes one a change), each of which must match. Same schema, same foreign keys
+    (``machines``: the machine rows they point at), same durability; no parsing, no validation, no
+    decisions. :meth:`write` takes any run of batches in order, so a benchmark can time it in slices
+    alternated with the project's."""
+
+    _ORDER = ("messages", "tasks", "deliveries", "events", "intents", "transitions", "budget", "effects", "artifacts")
+    _DEDUP = ("SELECT * FROM intents WHERE task_id = ? AND idempotency_key = "
+              "(SELECT idempotency_key FROM messages WHERE msg_seq = ?)")
+    _UPDATE = (f"UPDATE tasks SET {', '.join(f'{col} = ?' for col in _TASK_CHANGES)} "
+               "WHERE task_id = ? AND state_version = ?")
+
+    def __init__(self, path: str, *, machines: list[tuple] = ()) -> None:
+        conn = self.conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        if machines:
+            conn.executemany("INSERT INTO machines VALUES (?, ?, ?)", machines)
+        self._sql: dict[str, str] = {}
+
+    def write(self, batches) -> None:
+        conn, order, sql = self.conn, self._ORDER, self._sql
+        for tick, tables, updates in batches:
+            conn.execute("BEGIN IMMEDIATE")
+            for table in sorted(tables, key=lambda t: order.index(t) if t in order else len(order)):
+                rows = tables[table]
+                if table == "deliveries":  # what intake reads before it decides
+                    for d in rows:
+                        conn.execute(self._DEDUP, (d[4], d[2])).fetchall()
+                        conn.execute("SELECT * FROM tasks WHERE task_id = ?", (d[4],)).fetchone()
+                q = sql.get(table)
+                if q is None:
+                    q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
+                conn.executemany(q, rows)
+            if updates:
+                cur = conn.executemany(self._UPDATE, updates)
+                if cur.rowcount != len(updates):
+                    raise AssertionError(f"tick {tick}: {len(updates) - cur.rowcount} task compare-and-swaps matched no row")
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
-    """The floor: write ``rows_by_tick`` batches with bare sqlite3, one transaction per batch, and
-    the reads a delivery cannot do without, the plainest way: the intent under the message's key
-    (deduplication), the task row, and each task's change as one compare-and-swap on ``state_version``
-    (one statement a task a tick, where the project writes one a change), each of which must match.
-    Same schema, same foreign keys (``machines``: the machine rows they point at), same durability;
-    no parsing, no validation, no decisions."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    for statement in _SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    if machines:
-        conn.executemany("INSERT INTO machines VALUES (?, ?, ?)", machines)
-    order = ("messages", "tasks", "deliveries", "events", "intents", "transitions", "budget", "effects", "artifacts")
-    sql: dict[str, str] = {}
-    dedup = ("SELECT * FROM intents WHERE task_id = ? AND idempotency_key = "
-             "(SELECT idempotency_key FROM messages WHERE msg_seq = ?)")
-    update = (f"UPDATE tasks SET {', '.join(f'{col} = ?' for col in _TASK_CHANGES)} "
-              "WHERE task_id = ? AND state_version = ?")
-    for tick, tables, updates in batches:
-        conn.execute("BEGIN IMMEDIATE")
-        for table in sorted(tables, key=lambda t: order.index(t) if t in order else len(order)):
-            rows = tables[table]
-            if table == "deliveries":  # what intake reads before it decides
-                for d in rows:
-                    conn.execute(dedup, (d[4], d[2])).fetchall()
-                    conn.execute("SELECT * FROM tasks WHERE task_id = ?", (d[4],)).fetchone()
-            q = sql.get(table)
-            if q is None:
-                q = sql[table] = f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
-            conn.executemany(q, rows)
-        if updates:
-            cur = conn.executemany(update, updates)
-            if cur.rowcount != len(updates):
-                raise AssertionError(f"tick {tick}: {len(updates) - cur.rowcount} task compare-and-swaps matched no row")
-        conn.execute("COMMIT")
-    conn.close()
+    """The floor (:class:`BareWriter`) writing every batch into a new file at ``path``."""
+    w = BareWriter(path, machines=machines)
+    try:
+        w.write(batches)
+    finally:
+        w.close()
 
 
 def machine_rows(store: "Store") -> list[tuple]:
