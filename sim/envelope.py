@@ -173,6 +173,21 @@ def _refuse_constant(name):
 
 
 _STRICT = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+_SCAN = _STRICT.scan_once
+_SPACE = json.decoder.WHITESPACE.match
+
+
+def _decode_strict(text: str):
+    """``_STRICT.decode(text)`` written out (its ``raw_decode`` frame and all): the same value, the same
+    errors with the same words and positions."""
+    try:
+        value, end = _SCAN(text, _SPACE(text, 0).end())
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    end = _SPACE(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def loads_strict(text: str | bytes, *, source: str = "input"):
@@ -188,7 +203,7 @@ def loads_strict(text: str | bytes, *, source: str = "input"):
         # json.loads(text, object_pairs_hook=..., parse_constant=...), without a decoder built per call
         if text.startswith("\ufeff"):  # (a second BOM: json.loads refuses it so)
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        return _STRICT.decode(text)
+        return _decode_strict(text)
     except json.JSONDecodeError as e:
         raise InputError(
             f"{source} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON"

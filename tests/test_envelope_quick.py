@@ -140,3 +140,32 @@ def test_a_built_envelope_keeps_the_stores_text_of_its_payload(payload, scheme):
     assert env.payload_digest == _digest.digest(env.payload, scheme)
     assert ("_payload_json" in env.__dict__) == (scheme == _digest.DEFAULT_SCHEME)
     assert env.to_json() == _digest.sorted_dumps(env.to_dict())
+
+
+def _outcome(f, text):
+    import json
+
+    try:
+        return "value", f(text)
+    except json.JSONDecodeError as e:
+        return "refused", e.msg, e.pos, e.lineno, e.colno
+    except Exception as e:  # noqa: BLE001 - whatever either raises, both must raise it alike
+        return type(e).__name__, str(e)
+
+
+_json_text = st.one_of(
+    st.text(alphabet=' \t\n{}[]":,0123456789.-+eEtrufalsnNIiy\\\u00e9\ud800', max_size=30),
+    _json.map(lambda v: __import__("json").dumps(v)),
+    st.tuples(_json, st.sampled_from(["", " ", "\n", " x", ",", "]", "}", "  1"])).map(
+        lambda p: " " + __import__("json").dumps(p[0]) + p[1]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_json_text)
+def test_the_strict_reader_written_out_decides_as_the_decoder_does(text):
+    """loads_strict calls the decoder's scanner directly (sim.envelope._decode_strict); on any text it must
+    give the value the decoder gives, or refuse with the same words at the same place."""
+    from sim.envelope import _STRICT, _decode_strict
+
+    assert _outcome(_decode_strict, text) == _outcome(_STRICT.decode, text)

@@ -27,6 +27,9 @@ _INSERT_EVENT = ("INSERT INTO events (tick, created_at, type, task_id, message_i
 #: the events after which no conversation is fenced any more (a reviewer's decision reopens it)
 _REOPENS = ("review_decided", "reconciliation_resolved")
 
+#: the seconds of a minute as a time's text ends them ("00Z" ... "59Z")
+_SECONDS = tuple(f"{s:02d}Z" for s in range(60))
+
 #: A batch writer (a simulator run, a redelivery on a throwaway copy) commits once every this many units.
 GROUP_COMMITS = 256
 
@@ -108,7 +111,7 @@ class Writes:
         if self._time_cache[0] != tick:
             first, minute = self._minute  # the tick that began the minute last formatted, and its text up to it
             if first <= tick < first + 60:
-                text = f"{minute}{tick - first:02d}Z"
+                text = minute + _SECONDS[tick - first]
             else:
                 assert self._start is not None
                 t = self._start + timedelta(seconds=tick)
