@@ -268,13 +268,16 @@ def run_scenario(
     strict_faults: bool = True,
     tracer=None,
     group_commits: int = GROUP_COMMITS,
+    on_delivery=None,
 ) -> Store:
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success.
 
     ``plugins`` (a :class:`sim.plugins.Plugins`) names files that replace the reference envelope
     design, intake, effect rule or machine; each is loaded (and refused) before anything is written.
     ``tracer`` sees every statement the run's store executes (a benchmark records the writes).
-    ``group_commits``: one COMMIT every this many deliveries (1: one per delivery); the rows are the same."""
+    ``group_commits``: one COMMIT every this many deliveries (1: one per delivery); the rows are the same.
+    ``on_delivery`` is called with each delivery's :class:`~sim.runtime.Outcome` and the run's store as it
+    happens (a benchmark pauses its clock there)."""
     design, rulebook, plugged = None, None, None
     if plugins is not None and plugins.any():
         design, pol, rulebook = plugins.load(policy)
@@ -296,7 +299,11 @@ def run_scenario(
         # A batch run commits in groups: nothing of it is --db until it is whole (the rename below),
         # so a commit per delivery would buy no durability a user can see (docs/architecture.md).
         with store.group_commits(group_commits):
-            run.run()
+            if on_delivery is None:
+                run.run()
+            else:
+                for out in run.steps():
+                    on_delivery(out, store)
             unmatched = unmatched_faults(run) if strict_faults else []
             if unmatched:
                 raise InputError(

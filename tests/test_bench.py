@@ -166,3 +166,38 @@ def test_bench_sim_runs_a_small_size_three_times_and_reports_the_median_run():
     r = bench_sim((20,), repeat=3)["sizes"][0]
     assert r["tasks"] == 20 and len(r["ratios"]) == 3
     assert r["ratio"] == sorted(r["ratios"])[1]
+
+
+def test_a_run_hands_each_delivery_to_on_delivery_as_it_happens_and_the_floor_replays_in_slices(tmp_path):
+    """bench sim alternates the project's run and the floor: the run calls ``on_delivery`` with each
+    delivery's outcome and its store (the commits so far), and the floor, played up to a number of
+    commits at a time, writes what it writes in one go."""
+    import dataclasses
+    import sqlite3
+
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from sim.store import StatementReplayer, replay_writes, write_recorder
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=12))
+    seen = []
+    with open(tmp_path / "w.sql", "w", encoding="utf-8") as fh:
+        st = run_scenario(sc, db=tmp_path / "a.db", group_commits=1, tracer=write_recorder(fh),
+                          on_delivery=lambda out, store: seen.append((out.delivery_id, store.commits)))
+    assert [d for d, _ in seen] == list(range(1, st.counts()["deliveries"] + 1))
+    assert all(a <= b for (_, a), (_, b) in zip(seen, seen[1:])) and seen[-1][1] > seen[0][1]
+    plain = run_scenario(sc, db=tmp_path / "b.db", group_commits=1)
+    assert plain.state_digest() == st.state_digest()
+    plain.close()
+    st.close()
+    whole_s, whole_commits = replay_writes(str(tmp_path / "whole.db"), open(tmp_path / "w.sql", encoding="utf-8"))
+    floor = StatementReplayer(str(tmp_path / "sliced.db"), open(tmp_path / "w.sql", encoding="utf-8"))
+    for _, commits in seen[::5]:
+        floor.play(until_commits=commits)
+        assert floor.commits == commits
+    floor.play()
+    floor.close()
+    assert floor.commits == whole_commits > 0 and floor.spent > 0
+    dump = {p: list(sqlite3.connect(tmp_path / p).iterdump()) for p in ("whole.db", "sliced.db")}
+    assert dump["whole.db"] == dump["sliced.db"] and len(dump["whole.db"]) > 50

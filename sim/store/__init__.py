@@ -27,7 +27,7 @@ reads, views, pages), ``floor`` (benchmark floors and the write tracer), ``progr
 from ..events import EventDraft
 from .core import Store
 from .driver import SIDE_FILES, probe_file, remove_database
-from .floor import BareWriter, bare_read_at, bare_read_first, bare_table_page, machine_rows, replay_writes, rows_by_tick, write_recorder, write_rows_bare
+from .floor import BareWriter, StatementReplayer, bare_read_at, bare_read_first, bare_table_page, machine_rows, replay_writes, rows_by_tick, write_recorder, write_rows_bare
 from .progress import ProgressStore
 from .reducer import _FOLDS
 from .schema import APP_ID, DEFAULT_START, EVENT_TYPES, SCHEMA_VERSION, STATE_TABLES
@@ -49,6 +49,7 @@ __all__ = [
     "probe_file",
     "rows_by_tick",
     "BareWriter",
+    "StatementReplayer",
     "write_rows_bare",
     "write_recorder",
     "replay_writes",

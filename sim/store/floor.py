@@ -27,51 +27,71 @@ def write_recorder(fh):
     return record
 
 
-def replay_writes(path: str, lines) -> tuple[float, int]:
-    """The floor: bare sqlite3 executing recorded write statements with their parameters (so
-    prepared statements are reused), no reads, no logic. Returns (seconds executing, commits)."""
-    import time
+class StatementReplayer:
+    """The floor: bare sqlite3 executing recorded write statements with their parameters (so prepared
+    statements are reused), no reads, no logic, into a new file at ``path``. :meth:`play` runs them up to
+    a number of commits, so a benchmark can time it in slices alternated with the project's; ``spent`` is
+    the seconds spent executing, ``commits`` the COMMITs run.
 
-    conn = sqlite3.connect(path, isolation_level=None)
-    clock = time.perf_counter
-    spent, commits = 0.0, 0
-    # A grouped run wraps each delivery in a savepoint (so a failed one rolls back alone). The floor
-    # has nothing to fail: it runs each released savepoint's statements plainly, and drops the
-    # statements of one rolled back, so it writes the same rows in the same transactions.
-    pending: list | None = None
-    for line in lines:
-        item = json.loads(line)
-        if item[0] != "*":
-            head = item[0][:12].upper()
-            if head.startswith("SAVEPOINT"):
-                pending = []
+    A grouped run wraps each delivery in a savepoint (so a failed one rolls back alone). The floor has
+    nothing to fail: it runs each released savepoint's statements plainly, and drops the statements of one
+    rolled back, so it writes the same rows in the same transactions."""
+
+    def __init__(self, path: str, lines) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self._lines = lines
+        self.items = (json.loads(line) for line in lines)  # (each read outside the timing, a line at a time)
+        self.spent, self.commits = 0.0, 0
+        self._pending: list | None = None
+
+    def play(self, until_commits: int | None = None) -> None:
+        conn, clock = self.conn, time.perf_counter
+        for item in self.items:
+            if item[0] != "*":
+                head = item[0][:12].upper()
+                if head.startswith("SAVEPOINT") or head.startswith("ROLLBACK TO"):
+                    self._pending = []
+                    continue
+                if head.startswith("RELEASE"):
+                    todo, self._pending = self._pending or [], None
+                    t0 = clock()
+                    for it in todo:
+                        if it[0] == "*":
+                            conn.executemany(it[1], it[2])
+                        else:
+                            conn.execute(it[0], it[1])
+                    self.spent += clock() - t0
+                    continue
+            if self._pending is not None:
+                self._pending.append(item)
                 continue
-            if head.startswith("ROLLBACK TO"):
-                pending = []
-                continue
-            if head.startswith("RELEASE"):
-                todo, pending = pending or [], None
-                t0 = clock()
-                for it in todo:
-                    if it[0] == "*":
-                        conn.executemany(it[1], it[2])
-                    else:
-                        conn.execute(it[0], it[1])
-                spent += clock() - t0
-                continue
-        if pending is not None:
-            pending.append(item)
-            continue
-        t0 = clock()
-        if item[0] == "*":
-            conn.executemany(item[1], item[2])
-        else:
-            conn.execute(item[0], item[1])
-            if item[0].startswith("COMMIT"):
-                commits += 1
-        spent += clock() - t0
-    conn.close()
-    return spent, commits
+            t0 = clock()
+            if item[0] == "*":
+                conn.executemany(item[1], item[2])
+            else:
+                conn.execute(item[0], item[1])
+                if item[0].startswith("COMMIT"):
+                    self.commits += 1
+            self.spent += clock() - t0
+            if until_commits is not None and self.commits >= until_commits:
+                return
+
+    def close(self) -> None:
+        """Close the file it writes (and ``lines``, when it is a file)."""
+        self.conn.close()
+        close = getattr(self._lines, "close", None)
+        if close is not None:
+            close()
+
+
+def replay_writes(path: str, lines) -> tuple[float, int]:
+    """The floor (:class:`StatementReplayer`) run whole. Returns (seconds executing, commits)."""
+    floor = StatementReplayer(path, lines)
+    try:
+        floor.play()
+    finally:
+        floor.close()
+    return floor.spent, floor.commits
 
 
 #: the columns of a task row a delivery may change (the rest are set once, when the task is created)
