@@ -49,6 +49,16 @@ def _body_replaced(faults: int) -> str:
     return _BODY_REPLACED.format(marks=",".join(f"?{7 + i}" for i in range(faults)))
 
 
+#: Effects of tasks other than ?1 committed by a message citing an artifact or a message of ?1
+#: (:meth:`Reads.effects_resting_on`). Each cited ref is looked up by key (an artifact by its ref, a message by
+#: its id), not compared with the task's artifacts and messages listed first: a list scans the whole artifact
+#: store and message log.
+_RESTING_ON = (
+    "SELECT DISTINCT e.effect_key, e.task_id, e.message_id FROM effects e JOIN messages m ON m.message_id = "
+    "e.message_id, json_each(m.evidence_refs) r WHERE e.task_id != ?1 AND e.kind != 'retract' AND ("
+    "EXISTS (SELECT 1 FROM artifacts a WHERE a.ref = r.value AND a.task_id = ?1) OR EXISTS (SELECT 1 FROM "
+    "messages x WHERE x.message_id = r.value AND x.task_id = ?1)) ORDER BY e.effect_key")
+
 #: each state by its stored name (TaskState(name) without the enum's call; an unknown name still raises)
 _STATE_OF = {s.value: s for s in TaskState}
 
@@ -185,11 +195,7 @@ class Reads:
 
     def effects_resting_on(self, task_id: str) -> list[dict]:
         """Effects of other tasks committed by a message that cites an artifact or a message of ``task_id``."""
-        rows = self.conn.execute(
-            "SELECT DISTINCT e.effect_key, e.task_id, e.message_id FROM effects e JOIN messages m ON m.message_id = "
-            "e.message_id, json_each(m.evidence_refs) r WHERE e.task_id != ? AND e.kind != 'retract' AND ("
-            "r.value IN (SELECT ref FROM artifacts WHERE task_id = ?) OR r.value IN (SELECT message_id FROM messages "
-            "WHERE task_id = ?)) ORDER BY e.effect_key", (task_id, task_id, task_id)).fetchall()
+        rows = self.conn.execute(_RESTING_ON, (task_id,)).fetchall()
         return [{"effect_key": k, "task_id": t, "message_id": m} for k, t, m in rows]
 
     def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
