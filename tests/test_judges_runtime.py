@@ -121,6 +121,27 @@ def test_a_reconciliation_names_the_oldest_open_case_unless_told_which():
     assert store.open_reconciliations() == []
 
 
+def test_one_tasks_open_reconciliations_are_the_runs_of_that_task_read_through_the_index():
+    """A reconciliation envelope reads its task's open cases on every delivery: through the index of
+    events by task (a condition that also allows "every task" read the whole event log), the same cases as
+    the whole run's list filtered to the task."""
+    store = _published()
+    _late(store, "L-1")
+    _late(store, "L-2")
+    resolve_reconciliation(store, "T-2", "keep", by="reviewer", evidence=["L-1"], of="L-1")
+    everything = store.open_reconciliations()
+    assert [o["message_id"] for o in everything] == ["L-2"]
+    for task in ("T-1", "T-2", "T-9"):
+        assert store.open_reconciliations(task) == [o for o in everything if o["task_id"] == task]
+    seen = []
+    store.conn.set_trace_callback(seen.append)
+    store.open_reconciliations("T-2")
+    store.conn.set_trace_callback(None)
+    (sql,) = [q for q in seen if "reconciliation_required" in q]
+    plan = [r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    assert plan[0].startswith("SEARCH r USING INDEX events_by_task"), plan
+
+
 @pytest.mark.parametrize("args, kwargs, code, words", [
     (("T-2", "undo"), {"by": "reviewer", "evidence": ["L-1"]}, "E_UNKNOWN_VALUE", "decision 'undo'; expected one of"),
     (("T-2", "keep"), {"by": "writer", "evidence": ["L-1"]}, "E_ROLE_NOT_ALLOWED", "writer is a writer; only a reviewer"),

@@ -201,12 +201,14 @@ class Reads:
     def open_reconciliations(self, task_id: str | None = None) -> list[dict]:
         """Every reconciliation_required event (of ``task_id``) that no reconciliation_resolved names
         yet: {seq, tick, task_id, message_id, effects, status}, oldest first."""
+        # (one task's through the index of events by task; ``? IS NULL OR r.task_id = ?`` would read every event)
+        of_task = "AND r.task_id = ? " if task_id is not None else ""
         rows = self.conn.execute(
             "SELECT r.seq, r.tick, r.task_id, r.message_id, r.data FROM events r WHERE r.type = 'reconciliation_required' "
-            "AND (? IS NULL OR r.task_id = ?) AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = "
+            f"{of_task}AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = "
             "'reconciliation_resolved' AND x.task_id = r.task_id AND json_extract(x.data, '$.of') = r.message_id) "
             "ORDER BY r.seq",
-            (task_id, task_id),
+            (task_id,) if task_id is not None else (),
         ).fetchall()
         out = []
         for seq, tick, tid, mid, data in rows:
