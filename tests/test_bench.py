@@ -201,3 +201,46 @@ def test_a_run_hands_each_delivery_to_on_delivery_as_it_happens_and_the_floor_re
     assert floor.commits == whole_commits > 0 and floor.spent > 0
     dump = {p: list(sqlite3.connect(tmp_path / p).iterdump()) for p in ("whole.db", "sliced.db")}
     assert dump["whole.db"] == dump["sliced.db"] and len(dump["whole.db"]) > 50
+
+
+def test_bench_intake_alternates_the_project_and_its_floor_slice_by_slice(monkeypatch):
+    """Each round hands the floor the batches of the ticks the project just delivered, slice after slice,
+    in order and each once, so the two are timed under the same load."""
+    import sim.bench as bench
+    from sim.store import BareWriter
+
+    calls = []
+    real = BareWriter.write
+
+    def spy(self, batches):
+        calls.append([b[0] for b in batches])
+        return real(self, batches)
+
+    monkeypatch.setattr(BareWriter, "write", spy)
+    monkeypatch.setattr(bench, "INTAKE_SLICE", 40)
+    r = bench.bench_intake(200, repeat=2)
+    per_round = [c for c in calls if c]  # (the last call of a round hands over what is left: nothing)
+    assert len(per_round) == 2 * 5 and r["slice"] == 40
+    for round_calls in (per_round[:5], per_round[5:]):
+        ticks = [t for c in round_calls for t in c]
+        assert ticks == sorted(ticks) and len(ticks) == len(set(ticks)) == 200  # every tick once, in order
+        assert all(max(c) - min(c) < 40 for c in round_calls)
+
+
+def test_bench_sim_plays_its_floor_in_slices_between_the_runs_deliveries(monkeypatch):
+    import sim.bench as bench
+    from sim.store import StatementReplayer
+
+    plays = []
+    real = StatementReplayer.play
+
+    def spy(self, until_commits=None):
+        plays.append(until_commits)
+        return real(self, until_commits)
+
+    monkeypatch.setattr(StatementReplayer, "play", spy)
+    monkeypatch.setattr(bench, "SIM_SLICE", 25)
+    r = bench.sim_one(10)
+    sliced = [p for p in plays if p is not None]
+    assert len(sliced) == r["deliveries"] // 25 and sliced == sorted(sliced) and sliced[0] > 0
+    assert r["deterministic"] is True and r["floor_transactions"] == r["project_transactions"]
