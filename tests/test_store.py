@@ -172,19 +172,32 @@ def test_created_at_is_derived_from_time_zero_plus_ticks(tmp_path):
     s.close()
 
 
-def _schema_1_database(p) -> str:
-    """A database as schema version 1 wrote it (one delivery); returns its state digest."""
+#: what each schema version lacks that the next added (undone, newest first, to make an older file)
+_ADDED_IN = {
+    3: ("DROP INDEX effects_by_task",),
+    2: ("ALTER TABLE messages DROP COLUMN sender_seq", "ALTER TABLE messages DROP COLUMN sender_generation"),
+}
+
+
+def _older_database(p, version: int) -> str:
+    """A database as schema ``version`` wrote it (one delivery); returns its state digest."""
     s = Store.create(p)
     deliver(s, samples.m1())
     digest = s.state_digest()
     s.close()
     c = sqlite3.connect(p)
-    c.execute("ALTER TABLE messages DROP COLUMN sender_seq")
-    c.execute("ALTER TABLE messages DROP COLUMN sender_generation")
-    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    for v in sorted(_ADDED_IN, reverse=True):
+        if v > version:
+            for statement in _ADDED_IN[v]:
+                c.execute(statement)
+    c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
     c.commit()
     c.close()
     return digest
+
+
+def _schema_1_database(p) -> str:
+    return _older_database(p, 1)
 
 
 def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
@@ -193,6 +206,7 @@ def test_a_schema_1_database_is_migrated_when_opened(tmp_path):
     s = Store.open(p)
     assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert s.messages()[0]["sender_seq"] is None  # the column is back; old rows simply lack a value
+    assert "effects_by_task" in _indexes(s.conn)  # and every later step: schema 3's index
     assert s.state_digest() == digest
     deliver(s, samples.m2())
     s.close()
@@ -497,17 +511,7 @@ def test_record_message_says_whether_the_envelope_is_new_and_where_its_id_was_fi
 
 
 def _schema_2_database(p) -> str:
-    """A database as schema version 2 wrote it (no index on effects by task; one delivery); its digest."""
-    s = Store.create(p)
-    deliver(s, samples.m1())
-    digest = s.state_digest()
-    s.close()
-    c = sqlite3.connect(p)
-    c.execute("DROP INDEX effects_by_task")
-    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    c.commit()
-    c.close()
-    return digest
+    return _older_database(p, 2)
 
 
 def _indexes(conn) -> set[str]:
