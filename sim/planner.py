@@ -322,9 +322,8 @@ def _intent_event(env: Envelope, arrival: int, decision: str, state: str | None,
     ).draft(env.task_id, env.message_id)
 
 
-#: event type -> how it changes a task's view (the columns TaskView shows), as the store's reducer changes
-#: the task's row; a type not here that changes state leaves the view alone, or is one ``view_after`` gives
-#: up on (``_GIVES_UP``).
+#: the event types after which ``view_after`` does not follow the task (a new machine, a reviewer's
+#: decision): it answers None, and the caller reads the task again
 _GIVES_UP = frozenset({"machine_loaded", "review_decided", "reconciliation_resolved"})
 
 
@@ -333,39 +332,37 @@ def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) ->
     them, read in the same transaction): the reducer's changes to the columns a view shows, made to the
     view. None when the task does not exist after them, or when an event it does not follow came by (read
     it again). ``tests/test_simulator.py`` checks it against a fresh read after every delivery of whole runs."""
-    v = task
+    cols = None if task is None else dict(vars(task))  # (the view's fields, changed event by event)
     for ev in events:
         if ev.task_id != task_id:
             continue
         t = ev.type
         if t == "task_created":
             e = ev.event()
-            v = TaskView(task_id, TaskState.PENDING, 0, e.machine_version, None, None, 0, e.budget, True, False)
-        elif v is None or t in _GIVES_UP:
+            cols = vars(TaskView(task_id, TaskState.PENDING, 0, e.machine_version, budget_left=e.budget)).copy()
+        elif cols is None or t in _GIVES_UP:
             return None
         elif t == "transition_applied":
             e = ev.event()
-            trusted = False if e.to == "needs_review" else (True if e.from_state == "needs_review" else v.trusted)
-            v = TaskView(task_id, TaskState(e.to), v.state_version + 1, v.machine_version,
-                         e.assignee if e.assignee is not None else v.assignee, v.lease_holder, v.lease_version,
-                         v.budget_left, trusted, v.has_effects)
+            if e.to == "needs_review":
+                cols["trusted"] = False
+            elif e.from_state == "needs_review":
+                cols["trusted"] = True
+            cols["state"], cols["state_version"] = TaskState(e.to), cols["state_version"] + 1
+            if e.assignee is not None:
+                cols["assignee"] = e.assignee
         elif t == "lease_granted":
             e = ev.event()
-            v = TaskView(task_id, v.state, v.state_version, v.machine_version, v.assignee, e.holder, e.lease_version,
-                         v.budget_left, v.trusted, v.has_effects)
+            cols["lease_holder"], cols["lease_version"] = e.holder, e.lease_version
         elif t == "lease_expired":
-            v = TaskView(task_id, v.state, v.state_version, v.machine_version, v.assignee, None, v.lease_version,
-                         v.budget_left, v.trusted, v.has_effects)
+            cols["lease_holder"] = None
         elif t == "budget_charged":
-            v = TaskView(task_id, v.state, v.state_version, v.machine_version, v.assignee, v.lease_holder,
-                         v.lease_version, v.budget_left - ev.event().amount, v.trusted, v.has_effects)
+            cols["budget_left"] -= ev.event().amount
         elif t == "conflict_recorded":
-            v = TaskView(task_id, v.state, v.state_version, v.machine_version, v.assignee, v.lease_holder,
-                         v.lease_version, v.budget_left, False, v.has_effects)
+            cols["trusted"] = False
         elif t == "effect_committed":
-            v = TaskView(task_id, v.state, v.state_version, v.machine_version, v.assignee, v.lease_holder,
-                         v.lease_version, v.budget_left, v.trusted, True)
-    return v
+            cols["has_effects"] = True
+    return None if cols is None else TaskView(**cols)
 
 
 def plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], str | None, int | None]:
