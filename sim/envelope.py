@@ -138,15 +138,14 @@ class Envelope:
         ``sorted_dumps(self.to_dict())``, written field by field (the fields' order is fixed, so there is
         nothing to sort but the payload; a delivery writes one, and this takes half the time)."""
         q = _quote
-        try:
+        try:  # (one f-string: the text is assembled once, where a chain of + copies it at every step)
             return (
-                '{"created_at":' + q(self.created_at) + ',"digest_scheme":' + q(self.digest_scheme)
-                + ',"evidence_refs":[' + ",".join(map(q, self.evidence_refs)) + '],"idempotency_key":'
-                + q(self.idempotency_key) + ',"message_id":' + q(self.message_id) + ',"payload":'
-                + self.payload_json() + ',"payload_digest":' + q(self.payload_digest)
-                + ',"recipient":' + q(self.recipient) + ',"schema_version":' + q(self.schema_version)
-                + ',"sender":' + q(self.sender) + ',"task_id":' + q(self.task_id) + ',"trace_id":'
-                + q(self.trace_id) + ',"type":' + q(self.type) + "}"
+                f'{{"created_at":{q(self.created_at)},"digest_scheme":{q(self.digest_scheme)},"evidence_refs":['
+                f'{",".join(map(q, self.evidence_refs))}],"idempotency_key":{q(self.idempotency_key)},'
+                f'"message_id":{q(self.message_id)},"payload":{self.payload_json()},'
+                f'"payload_digest":{q(self.payload_digest)},"recipient":{q(self.recipient)},'
+                f'"schema_version":{q(self.schema_version)},"sender":{q(self.sender)},"task_id":{q(self.task_id)},'
+                f'"trace_id":{q(self.trace_id)},"type":{q(self.type)}}}'
             )
         except TypeError:  # a field that is not a string (an envelope built by hand): the general writer
             return _digest.sorted_dumps(self.to_dict())

@@ -11,6 +11,7 @@ from a fresh read.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field, replace
 
 from . import planner as _planner
@@ -88,12 +89,13 @@ _CHANGES_VIEW = frozenset(t for t, cls in ev_.REGISTRY.items() if cls.CHANGES_ST
     "intent_recorded", "duplicate_recorded", "transition_rejected", "late_recorded", "artifact_stored"}
 
 
+_sha256 = hashlib.sha256
+
+
 def _envelope_digest(env: Envelope) -> str:
     # The payload was checked when the envelope was parsed or built, so the sorted JSON form
     # is exactly json-sorted-v1 here; hashing it directly skips a second walk of the payload.
-    import hashlib
-
-    return "sha256:" + hashlib.sha256(env.to_json().encode("utf-8")).hexdigest()
+    return "sha256:" + _sha256(env.to_json().encode("utf-8")).hexdigest()
 
 
 def deliver(
