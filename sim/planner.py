@@ -319,7 +319,7 @@ def _intent_event(env: Envelope, arrival: int, decision: str, state: str | None,
     return ev_.IntentRecorded(
         key=env.idempotency_key, digest=env.payload_digest, scheme=env.digest_scheme, arrival=arrival,
         decision=decision, payload=env.payload, result={"decision": decision, "state": state, "state_version": version},
-    ).draft(env.task_id, env.message_id)
+    ).drafted(env.task_id, env.message_id, env.payload_json())
 
 
 #: the event types after which ``view_after`` does not follow the task (a new machine, a reviewer's

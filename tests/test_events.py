@@ -268,3 +268,71 @@ def test_each_types_written_out_data_is_its_plan_read_step_by_step(cls, fill):
     e = cls(**kw)
     assert list(e.data().items()) == list(ev_.Event.data(e).items())
     assert e.data() is not e.data()  # a fresh dict each time (the caller may change it)
+
+
+# ---------------------------------------------------------------- an intent's text written around its payload's
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from sim.digest import sorted_dumps  # noqa: E402
+
+_json_scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=12) | st.floats(allow_nan=False)
+_json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=4)
+                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.dictionaries(st.text(max_size=8), _json_values, max_size=5),
+       key=st.text(min_size=1, max_size=20), decision=st.sampled_from(["accepted", "conflict", "late", "é\"\\\n"]),
+       state=st.none() | st.sampled_from(["ready", "running", "needs_review", "ü\u2028"]),
+       version=st.none() | st.integers(0, 2**40), arrival=st.integers(0, 2**40))
+def test_an_intent_drafted_around_its_payload_text_is_the_draft_the_store_would_write(payload, key, decision, state,
+                                                                                     version, arrival):
+    """``IntentRecorded.drafted`` writes the event's stored text around the payload's: it must be exactly what
+    the store writes for the plain draft (``sorted_dumps(data)``), the same draft otherwise, and hand the
+    reducer the payload's and the result's stored texts."""
+    e = ev_.IntentRecorded(key=key, digest="sha256:" + "0" * 64, scheme="json-sorted-v1", arrival=arrival,
+                           decision=decision, payload=payload,
+                           result={"decision": decision, "state": state, "state_version": version})
+    plain = e.draft("T-1", "M-1")
+    fast = e.drafted("T-1", "M-1", sorted_dumps(payload))
+    assert fast == plain and fast.data == plain.data and fast.typed is e
+    assert fast.text == sorted_dumps(plain.data)
+    assert json.loads(fast.text) == json.loads(json.dumps(plain.data))
+    assert e.__dict__["_payload_json"] == sorted_dumps(payload)
+    assert e.__dict__["_result_json"] == sorted_dumps(e.result)
+
+
+@pytest.mark.parametrize("odd", [
+    {"arrival": True}, {"arrival": 1.0}, {"result": {"decision": "accepted", "state": "ready"}},
+    {"result": {"decision": "accepted", "state": "ready", "state_version": True}},
+    {"result": {"decision": "accepted", "state": 3, "state_version": 1}}, {"key": 7}, {"result": None},
+])
+def test_an_intent_of_unexpected_types_is_drafted_plainly(odd):
+    """Anything the written text does not expect (a bool or float arrival, a result of other keys or types)
+    gets the plain draft, whose text the store writes itself."""
+    fields = dict(key="k", digest="sha256:" + "0" * 64, scheme="json-sorted-v1", arrival=1, decision="accepted",
+                  payload={"a": 1}, result={"decision": "accepted", "state": "ready", "state_version": 1})
+    fields.update(odd)
+    e = ev_.IntentRecorded(**fields)
+    d = e.drafted("T-1", "M-1", '{"a":1}')
+    assert d.text is None and d == e.draft("T-1", "M-1")
+    assert "_payload_json" not in e.__dict__
+
+
+def test_a_delivery_writes_the_intent_text_the_plain_draft_would():
+    """End to end: the intents row and the intent event of a delivery hold what the plain draft writes."""
+    from sim.envelope import build_envelope
+    from sim.runtime import deliver
+
+    store = Store.memory()
+    payload = {"goal": "a report on \u00e9 \"quoted\" \u2028 text", "budget": 3}
+    out = deliver(store, build_envelope(message_id="M-1", trace_id="R-1", task_id="T-1", sender="manager",
+                                  recipient="researcher", type="task_request", payload=payload,
+                                  idempotency_key="T-1:request", created_at="2026-07-13T04:00:00Z"))
+    assert out.decision == "accepted"
+    row = store.conn.execute("SELECT payload, result FROM intents").fetchone()
+    assert row[0] == sorted_dumps(payload)
+    assert row[1] == sorted_dumps({"decision": "accepted", "state": "ready", "state_version": 1})
+    raw = store.conn.execute("SELECT data FROM events WHERE type = 'intent_recorded'").fetchone()[0]
+    assert raw == sorted_dumps(json.loads(raw))

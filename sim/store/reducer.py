@@ -100,7 +100,8 @@ class Reducer:
             "seen = seen + 1, message_id = excluded.message_id, result = excluded.result",
             (
                 task_id, e.key, e.digest, e.scheme, message_id, e.arrival, e.decision,
-                0 if e.decision == "conflict" else 1, _dumps(e.payload), _dumps(e.result),
+                0 if e.decision == "conflict" else 1, e.__dict__.get("_payload_json") or _dumps(e.payload),
+                e.__dict__.get("_result_json") or _dumps(e.result),
             ),
         )
         self._next_arrival = max(self._next_arrival, e.arrival + 1)

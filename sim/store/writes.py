@@ -176,7 +176,8 @@ class Writes:
         self._pre = None  # (what a prefetch read is true only before the first write to state)
         tick = self._tick
         cur = self.conn.run(
-            _INSERT_EVENT, (tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)),
+            _INSERT_EVENT, (tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id, delivery_id,
+                            ev.text or _dumps(ev.data)),
         )
         seq = cur.lastrowid
         self._fold(ev, tick)
@@ -193,7 +194,8 @@ class Writes:
         tick = self._tick
         at = self.time_at(tick)
         self.conn.run_many(
-            _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, _dumps(ev.data)) for ev in evs])
+            _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, ev.text or _dumps(ev.data))
+                            for ev in evs])
         for ev in evs:
             self._fold(ev, tick)
             self._saw(ev)
