@@ -49,6 +49,10 @@ def _body_replaced(faults: int) -> str:
     return _BODY_REPLACED.format(marks=",".join(f"?{7 + i}" for i in range(faults)))
 
 
+#: :meth:`Reads.numbering_marks`' statement, by the number of restart faults it names (written once each)
+_NUMBERING: dict[int, str] = {}
+
+
 #: Effects of tasks other than ?1 committed by a message citing an artifact or a message of ?1
 #: (:meth:`Reads.effects_resting_on`). Each cited ref is looked up by key (an artifact by its ref, a message by
 #: its id), not compared with the task's artifacts and messages listed first: a list scans the whole artifact
@@ -283,8 +287,10 @@ class Reads:
                         restarts) -> tuple[bool, bool]:
         """:meth:`sequence_used` and :meth:`body_replaced` of one message, in one statement (a delivery under
         the conversation rules asks both)."""
-        row = self.conn.one(f"SELECT {_SEQUENCE_USED}, {_body_replaced(len(restarts))}",
-                            (task_id, sender, generation, seq, message_id, key, *restarts))
+        sql = _NUMBERING.get(len(restarts))
+        if sql is None:
+            sql = _NUMBERING[len(restarts)] = f"SELECT {_SEQUENCE_USED}, {_body_replaced(len(restarts))}"
+        row = self.conn.one(sql, (task_id, sender, generation, seq, message_id, key, *restarts))
         return row[0] == 1, row[1] == 1
 
     def body_replaced(self, task_id: str, sender: str, generation: int, seq: int, restarts) -> bool:
