@@ -29,6 +29,7 @@ from typing import Protocol
 from . import digest as _digest
 from .envelope import Envelope, build_envelope
 from .errors import EnvelopeError, ProtolabError, raised_at
+from .frozen import quick_init
 
 __all__ = ["Intent", "EnvelopeDesign", "ReferenceDesign", "REFERENCE", "DesignError", "build_from"]
 
@@ -37,6 +38,7 @@ class DesignError(ProtolabError):
     """A design returned something that is not a valid envelope part."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Intent:
     """What a sender means to say, before any encoding choice.

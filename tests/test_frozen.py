@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+from sim.design import Intent
 from sim.envelope import Envelope
 from sim.events import REGISTRY, EventDraft
 from sim.frozen import quick_init
@@ -72,7 +73,7 @@ def test_refuses_what_it_cannot_speak_for():
             quick_init(cls)
 
 
-@pytest.mark.parametrize("cls", [Envelope, Context, Outcome, TaskView, IntentRecord, Move, Verdict, EventDraft,
+@pytest.mark.parametrize("cls", [Envelope, Context, Outcome, TaskView, IntentRecord, Move, Verdict, EventDraft, Intent,
                                  *REGISTRY.values()], ids=lambda c: c.__name__)
 def test_the_delivery_path_classes_take_their_fields_in_order(cls):
     """Every class a delivery builds takes its fields as its dataclass declares them (names, order,
@@ -88,3 +89,13 @@ def test_the_delivery_path_classes_take_their_fields_in_order(cls):
             assert p.default is p.empty
     assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
     assert cls.__init__.__code__.co_filename == "<string>" and "_s" in cls.__init__.__code__.co_varnames  # quick_init's
+
+
+def test_an_intent_gets_its_own_body_and_context():
+    """A sender's intent (built per message) takes fresh default dicts each time, as the dataclass's own
+    ``__init__`` gives them, and stays frozen and hashable."""
+    a, b = Intent("ack", "manager", "writer", "R-1", "T-1"), Intent("ack", "manager", "writer", "R-1", "T-1")
+    assert a == b and hash(a) == hash(b)
+    assert a.body == {} and a.body is not b.body and a.context is not b.context
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.type = "task_result"
