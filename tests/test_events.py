@@ -5,8 +5,11 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim import events as ev_
+from sim.digest import sorted_dumps
 from sim.events import REGISTRY, EventDraft, summarize
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
@@ -272,10 +275,6 @@ def test_each_types_written_out_data_is_its_plan_read_step_by_step(cls, fill):
 
 # ---------------------------------------------------------------- an intent's text written around its payload's
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from sim.digest import sorted_dumps  # noqa: E402
-
 _json_scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=12) | st.floats(allow_nan=False)
 _json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=4)
                             | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
@@ -311,8 +310,8 @@ def test_an_intent_drafted_around_its_payload_text_is_the_draft_the_store_would_
 def test_an_intent_of_unexpected_types_is_drafted_plainly(odd):
     """Anything the written text does not expect (a bool or float arrival, a result of other keys or types)
     gets the plain draft, whose text the store writes itself."""
-    fields = dict(key="k", digest="sha256:" + "0" * 64, scheme="json-sorted-v1", arrival=1, decision="accepted",
-                  payload={"a": 1}, result={"decision": "accepted", "state": "ready", "state_version": 1})
+    fields = {"key": "k", "digest": "sha256:" + "0" * 64, "scheme": "json-sorted-v1", "arrival": 1, "decision": "accepted",
+              "payload": {"a": 1}, "result": {"decision": "accepted", "state": "ready", "state_version": 1}}
     fields.update(odd)
     e = ev_.IntentRecorded(**fields)
     d = e.drafted("T-1", "M-1", '{"a":1}')
