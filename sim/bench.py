@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one", "bench_web", "web_one"]
+__all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_instructions", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one", "bench_web", "web_one"]
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
@@ -141,6 +141,104 @@ def bench_intake(n: int, *, progress: bool = False, repeat: int = 3) -> dict:
         "project_seconds": round(project_s, 3),
         "floor_seconds": round(floor_s, 3),
         "rows": {k: counts[k] for k in ("messages", "deliveries", "events", "tasks", "transitions", "intents", "budget")},
+        "python": sys.version.split()[0],
+    }
+
+
+#: deliveries each side runs before the ones counted by :func:`bench_instructions` (caches warm, the quick
+#: JSON writer on, the tables past their first pages)
+INSTRUCTIONS_WARM = 300
+
+
+def instructions_child(side: str, warm: int, n: int, k: int, folder: str) -> None:
+    """What :func:`bench_instructions` runs under callgrind: ``side`` ("project" or "floor") doing ``warm``
+    deliveries of the intake workload of ``warm + n`` and then ``k`` more (0 or ``n``), into a new file in
+    ``folder``. Whatever ``k`` is, the same is prepared first (the project's texts; the floor's rows, which the
+    parent pickled there), so the difference between two runs is the ``k`` deliveries alone."""
+    import pickle
+
+    from .store import BareWriter, Store
+
+    if side == "project":
+        from .envelope import loads_strict, parse_envelope
+        from .runtime import deliver
+
+        texts = intake_workload(warm + n)
+        store = Store.create(Path(folder) / f"project-{k}.db")
+        for text in texts[:warm + k]:
+            deliver(store, parse_envelope(loads_strict(text)))
+        store.close()
+        return
+    with open(Path(folder) / "rows.pickle", "rb") as fh:
+        batches, machines = pickle.load(fh)
+    floor = BareWriter(str(Path(folder) / f"floor-{k}.db"), machines=machines)
+    todo = [b for b in batches if b[0] <= warm + k]
+    floor.write(todo)
+    floor.close()
+
+
+def bench_instructions(n: int = 1000, *, progress: bool = False) -> dict:
+    """Instructions a delivery, counted by valgrind's callgrind: the project's whole intake path and its floor
+    (:func:`bench_intake`'s: bare sqlite3 writing the same rows), each in a child process run twice, with
+    :data:`INSTRUCTIONS_WARM` deliveries and with ``n`` more; the difference over ``n`` is one delivery's cost.
+    A count, not a time: the same each run whatever else the machine is doing (``PYTHONHASHSEED=0``), so a
+    change worth 1% shows as 1%, where wall time on a shared machine swings by a fifth. It counts work done in
+    user space, not time spent waiting on the disk (a commit's writes are system calls): a complement to
+    ``bench intake``, not its target. Needs valgrind (Debian's package ``valgrind``)."""
+    import pickle
+    import re
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .envelope import loads_strict, parse_envelope
+    from .errors import ProtolabError
+    from .runtime import deliver
+    from .store import Store, machine_rows, rows_by_tick
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise ProtolabError("counting instructions needs valgrind's callgrind (Debian's package valgrind), "
+                            "which is not installed; bench intake times the same work", code="E_NO_VALGRIND")
+    warm = INSTRUCTIONS_WARM
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-instructions-") as tmp, _progress(progress) as bar:
+        job = bar.add_task("the floor's rows (uncounted)", total=4)
+        store = Store.create(Path(tmp) / "rows.db")
+        for text in intake_workload(warm + n):
+            deliver(store, parse_envelope(loads_strict(text)))
+        batches = [b for b in rows_by_tick(store) if b[0] > 0]  # (tick 0 is the schema and the machine)
+        with open(Path(tmp) / "rows.pickle", "wb") as fh:
+            pickle.dump((batches, machine_rows(store)), fh)
+        store.close()
+        counted = sum(1 for b in batches if warm < b[0] <= warm + n)
+        bar.update(job, description="callgrind: the project and the floor, each without and with the counted "
+                                    "deliveries")
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        code = ("import sys; from sim.bench import instructions_child as c; "
+                "c(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])")
+
+        def count(side: str, k: int) -> int:
+            done = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
+                                   code, side, str(warm), str(n), str(k), tmp], capture_output=True, text=True, env=env)
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                tail = (done.stderr.strip().splitlines() or ["(nothing)"])[-1]
+                raise ProtolabError(f"callgrind could not count the {side} ({k} deliveries): {tail}", code="E_BENCH")
+            bar.advance(job)
+            return int(found.group(1))
+
+        runs = [("project", 0), ("project", n), ("floor", 0), ("floor", n)]
+        with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+            p0, pn, f0, fn = pool.map(lambda r: count(*r), runs)
+    project, floor = (pn - p0) / n, (fn - f0) / counted
+    return {
+        "benchmark": "instructions",
+        "n": n,
+        "warm": warm,
+        "project_per_delivery": round(project),
+        "floor_per_delivery": round(floor),
+        "ratio": round(floor / project, 3),
+        "floor_batches": counted,
+        "counts": {"project": [p0, pn], "floor": [f0, fn]},
         "python": sys.version.split()[0],
     }
 

@@ -244,3 +244,66 @@ def test_bench_sim_plays_its_floor_in_slices_between_the_runs_deliveries(monkeyp
     sliced = [p for p in plays if p is not None]
     assert len(sliced) == r["deliveries"] // 25 and sliced == sorted(sliced) and sliced[0] > 0
     assert r["deterministic"] is True and r["floor_transactions"] == r["project_transactions"]
+
+
+def test_bench_instructions_without_valgrind_says_so_in_one_line(monkeypatch, capsys):
+    """Counting instructions needs valgrind: without it the command says what to install, one line, exit 2."""
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "valgrind" else real(name, *a, **k))
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "instructions", "-n", "20"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: E_NO_VALGRIND:") and "valgrind" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "instructions", "-n", "3"])
+    assert e.value.code == 2 and capsys.readouterr().err.startswith("error: E_USAGE:")
+
+
+def test_the_instruction_children_do_the_same_before_the_counted_deliveries(tmp_path):
+    """Each side's child prepares the same whatever it counts (the texts of the whole workload, the floor's
+    rows), so two runs differ by the counted deliveries alone; the floor's child writes the project's rows."""
+    import pickle
+
+    from sim.bench import instructions_child
+    from sim.envelope import loads_strict, parse_envelope
+    from sim.runtime import deliver
+    from sim.store import Store, machine_rows, rows_by_tick
+
+    store = Store.create(tmp_path / "rows.db")
+    for text in intake_workload(30):
+        deliver(store, parse_envelope(loads_strict(text)))
+    with open(tmp_path / "rows.pickle", "wb") as fh:
+        pickle.dump(([b for b in rows_by_tick(store) if b[0] > 0], machine_rows(store)), fh)
+    for side in ("project", "floor"):
+        instructions_child(side, 10, 20, 0, str(tmp_path))
+        instructions_child(side, 10, 20, 20, str(tmp_path))
+    done = Store.open(tmp_path / "project-20.db")
+    assert done.counts()["deliveries"] == 30 and done.state_digest() == store.state_digest()
+    assert Store.open(tmp_path / "project-0.db").counts()["deliveries"] == 10
+    import sqlite3
+
+    floor = sqlite3.connect(tmp_path / "floor-20.db")
+    assert floor.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0] == 30
+    assert sqlite3.connect(tmp_path / "floor-0.db").execute("SELECT COUNT(*) FROM deliveries").fetchone()[0] == 10
+    assert floor.execute("SELECT * FROM tasks ORDER BY task_id").fetchall() == [
+        tuple(r) for r in store.conn.execute("SELECT * FROM tasks ORDER BY task_id")]
+
+
+@pytest.mark.slow
+def test_bench_instructions_counts_the_same_each_run():
+    """The point of counting: two runs of the same code give the same count (to a few instructions in a million:
+    the temporary folder's name differs), and the floor costs less."""
+    import shutil
+
+    from sim.bench import bench_instructions
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (Debian's package valgrind): bench instructions says so and stops")
+    a, b = bench_instructions(20), bench_instructions(20)
+    for side in ("project_per_delivery", "floor_per_delivery"):
+        assert abs(a[side] - b[side]) <= a[side] / 1000, (a, b)
+    assert 0 < a["floor_per_delivery"] < a["project_per_delivery"] and 0 < a["ratio"] < 1
+    assert a["floor_batches"] == 20

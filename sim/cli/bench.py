@@ -39,6 +39,28 @@ def bench_intake(
     )
 
 
+@bench_app.command("instructions")
+def bench_instructions(
+    n: int = typer.Option(1000, "-n", help="Deliveries to count (after 300 uncounted ones)."),
+    as_json: bool = JSON_OPT,
+):
+    """Instructions a delivery (valgrind's callgrind) through the intake path, beside its floor: the same count
+    each run, for comparing two versions of the code on a busy machine. Needs valgrind."""
+    from ..bench import bench_instructions as run
+
+    if n < 10:
+        raise InputError("-n must be at least 10", code="E_USAGE")
+    result = run(n, progress=not as_json)
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(
+        f"intake: {result['project_per_delivery']:,} instructions a delivery (protolab)  |  floor "
+        f"{result['floor_per_delivery']:,} (bare sqlite3, same rows)  |  ratio {result['ratio']:.3f}  (n={n}, after "
+        f"{result['warm']} uncounted; user-space instructions, not time: bench intake times the same work)"
+    )
+
+
 @bench_app.command("sim")
 def bench_sim(
     sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Comma-separated task counts for the stress scenario "
