@@ -7,7 +7,6 @@ Without Chromium, its driver or Selenium these tests skip and say which is missi
 without a browser. Nothing here sleeps: every wait is on a condition (a line printed, an element
 present, the screen's pixels changed), with a time limit."""
 
-import json
 import os
 import shutil
 import signal
@@ -222,6 +221,25 @@ def _tty(driver) -> str:
     return re.sub(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07", "", driver.execute_script("return window.__tty || ''"))
 
 
+def _press(driver, keys: str, what: str) -> None:
+    """Type ``keys`` into the terminal as a person would: xterm's input is a textarea kept out of sight (the
+    browser calls it not interactable, so a send to the element itself is refused), so it is given the focus
+    once it exists and the keys are pressed on the keyboard, which types into whatever has the focus."""
+    from selenium.common.exceptions import NoSuchElementException
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    def focused(d) -> bool:
+        try:
+            area = d.find_element("css selector", ".xterm-helper-textarea")
+        except NoSuchElementException:
+            return False
+        d.execute_script("arguments[0].focus();", area)
+        return bool(d.execute_script("return document.activeElement === arguments[0];", area))
+
+    _wait(driver, focused, what=what)
+    ActionChains(driver).send_keys(keys).perform()
+
+
 def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path, shots):
     pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
     browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _TAP})
@@ -233,7 +251,7 @@ def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path,
         print(f"first paint after {time.perf_counter() - t0:.2f} s")
         shots(browser, "workshop-paused")
         assert "(1 deliveries)" not in _tty(browser)
-        browser.find_element("css selector", ".xterm-helper-textarea").send_keys(" ")  # space: step both sides
+        _press(browser, " ", what="space, once the terminal takes keys")  # space: step both sides
         _wait(browser, lambda d: _tty(d).count("(1 deliveries)") >= 2, what="both sides stepped once")
         shots(browser, "workshop-stepped")
         children += _children(p.pid)
