@@ -52,6 +52,9 @@ class Schedule:
             w = workers[i % len(workers)]
             tid = f"T-{i}"
             self.specs[tid] = TaskSpec(tid, f"collect evidence {i}", w, "research")
+            # (a task only a task_request for it creates, and none was sent: the agents' view of it is
+            # "none yet" without a read, until the delivery that creates it hands them the view after it)
+            self._tasks.setdefault(tid, None)
         return list(self.specs.values())
 
     def _settled(self, task_id: str) -> bool:

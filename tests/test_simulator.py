@@ -984,6 +984,32 @@ def test_a_delivery_that_says_it_left_its_task_unchanged_did(policy, tmp_path, m
     assert seen[True] > 0 and seen[False] > 0 and seen["computed"] > seen[True] // 2
 
 
+@pytest.mark.parametrize("policy", ["safe", "naive"])
+def test_every_view_an_agent_is_handed_is_what_the_store_holds(policy, tmp_path, monkeypatch):
+    """The agents read tasks through the run's cache of views (a stress run's new tasks start as "none yet",
+    unread; a delivery hands the view after it): every view an agent is handed must be what a fresh read of
+    the store shows at that moment, under duplicates, conflicts, late failures and drops."""
+    import dataclasses
+
+    from sim.world import RunWorld
+
+    real = RunWorld.task
+    handed = {"none": 0, "some": 0}
+
+    def checked(self, task_id):
+        view = real(self, task_id)
+        assert view == self.store.get_task(task_id), (task_id, view)
+        handed["none" if view is None else "some"] += 1
+        return view
+
+    monkeypatch.setattr(RunWorld, "task", checked)
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=60))
+    run_scenario(sc, policy=policy, seed=5, faults=["duplicate:0.2", "conflicting-digest", "late-failure"],
+                 db=tmp_path / "run.db").close()
+    assert handed["none"] > 0 and handed["some"] > handed["none"]
+
+
 def test_the_event_types_said_to_leave_a_task_view_alone_do(tmp_path):
     """Each event type the runtime counts as leaving a TaskView unchanged (sim.runtime._CHANGES_VIEW's
     complement among those that fold) is appended alone to a task: its view reads the same after. And
