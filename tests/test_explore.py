@@ -270,6 +270,27 @@ def test_sigint_to_a_running_explore_ends_it_with_what_was_reached(tmp_path):
     assert not (tmp_path / "ce.toml").exists()  # no break found: nothing to write
 
 
+def test_a_ctrl_c_during_explore_is_a_flag_the_search_reads_and_a_second_one_stops_at_once():
+    """explore takes Ctrl-C as a flag the search reads after each transition, so a SIGINT that lands where
+    Python cannot pass a KeyboardInterrupt on (inside the import machinery, as CI once saw: the search then
+    ran to its end and exited 0) is not lost. A second Ctrl-C raises as usual; outside, the handler is back."""
+    import os
+    import signal
+
+    from sim.cli.explore import _ctrl_c
+
+    before = signal.getsignal(signal.SIGINT)
+    with _ctrl_c() as asked:
+        assert asked() is False
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (a point where the handler has run)
+        assert asked() is True
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_every_state_explore_reaches_by_copying_is_the_state_a_run_of_its_counterexample_reaches():
     """Forks (a store copy and a deep copy), with every placement of the faults, agree with the engine
     playing the path from the start with the faults placed where the search placed them."""

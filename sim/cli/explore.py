@@ -3,7 +3,10 @@ and 'bench explore' (added to the bench group)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import List, Optional
 
@@ -15,6 +18,29 @@ from ..palette import DECISION_STYLE as _DECISION_STYLE
 from .bench import bench_app
 from .common import (DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _check_run_args,
                      _console, _load_scenario, _open, _plugins, _print_json, _progress, _styled, output_rows)
+
+
+@contextlib.contextmanager
+def _ctrl_c():
+    """While inside: the first SIGINT (Ctrl-C) sets a flag, which the callable yielded reports (the search asks
+    it after each transition and ends with what was reached); a second one raises KeyboardInterrupt as usual.
+    Outside the main thread (where no handler can be set) the callable always answers False."""
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def on_sigint(signum, frame) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield lambda: bool(pressed)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -99,14 +125,18 @@ def explore(
                                         f"{r.states:,} states, {r.states_per_second:,.0f} states/s")
 
         try:
-            if not as_json:  # the first line, as the search starts (a script may wait for it, then Ctrl-C)
-                con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
-                          f"({'where a run fires them' if seeded else 'every placement, anywhere' if anywhere else 'every placement'})"
-                          f", depth {depth}, on {on}",
-                          soft_wrap=True)
-                sys.stdout.flush()
-            result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told,
-                            every=50, place=False if seeded else ("any" if anywhere else True), engine=on)
+            # Ctrl-C sets a flag the search reads after each transition (a KeyboardInterrupt raised where Python
+            # cannot pass it on, as inside the import machinery, would be lost); a second Ctrl-C stops at once.
+            with _ctrl_c() as asked:
+                if not as_json:  # the first line, as the search starts (a script may wait for it, then Ctrl-C)
+                    con.print(f"[bold]explore {sc.name}[/] policy {pol}, faults: {', '.join(fs) or 'none'} "
+                              f"({'where a run fires them' if seeded else 'every placement, anywhere' if anywhere else 'every placement'})"
+                              f", depth {depth}, on {on}",
+                              soft_wrap=True)
+                    sys.stdout.flush()
+                result = search(sc, policy=pol, seed=seed, faults=fs, depth=depth, plugins=plugins, progress=told,
+                                every=50, interrupt=asked, place=False if seeded else ("any" if anywhere else True),
+                                engine=on)
         except KeyboardInterrupt:  # before the search's own loop began: nothing reached
             result = Exploration(sc.name, pol, tuple(fs), depth, interrupted=True)
     found = result.found
