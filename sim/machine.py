@@ -64,6 +64,11 @@ class TaskState(str, enum.Enum):
             ) from None
 
 
+#: each state by its stored name: ``STATE_BY_NAME.get(name) or TaskState(name)`` is ``TaskState(name)`` without
+#: the enum's call on the hot path (an unknown name still raises)
+STATE_BY_NAME = {s.value: s for s in TaskState}
+
+
 #: A terminal task never moves again, except that a proven conflict escalates it to needs_review.
 TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DENIED, TaskState.CANCELED})
 

@@ -28,7 +28,7 @@ from .errors import ProtolabError, raised_at
 from .events import EventDraft
 from .frozen import quick_init
 from .intake import Decision, IntentRecord, Move, TaskView, Verdict, target_state
-from .machine import RuleBook, TaskState
+from .machine import STATE_BY_NAME, RuleBook, TaskState
 
 __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
@@ -325,8 +325,6 @@ def _intent_event(env: Envelope, arrival: int, decision: str, state: str | None,
 #: the event types after which ``view_after`` does not follow the task (a new machine, a reviewer's
 #: decision): it answers None, and the caller reads the task again
 _GIVES_UP = frozenset({"machine_loaded", "review_decided", "reconciliation_resolved"})
-#: each state by its name (TaskState(name) without the enum's call; an unknown name still raises)
-_STATE_OF = {s.value: s for s in TaskState}
 
 
 def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) -> TaskView | None:
@@ -350,7 +348,7 @@ def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) ->
                 cols["trusted"] = False
             elif e.from_state == "needs_review":
                 cols["trusted"] = True
-            cols["state"], cols["state_version"] = _STATE_OF.get(e.to) or TaskState(e.to), cols["state_version"] + 1
+            cols["state"], cols["state_version"] = STATE_BY_NAME.get(e.to) or TaskState(e.to), cols["state_version"] + 1
             if e.assignee is not None:
                 cols["assignee"] = e.assignee
         elif t == "lease_granted":

@@ -9,7 +9,7 @@ from typing import Iterator, TypeVar
 from ..errors import StoreError
 from ..events import StoredEvent
 from ..intake import IntentRecord, TaskView
-from ..machine import Rule, RuleBook, TaskState
+from ..machine import STATE_BY_NAME, Rule, RuleBook, TaskState
 from .rows import (Approval, ArtifactRow, BudgetEntry, Delivery, DeliveryView, Effect, Intent, Message, TaskRow,
                    Transition)
 from .schema import STATE_TABLES, _TASK_COLS, _dumps
@@ -63,8 +63,6 @@ _RESTING_ON = (
     "EXISTS (SELECT 1 FROM artifacts a WHERE a.ref = r.value AND a.task_id = ?1) OR EXISTS (SELECT 1 FROM "
     "messages x WHERE x.message_id = r.value AND x.task_id = ?1)) ORDER BY e.effect_key")
 
-#: each state by its stored name (TaskState(name) without the enum's call; an unknown name still raises)
-_STATE_OF = {s.value: s for s in TaskState}
 
 #: The event log's columns, in the order :class:`~sim.events.StoredEvent` takes them.
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
@@ -107,7 +105,7 @@ class Reads:
             return None
         return TaskView(
             task_id=row[0],
-            state=_STATE_OF.get(row[1]) or TaskState(row[1]),
+            state=STATE_BY_NAME.get(row[1]) or TaskState(row[1]),
             state_version=row[2],
             machine_version=row[3],
             assignee=row[4],
