@@ -196,6 +196,8 @@ def test_datasette_pages_load_with_descriptions_facets_and_a_canned_query(browse
         assert set(facets) >= {"decision", "type", "task_id"}
         shots(browser, "datasette-deliveries")
         browser.get(f"{url}naive/transitions_of_task?task_id=T-1")
+        # (the query's rows, once the page shows them: read at once, they were once not there yet in CI)
+        _wait(browser, lambda d: d.find_elements("css selector", "td.col-new_state"), what="the canned query's rows")
         cells = [e.text for e in browser.find_elements("css selector", "td.col-new_state")]
         assert cells[:3] == ["ready", "running", "succeeded"] and cells[-1] == "failed"
         shots(browser, "datasette-canned-query")
