@@ -111,6 +111,9 @@ class Manager:
     acks: list[Envelope] = field(default_factory=list)
     gather_open: dict[str, int] = field(default_factory=dict)  # gathering task -> the round its first input was asked
     timed_out: list[str] = field(default_factory=list)  # gathers whose deadline passed
+    #: the manager has fenced the conversation: it acknowledges nothing more (a receipt now would be a
+    #: message after the terminal), until a reviewer's decision reopens it
+    fenced: bool = False
 
     def on_delivery(self, env: Envelope, decision: str) -> None:
         if env.recipient == self.id and env.type in ("task_started", "task_result") and decision in ("accepted", "duplicate"):
@@ -174,8 +177,9 @@ class Manager:
 
     def act(self, now: int) -> None:
         w, s = self.world, self.world.settings
-        for env in self.acks:
-            w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
+        if not self.fenced:
+            for env in self.acks:
+                w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
         self.acks = []
         if s.gather_ticks:
             self._gather_deadlines(now)

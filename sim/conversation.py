@@ -56,6 +56,69 @@ def _refused_by_rule(r: dict) -> bool:
     return r.get("delivery_decision") == "rejected" and r.get("delivery_code") in CONVERSATION_CODES
 
 
+class _Admission:
+    """Which deliveries entered the conversation, a row at a time in delivery order. Left out, because
+    the runtime kept them from reaching a reducer (nothing the run did is hidden: the message log keeps
+    every delivery):
+
+    * a refusal under one of the conversation's own rules (:func:`_refused_by_rule`);
+    * the same envelope delivered again (the network's copy: the message row stored at its first
+      delivery) that changed nothing, recorded duplicate or refused: the seed's transport deduplication
+      of byte-identical envelopes, done by the runtime's intake. A copy the runtime took again (a naive
+      runtime re-executes it) stays in, and is E_DUPLICATE_MESSAGE there;
+    * a refusal of a message from a body of its sender that the run had replaced by then (a crash or a
+      restart after the message the fault names, or a newer generation already heard from): the lease
+      refused a crashed body's late commit before the generation rule needed to, and both say it never
+      spoke for the worker. A replaced body's message the runtime took stays in (E_STALE_GENERATION).
+
+    Each body's messages are presented numbered as the conversation took them (:meth:`seq`): a message
+    left out that had used a fresh number of its body (a result refused after the fence) is a number the
+    conversation never took, so the numbers after it are presented one lower. A message left out under a
+    number already used (a rewound or overshared copy, a network duplicate) moves nothing."""
+
+    __slots__ = ("crash_at", "replaced", "newest", "top_msg_seq", "taken", "skipped")
+
+    def __init__(self, crash_points):
+        self.crash_at: dict[str, str] = dict(crash_points)  # message id -> the worker replaced after it
+        self.replaced: set[tuple[str, int]] = set()
+        self.newest: dict[str, int] = {}
+        self.top_msg_seq = 0  # message rows are stored at first delivery: a lower msg_seq was delivered before
+        self.taken: dict[tuple[str, int], int] = {}  # body -> the highest number it used so far
+        self.skipped: dict[tuple[str, int], list[int]] = {}  # body -> fresh numbers left out, ascending
+
+    def admits(self, r: dict) -> bool:
+        decision = r.get("delivery_decision", "accepted")
+        sender, gen = r["sender"], r["sender_generation"] or 1
+        copy = r["msg_seq"] <= self.top_msg_seq
+        self.top_msg_seq = max(self.top_msg_seq, r["msg_seq"])
+        refused = decision == "rejected"
+        ok = not (_refused_by_rule(r)
+                  or (copy and decision in ("duplicate", "rejected"))
+                  or (refused and ((sender, gen) in self.replaced or self.newest.get(sender, gen) > gen)))
+        if gen > self.newest.get(sender, 0):
+            self.newest[sender] = gen
+        worker = self.crash_at.get(r["message_id"])
+        if worker == sender:
+            self.replaced.add((sender, gen))
+        seq = r["sender_seq"]
+        if seq is not None:
+            body = (sender, gen)
+            top = self.taken.get(body, 0)
+            if not ok and seq > top:
+                self.skipped.setdefault(body, []).append(seq)
+            elif ok and seq in self.skipped.get(body, ()):
+                self.skipped[body].remove(seq)  # a number left out first, then taken by another copy
+            if seq > top:
+                self.taken[body] = seq
+        return ok
+
+    def seq(self, r: dict, seq: int) -> int:
+        """The number ``r`` (admitted) is presented under: its own, less the fresh numbers of its body
+        left out below it."""
+        skipped = self.skipped.get((r["sender"], r["sender_generation"] or 1))
+        return seq - sum(1 for s in skipped if s < r["sender_seq"]) if skipped else seq
+
+
 def _contributes(r: dict) -> bool:
     """Whether a result of a gathered task is that member's contribution: the runtime took it (a retry the
     runtime recorded as late or duplicate added nothing) and it is an answer, succeeded or failed (a
@@ -243,11 +306,15 @@ class TraceExport:
         for k, (_, after, _, _, _) in enumerate(specs):
             for t in after:
                 by_task.setdefault(t, []).append(k)
+        self._crash_points = [(mid, worker) for worker, mid in crash_list]
         walk = _Epochs()
         seen: dict[int, _Epoch] = {}
+        admission = _Admission(self._crash_points)
         for r in self._counted(store.iter_deliveries_with_messages(), "reading the message log"):
-            if _refused_by_rule(r):
+            if not admission.admits(r):
                 continue
+            if r["sender_seq"] is not None:
+                r["sender_seq"] = admission.seq(r, r["sender_seq"])  # (each epoch's numbers, as presented)
             e = walk.of(r)
             st = seen.get(e)
             if st is None:
@@ -390,15 +457,18 @@ class TraceExport:
         last_request = self._table("export_requests")
         contribution, contributed = self._contribution, set()
         walk = _Epochs()
+        admission = _Admission(self._crash_points)
         for r in self._counted(self.store.iter_deliveries_with_messages(), "writing the trace"):
-            if _refused_by_rule(r) or walk.of(r) != epoch:
+            if not admission.admits(r) or walk.of(r) != epoch:
                 continue
             seq = r["sender_seq"]
             if seq is None:
                 fallback[r["sender"]] += 1
                 seq = fallback[r["sender"]]
-            elif epoch > 1:  # a new epoch: each sender counts from 1 again
-                seq = max(1, seq - base[r["sender"]])
+            else:
+                seq = admission.seq(r, seq)
+                if epoch > 1:  # a new epoch: each sender counts from 1 again
+                    seq = max(1, seq - base[r["sender"]])
             caused = []
             typ = r["type"]
             if typ == "ack" and isinstance(r["payload"].get("of"), str):

@@ -596,15 +596,17 @@ class Bus:
             _o, twin, same_seq, detail = self._copy("conflicting-digest", env)
             return LATE_CONFLICT_AFTER, twin, same_seq, detail
         if name == "conflicting-digest":
-            # The sender equivocates: one key and one sequence number, two payloads; right behind
-            # the original, before anyone acts on it.
+            # The sender sends a second result under the same key with another payload (it ran the
+            # work again and got another answer), right behind the original, before anyone acts on
+            # it: a message of its own, under the sender's next sequence number (the conversation is
+            # in order; the contradiction is the key's, for intake to find).
             payload = dict(env.payload)
             payload["variant"] = "conflicting copy"
             twin = dataclasses.replace(
                 env, message_id=self._next_id("M"), payload=payload,
                 payload_digest=_digest.digest(payload, env.digest_scheme),
             )
-            return 0, twin, True, {"twin": twin.message_id, "key": env.idempotency_key}
+            return 0, twin, False, {"twin": twin.message_id, "key": env.idempotency_key}
         if name == "late-failure":
             payload = {"status": "failed", "lease_version": env.payload.get("lease_version", 1), "error": "late failure"}
             late = dataclasses.replace(

@@ -34,7 +34,7 @@ __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
     "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "LIVE_BODY_RESTARTS",
     "wants_conversation_check",
-    "conversation_rule", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
+    "conversation_rule", "fence_applies", "after_fence", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
 ]
 
 DEFAULT_BUDGET = 5
@@ -211,6 +211,34 @@ RESTART_FAULTS = ("crash", "zombie")
 LIVE_BODY_RESTARTS = ("zombie",)
 
 
+def fence_applies(env: Envelope, verdict: Verdict, *, copy: bool = False) -> bool:
+    """Whether a fence that closed ``env``'s conversation refuses it: every message about a task does, but
+    a reviewer's decision (which reopens the conversation in its next epoch) and the network's copy of an
+    envelope already delivered that intake recorded duplicate (the transport's own deduplication, which
+    the conversation never sees: ``copy``); the conversation's own messages (the fence, its
+    acknowledgements) are the conversation rule's to judge."""
+    if env.task_id == env.trace_id or env.type == "review_decision":
+        return False
+    return not (copy and verdict.decision == Decision.DUPLICATE)
+
+
+def after_fence(env: Envelope, verdict: Verdict) -> Verdict:
+    """``env`` arrived after the fence closed its conversation: refused whatever intake made of it (filter
+    before reduce: E_POST_TERMINAL_MESSAGE), so nothing changes after the fence. What intake found is not
+    lost: a result contradicting the one recorded under its key (a conflict), or a late result for a task
+    whose side effect committed, is kept in the message log and goes to reconciliation, where a reviewer
+    keeps or retracts what rests on it (and reopens the conversation by deciding)."""
+    reconcile = verdict.decision == Decision.CONFLICT or (verdict.decision == Decision.LATE
+                                                           and verdict.needs_reconciliation)
+    reason = f"the conversation {env.trace_id} is fenced: after its fence only acknowledgements of it are taken"
+    if verdict.decision != Decision.REJECTED:
+        reason += f" (intake would have recorded it {verdict.decision.value})"
+    if reconcile:
+        reason += "; it contradicts what was recorded, so it goes to reconciliation"
+    return Verdict(Decision.REJECTED, reason, code="E_POST_TERMINAL_MESSAGE", needs_reconciliation=reconcile,
+                   conflict_with=verdict.conflict_with)
+
+
 def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:
     """Whether ``verdict`` is one the conversation's rules may still refuse: an acceptance of anything but
     an acknowledgement (a receipt changes nothing) or a reviewer's decision (which reopens a fenced
@@ -365,6 +393,24 @@ def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) ->
     return None if cols is None else TaskView(**cols)
 
 
+def _reconciliations(ctx: Context, tid: str, mid: str, status: str | None, *, always: bool = False) -> list[EventDraft]:
+    """What a contradiction of ``tid``'s recorded result sends to reconciliation: the task's own committed
+    effects (a publication made from the result now in doubt; never a reviewer's retraction, which is not
+    itself kept or retracted) and the effects of other tasks committed from its products. ``always``: one
+    open reconciliation even when no effect rests on it (a contradiction the fence kept from freezing the
+    task is a reviewer's to see)."""
+    out = []
+    own = [e["effect_key"] for e in ctx.task_effects if e.get("kind") != "retract"]
+    if own or (always and not ctx.resting_on):
+        out.append(ev_.ReconciliationRequired(effects=own, status=status).draft(tid, mid))
+    by_task: dict[str, list[str]] = {}
+    for e in ctx.resting_on:
+        by_task.setdefault(e["task_id"], []).append(e["effect_key"])
+    for dep, keys in sorted(by_task.items()):
+        out.append(ev_.ReconciliationRequired(effects=keys, status="untrusted input", input=tid).draft(dep, mid))
+    return out
+
+
 def plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], str | None, int | None]:
     """Turn a verdict into the events that record it; also return the task's state and version after them.
     ``env`` is the envelope as the logs keep it (redacted where the policy redacts). Evidence that
@@ -405,6 +451,11 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
                 from_state=task.state.value if task else None, proposed=target, task_id=tid,
             ).draft(tid if task is not None else None, mid)
         )
+        if v.needs_reconciliation:  # refused after the fence, but it contradicts what was recorded
+            if v.conflict_with is not None:
+                out += _reconciliations(ctx, tid, mid, "conflict after the fence", always=True)
+            else:
+                out += _reconciliations(replace(ctx, resting_on=()), tid, mid, env.payload.get("status"))
         return out, state, version
 
     if v.create:
@@ -445,13 +496,9 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
                 trusted=False,
             ).draft(tid, mid)
         )
-        # Effects already committed from this task's products now rest on an untrusted input: each
-        # goes to reconciliation (a reviewer keeps or retracts it).
-        by_task: dict[str, list[str]] = {}
-        for e in ctx.resting_on:
-            by_task.setdefault(e["task_id"], []).append(e["effect_key"])
-        for dep, keys in sorted(by_task.items()):
-            move_events.append(ev_.ReconciliationRequired(effects=keys, status="untrusted input", input=tid).draft(dep, mid))
+        # Effects already committed from this task's result or its products now rest on an untrusted
+        # input: each goes to reconciliation (a reviewer keeps or retracts it).
+        move_events += _reconciliations(ctx, tid, mid, "conflict")
         return out + move_events, state, version
 
     if d == Decision.LATE:

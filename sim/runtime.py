@@ -141,7 +141,7 @@ def _deliver_once(
         private = store.privacy()
         if private and private.in_clear(env.payload):
             logged = replace(env, payload=private.redact(env.payload))
-    msg_seq, _new = store.record_message(logged, _envelope_digest(env), sent)
+    msg_seq, new = store.record_message(logged, _envelope_digest(env), sent)
     if policy.reads_as is not None:
         # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.
         env, logged = _versions.read_as(env, policy.reads_as), _versions.read_as(logged, policy.reads_as)
@@ -155,6 +155,9 @@ def _deliver_once(
     leak = _planner.audience_refusal(env) if policy.conversation_rules else None
     if leak is not None:  # a recipient outside the message's audience: refused, whatever intake made of it
         verdict = leak
+    elif policy.conversation_rules and _planner.fence_applies(env, verdict, copy=not new and not ctx.id_reused) \
+            and store.fenced_now(env.trace_id):
+        verdict = _planner.after_fence(env, verdict)  # nothing is taken after the fence
     elif policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
         seq_used, stale = (False, False) if sent is None else store.numbering_marks(
             env.task_id, env.sender, sent[1] or 1, sent[0], env.message_id, env.idempotency_key,
@@ -199,8 +202,9 @@ def read_for_plan(store: Store, env: Envelope, ctx: Context, verdict: Verdict, p
     rests on a task that just became untrusted, the task's effects, which keys are committed)."""
     d = verdict.decision
     more: dict = {}
-    if d == Decision.CONFLICT:
+    if d == Decision.CONFLICT or (d == Decision.REJECTED and verdict.needs_reconciliation):
         more["resting_on"] = tuple(store.effects_resting_on(env.task_id))
+        more["task_effects"] = tuple(store.effects_of(env.task_id))
     elif d == Decision.LATE and verdict.needs_reconciliation:
         more["task_effects"] = tuple(store.effects_of(env.task_id))
     elif d == Decision.ACCEPTED:

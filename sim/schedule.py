@@ -94,6 +94,7 @@ class Schedule:
         (see :func:`sim.conversation.epochs_of`): the manager fences it again once all has settled."""
         if self.fence is not None:
             self.fence = None
+            self.manager.fenced = False
             self.epoch += 1
 
     def seal(self) -> None:
@@ -172,6 +173,7 @@ class Schedule:
         workers = sorted(self.workers)
         self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal},
                               attempt=self.epoch)
+        self.manager.fenced = True
 
     def _quiet(self) -> bool:
         if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies) \

@@ -23,7 +23,9 @@ TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 
 @pytest.fixture(scope="module")
 def crash_trace() -> dict:
-    store = run_scenario(load_scenario("fan-out"), policy="safe", faults=["crash"], seed=3)
+    # under naive: the old body's late commit is taken, so the conversation shows it (under safe the lease
+    # refuses it, and it never enters the conversation: the export validates)
+    store = run_scenario(load_scenario("fan-out"), policy="naive", faults=["crash"], seed=3)
     try:
         return export_trace(store)
     finally:
@@ -45,9 +47,21 @@ def test_a_crashed_workers_message_before_the_crash_is_accepted_and_its_zombies_
     # the old body's late contribution, sent after it was replaced, is the only fault
     zombie = [m for m in crash_trace["messages"] if m["sender"] == "researcher-1" and m["generation"] == 1
               and m["id"] != "M-3"]
-    assert [f.code for f in report.errors] == ["E_STALE_GENERATION"] * len(zombie) and zombie
-    assert "replaced after M-3" in report.errors[0].message
+    stale = [f for f in report.errors if f.code == "E_STALE_GENERATION"]
+    assert [f.message_id for f in stale] == [m["id"] for m in zombie] and zombie
+    assert "replaced after M-3" in stale[0].message
     assert Draft202012Validator(load_schema()).is_valid(crash_trace)
+
+
+def test_under_safe_the_crashed_bodys_refused_commit_never_enters_the_conversation():
+    store = run_scenario(load_scenario("fan-out"), policy="safe", faults=["crash"], seed=3)
+    try:
+        refused = [d for d in store.deliveries() if d["code"] == "E_STALE_LEASE"]
+        trace = export_trace(store)
+    finally:
+        store.close()
+    assert refused and not {d["message_id"] for d in refused} & {m["id"] for m in trace["messages"]}
+    assert validate(trace).valid, validate(trace).errors
 
 
 def _two_bodies() -> dict:
@@ -136,7 +150,7 @@ async def test_the_conversation_view_accepts_what_the_crashed_body_sent_before_i
     from sim.tui.screens import Conversation
 
     db = tmp_path / "crash.db"
-    run_scenario(load_scenario("fan-out"), policy="safe", faults=["crash"], seed=3, db=db).close()
+    run_scenario(load_scenario("fan-out"), policy="naive", faults=["crash"], seed=3, db=db).close()
     store = Store.open(db, readonly=True)
     app = ProtolabApp(store)
     async with app.run_test(size=SIZE) as pilot:

@@ -79,9 +79,10 @@ def test_a_conflicting_digest_by_hand_freezes_the_task_and_what_rests_on_it_and_
     assert _states(live.store)["T-1"] == "needs_review"
     conflict = [d for d in live.store.deliveries() if d["message_id"] == twin]
     assert conflict[0]["decision"] == "conflict"
-    # the twin keeps the sender's sequence number (an equivocation, not a gap)
+    # the twin is a message of its own, under the sender's next number: the conversation stays in order,
+    # and the contradiction is the key's
     seqs = {m["message_id"]: m["sender_seq"] for m in live.store.messages()}
-    assert seqs[twin] == seqs["M-3"]
+    assert seqs[twin] == seqs["M-3"] + 1
     with pytest.raises(Exception) as e:
         live.reconcile("T-1", "ready", ["M-99"])
     assert e.value.code == "E_EVIDENCE_UNRESOLVED"

@@ -59,9 +59,9 @@ def test_the_diagram_is_written_as_a_mermaid_block(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "fault, code, policy",
-    [("duplicate", "E_DUPLICATE_MESSAGE", "safe"), ("reorder", "E_SEQUENCE_GAP", "naive"),
-     ("drop", "E_SEQUENCE_GAP", "naive"), ("delay", "E_SEQUENCE_GAP", "naive"), ("crash", "E_STALE_GENERATION", "safe"),
-     ("duplicate", "E_POST_TERMINAL_MESSAGE", "safe"), ("delay:A-4", "E_POST_TERMINAL_MESSAGE", "naive")],
+    [("duplicate", "E_DUPLICATE_MESSAGE", "naive"), ("reorder", "E_SEQUENCE_GAP", "naive"),
+     ("drop", "E_SEQUENCE_GAP", "naive"), ("delay", "E_SEQUENCE_GAP", "naive"), ("crash", "E_STALE_GENERATION", "naive"),
+     ("afterthought", "E_POST_TERMINAL_MESSAGE", "naive"), ("delay:A-4", "E_POST_TERMINAL_MESSAGE", "naive")],
 )
 def test_an_exported_run_shows_transport_faults_as_protocol_errors(tmp_path, monkeypatch, capsys, fault, code, policy):
     monkeypatch.chdir(tmp_path)
@@ -72,7 +72,9 @@ def test_an_exported_run_shows_transport_faults_as_protocol_errors(tmp_path, mon
     assert c == 1 and code in {e["code"] for e in report["errors"]}
 
 
-@pytest.mark.parametrize("fault", ["reorder", "drop", "delay", "delay:A-4", "drop:M-2", "drop:A-1", "reorder,drop"])
+@pytest.mark.parametrize("fault", ["reorder", "drop", "delay", "delay:A-4", "drop:M-2", "drop:A-1", "reorder,drop",
+                                   "duplicate", "crash", "resend", "conflicting-digest", "late-conflict",
+                                   "late-conflict:M-6", "conflicting-digest:M-6"])
 def test_under_safe_the_session_keeps_every_sender_in_sequence_and_the_export_validates(tmp_path, monkeypatch, capsys,
                                                                                        fault):
     # the same faults that leave a gap under naive: the safe runtime's session parks what is early and sends
@@ -85,9 +87,9 @@ def test_under_safe_the_session_keeps_every_sender_in_sequence_and_the_export_va
     report = json.loads(out)
     assert report["errors"] == [] and c == 0, report["errors"]
     trace = json.loads(Path("run.json").read_text())
-    for sender in {m["sender"] for m in trace["messages"]}:
-        seqs = [m["seq"] for m in trace["messages"] if m["sender"] == sender]
-        assert seqs == list(range(1, len(seqs) + 1)), (sender, seqs)
+    for body in {(m["sender"], m["generation"]) for m in trace["messages"]}:  # a new body counts from 1 again
+        seqs = [m["seq"] for m in trace["messages"] if (m["sender"], m["generation"]) == body]
+        assert seqs == list(range(1, len(seqs) + 1)), (body, seqs)
 
 
 def test_a_clean_run_exports_as_a_valid_fenced_conversation(tmp_path, monkeypatch, capsys):
