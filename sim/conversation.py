@@ -36,7 +36,7 @@ from .errors import InputError
 from .planner import AUDIENCE_OF, CONVERSATION_CODES, RESTART_FAULTS, audiences_of
 from .store import Store
 
-__all__ = ["export_trace", "TraceExport", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
+__all__ = ["export_trace", "TraceExport", "RowSource", "findings", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
 
 #: Message type -> conversation kind.
 KIND_OF = {
@@ -329,6 +329,7 @@ class TraceExport:
             raise InputError(f"the conversation has epoch{'s 1 to' if last_epoch > 1 else ''} {last_epoch}; "
                              f"there is no epoch {epoch}", code="E_NO_SUCH_EPOCH")
         self.epoch, self.epochs = epoch, last_epoch
+        self.epoch_numbers = tuple(sorted(seen))  # (an epoch whose every message was left out has none)
         st = self._st = seen[epoch]
         # per sender: the sequence numbers it used in earlier epochs (a new epoch counts from 1 again)
         self._base: Counter = Counter()
@@ -367,7 +368,10 @@ class TraceExport:
         first_at = {x: st.first_at.get(x) for x in want if x is not None}
         scan = Scan(st.n, list(st.fences), {x: i for x, i in first_at.items() if i is not None},
                     {x: "FENCE" for _, x in st.fences})
-        judged = dict(self.header, messages=[], gathers=self.gathers,
+        # (a gather the runtime reduced is judged with its recorded result, as the written trace carries it)
+        judged = dict(self.header, messages=[],
+                      gathers=[dict(g, result=self._recorded[g["id"]]) if g["id"] in self._recorded else g
+                               for g in self.gathers],
                       **({"terminal": self.terminal} if self.terminal else {}))
         # each payloadDigest is computed from the payload beside it (below): checking it again would
         # only repeat that work
@@ -538,6 +542,14 @@ class TraceExport:
         self._tail = {"gathers": gathers, **({"terminal": self.terminal} if self.terminal else {}),
                       "stateDigest": final_state_digest(head, report)}
 
+    @property
+    def report(self):
+        """The validator's :class:`~sim.protocol.trace.Report` of this epoch (known once :meth:`messages`
+        has run to its end)."""
+        if self._judge.report is None:
+            raise RuntimeError("the report of an export is known once its messages have been read")
+        return self._judge.report
+
     def tail(self) -> dict:
         """What follows the messages: the gathers with their results, the terminal, the final state
         digest (known once :meth:`messages` has run to its end)."""
@@ -573,6 +585,51 @@ class TraceExport:
         for j, (k, v) in enumerate(tail):
             put(k, v, last=j == len(tail) - 1)
         fh.write("}\n")
+
+
+class RowSource:
+    """What an export reads, from rows in hand rather than SQL: a run's views as :mod:`sim.invariants`
+    loads them (deliveries, messages and events), for a store that has no SQL behind it (the in-memory
+    model a search runs on). Only what :class:`TraceExport` asks for."""
+
+    def __init__(self, store, deliveries: list, messages: list, events: list):
+        self._store = store
+        self._deliveries = sorted(deliveries, key=lambda d: d["delivery_id"])
+        self._message = {m["msg_seq"]: m for m in messages}
+        self._events = events
+
+    def get_meta(self, key: str):
+        return self._store.get_meta(key)
+
+    def count_of(self, table: str) -> int:
+        return len(self._deliveries)
+
+    def iter_events(self, *, etype: str | None = None):
+        return (e for e in self._events if etype is None or e["type"] == etype)
+
+    def iter_deliveries_with_messages(self):
+        for d in self._deliveries:
+            m = self._message.get(d["msg_seq"])
+            if m is not None:
+                yield {"delivery_id": d["delivery_id"], "delivery_tick": d["tick"], "delivery_decision": d["decision"],
+                       "delivery_code": d["code"], **m}
+
+
+def findings(store) -> list[tuple[int, "Finding"]]:
+    """What the validator finds in each epoch of ``store``'s conversation, epoch by epoch: exactly the
+    findings 'protolab trace validate' reports of what 'protolab trace export --epoch N' writes (each
+    message judged as it is exported, in flat memory). ``store``: a Store, or a :class:`RowSource`. A run
+    with no delivery has no conversation, and nothing to find."""
+    if store.count_of("deliveries") == 0:
+        return []
+    out = []
+    last = TraceExport(store)
+    for epoch in last.epoch_numbers:
+        export = last if epoch == last.epoch else TraceExport(store, epoch)
+        for _m in export.messages():
+            pass
+        out += [(epoch, f) for f in export.report.errors]
+    return out
 
 
 def export_trace(store: Store, epoch: int | None = None) -> dict:

@@ -35,7 +35,7 @@ from typing import Callable
 
 from .errors import InputError
 from .faults import REGISTRY, Bus, FaultSpec
-from .invariants import check
+from .invariants import STATE_INVARIANTS, check
 from .policy import get_policy
 from .runner import Run, fault_specs, new_run
 from .scenario import Scenario
@@ -451,8 +451,8 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     placement of each fault given without a selector (at most once, or nowhere: on any message its default
     selector would pick, or with ``place="any"`` on any message of a type it can touch), breadth-first; stop at the first state that breaks an invariant (its path is a
     shortest one). Without ``place`` the faults fire where a run puts them (the first message each
-    picks). ``invariants`` (names), when given, are the only ones judged: a state that breaks another
-    goes on being explored (the grader's search under the naive consumer judges what the exercise is
+    picks). ``invariants`` (names), when given, are the only ones judged (by default those of state,
+    :data:`sim.invariants.STATE_INVARIANTS`): a state that breaks another goes on being explored (the grader's search under the naive consumer judges what the exercise is
     about, not what naive always breaks).
 
     ``engine`` is where each state's run keeps its state: ``"sqlite"`` (the engine's store, in memory) or
@@ -467,7 +467,9 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
     ``progress(result)`` is told every ``every`` transitions. Ctrl-C (a KeyboardInterrupt, from anywhere in
     the search, ``progress`` included), or ``interrupt()`` answering true after a transition, ends the
     search with what was reached (``interrupted``; ``depth_reached`` is the depth fully explored)."""
-    judged = None if invariants is None else frozenset(invariants)
+    # (the invariants of state by default: a search hands the runtime orders no session would, and the
+    # conversation's order is the session's job; the conversation's invariants judge runs)
+    judged = frozenset(STATE_INVARIANTS if invariants is None else invariants)
     if depth < 1:
         raise InputError("--depth must be at least 1", code="E_USAGE")
     explore_args(faults)
@@ -526,7 +528,7 @@ def explore(scenario: Scenario, *, policy: str = "safe", seed: int | None = None
                     result.transitions += 1
                     if check_model:
                         modelled(child, node)
-                    broken = [r for r in check(child.run.store) if not r.ok and (judged is None or r.name in judged)]
+                    broken = [r for r in check(child.run.store, only=judged) if not r.ok]
                     if broken:
                         first = broken[0]
                         found = Found(first.name, first.description, first.witnesses[0], child.path,

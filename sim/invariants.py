@@ -34,7 +34,9 @@ from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
 from .protocol import evaluate_gather
 
-__all__ = ["InvariantResult", "Invariant", "INVARIANTS", "DESCRIPTIONS", "REGISTRY", "check", "invariant"]
+__all__ = ["InvariantResult", "Invariant", "INVARIANTS", "DESCRIPTIONS", "REGISTRY", "CONVERSATION_CODES", "STATE_INVARIANTS",
+           "check",
+           "invariant"]
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,16 @@ class Invariant:
     short: str = ""  # at most five letters: the invariant's column in the grader's grid
     #: reads across tasks in log order: its check over streams when a run is judged shard by shard
     across_tasks: Callable | None = None
+    #: one of the conversation's rules, judged by the trace validator on the run's exported conversation
+    #: (a search over delivery orders, which bypasses the safe runtime's session, judges state only)
+    conversation: bool = False
 
 
 #: The one registry: adding an invariant is one decorated function (``@invariant(NAME, short=..., description=...)``).
 REGISTRY: dict[str, Invariant] = {}
 
 
-def invariant(name: str, *, short: str, description: str, across_tasks=None):
+def invariant(name: str, *, short: str, description: str, across_tasks=None, conversation: bool = False):
     """Register an invariant: its NAME, a short label of at most five letters (a column of the
     grader's fault-by-invariant grid) and the rule in words. ``across_tasks``: for an invariant that
     reads across tasks in log order, how a sharded check judges it over streams of the whole run,
@@ -78,7 +83,7 @@ def invariant(name: str, *, short: str, description: str, across_tasks=None):
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"invariant {name} is declared twice")
-        REGISTRY[name] = Invariant(name, description, fn, short, across_tasks)
+        REGISTRY[name] = Invariant(name, description, fn, short, across_tasks, conversation)
         return fn
     return register
 
@@ -123,6 +128,7 @@ class _Run:
                 self.reviewed_in.setdefault(e["delivery_id"], set()).add(e["task_id"])
         # the applied moves, in event order, each joined to its transitions row, delivery and message
         self.moves = [self._move(e) for e in self.events if e["type"] == ev_.TransitionApplied.TYPE]
+        self._conversation: dict | None = None  # the validator's findings, by invariant (read once, when asked)
 
     def message_of(self, delivery: dict | None) -> dict | None:
         return self.message_by_seq.get(delivery["msg_seq"]) if delivery else None
@@ -563,8 +569,9 @@ def _transitions_allowed(run: _Run) -> list[dict]:
     description=(
         "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
         "is recorded duplicate when the intent it repeats was already recorded, that is when its original was "
-        "delivered before it with any decision but rejected. A key derived from the message id or the clock "
-        "makes a resend a new intent (late, rejected or accepted again) and breaks this."
+        "delivered before it with any decision but rejected (a resend arriving after the conversation's fence is "
+        "refused there whatever its key says: E_POST_TERMINAL_MESSAGE, nothing to judge). A key derived from the "
+        "message id or the clock makes a resend a new intent (late, rejected or accepted again) and breaks this."
     ),
 )
 def _resend_deduplicated(run: _Run) -> list[dict]:
@@ -580,7 +587,7 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
         orig, copy = first.get(orig_id), first.get(copy_id)
         if orig is None or copy is None or orig["delivery_id"] > copy["delivery_id"] or orig["decision"] == "rejected":
             continue  # the original never reached intake first, or was refused: nothing to repeat
-        if copy["decision"] == "duplicate":
+        if copy["decision"] == "duplicate" or copy.get("code") == "E_POST_TERMINAL_MESSAGE":
             continue
         out.append(
             {
@@ -974,9 +981,138 @@ def _no_state_from_undeclared(run: _Run) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------- the conversation's rules
+#
+# The conversation rules are invariants too, judged by the one validator: the run's conversation is exported
+# epoch by epoch as 'protolab trace export' writes it, and each finding of the validator ('protolab trace
+# validate') is a witness of the invariant that carries its code. So whenever 'trace validate' rejects a run's
+# conversation, 'check' breaks an invariant naming the same message; one judge, two faces.
+
+#: Each conversation invariant and the validator codes it carries: every code of sim.protocol.trace.CODES
+#: belongs to exactly one (a test holds the partition, so a new code cannot go unjudged).
+CONVERSATION_CODES: dict[str, tuple[str, ...]] = {
+    "SEQUENCE_KEPT": ("E_DUPLICATE_MESSAGE", "E_SEQUENCE_GAP", "E_CAUSATION_GAP"),
+    "FENCE_FINAL": ("E_POST_TERMINAL_MESSAGE", "E_SECOND_FENCE", "E_TERMINAL_FENCE", "E_ACK_NOT_FENCE"),
+    "CURRENT_SPEAKERS": ("E_STALE_EPOCH", "E_STALE_GENERATION", "E_EXPIRED_MESSAGE"),
+    "AUDIENCE_KEPT": ("E_AUDIENCE_SCOPE", "E_AUDIENCE_LABEL", "E_DUPLICATE_PARTICIPANT"),
+    "WITHIN_BOUNDS": ("E_DEADLINE", "E_MESSAGE_CEILING", "E_LATE_GATHER_CONTRIBUTION"),
+    "TRACE_CONSISTENT": ("E_SCHEMA", "E_UNKNOWN_KIND", "E_BAD_VERIFICATION_REF", "E_PAYLOAD_DIGEST",
+                         "E_UNKNOWN_GATHER", "E_DUPLICATE_GATHER", "E_GATHER_MEMBERSHIP", "E_GATHER_OPENER",
+                         "E_GATHER_NOT_OPEN", "E_GATHER_CLOSED", "E_DUPLICATE_CONTRIBUTION", "E_QUORUM_THRESHOLD",
+                         "E_FIRST_SUCCESS_TIE_BREAK", "E_GATHER_RESULT_MISMATCH"),
+}
+_FAMILY_OF = {code: name for name, codes in CONVERSATION_CODES.items() for code in codes}
+
+#: The event types that change what a task shows or its effects (a fold the conversation's fence forbids
+#: after it): every type that changes state, but those that only record what happened to a message (an
+#: intent, a duplicate, a refusal, a late arrival) or store an artifact.
+_CHANGES_TASK = frozenset(t for t, cls in ev_.REGISTRY.items() if cls.CHANGES_STATE) - {
+    "intent_recorded", "duplicate_recorded", "transition_rejected", "late_recorded", "artifact_stored"}
+
+
+def _conversation_findings(store, run: "_Run | None") -> dict[str, list[dict]]:
+    """The validator's findings on every epoch of the run's conversation, as witnesses of the invariant
+    carrying each code (computed once per check). ``run``: the rows in hand for a store with no SQL."""
+    from .conversation import RowSource, findings
+
+    if run is not None and not hasattr(store, "iter_deliveries_with_messages"):
+        store = RowSource(store, run.deliveries, run.messages, run.events)
+    out: dict[str, list[dict]] = {name: [] for name in CONVERSATION_CODES}
+    for epoch, f in findings(store):
+        w = {"problem": f.message, "code": f.code, "message_id": f.message_id, "epoch": epoch, "pointer": f.pointer}
+        out[_FAMILY_OF.get(f.code, "TRACE_CONSISTENT")].append(w)
+    return out
+
+
+def _conversation(name: str):
+    def judged(run: _Run) -> list[dict]:
+        if run._conversation is None:
+            run._conversation = _conversation_findings(run._store, run)
+        found = list(run._conversation[name])
+        if name == "FENCE_FINAL":
+            found += _changed_after_fence(run.deliveries, run.message_of, run.events)
+        return found
+    return judged
+
+
+def _across(name: str):
+    def judged(store, lookups, intervals) -> list[dict]:
+        if lookups._conversation is None:  # (once per check: ``lookups`` is the one every across-task check shares)
+            lookups._conversation = _conversation_findings(store, None)
+        found = list(lookups._conversation[name])
+        if name == "FENCE_FINAL":
+            found += _changed_after_fence(store.iter_deliveries(), lambda d: store.message_at(d["msg_seq"]),
+                                          store.iter_events())
+        return found
+    return judged
+
+
+def _changed_after_fence(deliveries, message_of, events) -> list[dict]:
+    """Deliveries after an accepted fence (before a reviewer's decision reopened the conversation) whose
+    events changed a task or its effects: the fence closed semantic mutation, and these mutated."""
+    after: dict[int, dict] = {}
+    fenced = False
+    for d in deliveries:
+        msg = message_of(d)
+        if msg is None:
+            continue
+        t = msg["type"]
+        if t == "fence" and d["decision"] == "accepted":
+            fenced = True
+        elif fenced and t == "review_decision" and d["decision"] == "accepted":
+            fenced = False  # reopened: the next epoch
+        elif fenced and msg["task_id"] != msg["trace_id"]:
+            after[d["delivery_id"]] = {"message_id": msg["message_id"], "delivery_id": d["delivery_id"],
+                                       "task_id": msg["task_id"], "type": t, "decision": d["decision"], "changed": []}
+    if not after:
+        return []
+    for e in events:
+        w = after.get(e["delivery_id"])
+        if w is not None and e["type"] in _CHANGES_TASK:
+            w["changed"].append({"event_seq": e["seq"], "type": e["type"]})
+    return [dict(w, problem=f"{w['message_id']} ({w['type']}) was delivered after the fence and recorded "
+                            f"{w['decision']}: {', '.join(c['type'] for c in w['changed'])} after the conversation closed",
+                 code="E_POST_TERMINAL_MESSAGE")
+            for w in after.values() if w["changed"]]
+
+
+for _name, _short, _text in (
+    ("SEQUENCE_KEPT", "seq",
+     "The run's conversation, exported epoch by epoch, takes each message once (E_DUPLICATE_MESSAGE: the same id "
+     "reached a reducer twice), each body of a sender numbered 1, 2, 3, ... with no gap and nothing out of order "
+     "(E_SEQUENCE_GAP), and every message after the one that caused it (E_CAUSATION_GAP)."),
+    ("FENCE_FINAL", "fence",
+     "After the conversation's one terminal fence nothing is taken but one acknowledgement of it from each "
+     "required participant (E_POST_TERMINAL_MESSAGE, E_SECOND_FENCE, E_TERMINAL_FENCE, E_ACK_NOT_FENCE), and no "
+     "delivery after it changes a task or its effects (until a reviewer's decision reopens the conversation in its "
+     "next epoch)."),
+    ("CURRENT_SPEAKERS", "speak",
+     "Every message the conversation takes is of its current epoch (E_STALE_EPOCH), from the body that speaks for "
+     "its sender at that point, not one replaced by a restart (E_STALE_GENERATION), and not past its own expiry "
+     "(E_EXPIRED_MESSAGE)."),
+    ("AUDIENCE_KEPT", "aud",
+     "Every message the conversation takes stays inside it: sent in its scope between its participants "
+     "(E_AUDIENCE_SCOPE), to recipients who accept every audience label it declares (E_AUDIENCE_LABEL)."),
+    ("WITHIN_BOUNDS", "bound",
+     "The conversation keeps its declared bounds: no message after its deadline (E_DEADLINE), none beyond its "
+     "message ceiling (E_MESSAGE_CEILING), no contribution to a gather after the gather's deadline "
+     "(E_LATE_GATHER_CONTRIBUTION)."),
+    ("TRACE_CONSISTENT", "trace",
+     "The exported conversation is what the conversation-trace-v2 contract allows: well formed, every gather "
+     "declared, opened and fed by its members only, and each gather's recorded result the reduction of its "
+     "accepted contributions under its declared rule (E_GATHER_RESULT_MISMATCH), with every other code of the "
+     "validator not carried by another invariant."),
+):
+    invariant(_name, short=_short, description=_text, across_tasks=_across(_name), conversation=True)(_conversation(_name))
+
+
 #: Every invariant: its name, what it says, and its check, in the order they were declared above.
 INVARIANTS: tuple[str, ...] = tuple(REGISTRY)
 DESCRIPTIONS: dict[str, str] = {name: inv.description for name, inv in REGISTRY.items()}
+#: The invariants about state (every one but the conversation's rules): what a search over delivery orders
+#: judges (sim.explore), since it hands the runtime orders no session would (the conversation's order is
+#: the session's job, and the conversation invariants judge runs).
+STATE_INVARIANTS: tuple[str, ...] = tuple(name for name, inv in REGISTRY.items() if not inv.conversation)
 
 
 #: A run with more tasks than this is judged a shard of tasks at a time (flat memory); below it, whole.
@@ -985,7 +1121,7 @@ SHARD_AT = 5_000
 SHARD_SIZE = 500
 
 
-def check(store, *, shard_size: int | None = None, progress=None) -> list[InvariantResult]:
+def check(store, *, shard_size: int | None = None, progress=None, only=None) -> list[InvariantResult]:
     """Check every invariant over ``store`` (a finished run); results in :data:`INVARIANTS` order.
 
     A big run (more than :data:`SHARD_AT` tasks, or any run given ``shard_size``) is read a shard of
@@ -993,9 +1129,10 @@ def check(store, *, shard_size: int | None = None, progress=None) -> list[Invari
     judges each shard, what crosses tasks (a cited message or artifact, the delivery before) is looked
     up one row at a time, and the two that read the whole log in order (the clock, and effects resting
     on an input untrusted at that moment) run over streams. The witnesses are the same; a sharded run
-    lists them shard by shard. ``progress(done, total)`` is told after each shard."""
+    lists them shard by shard. ``progress(done, total)`` is told after each shard. ``only`` (names): judge
+    just those (in registry order)."""
     sharded = shard_size is not None or (hasattr(store, "shard_plan") and store.counts()["tasks"] > SHARD_AT)
-    names = tuple(REGISTRY)  # read when called: every invariant registered by now
+    names = tuple(n for n in REGISTRY if only is None or n in only)  # read when called: every one registered by now
     witnesses: dict[str, list[dict]] = {name: [] for name in names}
     if not sharded:
         run = _Run(store)

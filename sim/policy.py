@@ -62,9 +62,10 @@ class Policy:
     # dissent and using the declared tie-break; "majority", the most common verdict taken as the answer
     # (dissent dropped) and the first success by the senders' own clocks.
     gathers: str = "declared"
-    # The conversation's rules kept at intake (sim.planner.conversation_rule): nothing but acks after the
-    # fence, no sequence number used twice by one body on one task; and a session before intake that hands
-    # it each sender's messages in sequence (sim.session). Off: whatever arrives is taken, as it arrives.
+    # The conversation's rules kept at intake (sim.planner): nothing but acks of the fence after it (whatever
+    # intake made of a message, filter before reduce), no sequence number used twice by one body on one task,
+    # no body replaced by a restart speaking, no recipient outside a message's audience; and a session before
+    # intake that hands it each sender's messages in sequence (sim.session). Off: whatever arrives is taken.
     conversation_rules: bool = True
 
 
