@@ -62,10 +62,11 @@ class _Admission:
     every delivery):
 
     * a refusal under one of the conversation's own rules (:func:`_refused_by_rule`);
-    * the same envelope delivered again (the network's copy: the message row stored at its first
-      delivery) that changed nothing, recorded duplicate or refused: the seed's transport deduplication
-      of byte-identical envelopes, done by the runtime's intake. A copy the runtime took again (a naive
-      runtime re-executes it) stays in, and is E_DUPLICATE_MESSAGE there;
+    * a message id the conversation already took, delivered again and changing nothing (recorded
+      duplicate or refused): the network's copy of an envelope, or the same message encoded again (under
+      another digest scheme, say), deduplicated by the runtime's intake where the seed puts it in an outer
+      transport. One the runtime took again (a naive runtime re-executes it) stays in, and is
+      E_DUPLICATE_MESSAGE there;
     * a refusal of a message from a body of its sender that the run had replaced by then (a crash or a
       restart after the message the fault names, or a newer generation already heard from): the lease
       refused a crashed body's late commit before the generation rule needed to, and both say it never
@@ -76,25 +77,25 @@ class _Admission:
     conversation never took, so the numbers after it are presented one lower. A message left out under a
     number already used (a rewound or overshared copy, a network duplicate) moves nothing."""
 
-    __slots__ = ("crash_at", "replaced", "newest", "top_msg_seq", "taken", "skipped")
+    __slots__ = ("crash_at", "replaced", "newest", "ids", "taken", "skipped")
 
-    def __init__(self, crash_points):
+    def __init__(self, crash_points, ids):
         self.crash_at: dict[str, str] = dict(crash_points)  # message id -> the worker replaced after it
         self.replaced: set[tuple[str, int]] = set()
         self.newest: dict[str, int] = {}
-        self.top_msg_seq = 0  # message rows are stored at first delivery: a lower msg_seq was delivered before
+        self.ids = ids  # the message ids the conversation took (a set, or a table on disk for a big run)
         self.taken: dict[tuple[str, int], int] = {}  # body -> the highest number it used so far
         self.skipped: dict[tuple[str, int], list[int]] = {}  # body -> fresh numbers left out, ascending
 
     def admits(self, r: dict) -> bool:
         decision = r.get("delivery_decision", "accepted")
         sender, gen = r["sender"], r["sender_generation"] or 1
-        copy = r["msg_seq"] <= self.top_msg_seq
-        self.top_msg_seq = max(self.top_msg_seq, r["msg_seq"])
         refused = decision == "rejected"
         ok = not (_refused_by_rule(r)
-                  or (copy and decision in ("duplicate", "rejected"))
+                  or (decision in ("duplicate", "rejected") and r["message_id"] in self.ids)
                   or (refused and ((sender, gen) in self.replaced or self.newest.get(sender, gen) > gen)))
+        if ok:
+            self.ids.add(r["message_id"])
         if gen > self.newest.get(sender, 0):
             self.newest[sender] = gen
         worker = self.crash_at.get(r["message_id"])
@@ -309,7 +310,7 @@ class TraceExport:
         self._crash_points = [(mid, worker) for worker, mid in crash_list]
         walk = _Epochs()
         seen: dict[int, _Epoch] = {}
-        admission = _Admission(self._crash_points)
+        admission = _Admission(self._crash_points, self._set("export_admitted_1"))
         for r in self._counted(store.iter_deliveries_with_messages(), "reading the message log"):
             if not admission.admits(r):
                 continue
@@ -461,7 +462,7 @@ class TraceExport:
         last_request = self._table("export_requests")
         contribution, contributed = self._contribution, set()
         walk = _Epochs()
-        admission = _Admission(self._crash_points)
+        admission = _Admission(self._crash_points, self._set("export_admitted_2"))
         for r in self._counted(self.store.iter_deliveries_with_messages(), "writing the trace"):
             if not admission.admits(r) or walk.of(r) != epoch:
                 continue
@@ -615,11 +616,12 @@ class RowSource:
                        "delivery_code": d["code"], **m}
 
 
-def findings(store) -> list[tuple[int, "Finding"]]:
+def findings(store) -> list[tuple[int, "Finding", str | None]]:
     """What the validator finds in each epoch of ``store``'s conversation, epoch by epoch: exactly the
     findings 'protolab trace validate' reports of what 'protolab trace export --epoch N' writes (each
-    message judged as it is exported, in flat memory). ``store``: a Store, or a :class:`RowSource`. A run
-    with no delivery has no conversation, and nothing to find."""
+    message judged as it is exported, in flat memory), each with its epoch and the gather it is about (a
+    finding at ``/gathers/N``; None otherwise). ``store``: a Store, or a :class:`RowSource`. A run with no
+    delivery has no conversation, and nothing to find."""
     if store.count_of("deliveries") == 0:
         return []
     out = []
@@ -628,7 +630,12 @@ def findings(store) -> list[tuple[int, "Finding"]]:
         export = last if epoch == last.epoch else TraceExport(store, epoch)
         for _m in export.messages():
             pass
-        out += [(epoch, f) for f in export.report.errors]
+        for f in export.report.errors:
+            gather = None
+            if f.pointer.startswith("/gathers/"):
+                j = f.pointer.split("/")[2]
+                gather = export.gathers[int(j)]["id"] if j.isdigit() and int(j) < len(export.gathers) else None
+            out.append((epoch, f, gather))
     return out
 
 

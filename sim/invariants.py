@@ -1018,8 +1018,10 @@ def _conversation_findings(store, run: "_Run | None") -> dict[str, list[dict]]:
     if run is not None and not hasattr(store, "iter_deliveries_with_messages"):
         store = RowSource(store, run.deliveries, run.messages, run.events)
     out: dict[str, list[dict]] = {name: [] for name in CONVERSATION_CODES}
-    for epoch, f in findings(store):
+    for epoch, f, gather in findings(store):
         w = {"problem": f.message, "code": f.code, "message_id": f.message_id, "epoch": epoch, "pointer": f.pointer}
+        if gather is not None:
+            w["gather"] = gather
         out[_FAMILY_OF.get(f.code, "TRACE_CONSISTENT")].append(w)
     return out
 

@@ -218,7 +218,8 @@ def test_a_resend_injected_by_hand_in_a_live_run_is_a_duplicate_of_the_original(
 
     live = LiveRun(load_scenario("publish-report"))
     try:
-        live.run_to_end()
+        while not any(d["message_id"] == "M-3" for d in live.store.deliveries()):
+            live.step()
         said = live.inject("resend", "M-3")
         assert "M-3" in said
         live.run_to_end()
@@ -226,6 +227,12 @@ def test_a_resend_injected_by_hand_in_a_live_run_is_a_duplicate_of_the_original(
         copy = fault["data"]["resend"]
         (dv,) = [d for d in live.store.deliveries() if d["message_id"] == copy]
         assert dv["decision"] == "duplicate" and fault["data"]["selector"] == "by hand"
+        assert _broken(live.store) == set()
+        # once the conversation is fenced, a resend is a message after its terminal: refused, changing nothing
+        again = live.inject("resend", "M-3").split()[0]
+        live.run_to_end()
+        (dv,) = [d for d in live.store.deliveries() if d["message_id"] == again]
+        assert (dv["decision"], dv["code"]) == ("rejected", "E_POST_TERMINAL_MESSAGE")
         assert _broken(live.store) == set()
     finally:
         live.close()

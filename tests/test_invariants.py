@@ -111,7 +111,8 @@ def _unstored_evidence():
 def _faults():
     h = samples.happy_path()
     return {
-        "duplicate of M-6": (h + [h[6]], {"EFFECT_AT_MOST_ONCE"}, "M-6", None),
+        # (naive re-executes M-6: its conversation took one message id twice)
+        "duplicate of M-6": (h + [h[6]], {"EFFECT_AT_MOST_ONCE", "SEQUENCE_KEPT"}, "M-6", None),
         "conflicting M-3": (h[:3] + [samples.conflicting_m3()], {"CONFLICT_FROZEN"}, "M-4", None),
         "late failure": (h[:3] + [samples.late_failure()], {"NO_STATE_REGRESSION", "TRANSITIONS_ALLOWED"}, "M-4", None),
         "crashed worker's zombie result": (_crash("researcher"), {"NO_LOST_UPDATE"}, "M-3", None),
@@ -137,6 +138,7 @@ def test_check_returns_every_name_in_invariants_order():
         "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED",
         "CLOCK_MONOTONIC", "PAYLOAD_MINIMIZATION", "EFFECT_HAS_EVIDENCE", "NO_EFFECT_FROM_UNTRUSTED",
         "VERSION_READ", "NEWER_FIELDS_READ", "DISSENT_KEPT", "TIE_BREAK_KEPT", "NO_STATE_FROM_UNDECLARED",
+        "SEQUENCE_KEPT", "FENCE_FINAL", "CURRENT_SPEAKERS", "AUDIENCE_KEPT", "WITHIN_BOUNDS", "TRACE_CONSISTENT",
     )
     assert all(isinstance(r, InvariantResult) and r.description.strip() for r in results)
 
@@ -315,7 +317,9 @@ def test_a_conflicting_receipt_may_freeze_the_task_without_breaking_ack_is_not_c
     other_ack = _env("A-3b", "T-1", "manager", "researcher", "ack", {"of": "M-4"}, "R-1:T-1:ack:M-3", 5)
     s = _run(h[:4] + [other_ack], SAFE)
     assert s.get_task("T-1").state.value == "needs_review"
-    assert _broken(check(s)) == set()
+    # (the conversation's own rule notices the second receipt acknowledges a message nobody delivered)
+    assert _broken(check(s)) == {"SEQUENCE_KEPT"}
+    assert [w["code"] for w in _by_name(check(s))["SEQUENCE_KEPT"].witnesses] == ["E_CAUSATION_GAP"]
 
 
 # ---------------------------------------------------------------------------- witness hygiene

@@ -96,6 +96,12 @@ def _open_payloads():
     return replace(SAFE, name="open-payloads", closed_payloads=False)
 
 
+def _no_conversation_rules():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="no-conversation-rules", conversation_rules=False)
+
+
 def _planted(fn):
     from ..policy import SAFE
 
@@ -416,6 +422,43 @@ CASES: tuple[Case, ...] = (
          "PAYLOAD_MINIMIZATION", False, lambda: _scenario("sensitive-source", policy=_unminimised())(),
          {"problem": "sent to writer, which does not need it", "message_id": "M-4",
           "fields": ["source_email", "source_phone"]}),
+    # The conversation's rules (judged by the trace validator on the run's exported conversation)
+    # SEQUENCE_KEPT
+    Case("the safe runtime's session keeps each sender in sequence under loss and reordering", "SEQUENCE_KEPT", True,
+         _scenario("fan-out", faults=["drop", "reorder", "delay"])),
+    Case("naive takes the researcher's retry after its lost result: a number the conversation never saw",
+         "SEQUENCE_KEPT", False, _scenario(policy="naive", faults=["drop"]),
+         {"code": "E_SEQUENCE_GAP", "message_id": "M-4", "epoch": 1}),
+    Case("naive re-executes the publishing result: one message id taken twice", "SEQUENCE_KEPT", False,
+         _scenario(policy="naive", faults=["duplicate"]), {"code": "E_DUPLICATE_MESSAGE", "message_id": "M-6"}),
+    # FENCE_FINAL
+    Case("the safe runtime refuses the manager's request after its own fence", "FENCE_FINAL", True,
+         _scenario(faults=["afterthought"])),
+    Case("a conflicting result arriving after the fence is refused and sent to reconciliation, changing nothing",
+         "FENCE_FINAL", True, _scenario(faults=["late-conflict:M-6"])),
+    Case("naive takes a request after the fence", "FENCE_FINAL", False, _scenario(policy="naive", faults=["afterthought"]),
+         {"code": "E_POST_TERMINAL_MESSAGE", "message_id": "M-8"}),
+    Case("a runtime that keeps every intake rule but not the conversation's creates a task after the fence",
+         "FENCE_FINAL", False, lambda: _scenario(policy=_no_conversation_rules(), faults=["afterthought"])(),
+         {"code": "E_POST_TERMINAL_MESSAGE", "message_id": "M-8"}),
+    # CURRENT_SPEAKERS
+    Case("the safe runtime refuses the old body of a restarted worker, however current its lease", "CURRENT_SPEAKERS",
+         True, _scenario(faults=["zombie"])),
+    Case("naive takes the old body's result after the worker was restarted", "CURRENT_SPEAKERS", False,
+         _scenario(policy="naive", faults=["zombie"]), {"code": "E_STALE_GENERATION", "message_id": "M-3"}),
+    # AUDIENCE_KEPT
+    Case("the safe runtime refuses a result addressed to another worker", "AUDIENCE_KEPT", True,
+         _scenario(faults=["overshare"])),
+    Case("naive delivers the researcher's result to the writer, outside the results' audience", "AUDIENCE_KEPT", False,
+         _scenario(policy="naive", faults=["overshare"]), {"code": "E_AUDIENCE_LABEL", "message_id": "M-4"}),
+    # WITHIN_BOUNDS
+    Case("a run inside its declared deadline and ceiling", "WITHIN_BOUNDS", True, _scenario("fan-out")),
+    # TRACE_CONSISTENT
+    Case("the safe runtime's gathers are the reductions of their contributions", "TRACE_CONSISTENT", True,
+         _scenario("gathers")),
+    Case("naive's quorum drops the dissent: its recorded result is not the reduction of what it took",
+         "TRACE_CONSISTENT", False, _scenario("gathers", policy="naive"),
+         {"code": "E_GATHER_RESULT_MISMATCH", "gather": "g-review", "message_id": None}),
 )
 
 

@@ -221,7 +221,10 @@ class Reads:
 
     def effects_of(self, task_id: str) -> list[dict]:
         """The effects ``task_id`` committed, in the order :meth:`effects` lists them."""
-        return self._rows("SELECT * FROM effects WHERE task_id = ? ORDER BY tick, effect_key", (task_id,))
+        # (the plain connection, as every read a delivery makes: no savepoint of sqlite-utils' around it)
+        cur = self.conn.execute("SELECT * FROM effects WHERE task_id = ? ORDER BY tick, effect_key", (task_id,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def committed_among(self, keys) -> frozenset[str]:
         """Which of ``keys`` are committed effect keys."""
