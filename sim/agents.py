@@ -177,9 +177,11 @@ class Manager:
 
     def act(self, now: int) -> None:
         w, s = self.world, self.world.settings
-        if not self.fenced:
-            for env in self.acks:
-                w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
+        if self.fenced:  # the conversation is closed: nothing more to ask, nothing to acknowledge
+            self.acks = []
+            return
+        for env in self.acks:
+            w.say("ack", self.id, env.sender, env.task_id, {"of": env.message_id}, answers=env.message_id, prefix="A")
         self.acks = []
         if s.gather_ticks:
             self._gather_deadlines(now)
@@ -246,8 +248,10 @@ class Worker:
     fences: list[Envelope] = field(default_factory=list)
 
     def on_fence(self, env: Envelope) -> None:
-        """The conversation is fenced: acknowledge receipt (an ack is receipt only)."""
+        """The conversation is fenced: acknowledge receipt (an ack is receipt only), and drop what work is
+        still open (the fence closed it; a reviewer who reopens the conversation hands it out again)."""
         self.fences.append(env)
+        self.jobs.clear()
 
     def on_delivery(self, env: Envelope, decision: str, spec: TaskSpec | None, intent: Intent | None = None) -> None:
         if env.type == "task_request" and env.recipient == self.id and decision == "accepted" and spec is not None:

@@ -36,7 +36,7 @@ from .errors import InputError
 from .planner import AUDIENCE_OF, CONVERSATION_CODES, RESTART_FAULTS, audiences_of
 from .store import Store
 
-__all__ = ["export_trace", "TraceExport", "RowSource", "findings", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
+__all__ = ["export_trace", "TraceExport", "RowSource", "findings", "taken_in_epoch", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
 
 #: Message type -> conversation kind.
 KIND_OF = {
@@ -226,6 +226,7 @@ class _Epoch:
         self.n = 0
         self.trace_id: str | None = None
         self.first: tuple[str, str] | None = None  # (id, at) of its first message
+        self.opened_tick = 0  # the tick its first message was delivered (a reopened epoch's opening)
         self.last_at = ""
         self.generation: dict[str, int] = {}
         self.seq_max: Counter = Counter()
@@ -243,11 +244,12 @@ class _Epoch:
     def take(self, r: dict, crash_ids: set, by_task: dict, specs: list) -> None:
         i = self.n
         self.n += 1
-        mid, sender, at = r["message_id"], r["sender"], r["created_at"]
+        mid, sender, at = r["message_id"], r["sender"], r["at"]
         if self.trace_id is None or r["trace_id"] < self.trace_id:
             self.trace_id = r["trace_id"]
         if self.first is None:
             self.first = (mid, at)
+            self.opened_tick = r["delivery_tick"]
         if at > self.last_at:
             self.last_at = at
         fence = r["type"] == "fence"
@@ -316,6 +318,7 @@ class TraceExport:
                 continue
             if r["sender_seq"] is not None:
                 r["sender_seq"] = admission.seq(r, r["sender_seq"])  # (each epoch's numbers, as presented)
+            r["at"] = store.time_at(r["delivery_tick"])  # when the conversation took it (the receiver's clock)
             e = walk.of(r)
             st = seen.get(e)
             if st is None:
@@ -338,7 +341,9 @@ class TraceExport:
             if e < epoch:
                 for sender, n in other.seq_max.items():
                     self._base[sender] = max(self._base[sender], n)
-        trace_id = st.trace_id
+        bounds = store.bounds() if hasattr(store, "bounds") else None
+        self._bounds = bounds
+        trace_id = bounds["trace"] if bounds and bounds.get("trace") else st.trace_id
         scenario = store.get_meta("scenario") or "hand-delivery"
         earlier = self._earlier(st, crash_list)
         self.header = {
@@ -347,8 +352,11 @@ class TraceExport:
             "conversationId": trace_id,
             "epoch": epoch,
             "scope": f"trace:{trace_id}",
-            "deadline": _later(st.last_at, 3600),
-            "messageCeiling": st.n,
+            # a run's declared bounds (sim.scenario.bounds: the deadline counted from the epoch's opening);
+            # a run that declared none (hand-delivered messages) gets what it used, with an hour to spare
+            "deadline": (store.time_at((st.opened_tick if epoch > 1 else 0) + bounds["deadline_ticks"]) if bounds
+                         else _later(st.last_at, 3600)),
+            "messageCeiling": bounds["message_ceiling"] if bounds else st.n,
             "participants": [
                 {"ref": p, "principal": f"course:{p}", "generation": st.generation[p], "audiences": list(audiences_of(p)),
                  **({"earlierGenerations": earlier[p]} if earlier.get(p) else {})}
@@ -489,14 +497,18 @@ class TraceExport:
                 "sender": r["sender"],
                 "generation": r["sender_generation"] or 1,
                 "seq": seq,
-                "epoch": epoch,
-                "scope": f"trace:{trace_id}",
+                # the epoch the sender spoke in (a run that declares its bounds: what its envelope says, the
+                # first when it says none; otherwise the epoch it was delivered in)
+                "epoch": r.get("epoch") or (1 if self._bounds else epoch),
+                "scope": f"trace:{r['trace_id']}",
                 "audienceLabels": [AUDIENCE_OF[typ]],
                 "recipients": list(r["payload"]["to"]) if typ == "fence" else [r["recipient"]],
                 "kind": "HANDOFF" if typ == "task_request" and r["evidence_refs"] else KIND_OF[typ],
                 "causedBy": caused,
-                "at": r["created_at"],
+                "at": self.store.time_at(r["delivery_tick"]),  # when the conversation took it
             }
+            if r.get("expires_at"):
+                msg["expiresAt"] = r["expires_at"]
             payload = r["payload"]
             took = contribution.get(r["message_id"]) if typ == "task_result" else None
             if took is not None and r.get("delivery_decision", "accepted") == "accepted" \
@@ -602,6 +614,12 @@ class RowSource:
     def get_meta(self, key: str):
         return self._store.get_meta(key)
 
+    def bounds(self):
+        return self._store.bounds() if hasattr(self._store, "bounds") else None
+
+    def time_at(self, tick: int) -> str:
+        return self._store.time_at(tick)
+
     def count_of(self, table: str) -> int:
         return len(self._deliveries)
 
@@ -614,6 +632,20 @@ class RowSource:
             if m is not None:
                 yield {"delivery_id": d["delivery_id"], "delivery_tick": d["tick"], "delivery_decision": d["decision"],
                        "delivery_code": d["code"], **m}
+
+
+def taken_in_epoch(store, epoch: int) -> int:
+    """How many messages the conversation took in ``epoch`` so far (those its export would hold: every
+    delivery but those :class:`_Admission` leaves out): what the runtime holds to the message ceiling."""
+    if not hasattr(store, "iter_deliveries_with_messages"):  # (the in-memory model a search runs on)
+        store = RowSource(store, store.deliveries(), store.messages(), store.events())
+    crash_points = [(e.message_id, e.event.detail.get("worker")) for e in store.iter_events(etype=ev_.FaultInjected.TYPE)
+                    if e.event.fault in RESTART_FAULTS]
+    admission, walk, n = _Admission(crash_points, set()), _Epochs(), 0
+    for r in store.iter_deliveries_with_messages():
+        if admission.admits(r) and walk.of(r) == epoch:
+            n += 1
+    return n
 
 
 def findings(store) -> list[tuple[int, "Finding", str | None]]:

@@ -127,9 +127,12 @@ def _where(design, intent: Intent) -> str:
     return f"design {getattr(design, 'name', '?')}: {intent.type} of {intent.task_id} (attempt {intent.attempt}, {intent.message_id})"
 
 
-def build_from(design: EnvelopeDesign, intent: Intent, *, schema_version: str = "1") -> Envelope:
+def build_from(design: EnvelopeDesign, intent: Intent, *, schema_version: str = "1", epoch: int | None = None,
+               expires_at: str | None = None) -> Envelope:
     """The envelope ``design`` makes of ``intent``; a design that returns something that is not
-    a valid envelope part raises :class:`DesignError` naming the intent."""
+    a valid envelope part raises :class:`DesignError` naming the intent. ``epoch`` and ``expires_at`` are
+    the sender's stamps (the conversation's epoch it speaks in after the first, when the message stops
+    being valid), not the design's."""
     try:
         key = design.idempotency_key(intent)
         payload = design.payload(intent)
@@ -157,6 +160,7 @@ def build_from(design: EnvelopeDesign, intent: Intent, *, schema_version: str = 
             message_id=intent.message_id, trace_id=intent.trace_id, task_id=intent.task_id, sender=intent.sender,
             recipient=intent.recipient, type=intent.type, payload=payload, idempotency_key=key,
             created_at=intent.created_at, evidence_refs=list(refs), digest_scheme=scheme, schema_version=schema_version,
+            epoch=epoch, expires_at=expires_at,
         )
     except (EnvelopeError, _digest.DigestError) as e:
         raise DesignError(f"{_where(design, intent)} made an invalid envelope: {e.code}: {e.message}",

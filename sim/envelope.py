@@ -29,6 +29,9 @@ __all__ = [
     "REVIEW_DECISIONS",
     "SCHEMA_VERSIONS",
     "FIELDS",
+    "OPTIONAL_FIELDS",
+    "DEFAULTED_FIELDS",
+    "scheme_assumed",
     "loads_strict",
     "parse_envelope",
     "parse_envelopes",
@@ -45,7 +48,9 @@ RECONCILE_DECISIONS = ("keep", "retract")  # a review_decision that resolves an 
 #: patch is accepted and ignored, so "1.0.3" is read as 1.0 too).
 SCHEMA_VERSIONS = ("1", "1.0", "1.1")
 
-# field name -> (python type, required)
+# field name -> (python type, required). The seed's envelope has twelve fields; digest_scheme is the course's
+# thirteenth, and may be left out: an envelope without it is read under the course's default scheme
+# (json-sorted-v1), and the runtime records that it assumed so (digest_scheme_assumed).
 FIELDS: dict[str, tuple[type, bool]] = {
     "message_id": (str, True),
     "trace_id": (str, True),
@@ -61,8 +66,16 @@ FIELDS: dict[str, tuple[type, bool]] = {
     "payload": (dict, True),
     "evidence_refs": (list, True),
 }
+#: Fields an envelope may carry beyond those: the conversation's epoch the sender spoke in (absent: the
+#: first, 1) and when the message stops being valid (absent: never). A receiver that keeps the
+#: conversation's rules refuses a message of an earlier epoch (E_STALE_EPOCH) or one delivered after it
+#: expired (E_EXPIRED_MESSAGE). Written only when present, so an envelope without them is what it was.
+OPTIONAL_FIELDS: dict[str, type] = {"epoch": int, "expires_at": str}
+#: The fields a sender may leave out, each read as the course's default.
+DEFAULTED_FIELDS = ("digest_scheme",)
 
 _FIELD_NAMES = frozenset(FIELDS)
+_ALL_FIELD_NAMES = _FIELD_NAMES | frozenset(OPTIONAL_FIELDS)
 #: one JSON string as the store's writer spells it (json's own quoting: ``"``, ``\\`` and controls escaped)
 _quote = json.encoder.encode_basestring
 assert sorted(FIELDS) == ["created_at", "digest_scheme", "evidence_refs", "idempotency_key", "message_id", "payload",
@@ -73,8 +86,9 @@ _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 
 
 def envelope_from_row(row: dict) -> Envelope:
-    """The envelope a stored message row holds (its FIELDS; evidence_refs back to a tuple)."""
-    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]))
+    """The envelope a stored message row holds (its FIELDS and optional fields; evidence_refs back to a tuple)."""
+    return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]),
+                    **{k: row.get(k) for k in OPTIONAL_FIELDS})
 
 
 _ROLE_OF: dict[str, str] = {}  # participants already read (a run has a handful)
@@ -116,15 +130,28 @@ class Envelope:
     digest_scheme: str
     payload: dict = field(hash=False, compare=True)
     evidence_refs: tuple[str, ...] = ()
+    #: the conversation epoch the sender spoke in (None: the first)
+    epoch: int | None = None
+    #: when the message stops being valid, UTC RFC 3339 (None: never)
+    expires_at: str | None = None
 
     @property
     def sender_role(self) -> str:
         return role_of(self.sender)
 
+    @property
+    def spoken_epoch(self) -> int:
+        """The epoch the message belongs to (1 when it names none)."""
+        return 1 if self.epoch is None else self.epoch
+
     def to_dict(self) -> dict:
-        """The envelope as JSON-ready data (field order as in :data:`FIELDS`)."""
+        """The envelope as JSON-ready data (field order as in :data:`FIELDS`; an optional field only when set)."""
         d = {name: getattr(self, name) for name in FIELDS}
         d["evidence_refs"] = list(self.evidence_refs)
+        if self.epoch is not None:
+            d["epoch"] = self.epoch
+        if self.expires_at is not None:
+            d["expires_at"] = self.expires_at
         return d
 
     def payload_json(self) -> str:
@@ -138,6 +165,8 @@ class Envelope:
         ``sorted_dumps(self.to_dict())``, written field by field (the fields' order is fixed, so there is
         nothing to sort but the payload; a delivery writes one, and this takes half the time)."""
         q = _quote
+        if self.epoch is not None or self.expires_at is not None:  # (an optional field: the general writer)
+            return _digest.sorted_dumps(self.to_dict())
         try:  # (one f-string: the text is assembled once, where a chain of + copies it at every step)
             return (
                 f'{{"created_at":{q(self.created_at)},"digest_scheme":{q(self.digest_scheme)},"evidence_refs":['
@@ -384,12 +413,15 @@ def _careful(raw, index: int | None, check_digest: bool) -> Envelope:
             code="E_FIELD_TYPE",
         )
     where = _where(raw, index)
-    unknown = sorted(raw.keys() - _FIELD_NAMES)
+    unknown = sorted(raw.keys() - _ALL_FIELD_NAMES)
     if unknown:
         raise EnvelopeError(
-            f"{where}: unknown field {unknown[0]!r}; expected only: {friendly_list(FIELDS)}",
+            f"{where}: unknown field {unknown[0]!r}; expected only: {friendly_list([*FIELDS, *OPTIONAL_FIELDS])}",
             code="E_UNKNOWN_FIELD",
         )
+    assumed = "digest_scheme" not in raw
+    if assumed:  # the seed's twelve fields: the course's default scheme, and the envelope says it was assumed
+        raw = {**raw, "digest_scheme": _digest.DEFAULT_SCHEME}
     for name, (typ, required) in FIELDS.items():
         if name not in raw:
             raise EnvelopeError(f"{where}: field {name!r} is missing", code="E_MISSING_FIELD")
@@ -449,17 +481,39 @@ def _careful(raw, index: int | None, check_digest: bool) -> Envelope:
             raise EnvelopeError(
                 f"{where}: evidence_refs[{i}] holds a lone surrogate, which has no UTF-8 form", code="E_DIGEST_DOMAIN"
             ) from None
+    epoch, expires = raw.get("epoch"), raw.get("expires_at")
+    if epoch is not None and (type(epoch) is not int or epoch < 1):
+        raise EnvelopeError(f"{where}: epoch must be a whole number of at least 1, got {epoch!r}",
+                            code="E_FIELD_TYPE" if type(epoch) is not int else "E_FIELD_VALUE")
+    if expires is not None:
+        if type(expires) is not str or not _TIME_RE.match(expires):
+            raise EnvelopeError(f"{where}: expires_at {expires!r} must be UTC RFC 3339 like 2026-07-13T04:00:00Z",
+                                code="E_FIELD_VALUE")
+        try:
+            datetime.fromisoformat(expires.replace("Z", "+00:00"))
+        except ValueError as e:
+            raise EnvelopeError(f"{where}: expires_at {expires!r} is not a real time", code="E_FIELD_VALUE") from e
     _check_payload(raw["type"], raw["payload"], where, _versions.parse_version(raw["schema_version"]))
     if check_digest:
         try:
             _digest.verify(raw["payload"], raw["payload_digest"], raw["digest_scheme"])
         except _digest.DigestError as e:
-            e.message = f"{where}: {e.message}"
+            e.message = f"{where}: {e.message}" + (
+                f" (digest_scheme was absent and read as {_digest.DEFAULT_SCHEME}, the course's default)"
+                if assumed else "")
             raise
-    return Envelope(
+    env = Envelope(
         **{k: raw[k] for k in FIELDS if k != "evidence_refs"},
-        evidence_refs=tuple(raw["evidence_refs"]),
+        evidence_refs=tuple(raw["evidence_refs"]), epoch=epoch, expires_at=expires,
     )
+    if assumed:
+        env.__dict__["_scheme_assumed"] = True  # (not a field: the runtime records it; a copy made by replace() has none)
+    return env
+
+
+def scheme_assumed(env: Envelope) -> bool:
+    """Whether ``env`` was sent without a digest_scheme and read under the course's default."""
+    return env.__dict__.get("_scheme_assumed", False)
 
 
 def parse_envelopes(text: str | bytes, *, source: str = "input") -> list[Envelope]:
@@ -486,6 +540,8 @@ def build_envelope(
     evidence_refs=(),
     digest_scheme: str = _digest.DEFAULT_SCHEME,
     schema_version: str = "1",
+    epoch: int | None = None,
+    expires_at: str | None = None,
 ) -> Envelope:
     """Build a valid envelope, computing ``payload_digest`` under ``digest_scheme``."""
     text = None
@@ -510,6 +566,10 @@ def build_envelope(
         "payload": payload,
         "evidence_refs": list(evidence_refs),
     }
+    if epoch is not None:
+        raw["epoch"] = epoch
+    if expires_at is not None:
+        raw["expires_at"] = expires_at
     env = parse_envelope(raw, check_digest=False)
     if text is not None:  # (the payload passed the checks: the text is the store's, as a parse keeps it)
         env.__dict__["_payload_json"] = text

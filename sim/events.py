@@ -529,6 +529,17 @@ class EffectWithheld(Event):
 
 
 @dataclass(frozen=True)
+class DigestSchemeAssumed(Event):
+    TYPE = "digest_scheme_assumed"
+    FOLDS = "nothing: the envelope came without a digest_scheme (the seed's twelve fields); it was read under the course's default"
+    STYLE = "yellow"
+    scheme: str
+
+    def summary(self) -> str:
+        return f"no digest_scheme sent: payload_digest read as {self.scheme}, the course's default"
+
+
+@dataclass(frozen=True)
 class EvidenceUnresolved(Event):
     TYPE = "evidence_unresolved"
     FOLDS = "nothing: a message cited evidence that is not stored (yet)"

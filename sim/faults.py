@@ -51,6 +51,13 @@ the TUI show are read from there.
 ``lost-evidence``       the worker paraphrases: its successful result says what it found but cites
                         nothing (no evidence_refs, no artifact); when it is not accepted the worker
                         sends the result it meant, evidence and all
+``overtime``            deliver it the round after the conversation's declared deadline (a delayed message
+                        with a later one of its sender behind it is sent again by a safe runtime's session,
+                        so the default is a message nothing follows: an acknowledgement of the fence)
+``linger``              deliver it after it expired (``expires_ticks`` rounds after it was sent, and one more)
+``flood``               the sender sends it again under new message ids, as many times as the conversation's
+                        message ceiling: more than the conversation can take
+``cross-talk``          a copy of it, sent in another conversation (trace ``OTHER_TRACE``), arrives in this one
 """
 
 from __future__ import annotations
@@ -455,6 +462,58 @@ def _overshare(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "copy": cc.message_id, "to": others[0]})
 
 
+def _fence_ack(env: Envelope) -> bool:
+    return env.type == "ack" and env.task_id == env.trace_id
+
+
+@fault("overtime", "deliver it after the conversation's deadline",
+       default_target="the first acknowledgement of the fence (the last its sender says: nothing behind it is "
+                      "parked, so no session sends it again)", default_match=_fence_ack)
+def _overtime(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    late = bus.deadline() + 1
+    s.due = max(s.due, late)
+    bus._record(spec.name, s.out, {"selector": spec.text, "arrives_at": s.due, "deadline_round": late - 1})
+
+
+@fault("linger", "deliver it after it expired (its expires_at)",
+       default_target="the first acknowledgement of the fence (the last its sender says: nothing behind it is "
+                      "parked, so no session sends it again)", default_match=_fence_ack)
+def _linger(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    ttl = bus.expires_ticks
+    s.due = max(s.due, s.now + (ttl if ttl else bus.delay_ticks) + 1)
+    bus._record(spec.name, s.out, {"selector": spec.text, "arrives_at": s.due,
+                                   "expires_at": s.out.expires_at or "never (the scenario declares no expiry)"})
+
+
+@fault("flood", "the sender sends it again and again under new message ids, more times than the conversation's "
+                "message ceiling allows", default_target="publishing task_result (else the first task_result)",
+       default_match=_publishing, only=("task_result",), rate_skips_acks=True)
+def _flood(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    out, copies = s.out, []
+    for _ in range(bus.ceiling()):
+        again = bus._rebuild(out, _said_again, s.due + 1)
+        s.extra.append((s.due + 1, again))
+        bus._on_copy(out, again, False)
+        copies.append(again.message_id)
+    bus._record(spec.name, out, {"selector": spec.text, "copies": len(copies), "first": copies[0], "last": copies[-1],
+                                 "at": s.due + 1})
+
+
+#: The conversation a cross-talk copy comes from.
+OTHER_TRACE = "R-99"
+
+
+@fault("cross-talk", "a copy of it sent in another conversation (trace R-99) arrives in this one",
+       default_target="first task_result", default_match=_result)
+def _cross_talk(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    copy = dataclasses.replace(s.out, message_id=bus._next_id(s.out.message_id.split("-")[0]), trace_id=OTHER_TRACE)
+    s.extra.append((s.due, copy))
+    bus._on_copy(s.out, copy, True)  # the other conversation's copy: numbered as the one it copies
+    bus._record(spec.name, s.out, {"selector": spec.text, "copy": copy.message_id, "trace": OTHER_TRACE})
+
+
 #: The fault names, in the registry's order.
 FAULTS: tuple[str, ...] = tuple(REGISTRY)
 #: With no selector, each fault picks the first message it makes sense for.
@@ -532,6 +591,10 @@ class Bus:
         self.pending_late: list[Envelope] = []
         self.silenced: set[str] = set()  # workers whose starts and results never arrive (fault silent)
         self.on_push: Callable[[Envelope], None] | None = None  # told of every envelope queued (sim.session)
+        # the conversation's declared bounds, as the run knows them (faults overtime, flood, linger)
+        self.deadline: Callable[[], int] = lambda: 0  # the round after which the epoch's deadline has passed
+        self.ceiling: Callable[[], int] = lambda: 0  # the messages an epoch may take
+        self.expires_ticks = 0  # rounds a message stays valid (0: never expires)
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)

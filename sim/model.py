@@ -130,6 +130,10 @@ class Model:
     def set_meta(self, values: dict) -> None:
         self._meta.update(values)
 
+    def bounds(self) -> dict | None:
+        text = self._meta.get("conversation")
+        return json.loads(text) if text else None
+
     def privacy(self) -> Privacy:
         return Privacy.from_meta(self._meta.get("privacy"))
 
@@ -241,6 +245,15 @@ class Model:
         return not any(e.seq > fences[-1] and e.type in ("review_decided", "reconciliation_resolved")
                        for e in self._events)
 
+    def conversation_epoch(self, trace_id: str) -> tuple[int, int]:
+        epoch, opened, fenced = 1, 0, False
+        for e in self._events:
+            if e.type == "fence_recorded":
+                fenced = fenced or e.task_id == trace_id
+            elif e.type in ("review_decided", "reconciliation_resolved") and fenced:
+                epoch, opened, fenced = epoch + 1, e.tick, False
+        return epoch, opened
+
     def _messages_of_task(self, task_id: str):
         for mid in dict.fromkeys(self._named.get(task_id, ())):
             yield from self._by_id.get(mid, ())
@@ -287,7 +300,7 @@ class Model:
                "idempotency_key": env.idempotency_key, "payload_digest": env.payload_digest,
                "digest_scheme": env.digest_scheme, "payload": _json(env.payload),
                "evidence_refs": list(env.evidence_refs), "first_tick": self._tick, "sender_seq": seq,
-               "sender_generation": gen}
+               "sender_generation": gen, "epoch": env.epoch, "expires_at": env.expires_at}
         self._messages.append(row)
         rows.append(row)
         return row["msg_seq"], True

@@ -34,7 +34,7 @@ __all__ = [
     "Context", "IntakeFn", "judge", "plan", "route", "effect_key", "planned_effect_key", "wants_untrusted_check",
     "DEFAULT_BUDGET", "ATTEMPT_COST", "CONVERSATION_CODES", "RESTART_FAULTS", "LIVE_BODY_RESTARTS",
     "wants_conversation_check",
-    "conversation_rule", "fence_applies", "after_fence", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
+    "conversation_rule", "fence_applies", "after_fence", "refused", "bounds_refusal", "ceiling_room", "AUDIENCE_OF", "AUDIENCES", "LABELS", "audiences_of", "audience_refusal",
 ]
 
 DEFAULT_BUDGET = 5
@@ -157,7 +157,8 @@ def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool
 #: The codes a runtime that keeps the conversation's rules refuses a message with, the validator's own
 #: (sim.protocol.trace.CODES): a message refused so never entered the conversation, and an exported trace
 #: leaves it out (sim.conversation).
-CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP", "E_STALE_GENERATION", "E_AUDIENCE_LABEL")
+CONVERSATION_CODES = ("E_POST_TERMINAL_MESSAGE", "E_SEQUENCE_GAP", "E_STALE_GENERATION", "E_AUDIENCE_LABEL",
+                      "E_AUDIENCE_SCOPE", "E_STALE_EPOCH", "E_EXPIRED_MESSAGE", "E_DEADLINE", "E_MESSAGE_CEILING")
 
 #: Message type -> the audience label it is addressed under.
 AUDIENCE_OF = {
@@ -224,19 +225,58 @@ def fence_applies(env: Envelope, verdict: Verdict, *, copy: bool = False) -> boo
 
 def after_fence(env: Envelope, verdict: Verdict) -> Verdict:
     """``env`` arrived after the fence closed its conversation: refused whatever intake made of it (filter
-    before reduce: E_POST_TERMINAL_MESSAGE), so nothing changes after the fence. What intake found is not
-    lost: a result contradicting the one recorded under its key (a conflict), or a late result for a task
-    whose side effect committed, is kept in the message log and goes to reconciliation, where a reviewer
-    keeps or retracts what rests on it (and reopens the conversation by deciding)."""
+    before reduce: E_POST_TERMINAL_MESSAGE), so nothing changes after the fence (see :func:`refused`)."""
+    return refused(env, verdict, "E_POST_TERMINAL_MESSAGE",
+                   f"the conversation {env.trace_id} is fenced: after its fence only acknowledgements of it are taken")
+
+
+def refused(env: Envelope, verdict: Verdict, code: str, reason: str) -> Verdict:
+    """``env`` refused under one of the conversation's rules (``code``), whatever intake made of it: filter
+    before reduce. What intake found is not lost: a result contradicting the one recorded under its key (a
+    conflict), or a late result for a task whose side effect committed, is kept in the message log and goes
+    to reconciliation, where a reviewer keeps or retracts what rests on it (and, deciding after the fence,
+    reopens the conversation)."""
     reconcile = verdict.decision == Decision.CONFLICT or (verdict.decision == Decision.LATE
                                                            and verdict.needs_reconciliation)
-    reason = f"the conversation {env.trace_id} is fenced: after its fence only acknowledgements of it are taken"
     if verdict.decision != Decision.REJECTED:
         reason += f" (intake would have recorded it {verdict.decision.value})"
     if reconcile:
         reason += "; it contradicts what was recorded, so it goes to reconciliation"
-    return Verdict(Decision.REJECTED, reason, code="E_POST_TERMINAL_MESSAGE", needs_reconciliation=reconcile,
+    return Verdict(Decision.REJECTED, reason, code=code, needs_reconciliation=reconcile,
                    conflict_with=verdict.conflict_with)
+
+
+def ceiling_room(acknowledgers: int) -> int:
+    """Room a conversation keeps under its message ceiling for closing: its fence, and the acknowledgement
+    each of ``acknowledgers`` owes it. Messages about tasks stop this far below the ceiling."""
+    return 1 + acknowledgers
+
+
+def bounds_refusal(env: Envelope, *, trace: str | None, epoch: int, at: str, deadline: str | None,
+                   taken: int | None, ceiling: int | None, room: int) -> tuple[str, str] | None:
+    """Which of the conversation's declared bounds ``env`` breaks, as (code, reason), or None: a message
+    of another conversation (E_AUDIENCE_SCOPE), of an earlier epoch (E_STALE_EPOCH), delivered after the
+    epoch's deadline (E_DEADLINE) or after it expired (E_EXPIRED_MESSAGE), or one the conversation has
+    no room for under its ceiling (E_MESSAGE_CEILING: ``taken`` messages so far; the last ``room`` places
+    are kept for the fence and its acknowledgements). ``at`` is when it is delivered; ``taken`` None:
+    far below the ceiling, not counted."""
+    if trace is not None and env.trace_id != trace:
+        return ("E_AUDIENCE_SCOPE", f"{env.message_id} belongs to conversation {env.trace_id}, not {trace}: "
+                f"outside this conversation's scope")
+    if env.spoken_epoch < epoch:
+        return ("E_STALE_EPOCH", f"{env.message_id} was sent in epoch {env.spoken_epoch}; the conversation is "
+                f"in epoch {epoch} since a reviewer reopened it")
+    if deadline is not None and at > deadline:
+        return ("E_DEADLINE", f"delivered at {at}, after the conversation's deadline {deadline}")
+    if env.expires_at is not None and at > env.expires_at:
+        return ("E_EXPIRED_MESSAGE", f"{env.message_id} expired at {env.expires_at} and was delivered at {at}")
+    if taken is not None and ceiling is not None:
+        closing = env.type == "fence" or (env.type == "ack" and env.task_id == env.trace_id)
+        limit = ceiling if closing else ceiling - room
+        if taken >= limit:
+            return ("E_MESSAGE_CEILING", f"the conversation took {taken} of its {ceiling} messages"
+                    + ("" if closing else f" (the last {room} are kept for its fence and acknowledgements)"))
+    return None
 
 
 def wants_conversation_check(env: Envelope, verdict: Verdict) -> bool:

@@ -21,6 +21,7 @@ place only when it finished, so a failed run writes nothing.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 from collections import Counter
@@ -38,7 +39,7 @@ from .intake import TaskView
 from .policy import Policy, get_policy
 from .recovery import Recovery
 from .runfile import discard_partial, partial_of, put_in_place, remove_stale_partials
-from .scenario import Scenario, TaskSpec
+from .scenario import Scenario, TaskSpec, bounds
 from .session import Session
 from .schedule import DeliveryPlan, Schedule
 from .store import GROUP_COMMITS, Store, remove_database
@@ -117,6 +118,12 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self._tasks: dict[str, TaskView | None] = {}
         self.fence: Envelope | None = None
         self.epoch = 1  # the conversation's protocol epoch: a reopening after the fence starts the next
+        self.epoch_opened = 0  # the round the epoch opened (its deadline counts from it)
+        self.conversation = bounds(self.scenario)  # the declared bounds (sim.scenario.bounds)
+        self.timed_out_by_deadline = False  # the manager fenced at the deadline with work still open
+        self.bus.deadline = self._deadline_tick  # (methods, so a forked run's bus asks the fork)
+        self.bus.ceiling = lambda: self.conversation["message_ceiling"]
+        self.bus.expires_ticks = self.settings.expires_ticks
         self._quiet_for = 0  # rounds in a row in which nothing was sent or delivered
         if self.plan is None and self.scenario.deliveries:
             self.plan = DeliveryPlan(self.scenario.deliveries, f"scenario {self.scenario.name}")
@@ -225,6 +232,8 @@ def start_run(scenario: Scenario, policy: Policy, seed: int, specs: list[FaultSp
     meta = {
         "scenario": scenario.name, "seed": str(seed), "policy": policy.name,
         "faults": ",".join(s.text for s in specs),
+        # the conversation's declared bounds, fixed before anything is sent (sim.scenario.bounds)
+        "conversation": json.dumps(bounds(scenario), sort_keys=True),
     }
     if scenario.privacy:  # only a run that declares sensitive fields says so (others stay byte for byte)
         meta["privacy"] = scenario.privacy.to_meta()

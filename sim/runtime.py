@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import planner as _planner
 from . import versions as _versions
-from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of
+from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of, scheme_assumed
 from .errors import ProtolabError, StaleWrite, StoreError
 from .frozen import quick_init
 from .intake import Decision, TaskView, Verdict, decide as _reference_decide
@@ -152,10 +152,16 @@ def _deliver_once(
     elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:
         ctx = replace(ctx, reported_budget=env.payload["budget_left"])
     verdict = _planner.judge(env, ctx, decide, hold_untrusted=policy.hold_untrusted)
+    copy = not new and not ctx.id_reused  # the envelope was delivered before: the network's copy of it
     leak = _planner.audience_refusal(env) if policy.conversation_rules else None
+    bound = None
+    if policy.conversation_rules and leak is None and not (copy and verdict.decision == Decision.DUPLICATE):
+        bound = _bounds(store, env, tick)  # (the transport's own copies never reach the conversation)
     if leak is not None:  # a recipient outside the message's audience: refused, whatever intake made of it
         verdict = leak
-    elif policy.conversation_rules and _planner.fence_applies(env, verdict, copy=not new and not ctx.id_reused) \
+    elif bound is not None:  # outside the conversation's declared bounds: refused, whatever intake made of it
+        verdict = _planner.refused(env, verdict, *bound)
+    elif policy.conversation_rules and _planner.fence_applies(env, verdict, copy=copy) \
             and store.fenced_now(env.trace_id):
         verdict = _planner.after_fence(env, verdict)  # nothing is taken after the fence
     elif policy.conversation_rules and _planner.wants_conversation_check(env, verdict):
@@ -167,6 +173,9 @@ def _deliver_once(
     ctx = read_for_plan(store, env, ctx, verdict, policy)
     delivery_id = ctx.delivery_id
     events, state, version = _planner.plan(logged, ctx, verdict)
+    if scheme_assumed(env):  # the seed's twelve fields: the scheme the digest was read under, on record
+        events.insert(0, ev_.DigestSchemeAssumed(scheme=env.digest_scheme).draft(
+            env.task_id if ctx.task is not None else None, env.message_id))
     store.append_events(events, delivery_id=delivery_id)
     effects = [ev.data["effect_key"] for ev in events if ev.type == "effect_committed"]
     store.record_delivery(delivery_id, msg_seq, env, verdict.decision.value, verdict.code, verdict.reason, state, version)
@@ -176,6 +185,30 @@ def _deliver_once(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
         verdict.reason, state, version, reused, tuple(effects), changed, (ctx.task, events) if changed else None,
     )
+
+
+def _bounds(store: Store, env: Envelope, tick: int) -> tuple[str, str] | None:
+    """Which of the run's declared bounds ``env``, delivered at ``tick``, breaks (sim.planner.bounds_refusal;
+    None for a run that declared none). The messages the conversation took are counted only once there have
+    been enough deliveries to fill it. A reviewer's decision that reopens the conversation after its fence
+    is the first message of the next epoch."""
+    b = store.bounds()
+    if b is None:
+        return None
+    reopens = env.type == "review_decision" and env.task_id != env.trace_id and store.fenced_now(env.trace_id)
+    deadline_ticks = b["deadline_ticks"]
+    epoch, opened = store.conversation_epoch(env.trace_id)  # (remembered by the handle: a lookup a delivery)
+    if reopens:  # a reviewer's decision after the fence opens the next epoch: its deadline starts with it
+        epoch, opened = env.spoken_epoch, tick
+    ceiling, room = b["message_ceiling"], _planner.ceiling_room(b.get("acknowledgers", 0))
+    taken = None
+    if not reopens and store.next_delivery_id() > ceiling - room:
+        from .conversation import taken_in_epoch
+
+        taken = taken_in_epoch(store, epoch)
+    return _planner.bounds_refusal(env, trace=b.get("trace"), epoch=epoch, at=store.time_at(tick),
+                                   deadline=store.time_at(opened + deadline_ticks), taken=taken, ceiling=ceiling,
+                                   room=room)
 
 
 def read_context(store: Store, env: Envelope, msg_seq: int, *, hold_untrusted: bool = True) -> Context:
@@ -319,10 +352,11 @@ def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str
     payload = {"reconcile": decision, "of": target}
     if note:
         payload["note"] = note
+    trace = store.task_trace(task_id)
     env = build_envelope(
-        message_id=f"REC-{task_id}-{target}", trace_id=store.task_trace(task_id), task_id=task_id, sender=by,
+        message_id=f"REC-{task_id}-{target}", trace_id=trace, task_id=task_id, sender=by,
         recipient="manager", type="review_decision", payload=payload, idempotency_key=f"reconcile:{task_id}:{target}",
-        created_at=store.time_at(store.tick + 1), evidence_refs=evidence,
+        created_at=store.time_at(store.tick + 1), evidence_refs=evidence, epoch=_epoch_of_decision(store, trace),
     )
     return deliver(store, env)
 
@@ -385,5 +419,13 @@ def review(
         idempotency_key=f"review:{task_id}:v{task.state_version}" if read_version is None else f"review:{task_id}:v{version}:{decision}",
         created_at=store.time_at(store.tick + 1),
         evidence_refs=evidence,
+        epoch=_epoch_of_decision(store, trace),
     )
     return deliver(store, env, decide=decide)
+
+
+def _epoch_of_decision(store: Store, trace: str) -> int | None:
+    """The epoch a reviewer's decision speaks in: the conversation's, or the next one when the conversation
+    is fenced (the decision reopens it). None for the first (an envelope names no epoch then)."""
+    epoch = store.conversation_epoch(trace)[0] + (1 if store.fenced_now(trace) else 0)
+    return epoch if epoch > 1 else None

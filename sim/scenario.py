@@ -25,7 +25,7 @@ from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
 __all__ = ["TaskSpec", "GatherSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
-           "scenario_toml", "POLICY_NAMES"]
+           "scenario_toml", "POLICY_NAMES", "bounds", "CEILING_PER_TASK"]
 
 #: The policies a scenario may name (those of :mod:`sim.policy`; a test holds them equal).
 POLICY_NAMES = ("safe", "naive")
@@ -73,6 +73,11 @@ class Settings:
     zombie_ticks: int = 0  # rounds after it notices the recovery before a crashed worker's stale commit is sent
     gather_ticks: int = 0  # rounds a gather (a task after several) waits for its inputs; 0: no deadline
     max_rounds: int = 400
+    # The conversation's declared bounds (the trace's deadline and messageCeiling), fixed before anything
+    # is sent and kept during the run by a runtime that keeps the conversation's rules:
+    deadline_ticks: int = 0  # rounds after an epoch opens by which its messages must arrive; 0: max_rounds
+    message_ceiling: int = 0  # messages an epoch of the conversation may take; 0: CEILING_PER_TASK per task
+    expires_ticks: int = 0  # rounds a message stays valid after it is sent (its expires_at); 0: it never expires
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,21 @@ class Scenario:
     gathers: tuple[GatherSpec, ...] = ()
     #: seconds each sender's clock is off (its envelopes' created_at); logical time is unaffected
     clocks: tuple[tuple[str, int], ...] = ()
+
+
+#: The message ceiling a scenario that declares none gets, per task of its story (and once more for the
+#: conversation's own messages): far more than any run of its story sends.
+CEILING_PER_TASK = 64
+
+
+def bounds(sc: "Scenario") -> dict:
+    """The conversation's declared bounds for a run of ``sc``, its defaults filled in: what the run records
+    (meta ``conversation``), the runtime keeps and the exported trace declares."""
+    s = sc.settings
+    tasks = sc.stress.tasks if sc.stress is not None else len(sc.tasks)
+    return {"trace": sc.trace, "deadline_ticks": s.deadline_ticks or s.max_rounds,
+            "message_ceiling": s.message_ceiling or CEILING_PER_TASK * (tasks + 1),
+            "expires_ticks": s.expires_ticks, "acknowledgers": len(sc.workers)}
 
 
 def _err(source: str, msg: str, code: str = "E_SCENARIO") -> InputError:

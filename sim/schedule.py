@@ -25,7 +25,11 @@ from .machine import TaskState
 from .runtime import Outcome, deliver, record_copy_dropped, record_sent_again
 from .scenario import TaskSpec
 
-__all__ = ["Schedule", "DeliveryPlan"]
+__all__ = ["Schedule", "DeliveryPlan", "FENCE_MARGIN"]
+
+#: Rounds before an epoch's deadline at which a manager whose tasks have not all settled fences the
+#: conversation TIMED_OUT: its fence arrives the next round and the acknowledgements the round after.
+FENCE_MARGIN = 3
 
 
 class Schedule:
@@ -96,6 +100,7 @@ class Schedule:
             self.fence = None
             self.manager.fenced = False
             self.epoch += 1
+            self.epoch_opened = self.now  # the new epoch's deadline counts from here
 
     def seal(self) -> None:
         """Record in meta how the run ended."""
@@ -159,11 +164,22 @@ class Schedule:
             return False
         return all(self._settled(s.id) or self._blocked(s) for s in self._tasks_in_play())
 
-    def _send_fence(self) -> None:
-        """Every task has settled: the manager fences the conversation; the workers must ack it."""
+    def _deadline_tick(self) -> int:
+        """The round after which the epoch's messages are past its declared deadline (sim.scenario.bounds)."""
+        return self.epoch_opened + self.conversation["deadline_ticks"]
+
+    def _closing_time(self) -> bool:
+        """Whether the manager must fence now so that its fence and their acknowledgements arrive before the
+        epoch's deadline: a fence sent this round arrives next round, and its acks the round after the next."""
+        return self.now >= self._deadline_tick() - FENCE_MARGIN
+
+    def _send_fence(self, *, closing: bool = False) -> None:
+        """Every task has settled, or the deadline is near (``closing``): the manager fences the conversation;
+        the workers must ack it."""
         states = [self.task(s.id) for s in self.specs.values()] if self.scenario.stress is None else []
-        if self.manager.timed_out:
-            terminal = "TIMED_OUT"  # a gather's deadline passed with inputs missing
+        if self.manager.timed_out or closing:
+            terminal = "TIMED_OUT"  # a gather's deadline passed with inputs missing, or the conversation's is near
+            self.timed_out_by_deadline = closing
         elif any(t is None or t.state in (TaskState.NEEDS_REVIEW, TaskState.FAILED, TaskState.DENIED) for t in states):
             terminal = "BLOCKED"
         elif any(t.state == TaskState.CANCELED for t in states):
@@ -179,6 +195,8 @@ class Schedule:
         if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies) \
                 or (self.session is not None and self.session.busy()):
             return False
+        if self.timed_out_by_deadline:  # closed at its deadline: what is still open stays open
+            return True
         st = self.scenario.stress
         if st is not None and self._stress_next < st.tasks:
             return False
@@ -244,6 +262,8 @@ class Schedule:
         self.manager.act(self.now)
         if self.fence is None and self._settled_all():
             self._send_fence()
+        elif self.fence is None and self._closing_time():
+            self._send_fence(closing=True)
         # A crashed worker's old body acts as soon as it notices the recovery: its stale
         # commit races the recovered worker's, which is the case fencing must win.
         for z in self.zombies:

@@ -12,7 +12,7 @@ sequences); :mod:`sim.schedule` runs the rounds, :mod:`sim.recovery` handles cra
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from .design import Intent, build_from
 from .envelope import Envelope, build_envelope
@@ -20,6 +20,12 @@ from .intake import TaskView
 from .runtime import put_artifact, record_fault
 
 __all__ = ["RunWorld"]
+
+
+def _later(time_text: str, seconds: int) -> str:
+    """``time_text`` (UTC RFC 3339, whole seconds) plus ``seconds``."""
+    t = datetime.strptime(time_text, "%Y-%m-%dT%H:%M:%SZ") + timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class RunWorld:
@@ -108,15 +114,21 @@ class RunWorld:
         return out
 
     def _build(self, intent: Intent, schema_version: str = "1") -> Envelope:
-        """The envelope the design makes of ``intent``; under a policy that minimises, without the
-        sensitive fields its recipient does not need (sim.privacy), digested as sent."""
-        env = build_from(self.design, intent, schema_version=schema_version)
+        """The envelope the design makes of ``intent``, stamped by its sender with the conversation's epoch
+        (after the first) and when it expires (a scenario that declares ``expires_ticks``); under a policy
+        that minimises, without the sensitive fields its recipient does not need (sim.privacy), digested
+        as sent."""
+        ttl = self.settings.expires_ticks
+        expires = _later(intent.created_at, ttl) if ttl and intent.created_at else None
+        epoch = self.epoch if self.epoch > 1 else None
+        env = build_from(self.design, intent, schema_version=schema_version, epoch=epoch, expires_at=expires)
         if self.privacy and self.policy.minimise and self.privacy.unneeded(env.payload, env.recipient):
             env = build_envelope(
                 message_id=env.message_id, trace_id=env.trace_id, task_id=env.task_id, sender=env.sender,
                 recipient=env.recipient, type=env.type, payload=self.privacy.minimise(env.payload, env.recipient),
                 idempotency_key=env.idempotency_key, created_at=env.created_at, evidence_refs=list(env.evidence_refs),
-                digest_scheme=env.digest_scheme, schema_version=env.schema_version,
+                digest_scheme=env.digest_scheme, schema_version=env.schema_version, epoch=env.epoch,
+                expires_at=env.expires_at,
             )
         return env
 

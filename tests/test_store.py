@@ -174,6 +174,7 @@ def test_created_at_is_derived_from_time_zero_plus_ticks(tmp_path):
 
 #: what each schema version lacks that the next added (undone, newest first, to make an older file)
 _ADDED_IN = {
+    4: ("ALTER TABLE messages DROP COLUMN epoch", "ALTER TABLE messages DROP COLUMN expires_at"),
     3: ("DROP INDEX effects_by_task",),
     2: ("ALTER TABLE messages DROP COLUMN sender_seq", "ALTER TABLE messages DROP COLUMN sender_generation"),
 }
@@ -532,7 +533,7 @@ def test_a_schema_2_database_gains_the_effects_index_when_opened_to_write_and_is
     ro.close()
     assert hashlib.sha256(p.read_bytes()).hexdigest() == before
     s = Store.open(p)
-    assert s.get_meta("schema_version") == str(SCHEMA_VERSION) == "3"
+    assert s.get_meta("schema_version") == str(SCHEMA_VERSION) == "4"
     assert "effects_by_task" in _indexes(s.conn) and s.state_digest() == digest
     deliver(s, samples.m2())
     s.close()

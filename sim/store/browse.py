@@ -39,6 +39,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "first_tick": "Tick at which it was first seen.",
         "sender_seq": "The sender's own sequence number for it.",
         "sender_generation": "Which body of the sender sent it (a restarted worker is a new generation).",
+        "epoch": "The conversation's epoch the sender spoke in (empty: the first); one from an earlier epoch is stale.",
+        "expires_at": "When the message stops being valid (empty: never); delivered later, it has expired.",
     }),
     "deliveries": (_MESSAGE + "One row per attempt to hand an envelope to its recipient, with the intake's decision: "
                    "a duplicate or a late result is recorded here and changes no state.", {

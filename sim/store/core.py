@@ -4,6 +4,7 @@ writes and the reducer come from their own modules."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import urllib.parse
@@ -51,6 +52,7 @@ class Store(Reads, Writes, Reducer):
         # stored last (record_message -> first_msg_seq), and which conversations are fenced (fenced_now).
         self._first_seq: tuple[str, int] | None = None
         self._fenced: dict[str, bool] = {}
+        self._epochs: dict[str, tuple[int, int]] = {}  # trace id -> (its epoch now, the tick it opened)
         if isinstance(self.conn, _Connection):
             self.conn.path = path
 
@@ -253,10 +255,20 @@ class Store(Reads, Writes, Reducer):
             # without it each asking scans every effect of the run.
             "CREATE INDEX IF NOT EXISTS effects_by_task ON effects (task_id)",
         ),
+        4: (
+            # The envelope's optional fields: the conversation epoch its sender spoke in, and when it expires
+            # (both NULL for an envelope without them, as every one stored before).
+            "ALTER TABLE messages ADD COLUMN epoch INTEGER",
+            "ALTER TABLE messages ADD COLUMN expires_at TEXT",
+            # The events that open and close a conversation's epochs, found without a scan of the log.
+            "CREATE INDEX IF NOT EXISTS events_of_epochs ON events (seq) WHERE type IN ('fence_recorded', "
+            "'review_decided', 'reconciliation_resolved')",
+        ),
     }
     #: The versions whose step changes what a reader sees (columns, not only indexes): a file older than
     #: one of these opened read-only is migrated in a copy in memory; one older only than the others is
-    #: read as it is (it answers the same, a little slower).
+    #: read as it is (it answers the same, a little slower). Version 4's columns (an envelope's epoch and
+    #: expiry) are optional: every reader takes a row without them as an envelope that carries neither.
     _READERS_NEED = frozenset({2})
 
     def _migrate(self, version: int) -> None:
@@ -337,6 +349,15 @@ class Store(Reads, Writes, Reducer):
                 list(values.items()),
             )
         self._meta.update(values)
+
+    def bounds(self) -> dict | None:
+        """The conversation's declared bounds (its ``conversation`` meta: deadline_ticks, message_ceiling,
+        expires_ticks), or None for a run that declared none (hand-delivered messages, an older run)."""
+        text = self._meta.get("conversation")
+        cached = getattr(self, "_bounds", None)
+        if cached is None or cached[0] != text:
+            cached = self._bounds = (text, json.loads(text) if text else None)
+        return cached[1]
 
     def privacy(self) -> Privacy:
         """The run's declaration of sensitive fields (its ``privacy`` meta; empty when none)."""

@@ -269,6 +269,26 @@ class Reads:
         fenced = self._fenced[trace_id] = self._fence_lookup(trace_id)
         return fenced
 
+    def conversation_epoch(self, trace_id: str) -> tuple[int, int]:
+        """The epoch conversation ``trace_id`` is in now and the tick it opened (1 and 0 until a reviewer's
+        decision after a fence reopens it: ``sim.conversation.epochs_of`` walks the same rule). Remembered
+        like :meth:`fenced_now` (a reviewer's decision or another writer's commit forgets it)."""
+        known = self._epochs.get(trace_id)
+        if known is not None:
+            return known
+        epoch, opened, fenced = 1, 0, False
+        for tick, typ, task in self.conn.execute(
+                "SELECT tick, type, task_id FROM events WHERE type IN ('fence_recorded', 'review_decided', "
+                "'reconciliation_resolved') ORDER BY seq"):
+            if typ == "fence_recorded":
+                fenced = fenced or task == trace_id
+            elif fenced:
+                epoch, opened, fenced = epoch + 1, tick, False
+        if len(self._epochs) >= 4096:
+            self._epochs.clear()
+        self._epochs[trace_id] = (epoch, opened)
+        return epoch, opened
+
     def _fence_lookup(self, trace_id: str) -> bool:
         row = self.conn.execute("SELECT MAX(seq) FROM events WHERE task_id = ? AND type = 'fence_recorded'",
                                 (trace_id,)).fetchone()

@@ -55,6 +55,8 @@ class Message(Row):
     first_tick: int
     sender_seq: int | None
     sender_generation: int | None
+    epoch: int | None
+    expires_at: str | None
 
 
 class Delivery(Row):

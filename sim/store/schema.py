@@ -9,7 +9,7 @@ from ..errors import StoreError
 from ..events import REGISTRY as EVENT_REGISTRY
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 APP_ID = "protolab"
@@ -46,6 +46,7 @@ CREATE TABLE messages (
     payload TEXT NOT NULL, evidence_refs TEXT NOT NULL,
     first_tick INTEGER NOT NULL,
     sender_seq INTEGER, sender_generation INTEGER,
+    epoch INTEGER, expires_at TEXT,
     UNIQUE (message_id, envelope_digest)
 );
 CREATE INDEX messages_by_id ON messages (message_id);
@@ -67,6 +68,7 @@ CREATE TABLE events (
     data TEXT NOT NULL
 );
 CREATE INDEX events_by_task ON events (task_id);
+CREATE INDEX events_of_epochs ON events (seq) WHERE type IN ('fence_recorded', 'review_decided', 'reconciliation_resolved');
 
 CREATE TABLE machines (
     version TEXT PRIMARY KEY, description TEXT NOT NULL, loaded_tick INTEGER NOT NULL

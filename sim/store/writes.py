@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # typing only: core imports this module
 _INSERT_MESSAGE = (
     "INSERT OR IGNORE INTO messages (message_id, envelope_digest, trace_id, task_id, sender, recipient, type, "
     "schema_version, created_at, idempotency_key, payload_digest, digest_scheme, payload, evidence_refs, first_tick, "
-    "sender_seq, sender_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    "sender_seq, sender_generation, epoch, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _INSERT_EVENT = ("INSERT INTO events (tick, created_at, type, task_id, message_id, delivery_id, data) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
 #: the events after which no conversation is fenced any more (a reviewer's decision reopens it)
@@ -133,6 +133,7 @@ class Writes:
             mid, envelope_digest, env.trace_id, env.task_id, env.sender, env.recipient, env.type,
             env.schema_version, env.created_at, env.idempotency_key, env.payload_digest, env.digest_scheme,
             env.payload_json(), _dumps(list(env.evidence_refs)) if env.evidence_refs else "[]", self._tick, seq, gen,
+            env.epoch, env.expires_at,
         )
         c = self.conn
         # The id's stored envelopes, oldest first (usually none): whether this one is among them, and the
@@ -207,11 +208,13 @@ class Writes:
             self._fenced[ev.task_id] = True  # the newest fence of its conversation: nothing reopened it yet
         elif t in _REOPENS:
             self._fenced.clear()
+            self._epochs.clear()
 
     def _forget(self) -> None:
         """Drop what this handle remembers of the log (a rollback, another writer's commit)."""
         self._first_seq = None
         self._fenced.clear()
+        self._epochs.clear()
         self._pre = None
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
