@@ -51,7 +51,7 @@ from ..errors import InputError, ProtolabError
 
 __all__ = ["Fact", "RunSpec", "KINDS", "BUILTINS", "PLACEHOLDER", "parse_facts", "parse_runs", "placeholders",
            "fill_known", "Side", "evaluate", "reference_sides", "reference_values", "learner_values",
-           "render", "literals", "shown_order", "saw_fields", "format_value"]
+           "render", "literals", "lab_literals", "shown_order", "saw_fields", "format_value"]
 
 #: ``{name}`` in a lab's text: a fact, a builtin, or (in hints and ``shows`` lines) a field a check saw.
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
@@ -685,4 +685,28 @@ def literals(text: str) -> list[tuple[str, str]]:
         if m in versions:
             continue
         out.append(("number", m))
+    return out
+
+
+def lab_literals(lab) -> list[tuple[str, str, str]]:
+    """Every literal a lab's texts (and its README's source) hold that only a run could vouch for:
+    ``(where, kind, literal)``, less those the lab keeps under ``[literals]`` with a reason. A
+    choice question's choices are options, not claims: a number among them (``"0"``, ``"2"``) is
+    offered, not asserted (what is right is its answer, a fact)."""
+    from .catalog import texts
+    from .readme import template_of
+
+    choice_q = {q.id for q in lab.questions if q.kind == "choice"}
+    items = [(w, t) for w, t, _ in texts(lab)]
+    src = template_of(lab)
+    items.append(("README.in.md" if src.is_file() else "README.md",
+                  (src if src.is_file() else lab.folder / "README.md").read_text(encoding="utf-8")
+                  if (src.is_file() or (lab.folder / "README.md").is_file()) else ""))
+    out = []
+    for where, text in items:
+        option = where.endswith((" choice", " feedback key")) and where.split()[1] in choice_q
+        for kind, lit in literals(text):
+            if lit in lab.literals or (option and kind == "number"):
+                continue
+            out.append((where, kind, lit))
     return out
