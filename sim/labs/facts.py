@@ -665,6 +665,7 @@ def saw_fields() -> frozenset[str]:
 
 _ID = re.compile(r"(?<![\w{-])[A-Z]-\d+\b")
 _CODE = re.compile(r"\bE_[A-Z0-9_]+\b")
+_VERSION_NO = re.compile(r"(?<![\w-])v\d+\b")  # lease v1, v2: a number too
 _NUMBER = re.compile(r"(?<![\w.{-])\d+(?:\.\d+)*(?![\w{-]|\.\d)")
 
 
@@ -681,6 +682,7 @@ def literals(text: str) -> list[tuple[str, str]]:
     out += [("code", m) for m in _CODE.findall(bare)]
     out += [("invariant", name) for name in INVARIANTS if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", bare)]
     versions = {str(v) for v in KNOWN}
+    out += [("number", m) for m in _VERSION_NO.findall(bare)]
     for m in _NUMBER.findall(bare):
         if m in versions:
             continue
