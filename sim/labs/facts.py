@@ -19,6 +19,7 @@ the rows it reads (a message type, an event type, a gather, an invariant, ...), 
             ending in ``~``: contains it; in ``!``: is not it); a value may name another fact,
             ``"{other}"``;
 ``nth``     which matching row (1: the first, the default; -1: the last);
+``all``     ``true``: the field of every matching row, each value once, in order ("succeeded, failed");
 ``side``    the run it is read from: the lab's own policy by default (the learner's run), the other
             policy (``"safe"`` or ``"naive"``: the same scenario, seed, faults and reference path),
             or a run the lab declares under ``[runs]`` (``protolab run`` with other options);
@@ -59,7 +60,7 @@ PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 #: Names every lab may use without declaring them: the lab's own settings.
 BUILTINS = ("lab", "db", "scenario", "seed", "policy", "faults", "minutes")
 
-OPTIONS = ("field", "count", "where", "nth", "side", "map", "about")
+OPTIONS = ("field", "count", "all", "where", "nth", "side", "map", "about")
 POLICIES = ("safe", "naive")
 
 
@@ -81,7 +82,7 @@ def _kind_columns() -> dict[str, tuple[str, ...] | None]:
         "effect": _columns(Effect),
         "gather": event_cols,  # and gather_reduced's data keys
         "invariant": None,
-        "trace": ("code", "message_id", "sender", "pointer", "message", "terminal", "valid", "reason", "codes"),
+        "trace": ("code", "message_id", "sender", "recipient", "pointer", "message", "terminal", "valid", "reason", "codes"),
     }
 
 
@@ -125,6 +126,7 @@ class Fact:
     side: str | None = None  # None: the lab's own side (its policy)
     map: dict | None = None
     about: str = ""
+    all: bool = False
 
     def refs(self) -> set[str]:
         """The facts this one reads (named in its selector or its where values)."""
@@ -189,7 +191,7 @@ def _check_key(kind: str, selector: str, key: str, w: str, what: str) -> None:
             return
         known |= set(keys) | {"data"} | ({"dissent_senders", "contributors"} if kind == "gather" else set())
     if kind == "trace":
-        known = {"code", "message_id", "sender", "pointer", "message"} if selector == "errors" else \
+        known = {"code", "message_id", "sender", "recipient", "pointer", "message"} if selector == "errors" else \
             {"terminal", "valid", "reason", "codes"}
     if kind == "message" and head == "payload":
         return
@@ -239,8 +241,11 @@ def parse_facts(raw: dict, runs: dict[str, RunSpec], where: str, *, reserved: It
         if kind in ("task", "transition") and bare and bare != "*" and not re.fullmatch(r"[A-Za-z0-9:_-]+", bare):
             raise _bad(w, f"{kind} must be a task id, a fact naming one, or '*'")
         count = spec.get("count", False)
-        if not isinstance(count, bool):
-            raise _bad(w, "count must be true or false")
+        every = spec.get("all", False)
+        if not isinstance(count, bool) or not isinstance(every, bool):
+            raise _bad(w, "count and all are true or false")
+        if every and (count or "nth" in spec):
+            raise _bad(w, "all reads every matching row: not with count or nth")
         fld = spec.get("field")
         if (fld is None) == (not count):
             raise _bad(w, "give a field, or count = true (not both)")
@@ -269,7 +274,7 @@ def parse_facts(raw: dict, runs: dict[str, RunSpec], where: str, *, reserved: It
         if not isinstance(about, str):
             raise _bad(w, "about must be a string")
         out[name] = Fact(name, kind, selector, fld, count, dict(where_), nth, side,
-                         None if mapping is None else {str(k): v for k, v in mapping.items()}, about)
+                         None if mapping is None else {str(k): v for k, v in mapping.items()}, about, every)
     for f in out.values():
         missing = sorted(f.refs() - set(out))
         if missing:
@@ -431,7 +436,8 @@ class Side:
                          "codes": list(report.codes)}]
             msgs = self.messages()
             return [{"code": f.code, "message_id": f.message_id, "pointer": f.pointer, "message": f.message,
-                     "sender": (msgs.get(f.message_id or "") or {}).get("sender")} for f in report.errors]
+                     "sender": (msgs.get(f.message_id or "") or {}).get("sender"),
+                     "recipient": (msgs.get(f.message_id or "") or {}).get("recipient")} for f in report.errors]
         raise ValueError(kind)
 
 
@@ -459,6 +465,8 @@ def evaluate_fact(f: Fact, side: Side | None, values: dict) -> str | None:
     rows = [r for r in rows if all(_matches(r, k, v, values) for k, v in f.where.items())]
     if f.count:
         value = str(len(rows))
+    elif f.all:
+        value = format_value(list(dict.fromkeys(v for v in (format_value(_get(r, f.field)) for r in rows) if v)))
     else:
         idx = f.nth - 1 if f.nth > 0 else f.nth
         if not -len(rows) <= idx < len(rows):
