@@ -86,11 +86,15 @@ def _kind_columns() -> dict[str, tuple[str, ...] | None]:
     }
 
 
+#: Keys an event's rows have beyond its data: fence_recorded's ``unacknowledged``, those it was sent
+#: to whose acknowledgement of it no accepted delivery carries.
+EVENT_EXTRAS = {"fence_recorded": ("unacknowledged",)}
+
 #: The kinds of fact, each with what its selector names.
 KINDS: dict[str, str] = {
     "delivery": "a message type (or '*'): each delivery of such a message, with its envelope's fields",
     "message": "a message type (or '*'): each stored envelope of that type",
-    "event": "an event type: each event of it, with its data's keys",
+    "event": "an event type: each event of it, with its data's keys (fence_recorded: unacknowledged too)",
     "task": "a task id (or '*'): the task as the tasks table holds it now (a2a_state: its A2A state)",
     "transition": "a task id (or '*'): each applied move of it",
     "effect": "an effect kind (or '*'): each committed side effect",
@@ -189,7 +193,8 @@ def _check_key(kind: str, selector: str, key: str, w: str, what: str) -> None:
         keys = _event_keys("gather_reduced" if kind == "gather" else selector)
         if keys is None:
             return
-        known |= set(keys) | {"data"} | ({"dissent_senders", "contributors"} if kind == "gather" else set())
+        known |= set(keys) | {"data"} | ({"dissent_senders", "contributors"} if kind == "gather" else
+                                         set(EVENT_EXTRAS.get(selector, ())))
     if kind == "trace":
         known = {"code", "message_id", "sender", "recipient", "pointer", "message"} if selector == "errors" else \
             {"terminal", "valid", "reason", "codes"}
@@ -399,6 +404,10 @@ class Side:
                     data["dissent"] = [d.get("message") for d in data.get("dissent") or []]
                     data["contributors"] = [c.get("sender") for c in data.get("contributions") or []]
                     data["contributions"] = [c.get("id") for c in data.get("contributions") or []]
+                if etype == "fence_recorded":
+                    acked = {d["sender"] for d in self.rows("delivery", "ack")
+                             if d["decision"] == "accepted" and (d.get("payload") or {}).get("of") == e.message_id}
+                    data["unacknowledged"] = [p for p in data.get("to") or [] if p not in acked]
                 row = {**data, "data": e.data}
                 row.update({k: e[k] for k in ("seq", "tick", "created_at", "type", "task_id", "message_id",
                                               "delivery_id")})
