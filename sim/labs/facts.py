@@ -83,6 +83,7 @@ def _kind_columns() -> dict[str, tuple[str, ...] | None]:
         "gather": event_cols,  # and gather_reduced's data keys
         "invariant": None,
         "trace": ("code", "message_id", "sender", "recipient", "pointer", "message", "terminal", "valid", "reason", "codes"),
+        "replay": ("match", "events", "redelivered", "decisions", "effects_before", "effects_committed_again"),
     }
 
 
@@ -104,6 +105,8 @@ KINDS: dict[str, str] = {
                  "row with status 'holds'",
     "trace": "'errors' (each finding of the exported conversation's validation: code, message_id, sender) or "
              "'report' (terminal, valid, reason, codes)",
+    "replay": "'report': what 'protolab replay' says of the run (match: the rebuilt state digest is the live one; "
+              "redelivered, decisions, effects_committed_again: the whole message log delivered again on a copy)",
 }
 
 
@@ -243,6 +246,8 @@ def parse_facts(raw: dict, runs: dict[str, RunSpec], where: str, *, reserved: It
             raise _bad(w, f"unknown invariant {selector!r} (one of: {', '.join(INVARIANTS)})")
         if kind == "trace" and selector not in ("errors", "report"):
             raise _bad(w, "trace must be 'errors' or 'report'")
+        if kind == "replay" and selector != "report":
+            raise _bad(w, "replay must be 'report'")
         if kind in ("task", "transition") and bare and bare != "*" and not re.fullmatch(r"[A-Za-z0-9:_-]+", bare):
             raise _bad(w, f"{kind} must be a task id, a fact naming one, or '*'")
         count = spec.get("count", False)
@@ -447,6 +452,11 @@ class Side:
             return [{"code": f.code, "message_id": f.message_id, "pointer": f.pointer, "message": f.message,
                      "sender": (msgs.get(f.message_id or "") or {}).get("sender"),
                      "recipient": (msgs.get(f.message_id or "") or {}).get("recipient")} for f in report.errors]
+        if kind == "replay":
+            from ..replay import replay_report
+
+            r = replay_report(self.store)
+            return [{"match": r["match"], "events": r["events"], **r["redelivery"]}]
         raise ValueError(kind)
 
 
