@@ -12,7 +12,8 @@ A lab declares them in ``lab.toml``::
 Each fact has exactly one *kind* key, from a closed registry (:data:`KINDS`), whose value selects
 the rows it reads (a message type, an event type, a gather, an invariant, ...), and options:
 
-``field``   the column (or event data key; ``a.b`` reads inside a value, ``a.#`` counts a list) whose
+``field``   the column (or event data key; ``a.b`` reads inside a value, ``a.0`` a list's first item,
+            ``a.#`` counts a list) whose
             value the fact is;
 ``count``   ``true``: the number of rows that match, instead of a field;
 ``where``   ``{column = value}``: only rows whose column is that value (a list: any of them; a key
@@ -329,11 +330,15 @@ def format_value(v) -> str | None:
 
 
 def _get(row, key: str):
-    """``row[a][b]`` for ``a.b``; ``#``: the length of the list (or table) reached so far."""
+    """``row[a][b]`` for ``a.b`` (a number: that item of a list, from 0); ``#``: the length of the list
+    (or table) reached so far."""
     cur = row
     for part in key.split("."):
         if part == "#":
             return len(cur) if isinstance(cur, (list, tuple, dict)) else None
+        if isinstance(cur, (list, tuple)) and part.isdigit():
+            cur = cur[int(part)] if int(part) < len(cur) else None
+            continue
         if isinstance(cur, dict) or hasattr(cur, "keys"):
             if part not in cur:
                 return None
