@@ -697,6 +697,7 @@ def saw_fields() -> frozenset[str]:
 
 _ID = re.compile(r"(?<![\w{-])[A-Z]-\d+\b")
 _CODE = re.compile(r"\bE_[A-Z0-9_]+\b")
+_LAB = re.compile(r"(?<![\w-])labs? (\d+)\b")
 _VERSION_NO = re.compile(r"(?<![\w-])v\d+\b")  # lease v1, v2: a number too
 _NUMBER = re.compile(r"(?<![\w.{-])\d+(?:\.\d+)*(?![\w{-]|\.\d)")
 
@@ -704,13 +705,15 @@ _NUMBER = re.compile(r"(?<![\w.{-])\d+(?:\.\d+)*(?![\w{-]|\.\d)")
 def literals(text: str) -> list[tuple[str, str]]:
     """What a lab text names as a literal that only a run can vouch for: ``(kind, literal)`` for
     each message, task or report id, code, invariant name and number (a version the kit defines,
-    ``sim.versions.KNOWN``, is a name of the protocol's, not a claim about a run). Placeholders are
-    not literals."""
+    ``sim.versions.KNOWN``, is a name of the protocol's, not a claim about a run; ``lab N`` names
+    another lab, ``("lab", N)``, which must exist). Placeholders are not literals."""
     from ..invariants import REGISTRY as INVARIANTS
     from ..versions import KNOWN
 
     bare = PLACEHOLDER.sub(" ", text or "")
-    out = [("id", m) for m in _ID.findall(bare)]
+    out = [("lab", m) for m in _LAB.findall(bare)]  # another lab, by number: held to the catalog
+    bare = _LAB.sub(" ", bare)
+    out += [("id", m) for m in _ID.findall(bare)]
     out += [("code", m) for m in _CODE.findall(bare)]
     out += [("invariant", name) for name in INVARIANTS if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", bare)]
     versions = {str(v) for v in KNOWN}
@@ -730,6 +733,9 @@ def lab_literals(lab) -> list[tuple[str, str, str]]:
     from .catalog import texts
     from .readme import template_of
 
+    from .catalog import labs
+
+    numbers = {x.number for x in labs()} | {lab.number}
     choice_q = {q.id for q in lab.questions if q.kind == "choice"}
     items = [(w, t) for w, t, _ in texts(lab)]
     src = template_of(lab)
@@ -741,6 +747,8 @@ def lab_literals(lab) -> list[tuple[str, str, str]]:
         option = where.endswith((" choice", " feedback key")) and where.split()[1] in choice_q
         for kind, lit in literals(text):
             if lit in lab.literals or (option and kind == "number"):
+                continue
+            if kind == "lab" and int(lit) in numbers:
                 continue
             out.append((where, kind, lit))
     return out
