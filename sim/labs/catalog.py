@@ -5,8 +5,9 @@ order, the checkpoints each step holds (a named check from :mod:`sim.labs.checks
 arguments and hints keyed by what the check saw) and its questions (a choice or an exact value,
 with feedback per wrong choice), and the facts its texts name (:mod:`sim.labs.facts`: small queries
 over its runs, so that no text types an id, a code or a count its runs do not show). A question's
-choices are kept in the order every face shows them (:func:`sim.labs.facts.shown_order`), never
-the order they were written in. Adding a lab means adding a folder; nothing here names a lab.
+choices are kept in an order of their own (:func:`sim.labs.facts.shown_order`), never the order
+they were written in; rendering puts the right one in a place drawn for the question
+(:func:`sim.labs.facts.answer_placed`). Adding a lab means adding a folder; nothing here names a lab.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from ..errors import InputError, ProtolabError
 
 __all__ = ["Fact", "RunSpec", "KINDS", "BUILTINS", "PLACEHOLDER", "parse_facts", "parse_runs", "placeholders",
            "fill_known", "Side", "evaluate", "reference_sides", "reference_values", "learner_values",
-           "render", "literals", "lab_literals", "shown_order", "saw_fields", "format_value"]
+           "render", "literals", "lab_literals", "shown_order", "answer_placed", "saw_fields", "format_value"]
 
 #: ``{name}`` in a lab's text: a fact, a builtin, or (in hints and ``shows`` lines) a field a check saw.
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
@@ -657,18 +657,35 @@ def render(lab, values: dict | None = None):
                                                 hints={k: f(x) for k, x in c.hints.items()}, shows=f(c.shows))
     steps = tuple(dataclasses.replace(s, title=f(s.title), text=f(s.text),
                                       checkpoints=tuple(checkpoints[c.id] for c in s.checkpoints)) for s in lab.steps)
-    questions = tuple(dataclasses.replace(q, text=f(q.text), choices=tuple(f(c) for c in q.choices),
+    questions = tuple(dataclasses.replace(q, text=f(q.text),
+                                          choices=answer_placed(lab.slug, q.id, tuple(f(c) for c in q.choices),
+                                                                f(q.answer) if q.answer is not None else None),
                                           feedback={f(k): f(x) for k, x in q.feedback.items()}, explain=f(q.explain))
                       for q in lab.questions)
     return dataclasses.replace(lab, summary=f(lab.summary), title=f(lab.title), steps=steps, questions=questions,
                                rendered=True)
 
 
+def _digest(*parts: str) -> int:
+    return int(hashlib.sha256("\0".join(parts).encode()).hexdigest(), 16)
+
+
 def shown_order(lab_slug: str, qid: str, choices: Iterable[str]) -> tuple[str, ...]:
-    """A question's choices in the order every face shows them: sorted by a digest of the lab, the
-    question and the choice, so the order owes nothing to the order they were written in (where the
-    right one tends to come first) and is the same on every machine."""
-    return tuple(sorted(choices, key=lambda c: hashlib.sha256(f"{lab_slug}\0{qid}\0{c}".encode()).hexdigest()))
+    """A question's choices sorted by a digest of the lab, the question and the choice: an order
+    that owes nothing to the order they were written in (where the right one tends to come first)
+    and is the same on every machine."""
+    return tuple(sorted(choices, key=lambda c: _digest(lab_slug, qid, c)))
+
+
+def answer_placed(lab_slug: str, qid: str, choices: tuple[str, ...], answer: str | None) -> tuple[str, ...]:
+    """The choices as every face shows them: in :func:`shown_order`, the right one moved to a place
+    drawn from a digest of the lab and the question alone, so where it stands says nothing (over the
+    course, the first place holds it about as often as chance gives)."""
+    if answer not in choices:
+        return choices
+    rest = [c for c in choices if c != answer]
+    rest.insert(_digest(lab_slug, qid, "answer") % len(choices), answer)
+    return tuple(rest)
 
 
 @functools.lru_cache(maxsize=1)
