@@ -10,7 +10,8 @@ the way the lab's runs know it:
   when it differs, on the other;
 * a code: which delivery it refused, or which message the conversation's validation names;
 * an invariant: whether it holds on each side, and the first witness;
-* a task id: whose it is and its state; a task state: which tasks are in it.
+* a task id: whose it is and its state; a trace id: the run's conversation and the report its
+  effects target; an effect key: which message committed it; a task state: which tasks are in it.
 
 Nothing here is typed by a lab: the words come from the runs, so they stay true when the runs change.
 """
@@ -84,7 +85,17 @@ def _task(side: Side, tid: str) -> str | None:
     t = next((r for r in side.rows("task", "*") if r["task_id"] == tid), None)
     if t is None:
         return None
-    return f"{tid} is {t.get('assignee') or 'a'} task, {t['state']} now"
+    whose = f"{t['assignee']}'s task" if t.get("assignee") else "a task"
+    return f"{tid} is {whose}, {t['state']} now"
+
+
+def _trace(side: Side, rid: str) -> str | None:
+    """A trace id: the run's conversation, and the report its effects publish."""
+    if not any(r.get("trace_id") == rid for r in side.rows("task", "*")):
+        return None
+    targets = [e for e in side.rows("effect", "*") if e.get("target") == rid]
+    return f"{rid} is the run's trace (its conversation)" + \
+        (f" and the report its {targets[0]['kind']} effect targets, not a message" if targets else ", not a message")
 
 
 def _state(side: Side, state: str) -> str | None:
@@ -95,6 +106,13 @@ def _state(side: Side, state: str) -> str | None:
     if ever:
         return f"{', '.join(ever)} went through {state}"
     return None
+
+
+def _effect(side: Side, key: str) -> str | None:
+    e = next((r for r in side.rows("effect", "*") if r.get("effect_key") == key), None)
+    if e is None:
+        return None
+    return f"{key} is the key of the {e['kind']} effect {e['message_id']} committed for {e['task_id']}, not a message"
 
 
 def _kind(value: str):
@@ -122,16 +140,21 @@ def describe(lab, ctx, value: str) -> str | None:
         for n, f in about.items():
             if (values.get(n) or "").casefold() == v.casefold():
                 side = f.side or lab.policy
-                said.append(f"{v} is {f.about}" + ("" if side == lab.policy else f" (on the {side} side)") + ".")
+                where = "" if side == lab.policy or side in f.about else \
+                    f" (on the {side} side)" if side in POLICIES else f" (in the {side} run)"
+                said.append(f"{v} is {f.about}{where}.")
     own = ctx.cached(("side", lab.number), lambda: Side(ctx.store))
     ref = reference_sides(lab)
     others = [(p, ref(p)) for p in POLICIES if p != lab.policy] + [(n, ref(n)) for n in lab.runs]
     kind = _kind(v)
     if kind is None:
-        kind = _task if any(r["task_id"] == v for r in own.rows("task", "*")) else _message
+        tasks = own.rows("task", "*")
+        kind = _task if any(r["task_id"] == v for r in tasks) else \
+            _trace if any(r.get("trace_id") == v for r in tasks) else \
+            _effect if any(r.get("effect_key") == v for r in own.rows("effect", "*")) else _message
     mine = kind(own, v)
     if mine:
-        said.append(f"In your run, {mine}." if kind is not _message else f"In your run, {v} is {mine}.")
+        said.append(f"In your run, {v} is {mine}." if kind is _message else f"In your run, {mine}.")
     for name, side in others:
         if side is None:
             continue
