@@ -134,12 +134,14 @@ def describe(lab, ctx, value: str) -> str | None:
     if not v or len(v) > 200:
         return None
     said: list[str] = []
+    told: set[str] = set()  # the sides a lab's own words already described the value on
     about = {n: f for n, f in lab.facts.items() if f.about}
     if about:
         values = ctx.cached(("about", lab.number), lambda: learner_values(lab, ctx.store, about))
         for n, f in about.items():
-            if (values.get(n) or "").casefold() == v.casefold():
-                side = f.side or lab.policy
+            side = f.side or lab.policy
+            if side not in told and (values.get(n) or "").casefold() == v.casefold():
+                told.add(side)
                 where = "" if side == lab.policy or side in f.about else \
                     f" (on the {side} side)" if side in POLICIES else f" (in the {side} run)"
                 said.append(f"{v} is {f.about}{where}.")
@@ -153,13 +155,13 @@ def describe(lab, ctx, value: str) -> str | None:
             _trace if any(r.get("trace_id") == v for r in tasks) else \
             _effect if any(r.get("effect_key") == v for r in own.rows("effect", "*")) else _message
     mine = kind(own, v)
-    if mine:
+    if mine and lab.policy not in told:
         said.append(f"In your run, {v} is {mine}." if kind is _message else f"In your run, {mine}.")
     for name, side in others:
         if side is None:
             continue
         theirs = kind(side, v)
-        if theirs and (theirs != mine):
+        if theirs and theirs != mine and name not in told:
             where = f"the {name} side" if name in POLICIES else f"the {name} run"
             said.append(f"On {where}, {v} is {theirs}." if kind is _message else f"On {where}, {theirs}.")
         if theirs and name not in POLICIES:
