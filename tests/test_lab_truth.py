@@ -419,3 +419,90 @@ async def test_the_question_dialog_shows_the_question_and_choices_filled():
         assert shown == list(app.screen.q.choices) and not any("{" in c for c in shown)
     live.close()
     naive.close()
+
+
+# -------------------------------------------------- each kind of fact reads what the store holds
+
+
+def test_each_kind_of_fact_reads_what_the_store_holds(tmp_path):
+    """The evaluator held to the store's own reads, kind by kind and option by option, on lab 3's
+    reference run (a duplicate delivered and recorded) and its naive side: a planted slip in a kind
+    (the wrong row, the wrong side, a filter ignored) gives another value here."""
+    lab = next(x for x in LABS if x.number == 3)
+    ref = reference_sides(lab)
+    safe, naive = ref("safe").store, ref("naive").store
+    ds = safe.deliveries()
+    results = [d for d in ds if d["type"] == "task_result"]
+    facts_toml = "\n".join([
+        'a_first = { delivery = "task_result", field = "message_id" }',
+        'a_last = { delivery = "task_result", nth = -1, field = "decision" }',
+        'a_second = { delivery = "task_result", nth = 2, field = "message_id" }',
+        'a_count = { delivery = "*", where = { decision = "duplicate" }, count = true }',
+        'a_any = { delivery = "*", where = { decision = ["late", "duplicate"] }, field = "message_id" }',
+        'a_not = { delivery = "task_result", where = { "sender!" = "researcher" }, field = "sender" }',
+        'a_has = { delivery = "*", where = { "reason~" = "already" }, field = "message_id" }',
+        'a_all = { delivery = "task_result", field = "task_id", all = true }',
+        'a_map = { delivery = "*", where = { decision = "duplicate" }, field = "decision", map = { duplicate = "twice" } }',
+        'a_payload = { message = "task_result", nth = 1, field = "payload.status" }',
+        'a_event = { event = "fault_injected", field = "fault" }',
+        'a_event_data = { event = "fault_injected", field = "again_at" }',
+        'a_task = { task = "{a_first_task}", field = "state" }',
+        'a_first_task = { delivery = "task_result", field = "task_id" }',
+        'a_a2a = { task = "{a_first_task}", field = "a2a_state" }',
+        'a_move = { transition = "{a_first_task}", nth = -1, field = "new_state" }',
+        'a_moves = { transition = "{a_first_task}", count = true }',
+        'a_effects = { effect = "publish", count = true }',
+        'a_naive_effects = { effect = "publish", side = "naive", count = true }',
+        'a_holds = { invariant = "EFFECT_AT_MOST_ONCE", field = "status" }',
+        'a_naive_breaks = { invariant = "EFFECT_AT_MOST_ONCE", side = "naive", field = "status" }',
+        'a_trace = { trace = "errors", field = "code" }',
+        'a_terminal = { trace = "report", field = "valid" }',
+        'a_again = { replay = "report", field = "effects_committed_again.#" }',
+        'a_none = { delivery = "*", where = { decision = "conflict" }, field = "message_id" }',
+    ])
+    copy = _copy(3, tmp_path, lambda s: s.replace("[facts]\n", f"[facts]\n{facts_toml}\n", 1))
+    v = reference_values(copy)
+    from sim.invariants import check as invariants
+    from sim.machine import A2A_STATE, TaskState
+
+    dup = [d for d in ds if d["decision"] == "duplicate"]
+    first_task = results[0]["task_id"]
+    task = safe.get_task(first_task)
+    faults = list(safe.iter_events(etype="fault_injected"))
+    trace_codes = [f.code for f in __import__("sim.protocol.trace", fromlist=["validate"]).validate(
+        __import__("sim.conversation", fromlist=["export_trace"]).export_trace(safe)).errors]
+    want = {
+        "a_first": results[0]["message_id"], "a_last": results[-1]["decision"], "a_second": results[1]["message_id"],
+        "a_count": str(len(dup)), "a_any": dup[0]["message_id"],
+        "a_not": next(safe.message_by_id(d["message_id"])["sender"] for d in results
+                      if safe.message_by_id(d["message_id"])["sender"] != "researcher"),
+        "a_has": next(d["message_id"] for d in ds if "already" in (d["reason"] or "")),
+        "a_all": ", ".join(dict.fromkeys(d["task_id"] for d in results)), "a_map": "twice",
+        "a_payload": safe.message_by_id(next(m["message_id"] for m in safe.messages() if m["type"] == "task_result"))["payload"]["status"],
+        "a_event": faults[0].data["fault"], "a_event_data": str(faults[0].data["again_at"]),
+        "a_task": task.state.value, "a_first_task": first_task, "a_a2a": A2A_STATE[TaskState(task.state.value)],
+        "a_move": safe.transitions(first_task)[-1]["new_state"], "a_moves": str(len(safe.transitions(first_task))),
+        "a_effects": str(len(safe.effects())), "a_naive_effects": str(len(naive.effects())),
+        "a_holds": "holds" if next(r for r in invariants(safe) if r.name == "EFFECT_AT_MOST_ONCE").ok else "broken",
+        "a_naive_breaks": "broken" if not next(r for r in invariants(naive) if r.name == "EFFECT_AT_MOST_ONCE").ok else "holds",
+        "a_trace": trace_codes[0] if trace_codes else None, "a_terminal": "false" if trace_codes else "true",
+        "a_again": "0", "a_none": None,
+    }
+    assert {k: v[k] for k in want} == want
+    assert want["a_naive_effects"] != want["a_effects"] and want["a_naive_breaks"] == "broken"
+
+
+def test_an_answer_key_is_read_from_the_learners_own_run_not_from_the_reference():
+    """Stopped before the finders' gathers are reduced, the learner's run shows no pick: the key
+    is not taken from the reference run, where it is there."""
+    lab = next(x for x in LABS if x.number == 14)
+    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults))
+    session = LabSession(lab, live.store, ProgressStore.open(None))
+    play(live, session, [{"do": "step", "until": "M-14"}])
+    q = next(q for q in session.lab.questions if q.id == "lowest")
+    assert reference_values(lab)["lowest_pick"] and session.expected(q) is None
+    ok, said = session.answer("lowest", reference_values(lab)["lowest_pick"])
+    assert not ok and "does not show this yet" in said
+    play(live, session, [{"do": "step", "until": "end"}])
+    assert session.answer("lowest", reference_values(lab)["lowest_pick"])[0]
+    live.close()

@@ -215,6 +215,9 @@ def _check_placeholders(lab: Lab, where: str) -> None:
 
     known = set(lab.facts) | set(BUILTINS)
     seen = saw_fields()
+    if set(placeholders(lab.title)) - set(BUILTINS):
+        raise InputError(f"{where}: the lab's title names a fact; it is shown where no run is read (the lab menu, "
+                         "'lab list'): say it in words", code="E_LAB_FILE")
     for what, text, checked in texts(lab):
         for name in placeholders(text):
             if name not in known and not (checked and name in seen):
