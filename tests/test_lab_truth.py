@@ -506,3 +506,24 @@ def test_an_answer_key_is_read_from_the_learners_own_run_not_from_the_reference(
     play(live, session, [{"do": "step", "until": "end"}])
     assert session.answer("lowest", reference_values(lab)["lowest_pick"])[0]
     live.close()
+
+
+_STATE_CLAIM = re.compile(r"\b([A-Z]-\d+)\b((?:[\s,]+(?:is|stays|still|goes|moves|went|freezes|frozen|ended|in|to|from|"
+                          r"now|back|was|waits|its|state|\(|\))){0,4})[\s(]+(" + "|".join(
+                              __import__("sim.machine", fromlist=["TaskState"]).TaskState._value2member_map_) + r")\b")
+
+
+def test_a_state_a_lab_gives_a_task_is_one_that_task_passes_through_in_its_runs():
+    """'T-1 stays succeeded', 'T-1 is frozen in needs_review': as the learner reads them (filled),
+    each task named with a state reaches that state on some side of the lab's reference run."""
+    claims = 0
+    for lab in LABS:
+        text = " ".join(t for _, t, _ in texts(render(lab))) + readme(lab)
+        ref = reference_sides(lab)
+        for m in _STATE_CLAIM.finditer(text):
+            tid, state = m.group(1), m.group(3)
+            claims += 1
+            assert any(r["task_id"] == tid and r["new_state"] == state
+                       for side in ("safe", "naive", *lab.runs) for r in ref(side).rows("transition", "*")), \
+                (lab.dirname, m.group(0))
+    assert claims >= 20
