@@ -527,3 +527,20 @@ def test_a_state_a_lab_gives_a_task_is_one_that_task_passes_through_in_its_runs(
                        for side in ("safe", "naive", *lab.runs) for r in ref(side).rows("transition", "*")), \
                 (lab.dirname, m.group(0))
     assert claims >= 20
+
+
+def test_the_readme_command_the_header_names_runs_and_a_stale_readme_is_named_not_written(tmp_path, monkeypatch):
+    import io
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "sim.labs.readme", "--check"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    stale = _copy(14, tmp_path, lambda s: s)
+    (stale.folder / "README.md").write_text("# Lab 14\n\ng-lowest picks M-19.\n")
+    monkeypatch.setattr("sim.labs.catalog.labs", lambda: [stale])
+    out = io.StringIO()
+    assert write_all(check=True, out=out) == 1 and "README.md: not what" in out.getvalue()
+    assert (stale.folder / "README.md").read_text() == "# Lab 14\n\ng-lowest picks M-19.\n"
+    assert write_all(out=out) == 1 and (stale.folder / "README.md").read_text() == readme(stale)
