@@ -28,7 +28,6 @@ from sim.scenario import load_scenario
 from sim.store import ProgressStore, Store
 
 LABS = labs()
-ROOT = Path(__file__).resolve().parents[1]
 NOT_THAT = "Not that."
 
 _PLAYED: dict = {}

@@ -20,7 +20,7 @@ three, so a score shown anywhere is the score verification gives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import InputError, ProtolabError
 from ..store import Store
