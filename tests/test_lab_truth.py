@@ -543,3 +543,28 @@ def test_the_readme_command_the_header_names_runs_and_a_stale_readme_is_named_no
     assert write_all(check=True, out=out) == 1 and "README.md: not what" in out.getvalue()
     assert (stale.folder / "README.md").read_text() == "# Lab 14\n\ng-lowest picks M-19.\n"
     assert write_all(out=out) == 1 and (stale.folder / "README.md").read_text() == readme(stale)
+
+
+@pytest.mark.parametrize("lab", [x for x in LABS if x.runs], ids=lambda lab: lab.dirname)
+def test_the_runs_a_lab_asks_for_in_a_shell_are_what_protolab_run_makes(lab, tmp_path, capsys):
+    """A fact read from a run of [runs] (the 'protolab run --policy naive -f zombie' a step asks for)
+    is what that command records."""
+    cli = {}
+    for name, spec in lab.runs.items():
+        db = tmp_path / f"{name}.db"
+        args = ["run", spec.scenario or lab.scenario, "--seed", str(spec.seed if spec.seed is not None else lab.seed),
+                "--policy", spec.policy, "--db", str(db)]
+        for f in spec.faults:
+            args += ["-f", f]
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err
+        cli[name] = Side(Store.open(db, readonly=True))
+    try:
+        ref = reference_sides(lab)
+        got = evaluate(lab.facts, lambda name: cli.get(name) or ref(name), lab.policy)
+        want = reference_values(lab)
+        on_runs = [n for n, f in lab.facts.items() if f.side in lab.runs]
+        assert on_runs and {n: got[n] for n in on_runs} == {n: want[n] for n in on_runs}
+    finally:
+        for side in cli.values():
+            side.store.close()
