@@ -7,14 +7,14 @@ A lab declares them in ``lab.toml``::
     lowest_pick = { gather = "g-lowest", field = "selected", about = "g-lowest's pick (the lowest sender)" }
     late_retry  = { delivery = "task_result", where = { decision = "late" }, field = "message_id" }
     naive_pick  = { gather = "g-first", side = "naive", field = "selected" }
-    dissents    = { gather = "g-review", field = "dissent", count = true }
+    dissents    = { gather = "g-review", field = "dissent.#" }
+    refused     = { delivery = "*", where = { decision = "rejected" }, count = true }
 
 Each fact has exactly one *kind* key, from a closed registry (:data:`KINDS`), whose value selects
 the rows it reads (a message type, an event type, a gather, an invariant, ...), and options:
 
-``field``   the column (or event data key; ``a.b`` reads inside a value, ``a.0`` a list's first item,
-            ``a.#`` counts a list) whose
-            value the fact is;
+``field``   the column (or event data key) whose value the fact is; ``a.b`` reads inside a value,
+            ``a.0`` a list's first item, ``a.#`` counts a list;
 ``count``   ``true``: the number of rows that match, instead of a field;
 ``where``   ``{column = value}``: only rows whose column is that value (a list: any of them; a key
             ending in ``~``: contains it; in ``!``: is not it); a value may name another fact,
