@@ -80,7 +80,7 @@ def _act(data, run, session, lab) -> None:
     elif kind == "travel" and store.last_event():
         session.action("visit", {"seq": data.draw(st.integers(0, store.last_event()))})
     elif kind == "answer":
-        q = data.draw(st.sampled_from(lab.questions))
+        q = data.draw(st.sampled_from(session.lab.questions))  # as the learner reads them: filled from the run
         right = session.expected(q)
         pool = list(q.choices) or [x for x in (right, "M-3", "M-6", "1", "writer") if x]
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sim.labs.catalog import labs
+from sim.labs.facts import PLACEHOLDER
 from sim.labs.paths import delivered, play, reference
 from sim.labs.session import LabSession
 from sim.live import LiveRun
@@ -49,6 +50,7 @@ def _shown_whole(app, session) -> None:
     """The current step's text is in the Guide and the Guide needs no scrolling to show it."""
     guide = app.guide
     body = " ".join(str(guide.body.content).split())
+    assert not PLACEHOLDER.search(body), body  # every fact and every field a check saw is filled in
     cur = session.current_step()
     if cur < len(session.lab.steps):
         step = session.lab.steps[cur]

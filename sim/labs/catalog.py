@@ -3,7 +3,11 @@
 A lab is data: the run it starts (scenario, seed, policy, starting faults, mode), its steps in
 order, the checkpoints each step holds (a named check from :mod:`sim.labs.checks` with its
 arguments and hints keyed by what the check saw) and its questions (a choice or an exact value,
-with feedback per wrong choice). Adding a lab means adding a folder; nothing here names a lab.
+with feedback per wrong choice), and the facts its texts name (:mod:`sim.labs.facts`: small queries
+over its runs, so that no text types an id, a code or a count its runs do not show). A question's
+choices are kept in an order of their own (:func:`sim.labs.facts.shown_order`), never the order
+they were written in; rendering puts the right one in a place drawn for the question
+(:func:`sim.labs.facts.answer_placed`). Adding a lab means adding a folder; nothing here names a lab.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..resources import shipped
+from .facts import parse_facts, parse_runs, placeholders, saw_fields, shown_order
+from .readme import BLOCKS as README_BLOCKS
 
-__all__ = ["Lab", "Step", "Checkpoint", "Question", "labs", "get_lab", "load_lab", "MODES"]
+__all__ = ["Lab", "Step", "Checkpoint", "Question", "labs", "get_lab", "load_lab", "texts", "MODES"]
 
 # live: the simulator's run, stepped by hand in the TUI; workshop: naive beside the learner's safe
 # run; hand-delivery: no simulator, the learner delivers envelopes with 'protolab deliver' and the
@@ -47,7 +53,7 @@ class Question:
     text: str
     kind: str  # "choice" or "value"
     choices: tuple[str, ...] = ()
-    answer: str | None = None  # the right choice or value, when it does not depend on the run
+    answer: str | None = None  # the right choice or value; may name facts ("{lowest_pick}"), read from the learner's run
     answer_from: str | None = None  # "CHECKPOINT.FIELD": the value a checkpoint saw in the learner's run
     feedback: dict = field(default_factory=dict)  # wrong answer -> what to think about
     explain: str = ""  # shown once answered right
@@ -69,6 +75,10 @@ class Lab:
     needs: tuple[int, ...]
     steps: tuple[Step, ...]
     questions: tuple[Question, ...]
+    facts: dict = field(default_factory=dict)  # name -> sim.labs.facts.Fact: what the texts may name, read from runs
+    runs: dict = field(default_factory=dict)  # name -> sim.labs.facts.RunSpec: other runs a text speaks of
+    literals: dict = field(default_factory=dict)  # a literal the texts keep -> why it is no claim about a run
+    rendered: bool = False  # its texts filled from its reference run's facts (sim.labs.facts.render)
 
     @property
     def dirname(self) -> str:
@@ -135,32 +145,84 @@ def load_lab(folder: Path) -> Lab:
         steps.append(Step(_req(s, "title", str, w), _req(s, "text", str, w).strip(), tuple(cps[x] for x in ids)))
     if set(cps) - used:
         raise InputError(f"{where}: checkpoint {sorted(set(cps) - used)[0]!r} belongs to no step", code="E_LAB_FILE")
+    slug = _req(d, "slug", str, where)
     questions = []
     for i, q in enumerate(d.get("question", [])):
         w = f"{where} question {i + 1}"
         kind = _req(q, "kind", str, w)
+        qid = _req(q, "id", str, w)
         if kind not in ("choice", "value"):
             raise InputError(f"{w}: kind must be 'choice' or 'value'", code="E_LAB_FILE")
         choices = tuple(q.get("choices", ()))
         answer, answer_from = q.get("answer"), q.get("answer_from")
         if (answer is None) == (answer_from is None):
             raise InputError(f"{w}: give exactly one of 'answer' and 'answer_from'", code="E_LAB_FILE")
-        if kind == "choice" and answer not in choices:
+        if answer is not None:
+            answer = str(answer)
+        if kind == "choice" and answer not in choices and not placeholders(answer or ""):
             raise InputError(f"{w}: the answer {answer!r} is not one of its choices", code="E_LAB_FILE")
+        if kind == "choice" and len(set(choices)) != len(choices):
+            raise InputError(f"{w}: a choice is listed twice", code="E_LAB_FILE")
         if answer_from is not None and answer_from.split(".")[0] not in cps:
             raise InputError(f"{w}: answer_from names no checkpoint of this lab", code="E_LAB_FILE")
-        questions.append(Question(_req(q, "id", str, w), _req(q, "text", str, w).strip(), kind, choices, answer,
+        questions.append(Question(qid, _req(q, "text", str, w).strip(), kind, shown_order(slug, qid, choices), answer,
                                   answer_from, dict(q.get("feedback", {})), q.get("explain", "")))
     mode = d.get("mode", "live")
     if mode not in MODES:
         raise InputError(f"{where}: mode must be one of {', '.join(MODES)}", code="E_LAB_FILE")
-    return Lab(
-        number=_req(d, "number", int, where), slug=_req(d, "slug", str, where), title=_req(d, "title", str, where),
+    runs = parse_runs(d.get("runs", {}), where)
+    facts = parse_facts(d.get("facts", {}), runs, where, reserved=saw_fields() | set(README_BLOCKS))
+    if facts and mode == "hand-delivery":
+        raise InputError(f"{where}: a hand-delivery lab has no simulated run to read facts from", code="E_LAB_FILE")
+    kept = d.get("literals", {})
+    if not (isinstance(kept, dict) and all(isinstance(v, str) and v.strip() for v in kept.values())):
+        raise InputError(f"{where}: [literals] is a table of literal = \"why it is no claim about a run\"",
+                         code="E_LAB_FILE")
+    lab = Lab(
+        number=_req(d, "number", int, where), slug=slug, title=_req(d, "title", str, where),
         minutes=_req(d, "minutes", int, where), summary=d.get("summary", ""), folder=folder,
         scenario=d.get("scenario", "publish-report"), seed=int(d.get("seed", 0)), policy=d.get("policy", "safe"),
         faults=tuple(d.get("faults", ())), mode=mode, needs=tuple(d.get("needs", ())),
-        steps=tuple(steps), questions=tuple(questions),
+        steps=tuple(steps), questions=tuple(questions), facts=facts, runs=runs, literals=dict(kept),
     )
+    _check_placeholders(lab, where)
+    return lab
+
+
+def texts(lab: Lab) -> list[tuple[str, str, bool]]:
+    """Every text of a lab a face shows: ``(where, text, may use a check's fields)``. Hints and
+    ``shows`` lines may name what their check saw; everything else names facts and builtins only."""
+    out = [("summary", lab.summary, False), ("title", lab.title, False)]
+    for i, s in enumerate(lab.steps):
+        out += [(f"step {i + 1} title", s.title, False), (f"step {i + 1} text", s.text, False)]
+    for c in lab.checkpoints:
+        out += [(f"checkpoint {c.id} title", c.title, False), (f"checkpoint {c.id} hint", c.hint, True),
+                (f"checkpoint {c.id} shows", c.shows, True)]
+        out += [(f"checkpoint {c.id} hint {k}", h, True) for k, h in c.hints.items()]
+    for q in lab.questions:
+        out += [(f"question {q.id} text", q.text, False), (f"question {q.id} explain", q.explain, False),
+                (f"question {q.id} answer", q.answer or "", False)]
+        out += [(f"question {q.id} choice", c, False) for c in q.choices]
+        for k, v in q.feedback.items():
+            out += [(f"question {q.id} feedback key", k, False), (f"question {q.id} feedback", v, False)]
+    return out
+
+
+def _check_placeholders(lab: Lab, where: str) -> None:
+    """Every ``{name}`` a text uses is a fact of the lab or a builtin (or, in a hint or a ``shows``
+    line, a field a check reports): a typo fails the load, not the learner's screen."""
+    from .facts import BUILTINS
+
+    known = set(lab.facts) | set(BUILTINS)
+    seen = saw_fields()
+    if set(placeholders(lab.title)) - set(BUILTINS):
+        raise InputError(f"{where}: the lab's title names a fact; it is shown where no run is read (the lab menu, "
+                         "'lab list'): say it in words", code="E_LAB_FILE")
+    for what, text, checked in texts(lab):
+        for name in placeholders(text):
+            if name not in known and not (checked and name in seen):
+                raise InputError(f"{where}: {what} names {{{name}}}, which is no fact of this lab "
+                                 f"(its facts: {', '.join(lab.facts) or 'none'})", code="E_LAB_FILE")
 
 
 def labs() -> list[Lab]:

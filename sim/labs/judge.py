@@ -20,7 +20,7 @@ three, so a score shown anywhere is the score verification gives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import InputError, ProtolabError
 from ..store import Store
@@ -28,7 +28,7 @@ from .catalog import Checkpoint, Lab, Question
 from .checks import CHECKS, Ctx, Facts, Seen
 
 __all__ = ["CheckpointState", "Judgement", "Recorded", "context", "evaluate", "expected_answer", "answers_of",
-           "judge", "judge_progress", "check_run_fits", "fill", "LAB_KEY", "RUN_KEY"]
+           "judge", "judge_progress", "check_run_fits", "fill", "learner_facts", "LAB_KEY", "RUN_KEY"]
 
 #: meta keys of a run made by 'protolab lab start': the lab's number and the run's own id
 LAB_KEY = "lab"
@@ -47,15 +47,15 @@ class CheckpointState:
 
 
 def fill(template: str, saw: dict) -> str:
-    """A hint (or a ``shows`` line) with the fields the check saw; an unknown field reads ``?``."""
-    class Missing(dict):
-        def __missing__(self, key):
-            return "?"
+    """A hint (or a ``shows`` line) with the fields the check saw (its facts were filled when the
+    lab was rendered); a field it did not see reads ``?``."""
+    from .facts import PLACEHOLDER
 
-    try:
-        return template.format_map(Missing({k: v for k, v in saw.items()}))
-    except (ValueError, IndexError):
-        return template
+    def one(m):
+        v = saw.get(m.group(1))
+        return "?" if v is None or v == "" else str(v)
+
+    return PLACEHOLDER.sub(one, template or "")
 
 
 #: The most deliveries a lab's run may hold: its story is tens of deliveries, and every fault a learner
@@ -155,10 +155,29 @@ def evaluate(lab: Lab, ctx: Ctx) -> list[CheckpointState]:
     return out
 
 
+def learner_facts(lab: Lab, ctx: Ctx) -> dict:
+    """The facts the lab's answers name, read from the learner's run as it is now (its other sides
+    from the lab's reference run); computed once per state of the run."""
+    from .facts import learner_values, placeholders
+
+    names = {n for q in lab.questions for n in placeholders(q.answer or "")}
+    return ctx.cached(("facts", lab.number), lambda: learner_values(lab, ctx.store, names))
+
+
 def expected_answer(lab: Lab, q: Question, ctx: Ctx, states: list[CheckpointState] | None = None) -> str | None:
-    """The right answer: fixed, or what a checkpoint saw in this run (None: the run does not show it)."""
+    """The right answer: what the learner's run shows, read by the facts the answer names (or by a
+    checkpoint, ``answer_from``), or a fixed word (a table's or a field's name); None: the run does
+    not show it (yet)."""
+    from .facts import fill_known, placeholders
+
     if q.answer is not None:
-        return q.answer
+        names = placeholders(q.answer)
+        if not names:
+            return q.answer
+        values = learner_facts(lab, ctx)
+        if any(values.get(n) is None for n in names):
+            return None
+        return fill_known(q.answer, values)
     cid, _, fieldname = q.answer_from.partition(".")
     seen = next((s.seen for s in states or () if s.id == cid), None)
     if seen is None:
@@ -185,7 +204,21 @@ class Judgement:
     genuine: bool | None  # None: not re-delivered (the Guide's own live run)
     difference: str | None
     made_by_lab: bool  # the run carries this lab's mark (made by 'protolab lab start')
-    hints: dict = field(default_factory=dict)  # checkpoint id -> its hint, for the unmet ones
+
+    @property
+    def shown(self) -> Lab:
+        """The lab as the learner reads it: its texts filled from its reference run's facts."""
+        from .facts import render
+
+        if "_shown" not in self.__dict__:
+            object.__setattr__(self, "_shown", self.lab if self.lab.rendered else render(self.lab))
+        return self.__dict__["_shown"]
+
+    @property
+    def hints(self) -> dict:
+        """Checkpoint id -> its hint (filled), for the unmet ones."""
+        cps = {c.id: c for c in self.shown.checkpoints}
+        return {s.id: hint_of(CheckpointState(cps[s.id], s.met, s.seen)) for s in self.states if not s.met}
 
     @property
     def done(self) -> int:
@@ -208,10 +241,13 @@ class Judgement:
         return self.genuine is not False and self.done == self.total
 
     def to_dict(self) -> dict:
-        """What ``lab check --json`` prints and a submission's manifest carries."""
+        """What ``lab check --json`` prints and a submission's manifest carries (every text filled)."""
+        shown = self.shown
+        cps = {c.id: c for c in shown.checkpoints}
+        hints = self.hints
         return {
             "lab": self.lab.number,
-            "title": self.lab.title,
+            "title": shown.title,
             "genuine": self.genuine,
             "difference": self.difference,
             "made_by_lab": self.made_by_lab,
@@ -220,13 +256,13 @@ class Judgement:
             "all_met": self.all_met,
             "answered": self.answered,
             "checkpoints": [
-                {"id": s.id, "title": s.checkpoint.title, "met": s.met, "saw": s.seen.code,
-                 "hint": None if s.met else self.hints.get(s.id),
-                 "shows": fill(s.checkpoint.shows, s.seen.saw) if s.met and s.checkpoint.shows else None}
+                {"id": s.id, "title": cps[s.id].title, "met": s.met, "saw": s.seen.code,
+                 "hint": None if s.met else hints.get(s.id),
+                 "shows": fill(cps[s.id].shows, s.seen.saw) if s.met and cps[s.id].shows else None}
                 for s in self.states
             ],
             "questions": [
-                {"id": q.id, "text": q.text, "answered": self.answers[q.id]["correct"]} for q in self.lab.questions
+                {"id": q.id, "text": q.text, "answered": self.answers[q.id]["correct"]} for q in shown.questions
             ],
         }
 
@@ -251,8 +287,7 @@ def judge(lab: Lab, store: Store, actions, answers: dict, *, verify: bool = True
     states = evaluate(lab, ctx)
     given = {k: v for k, v in answers.items() if v is not None}
     return Judgement(lab, tuple(states), answers_of(lab, ctx, given, states), genuine, difference,
-                     store.get_meta(LAB_KEY) == str(lab.number),
-                     {s.id: hint_of(s) for s in states if not s.met})
+                     store.get_meta(LAB_KEY) == str(lab.number))
 
 
 def judge_progress(lab: Lab, store: Store, progress, *, verify: bool = True) -> Judgement:

@@ -23,7 +23,9 @@ class LabSession:
     """One lab, one run, one progress file."""
 
     def __init__(self, lab: Lab, store: Store, progress: ProgressStore, *, record: bool = True):
-        self.lab = lab
+        from .facts import render
+
+        self.lab = lab if lab.rendered else render(lab)  # every text filled from the lab's reference run
         self.store = store
         self.progress = progress
         self.ctx = context(lab, store, progress)
@@ -128,7 +130,20 @@ class LabSession:
         self.progress.record_answer(self.lab.number, qid, given, ok)
         if ok:
             return True, q.explain or "Right."
-        return False, q.feedback.get(given, "Not that. Look at the run again: the answer is in what it shows.")
+        return False, self.feedback(q, given)
+
+    def feedback(self, q: Question, given: str) -> str:
+        """What a wrong answer is told: the lab's words for it, else what the runs show of the thing
+        it names (a message of the other side, a code from nearby output, ...), else to look again."""
+        from .explain import describe
+
+        written = {k.casefold(): v for k, v in q.feedback.items()}.get(given.casefold())
+        if written:
+            return written
+        said = describe(self.lab, self.ctx, given)
+        if said:
+            return f"{said} That is not what the question asks: read it again."
+        return "Not that. Look at the run again: the answer is in what it shows."
 
     # ---------------------------------------------------------------- time
 
