@@ -303,7 +303,8 @@ def _fork(run: Run) -> Run:
             id(run.settings): run.settings}
     for intent in run.intents.values():  # frozen: shared, never copied
         memo[id(intent)] = intent
-    for env in (*run.results.values(), *(e for _d, _s, e in run.bus._heap), *(e for _t, e in run.bus._held)):
+    for env in (*run.results.values(), *(e for _d, _s, e in run.bus._heap), *(e for _t, e in run.bus._held),
+                *run.bus.stragglers):
         memo[id(env)] = env
     for frozen in (run._t0, run.privacy, run.trace, *run.specs.values(), *run.bus.specs):  # immutable: shared
         memo[id(frozen)] = frozen
@@ -392,6 +393,8 @@ def fingerprint(run: Run) -> str:
         [(t, lease, w.id, w.generation) for t, lease, w in run.orphans],
         hash(run.rng.getstate()), hash(run.fake.random.getstate()),
         tuple(getattr(bus, "placed_on", ())),  # the faults the search has still to place (None) and where it did
+        [_env(e) for e in bus.stragglers], age(run.epoch_opened), run.timed_out_by_deadline, age(run.fenced_at),
+        sorted((r.task, r.decision, r.after) for r in run.reviews_done),
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

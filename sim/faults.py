@@ -58,6 +58,8 @@ the TUI show are read from there.
 ``flood``               the sender sends it again under new message ids, as many times as the conversation's
                         message ceiling: more than the conversation can take
 ``cross-talk``          a copy of it, sent in another conversation (trace ``OTHER_TRACE``), arrives in this one
+``straggler``           the sender sends it again under a new id, held until a reviewer reopens the conversation:
+                        it arrives in the next epoch, stamped with the one it was sent in
 """
 
 from __future__ import annotations
@@ -501,6 +503,18 @@ def _flood(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
                                  "at": s.due + 1})
 
 
+@fault("straggler", "the sender sends it again under a new message id, and that copy is held until a reviewer has "
+                    "reopened the conversation: it arrives in the next epoch, stamped with the one it was sent in",
+       default_target="first task_result", default_match=_result)
+def _straggler(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    if bus._rebuild is None:
+        return
+    again = bus._rebuild(s.out, _said_again, s.due)
+    bus.stragglers.append(again)
+    bus._on_copy(s.out, again, False)
+    bus._record(spec.name, s.out, {"selector": spec.text, "copy": again.message_id, "held_until": "the next epoch"})
+
+
 #: The conversation a cross-talk copy comes from.
 OTHER_TRACE = "R-99"
 
@@ -595,6 +609,8 @@ class Bus:
         self.deadline: Callable[[], int] = lambda: 0  # the round after which the epoch's deadline has passed
         self.ceiling: Callable[[], int] = lambda: 0  # the messages an epoch may take
         self.expires_ticks = 0  # rounds a message stays valid (0: never expires)
+        #: copies held until the conversation's next epoch (fault straggler); lost if it never reopens
+        self.stragglers: list[Envelope] = []
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
@@ -719,6 +735,12 @@ class Bus:
         """Queue ``env`` once more, as it was, due in round ``due``: a session sending a lost message
         again (sim.session). No fault applies to it."""
         self._push(due, env)
+
+    def release_stragglers(self, due: int) -> None:
+        """The conversation was reopened: what was held for its next epoch arrives in round ``due``."""
+        for env in self.stragglers:
+            self._push(due, env)
+        self.stragglers = []
 
     def release_held(self, now: int) -> None:
         """A message held ``max_hold`` rounds with nothing sent after it goes anyway:

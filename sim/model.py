@@ -245,6 +245,13 @@ class Model:
         return not any(e.seq > fences[-1] and e.type in ("review_decided", "reconciliation_resolved")
                        for e in self._events)
 
+    def first_outcome(self, task_id: str | None, message_id: str) -> dict | None:
+        for e in self._events:
+            if e.task_id == task_id and e.message_id == message_id and e.delivery_id is not None \
+                    and e.type != "digest_scheme_assumed":
+                return {**e.data, "type": e.type}
+        return None
+
     def conversation_epoch(self, trace_id: str) -> tuple[int, int]:
         epoch, opened, fenced = 1, 0, False
         for e in self._events:

@@ -263,7 +263,8 @@ def bounds_refusal(env: Envelope, *, trace: str | None, epoch: int, at: str, dea
     if trace is not None and env.trace_id != trace:
         return ("E_AUDIENCE_SCOPE", f"{env.message_id} belongs to conversation {env.trace_id}, not {trace}: "
                 f"outside this conversation's scope")
-    if env.spoken_epoch < epoch:
+    fence_ack = env.type == "ack" and env.task_id == env.trace_id  # (it belongs to the epoch of the fence it answers)
+    if env.spoken_epoch < epoch and not fence_ack:
         return ("E_STALE_EPOCH", f"{env.message_id} was sent in epoch {env.spoken_epoch}; the conversation is "
                 f"in epoch {epoch} since a reviewer reopened it")
     if deadline is not None and at > deadline:

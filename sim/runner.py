@@ -121,6 +121,9 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self.epoch_opened = 0  # the round the epoch opened (its deadline counts from it)
         self.conversation = bounds(self.scenario)  # the declared bounds (sim.scenario.bounds)
         self.timed_out_by_deadline = False  # the manager fenced at the deadline with work still open
+        self.fenced_at = 0  # the round the manager last fenced the conversation
+        self.reviews_done: set = set()  # the scenario's scripted reviews already made
+        self.fence_epochs: dict[str, int] = {}  # each fence sent -> the epoch it closed
         self.bus.deadline = self._deadline_tick  # (methods, so a forked run's bus asks the fork)
         self.bus.ceiling = lambda: self.conversation["message_ceiling"]
         self.bus.expires_ticks = self.settings.expires_ticks

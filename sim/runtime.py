@@ -155,8 +155,12 @@ def _deliver_once(
     copy = not new and not ctx.id_reused  # the envelope was delivered before: the network's copy of it
     leak = _planner.audience_refusal(env) if policy.conversation_rules else None
     bound = None
-    if policy.conversation_rules and leak is None and not (copy and verdict.decision == Decision.DUPLICATE):
-        bound = _bounds(store, env, tick)  # (the transport's own copies never reach the conversation)
+    if policy.conversation_rules and leak is None:
+        refused_before = _refused_before(store, env) if copy else None
+        if refused_before is not None:  # the same envelope again: refused as it was the first time
+            bound = refused_before
+        elif not (copy and verdict.decision == Decision.DUPLICATE):
+            bound = _bounds(store, env, tick)  # (a copy of one the conversation took never reaches it again)
     if leak is not None:  # a recipient outside the message's audience: refused, whatever intake made of it
         verdict = leak
     elif bound is not None:  # outside the conversation's declared bounds: refused, whatever intake made of it
@@ -185,6 +189,15 @@ def _deliver_once(
         delivery_id, tick, env.message_id, env.task_id, env.type, verdict.decision.value, verdict.code,
         verdict.reason, state, version, reused, tuple(effects), changed, (ctx.task, events) if changed else None,
     )
+
+
+def _refused_before(store: Store, env: Envelope) -> tuple[str, str] | None:
+    """When this very envelope was delivered before and refused under one of the conversation's rules, that
+    refusal (code, reason): the network's copy of a message the conversation refused is refused alike."""
+    first = store.first_outcome(env.task_id if store.get_task(env.task_id) is not None else None, env.message_id)
+    if first is not None and first["type"] == "transition_rejected" and first.get("code") in _planner.CONVERSATION_CODES:
+        return first["code"], f"the same envelope again: {first.get('reason')}"
+    return None
 
 
 def _bounds(store: Store, env: Envelope, tick: int) -> tuple[str, str] | None:
@@ -371,6 +384,8 @@ def review(
     note: str = "",
     decide: IntakeFn = _reference_decide,
     read_version: int | None = None,
+    tick: int | None = None,
+    policy: "Policy | None" = None,
 ) -> Outcome:
     """A human reviewer's decision on a needs_review task, delivered as a review_decision envelope.
 
@@ -380,7 +395,8 @@ def review(
     ``read_version`` is a decision taken from an earlier read of the task (a reviewer looking at
     state_version N of a task that has moved on since): the reviewer's own check ran against that
     read, so it goes to intake carrying ``expected_state_version`` N, where compare-and-swap
-    refuses it if the task is no longer at N.
+    refuses it if the task is no longer at N. ``tick`` pins the logical time (a run's round);
+    ``policy``, the run's policy (its intake decides; default: the reference intake, ``decide``).
     """
     if role_of(by) != "reviewer":
         raise ProtolabError(
@@ -421,7 +437,7 @@ def review(
         evidence_refs=evidence,
         epoch=_epoch_of_decision(store, trace),
     )
-    return deliver(store, env, decide=decide)
+    return deliver(store, env, decide=decide if policy is None else None, policy=policy, tick=tick)
 
 
 def _epoch_of_decision(store: Store, trace: str) -> int | None:

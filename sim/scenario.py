@@ -24,7 +24,7 @@ from .errors import InputError, friendly_list
 from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
-__all__ = ["TaskSpec", "GatherSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
+__all__ = ["TaskSpec", "GatherSpec", "ReviewSpec", "Settings", "StressSpec", "Scenario", "load_scenario", "scenario_names", "parse_scenario",
            "scenario_toml", "POLICY_NAMES", "bounds", "CEILING_PER_TASK"]
 
 #: The policies a scenario may name (those of :mod:`sim.policy`; a test holds them equal).
@@ -62,6 +62,18 @@ class GatherSpec:
     rule: str
     threshold: int | None = None
     tie_break: str | None = None
+
+
+@dataclass(frozen=True)
+class ReviewSpec:
+    """A reviewer's decision the scenario scripts: ``after`` rounds after the manager fences the
+    conversation, the reviewer decides ``task`` (``ready``: run it again; ``canceled``), citing the task's
+    results as retained evidence. Delivered through intake like any decision: a runtime that accepts it
+    reopens the conversation in its next epoch."""
+
+    task: str
+    decision: str
+    after: int = 1
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,8 @@ class Scenario:
     gathers: tuple[GatherSpec, ...] = ()
     #: seconds each sender's clock is off (its envelopes' created_at); logical time is unaffected
     clocks: tuple[tuple[str, int], ...] = ()
+    #: reviewers' decisions the scenario scripts after the fence (empty: a reviewer only decides by hand)
+    reviews: tuple[ReviewSpec, ...] = ()
 
 
 #: The message ceiling a scenario that declares none gets, per task of its story (and once more for the
@@ -153,7 +167,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
         data,
         {"name": str, "description": str, "seed": int, "start_time": str, "trace": str, "workers": list,
          "task": list, "faults": list, "settings": dict, "stress": dict, "privacy": dict, "policy": str,
-         "deliveries": list, "gather": list, "clocks": dict},
+         "deliveries": list, "gather": list, "clocks": dict, "review": list},
         source,
         required=("name", "workers"),
     )
@@ -210,6 +224,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
         raise _err(source, f"policy {policy!r}; expected one of: {friendly_list(POLICY_NAMES)}", "E_UNKNOWN_POLICY")
     deliveries = _deliveries(data.get("deliveries", []), source, settings, stress)
     gathers = _gathers(data.get("gather", []), ids, source)
+    reviews = _reviews(data.get("review", []), ids, source)
     clocks = data.get("clocks", {})
     for who, off in clocks.items():
         if who not in workers or not isinstance(off, int) or isinstance(off, bool):
@@ -218,8 +233,25 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
         name=data["name"], description=data.get("description", ""), seed=data.get("seed", 0), start_time=start,
         trace=data.get("trace", "R-1"), workers=tuple(workers), tasks=tuple(tasks), faults=tuple(faults),
         settings=settings, stress=stress, privacy=privacy, policy=policy, deliveries=deliveries,
-        gathers=gathers, clocks=tuple(sorted(clocks.items())),
+        gathers=gathers, clocks=tuple(sorted(clocks.items())), reviews=reviews,
     )
+
+
+def _reviews(entries: list, task_ids: set, source: str) -> tuple[ReviewSpec, ...]:
+    out: list[ReviewSpec] = []
+    for i, r in enumerate(entries):
+        where = f"{source} review {i + 1}"
+        if not isinstance(r, dict):
+            raise _err(where, "expected a table")
+        _take(r, {"task": str, "decision": str, "after": int}, where, required=("task", "decision"))
+        if r["task"] not in task_ids:
+            raise _err(where, f"task {r['task']!r} is not a task of this scenario", "E_FIELD_VALUE")
+        if r["decision"] not in ("ready", "canceled"):
+            raise _err(where, f"decision {r['decision']!r}; expected one of: 'ready' or 'canceled'", "E_UNKNOWN_VALUE")
+        if r.get("after", 1) < 1:
+            raise _err(where, "'after' must be at least 1 round", "E_FIELD_VALUE")
+        out.append(ReviewSpec(r["task"], r["decision"], r.get("after", 1)))
+    return tuple(out)
 
 
 def _gathers(entries: list, task_ids: set, source: str) -> tuple[GatherSpec, ...]:
@@ -314,6 +346,9 @@ def scenario_toml(sc: Scenario, comment: str = "") -> str:
             lines.append(f"threshold = {g.threshold}")
         if g.tie_break is not None:
             lines.append(f"tie_break = {_toml_value(g.tie_break)}")
+    for r in sc.reviews:
+        lines += ["", "[[review]]", f"task = {_toml_value(r.task)}", f"decision = {_toml_value(r.decision)}",
+                  f"after = {r.after}"]
     if sc.clocks:
         lines += ["", "[clocks]"] + [f"{json.dumps(k)} = {v}" for k, v in sc.clocks]
     lines += ["", "[settings]"] + [f"{k} = {v}" for k, v in vars(sc.settings).items()]

@@ -101,6 +101,31 @@ class Schedule:
             self.manager.fenced = False
             self.epoch += 1
             self.epoch_opened = self.now  # the new epoch's deadline counts from here
+            self.bus.release_stragglers(self.now + 1)  # what was held for the next epoch arrives in it
+
+    def _scripted_reviews(self) -> None:
+        """The reviewers' decisions the scenario scripts (``[[review]]``), each once, ``after`` rounds after
+        the manager fenced the conversation: delivered through intake as a decision read from the task as it
+        is now, citing the task's results; one the runtime accepts reopens the conversation."""
+        if self.fence is None or not self.scenario.reviews:
+            return
+        from .runtime import review
+
+        for spec in self.scenario.reviews:
+            if spec in self.reviews_done or self.now < self.fenced_at + spec.after:
+                continue
+            self.reviews_done.add(spec)
+            task = self.task(spec.task)
+            if task is None:
+                continue
+            cited = [m["message_id"] for m in self.store.messages() if m["task_id"] == spec.task
+                     and m["type"] == "task_result"] or [m["message_id"] for m in self.store.messages()
+                                                        if m["task_id"] == spec.task][:1]
+            out = review(self.store, spec.task, spec.decision, by="reviewer", evidence=sorted(set(cited)),
+                         read_version=task.state_version, tick=self.now, policy=self.policy)
+            self.reviewed(spec.task, released=out.decision == "accepted" and spec.decision == "ready")
+            if out.decision == "accepted":
+                self.reopen()
 
     def seal(self) -> None:
         """Record in meta how the run ended."""
@@ -189,7 +214,9 @@ class Schedule:
         workers = sorted(self.workers)
         self.fence = self.say("fence", "manager", workers[0], self.trace, {"to": workers, "terminal": terminal},
                               attempt=self.epoch)
+        self.fence_epochs[self.fence.message_id] = self.epoch  # (its acknowledgements speak in its epoch)
         self.manager.fenced = True
+        self.fenced_at = self.now
 
     def _quiet(self) -> bool:
         if self.fence is None or len(self.bus) or any(not z.done for z in self.zombies) \
@@ -259,6 +286,7 @@ class Schedule:
         self.sent_this_round = 0
         self._expire_leases()
         self._reduce_gathers()
+        self._scripted_reviews()
         self.manager.act(self.now)
         if self.fence is None and self._settled_all():
             self._send_fence()

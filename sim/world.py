@@ -120,7 +120,10 @@ class RunWorld:
         as sent."""
         ttl = self.settings.expires_ticks
         expires = _later(intent.created_at, ttl) if ttl and intent.created_at else None
-        epoch = self.epoch if self.epoch > 1 else None
+        epoch = self.epoch
+        if intent.type == "ack" and intent.task_id == intent.trace_id:  # an ack of a fence: in the fence's epoch
+            epoch = self.fence_epochs.get(intent.answers, epoch)
+        epoch = epoch if epoch > 1 else None
         env = build_from(self.design, intent, schema_version=schema_version, epoch=epoch, expires_at=expires)
         if self.privacy and self.policy.minimise and self.privacy.unneeded(env.payload, env.recipient):
             env = build_envelope(

@@ -269,6 +269,15 @@ class Reads:
         fenced = self._fenced[trace_id] = self._fence_lookup(trace_id)
         return fenced
 
+    def first_outcome(self, task_id: str | None, message_id: str) -> dict | None:
+        """What the first delivery of ``message_id`` about ``task_id`` recorded first: the data of its first
+        event (a refusal's code and reason, say), with its ``type``; None when it was never delivered. Looked
+        up through the task's events, so the cost stays that of one task's history."""
+        row = self.conn.execute(
+            "SELECT type, data FROM events WHERE task_id IS ? AND message_id = ? AND delivery_id IS NOT NULL "
+            "AND type != 'digest_scheme_assumed' ORDER BY seq LIMIT 1", (task_id, message_id)).fetchone()
+        return None if row is None else {**json.loads(row[1]), "type": row[0]}
+
     def conversation_epoch(self, trace_id: str) -> tuple[int, int]:
         """The epoch conversation ``trace_id`` is in now and the tick it opened (1 and 0 until a reviewer's
         decision after a fence reopens it: ``sim.conversation.epochs_of`` walks the same rule). Remembered
