@@ -119,6 +119,9 @@ class Fault:
     #: a fault injected by hand has a key in the TUI: (key, footer label, palette title, help line);
     #: the TUI's KEYS rows for faults are made from these
     tui_key: tuple[str, str, str, str] | None = None
+    #: it changes the number the message goes out under: applied before the faults that copy the message
+    #: (a copy is numbered after the number its original finally carries)
+    renumbers: bool = False
 
     @property
     def injectable(self) -> bool:
@@ -131,7 +134,7 @@ REGISTRY: dict[str, Fault] = {}
 
 def fault(name: str, what: str, *, default_target: str, default_match: Callable[[Envelope], bool],
           only: tuple[str, ...] = (), rate_skips_acks: bool = False, by_hand: str | None = None,
-          tui_key: tuple[str, str, str, str] | None = None):
+          tui_key: tuple[str, str, str, str] | None = None, renumbers: bool = False):
     if (tui_key is None) != (by_hand is None):
         raise ValueError(f"fault {name!r}: a fault injected by hand needs its TUI key, and only such a fault has one")
     if tui_key is not None and any(f.tui_key and f.tui_key[0] == tui_key[0] for f in REGISTRY.values()):
@@ -141,7 +144,7 @@ def fault(name: str, what: str, *, default_target: str, default_match: Callable[
         if name in REGISTRY:
             raise ValueError(f"fault {name!r} is declared twice")
         REGISTRY[name] = Fault(name, what, default_target, default_match, apply, only, rate_skips_acks, by_hand,
-                               tui_key)
+                               tui_key, renumbers)
         return apply
     return register
 
@@ -426,7 +429,7 @@ def _afterthought(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 @fault("rewind", "the sender's sequence counter slips back one: this message reuses its previous number",
-       default_target="first task_result", default_match=_result, rate_skips_acks=True)
+       default_target="first task_result", default_match=_result, rate_skips_acks=True, renumbers=True)
 def _rewind(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._restamp is None:
         return
@@ -511,7 +514,7 @@ def _straggler(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
         return
     again = bus._rebuild(s.out, _said_again, s.due)
     bus.stragglers.append(again)
-    bus._on_copy(s.out, again, False)
+    bus._on_copy(s.out, again, True)  # (under the number it was sent with: one the conversation may never see)
     bus._record(spec.name, s.out, {"selector": spec.text, "copy": again.message_id, "held_until": "the next epoch"})
 
 
@@ -652,6 +655,8 @@ class Bus:
         if env.sender in self.silenced and env.type in ("task_started", "task_result"):
             return env  # the worker is silent: it never arrives
         faults = [s for s in self.specs if self._applies(s, env)]
+        if len(faults) > 1:  # (one that renumbers the message first: a copy of it follows its final number)
+            faults.sort(key=lambda s: not REGISTRY[s.name].renumbers)
         held = self._held
         self._held = []
         step = _Send(env, due, now)

@@ -214,11 +214,11 @@ LIVE_BODY_RESTARTS = ("zombie",)
 
 def fence_applies(env: Envelope, verdict: Verdict, *, copy: bool = False) -> bool:
     """Whether a fence that closed ``env``'s conversation refuses it: every message about a task does, but
-    a reviewer's decision (which reopens the conversation in its next epoch) and the network's copy of an
-    envelope already delivered that intake recorded duplicate (the transport's own deduplication, which
-    the conversation never sees: ``copy``); the conversation's own messages (the fence, its
-    acknowledgements) are the conversation rule's to judge."""
-    if env.task_id == env.trace_id or env.type == "review_decision":
+    a reviewer's decision intake accepts (it reopens the conversation in its next epoch) and the network's
+    copy of an envelope already delivered that intake recorded duplicate (the transport's own
+    deduplication, which the conversation never sees: ``copy``); the conversation's own messages (the
+    fence, its acknowledgements) are the conversation rule's to judge."""
+    if env.task_id == env.trace_id or (env.type == "review_decision" and verdict.decision == Decision.ACCEPTED):
         return False
     return not (copy and verdict.decision == Decision.DUPLICATE)
 
