@@ -602,7 +602,9 @@ class ReconciliationRequired(Event):
     input: str | None = _optional()
 
     def summary(self) -> str:
-        return f"late {self.status or 'result'} touches {_list(self.effects)}: open until a reviewer decides (reconcile)"
+        what = f"late {self.status or 'result'}" if self.status in (None, "succeeded", "failed", "denied",
+                                                                    "waiting_human", "retry") else self.status
+        return f"{what} touches {_list(self.effects) or 'no committed effect'}: open until a reviewer decides (reconcile)"
 
 
 @dataclass(frozen=True)

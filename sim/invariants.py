@@ -614,7 +614,9 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     description=(
         "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
         "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
-        "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one."
+        "order; delivery ids are unique and gapless from 1; every event that names a delivery names a recorded one. "
+        "No policy breaks it, naive included: the store assigns ticks and delivery ids inside the write "
+        "transaction, whatever intake decides; a writer that read the clock when it opened, or skips an id, does."
     ),
 )
 def _clock_monotonic(run: _Run) -> list[dict]:

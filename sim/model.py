@@ -570,7 +570,8 @@ def ops_of(store, *, after: int = 0) -> tuple[list[Op], int]:
                 raise NotModelled(f"{m['message_id']} is logged with [redacted] values: its input cannot be read back")
             env = Envelope(m["message_id"], m["trace_id"], m["task_id"], m["sender"], m["recipient"], m["type"],
                            m["schema_version"], m["created_at"], m["idempotency_key"], m["payload_digest"],
-                           m["digest_scheme"], m["payload"], tuple(m["evidence_refs"]))
+                           m["digest_scheme"], m["payload"], tuple(m["evidence_refs"]), m.get("epoch"),
+                           m.get("expires_at"))
             first = min(x["delivery_id"] for x in store.deliveries_of(m["message_id"]))
             sent = ((m["sender_seq"], m["sender_generation"])
                     if m["sender_seq"] is not None and first == d["delivery_id"] else None)

@@ -240,6 +240,8 @@ def refused(env: Envelope, verdict: Verdict, code: str, reason: str) -> Verdict:
                                                            and verdict.needs_reconciliation)
     if verdict.decision != Decision.REJECTED:
         reason += f" (intake would have recorded it {verdict.decision.value})"
+    elif verdict.code:
+        reason += f" (intake refused it too: {verdict.code}: {verdict.reason})"
     if reconcile:
         reason += "; it contradicts what was recorded, so it goes to reconciliation"
     return Verdict(Decision.REJECTED, reason, code=code, needs_reconciliation=reconcile,

@@ -27,6 +27,12 @@ BREAKS = {
     "DISSENT_KEPT": ("gathers", "delay:M-16"),
     "TIE_BREAK_KEPT": ("gathers", "delay:M-16"),
     "NO_STATE_FROM_UNDECLARED": ("publish-report", "self-report"),
+    "SEQUENCE_KEPT": ("publish-report", "drop"),
+    "FENCE_FINAL": ("publish-report", "afterthought"),
+    "CURRENT_SPEAKERS": ("reopened", "straggler"),
+    "AUDIENCE_KEPT": ("publish-report", "cross-talk"),
+    "WITHIN_BOUNDS": ("publish-report", "overtime"),
+    "TRACE_CONSISTENT": ("gathers", "delay:M-16"),
 }
 #: Known gaps. CLOCK_MONOTONIC is a property of the run file's writers (event ticks non-decreasing in
 #: log order, delivery ids gapless however many processes deliver), not of what a policy decides:

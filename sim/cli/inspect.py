@@ -284,6 +284,16 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
         raise typer.Exit(1)
 
 
+def _what_reconciles(p: dict) -> str:
+    """What an open reconciliation is about, in a few words: a late result, or a contradiction."""
+    from ..envelope import RESULT_STATUSES
+
+    status = p.get("status")
+    if status is None or status in RESULT_STATUSES:
+        return f"late {status + ' ' if status else ''}result {p['message_id']}"
+    return f"{p['message_id']} ({status})"
+
+
 @commands.command()
 def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
@@ -304,7 +314,7 @@ def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
                 if len(r.witnesses) > 10:
                     con.print(f"  ... {len(r.witnesses) - 10} more (--json has all)")
         for p in pending:  # not a broken rule: work a reviewer still owes
-            con.print(f"open reconciliation: {p['task_id']}: late {p['message_id']} ({p['status']}) touches "
+            con.print(f"open reconciliation: {p['task_id']}: {_what_reconciles(p)} touches "
                       f"{', '.join(p['effects'])}; decide with: protolab reconcile {p['task_id']} --decision keep|retract "
                       f"--by reviewer --evidence {p['message_id']}", markup=False, soft_wrap=True)
     if not all(r.ok for r in results):

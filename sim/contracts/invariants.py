@@ -453,6 +453,22 @@ CASES: tuple[Case, ...] = (
          _scenario(policy="naive", faults=["overshare"]), {"code": "E_AUDIENCE_LABEL", "message_id": "M-4"}),
     # WITHIN_BOUNDS
     Case("a run inside its declared deadline and ceiling", "WITHIN_BOUNDS", True, _scenario("fan-out")),
+    Case("the safe runtime refuses a receipt after the deadline and a flood past the ceiling", "WITHIN_BOUNDS", True,
+         _scenario(faults=["overtime", "flood"])),
+    Case("naive takes a receipt delivered after the conversation's deadline", "WITHIN_BOUNDS", False,
+         _scenario(policy="naive", faults=["overtime"]), {"code": "E_DEADLINE", "message_id": "A-5"}),
+    Case("naive takes every message of a flood, past the conversation's ceiling", "WITHIN_BOUNDS", False,
+         _scenario(policy="naive", faults=["flood"]), {"code": "E_MESSAGE_CEILING"}),
+    # CURRENT_SPEAKERS, of the declared bounds and epochs
+    Case("naive takes a receipt delivered after it expired", "CURRENT_SPEAKERS", False,
+         _scenario(policy="naive", faults=["linger"]), {"code": "E_EXPIRED_MESSAGE", "message_id": "A-5"}),
+    Case("the safe runtime refuses a message of epoch 1 delivered after a reviewer reopened the conversation",
+         "CURRENT_SPEAKERS", True, _scenario("reopened", faults=["straggler"])),
+    Case("naive takes a message of epoch 1 in epoch 2", "CURRENT_SPEAKERS", False,
+         _scenario("reopened", policy="naive", faults=["straggler"]), {"code": "E_STALE_EPOCH", "epoch": 2}),
+    # AUDIENCE_KEPT, of scope
+    Case("naive takes a copy of a result sent in another conversation", "AUDIENCE_KEPT", False,
+         _scenario(policy="naive", faults=["cross-talk"]), {"code": "E_AUDIENCE_SCOPE"}),
     # TRACE_CONSISTENT
     Case("the safe runtime's gathers are the reductions of their contributions", "TRACE_CONSISTENT", True,
          _scenario("gathers")),
