@@ -156,11 +156,12 @@ def _specs(store: Store) -> list[tuple[str, frozenset, dict, int, dict | None]]:
     out = [(f"g-{t.id}", frozenset(t.after), worker_of, sc.settings.gather_ticks, None)
            for t in sc.tasks if len(t.after) >= 2]
     if sc.gathers:
-        over = {g.id: g.over for g in sc.gathers}
+        declared = {g.id: g for g in sc.gathers}
         for e in store.iter_events(etype=ev_.GatherReduced.TYPE):
             data = e.data
-            if data.get("gather") in over:
-                out.append((data["gather"], frozenset(over[data["gather"]]), worker_of, 0, data))
+            g = declared.get(data.get("gather"))
+            if g is not None:  # (its deadline: rounds after it opened, as the scenario declares it)
+                out.append((data["gather"], frozenset(g.over), worker_of, g.deadline, data))
     return out
 
 
@@ -439,7 +440,8 @@ class TraceExport:
                 contributions = data.get("contributions") or []
                 if opener is None or any(c.get("id") in self._contribution for c in contributions):
                     continue
-                decl = {"id": gid, "membership": members, "rule": data["rule"], "deadline": _later(st.last_at, 3600),
+                decl = {"id": gid, "membership": members, "rule": data["rule"],
+                        "deadline": _later(opener[1], ticks) if ticks else _later(st.last_at, 3600),
                         "opener": opener[0]}
                 if data.get("threshold") is not None:
                     decl["threshold"] = data["threshold"]

@@ -28,7 +28,8 @@ __all__ = ["Gathering", "declaration", "declaration_of_event", "majority_reduce"
 
 
 def declaration(spec: GatherSpec, workers: dict[str, str]) -> dict:
-    """``spec`` as a trace's gather object (membership: the member tasks' workers, sorted)."""
+    """``spec`` as a trace's gather object (membership: the member tasks' workers, sorted; its deadline is a
+    time only once the gather opens, so it is left empty here)."""
     out = {"id": spec.id, "rule": spec.rule, "membership": sorted({workers[t] for t in spec.over}),
            "deadline": None, "opener": None}
     if spec.threshold is not None:
@@ -98,17 +99,36 @@ class Gathering:
         if not specs:
             return
         done = self.__dict__.setdefault("_gathers_reduced", set())
-        due = [g for g in specs if g.id not in done and all(self._settled_for_gather(t) for t in g.over)]
+        pending = [g for g in specs if g.id not in done]
+        if not pending:
+            return
+        rows = None
+        due: list[tuple] = []  # (gather, the last round a contribution counts in: None, every one so far)
+        for g in pending:
+            if all(self._settled_for_gather(t) for t in g.over):
+                due.append((g, None))
+            elif self.policy.gathers == "declared":
+                # the declared deadline: past it, what arrived is reduced (partial; nothing made up). A hurried
+                # runtime (naive) waits for every member, late ones included.
+                opened = self.__dict__.setdefault("_gathers_opened", {}).get(g.id)
+                if opened is None:
+                    rows = rows if rows is not None else list(self.store.iter_deliveries_with_messages())
+                    asked = [r["delivery_tick"] for r in rows if r["type"] == "task_request" and r["task_id"] in g.over
+                             and r["delivery_decision"] == "accepted"]
+                    if asked:
+                        opened = self._gathers_opened[g.id] = min(asked)
+                if opened is not None and self.now > opened + g.deadline:
+                    due.append((g, opened + g.deadline))
         if not due:
             return
-        rows = [r for r in self.store.iter_deliveries_with_messages()
-                if r["type"] == "task_result" and r["delivery_decision"] == "accepted"]
+        rows = rows if rows is not None else list(self.store.iter_deliveries_with_messages())
+        rows = [r for r in rows if r["type"] == "task_result" and r["delivery_decision"] == "accepted"]
         workers = {t.id: t.worker for t in self.scenario.tasks}
-        for g in due:
+        for g, until in due:
             done.add(g.id)
             first: dict[str, dict] = {}
-            for r in rows:  # one contribution per member task: its first accepted result
-                if r["task_id"] in g.over:
+            for r in rows:  # one contribution per member task: its first accepted result (by the deadline)
+                if r["task_id"] in g.over and (until is None or r["delivery_tick"] <= until):
                     first.setdefault(r["task_id"], r)
             ordered = sorted(first.values(), key=lambda r: r["delivery_id"])
             contributions = [_contribution(r, g.id, self.store.artifact((r["payload"] or {}).get("artifact") or ""))

@@ -62,6 +62,9 @@ class GatherSpec:
     rule: str
     threshold: int | None = None
     tie_break: str | None = None
+    #: rounds after the gather opens (its first member's request is delivered) that it waits for
+    #: contributions: the deadline the trace declares; past it the safe runtime reduces what arrived
+    deadline: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def parse_scenario(data: dict, *, source: str) -> Scenario:
     if policy is not None and policy not in POLICY_NAMES:
         raise _err(source, f"policy {policy!r}; expected one of: {friendly_list(POLICY_NAMES)}", "E_UNKNOWN_POLICY")
     deliveries = _deliveries(data.get("deliveries", []), source, settings, stress)
-    gathers = _gathers(data.get("gather", []), ids, source)
+    gathers = _gathers(data.get("gather", []), ids, source, settings)
     reviews = _reviews(data.get("review", []), ids, source)
     clocks = data.get("clocks", {})
     for who, off in clocks.items():
@@ -254,14 +257,21 @@ def _reviews(entries: list, task_ids: set, source: str) -> tuple[ReviewSpec, ...
     return tuple(out)
 
 
-def _gathers(entries: list, task_ids: set, source: str) -> tuple[GatherSpec, ...]:
+#: The deadline of a gather that declares none, and the scenario none either (settings.gather_ticks).
+GATHER_DEADLINE = 40
+
+
+def _gathers(entries: list, task_ids: set, source: str, settings: Settings) -> tuple[GatherSpec, ...]:
     out: list[GatherSpec] = []
     for i, g in enumerate(entries):
         where = f"{source} gather {i + 1}"
         if not isinstance(g, dict):
             raise _err(where, "expected a table")
-        _take(g, {"id": str, "over": list, "rule": str, "threshold": int, "tie_break": str}, where,
+        _take(g, {"id": str, "over": list, "rule": str, "threshold": int, "tie_break": str, "deadline": int}, where,
               required=("id", "over", "rule"))
+        deadline = g.get("deadline", settings.gather_ticks or GATHER_DEADLINE)
+        if deadline < 1:
+            raise _err(where, f"deadline must be at least 1 round, got {deadline}", "E_FIELD_VALUE")
         if g["rule"] not in GATHER_RULES:
             raise _err(where, f"rule {g['rule']!r}; expected one of: {friendly_list(GATHER_RULES)}", "E_UNKNOWN_VALUE")
         over = g["over"]
@@ -275,7 +285,7 @@ def _gathers(entries: list, task_ids: set, source: str) -> tuple[GatherSpec, ...
                        "E_FIELD_VALUE")
         if any(o.id == g["id"] for o in out):
             raise _err(where, f"gather id {g['id']!r} is used twice")
-        out.append(GatherSpec(g["id"], tuple(over), g["rule"], th, tb))
+        out.append(GatherSpec(g["id"], tuple(over), g["rule"], th, tb, deadline))
     return tuple(out)
 
 
@@ -346,6 +356,7 @@ def scenario_toml(sc: Scenario, comment: str = "") -> str:
             lines.append(f"threshold = {g.threshold}")
         if g.tie_break is not None:
             lines.append(f"tie_break = {_toml_value(g.tie_break)}")
+        lines.append(f"deadline = {g.deadline}")
     for r in sc.reviews:
         lines += ["", "[[review]]", f"task = {_toml_value(r.task)}", f"decision = {_toml_value(r.decision)}",
                   f"after = {r.after}"]

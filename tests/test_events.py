@@ -25,7 +25,7 @@ RUNS = [
     ("publish-report", 0, "safe", ("tool-failure",)),
     ("publish-report", 1, "safe", ("conflicting-digest",)),
     ("fan-out", 1, "safe", ("conflicting-digest", "late-failure")),
-    ("gathers", 0, "naive", ("delay:M-16",)),
+    ("gathers", 0, "naive", ("delay:M-22",)),
 ]
 
 

@@ -24,15 +24,15 @@ BREAKS = {
     "NO_EFFECT_FROM_UNTRUSTED": ("publish-report", "late-conflict"),
     "VERSION_READ": ("publish-report", "new-major"),
     "NEWER_FIELDS_READ": ("publish-report", "upgrade"),
-    "DISSENT_KEPT": ("gathers", "delay:M-16"),
-    "TIE_BREAK_KEPT": ("gathers", "delay:M-16"),
+    "DISSENT_KEPT": ("gathers", "delay:M-22"),
+    "TIE_BREAK_KEPT": ("gathers", "delay:M-22"),
     "NO_STATE_FROM_UNDECLARED": ("publish-report", "self-report"),
     "SEQUENCE_KEPT": ("publish-report", "drop"),
     "FENCE_FINAL": ("publish-report", "afterthought"),
     "CURRENT_SPEAKERS": ("reopened", "straggler"),
     "AUDIENCE_KEPT": ("publish-report", "cross-talk"),
     "WITHIN_BOUNDS": ("publish-report", "overtime"),
-    "TRACE_CONSISTENT": ("gathers", "delay:M-16"),
+    "TRACE_CONSISTENT": ("gathers", "delay:M-22"),
 }
 #: Known gaps. CLOCK_MONOTONIC is a property of the run file's writers (event ticks non-decreasing in
 #: log order, delivery ids gapless however many processes deliver), not of what a policy decides:

@@ -39,9 +39,14 @@ def test_the_export_declares_each_gather_the_runtime_reduced_with_its_rule_and_c
     contributions = [m for m in t["messages"] if m.get("gatherId") == "g-review"]
     assert [m["kind"] for m in contributions] == ["CONTRIBUTION"] * 3
     assert sorted(m["payload"]["vote"] for m in contributions) == ["accept", "reject", "reject"]
-    # a message contributes to one gather: the finders' second gather (lowest-sender) over the same
-    # results is left out of this trace
-    assert "g-lowest" not in by_id
+    # every gather is exported: a message contributes to one gather, so each has finders of its own
+    lowest = by_id["g-lowest"]
+    assert (lowest["rule"], lowest["tieBreak"]) == ("FIRST_SUCCESS", "lowest-sender")
+    assert lowest["membership"] == ["researcher-7", "researcher-8", "researcher-9"]
+    took = [m["gatherId"] for m in t["messages"] if m.get("gatherId")]
+    assert sorted(set(took)) == ["g-first", "g-lowest", "g-review"] and len(took) == 9
+    # each declared with its deadline: opened by its first request, and the rounds the scenario declares
+    assert all(g["deadline"] > next(m["at"] for m in t["messages"] if m["id"] == g["opener"]) for g in t["gathers"])
 
 
 def test_safe_keeps_the_dissent_and_the_declared_tie_break_and_its_trace_validates(traces):
@@ -56,7 +61,7 @@ def test_naive_majority_drops_the_dissent_and_picks_by_clock_and_its_trace_fails
     report = validate(traces["naive"])
     mismatched = {f.pointer for f in report.errors if f.code == "E_GATHER_RESULT_MISMATCH"}
     assert {f.code for f in report.errors} == {"E_GATHER_RESULT_MISMATCH"}
-    assert mismatched == {"/gathers/0/result", "/gathers/1/result"}  # g-review's dissent, g-first's pick
+    assert mismatched == {"/gathers/0/result", "/gathers/1/result", "/gathers/2/result"}  # the dissent, both picks
     (review,) = [g for g in traces["naive"]["gathers"] if g["id"] == "g-review"]
     assert review["result"]["dissent"] == []
 
@@ -71,7 +76,7 @@ def test_the_lowest_sender_tie_break_is_checked_when_its_gather_is_the_one_expor
     if not valid:
         assert "/gathers/1/result" in {f.pointer for f in report.errors if f.code == "E_GATHER_RESULT_MISMATCH"}
     else:
-        assert lowest["result"]["selected"] in {m["id"] for m in t["messages"] if m["sender"] == "researcher-4"}
+        assert lowest["result"]["selected"] in {m["id"] for m in t["messages"] if m["sender"] == "researcher-7"}
 
 
 def test_the_cli_round_trip_of_the_shipped_gathers_run_shows_the_mismatch_under_naive_only(tmp_path, capsys):
