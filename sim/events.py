@@ -529,6 +529,21 @@ class EffectWithheld(Event):
 
 
 @dataclass(frozen=True)
+class VersionNegotiated(Event):
+    TYPE = "version_negotiated"
+    FOLDS = "nothing: a sender and the runtime agreed the schema version its messages use from now on"
+    STYLE = "cyan"
+    sender: str
+    offered: list
+    reads: list
+    chosen: str | None = None
+
+    def summary(self) -> str:
+        said = f"{self.sender} offers {', '.join(self.offered or [])}; the runtime reads {', '.join(self.reads or [])}"
+        return f"{said}: {self.chosen} chosen (MAJOR.MINOR, patch ignored)" if self.chosen else f"{said}: none in common"
+
+
+@dataclass(frozen=True)
 class DigestSchemeAssumed(Event):
     TYPE = "digest_scheme_assumed"
     FOLDS = "nothing: the envelope came without a digest_scheme (the seed's twelve fields); it was read under the course's default"

@@ -347,8 +347,14 @@ def _upgraded(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[
 def _upgrade(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
-    s.out = bus._rebuild(s.out, _upgraded, s.due, schema_version="1.1")
-    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "1.1", "partial": True})
+    # the upgraded sender negotiates again (it speaks 1.0 and 1.1 now) and sends in the version agreed
+    version = bus.negotiate(s.out, UPGRADED_SPEAKS) if bus.negotiate is not None else "1.1"
+    s.out = bus._rebuild(s.out, _upgraded, s.due, schema_version=version)
+    bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": version, "partial": True})
+
+
+#: What an upgraded sender speaks (fault upgrade): the version it knew, and the minor that added ``partial``.
+UPGRADED_SPEAKS = ("1.0", "1.1")
 
 
 def _acknowledged(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[Intent, Intent]:
@@ -612,6 +618,8 @@ class Bus:
         self.deadline: Callable[[], int] = lambda: 0  # the round after which the epoch's deadline has passed
         self.ceiling: Callable[[], int] = lambda: 0  # the messages an epoch may take
         self.expires_ticks = 0  # rounds a message stays valid (0: never expires)
+        #: callable(env, offered versions) -> the version agreed with the runtime (fault upgrade), recorded
+        self.negotiate: Callable | None = None
         #: copies held until the conversation's next epoch (fault straggler); lost if it never reopens
         self.stragglers: list[Envelope] = []
 

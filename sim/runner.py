@@ -125,8 +125,9 @@ class Run(RunWorld, Recovery, Schedule, Gathering):
         self.reviews_done: set = set()  # the scenario's scripted reviews already made
         self.fence_epochs: dict[str, int] = {}  # each fence sent -> the epoch it closed
         self.bus.deadline = self._deadline_tick  # (methods, so a forked run's bus asks the fork)
-        self.bus.ceiling = lambda: self.conversation["message_ceiling"]
+        self.bus.ceiling = self._ceiling
         self.bus.expires_ticks = self.settings.expires_ticks
+        self.bus.negotiate = self._negotiate_texts
         self._quiet_for = 0  # rounds in a row in which nothing was sent or delivered
         if self.plan is None and self.scenario.deliveries:
             self.plan = DeliveryPlan(self.scenario.deliveries, f"scenario {self.scenario.name}")

@@ -39,6 +39,7 @@ __all__ = [
     "effect_key",
     "record_fault",
     "record_sent_again",
+    "record_negotiation",
     "record_copy_dropped",
     "expire_lease",
 ]
@@ -288,6 +289,15 @@ def record_fault(store: Store, fault: str, *, message_id: str | None, task_id: s
     """Record that the transport did something to the run (so the log says what was done)."""
     _record_transport(store, ev_.FaultInjected(fault=fault, detail=dict(detail)), task_id=task_id,
                       message_id=message_id, tick=tick)
+
+
+def record_negotiation(store: Store, sender: str, offered, reads, chosen, *, task_id: str | None = None,
+                       message_id: str | None = None, tick: int | None = None) -> None:
+    """Record that ``sender`` and the runtime negotiated a schema version (sim.versions.negotiate)."""
+    _record_transport(store, ev_.VersionNegotiated(sender=sender, offered=[str(v) for v in offered],
+                                                   reads=[str(v) for v in reads],
+                                                   chosen=None if chosen is None else str(chosen)),
+                      task_id=task_id, message_id=message_id, tick=tick)
 
 
 def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: list[str], tick: int | None = None) -> None:

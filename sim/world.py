@@ -165,5 +165,31 @@ class RunWorld:
         else:
             self._stamp(new, gen)
 
+    def _negotiate(self, env: Envelope, offered) -> str:
+        """``env``'s sender negotiates with the runtime the version it speaks from now on: the newest of
+        ``offered`` the runtime reads (a runtime that reads everything as 1.0, naive, turns nothing down:
+        it says it reads them all). Recorded as ``version_negotiated``; returns the version chosen."""
+        from . import versions as _versions
+        from .runtime import record_negotiation
+
+        reads = _versions.READS if self.policy.reads_as is None else _versions.KNOWN
+        try:
+            chosen = _versions.negotiate(tuple(offered), reads)
+        except Exception:  # (no version in common: the sender keeps speaking what it spoke)
+            chosen = None
+        record_negotiation(self.store, env.sender, offered, reads, chosen, task_id=env.task_id,
+                           message_id=env.message_id, tick=self.now)
+        return str(chosen) if chosen is not None else env.schema_version
+
+    def _negotiate_texts(self, env: Envelope, offered: tuple[str, ...]) -> str:
+        """:meth:`_negotiate` of versions written as text (a fault's declaration)."""
+        from .versions import parse_version
+
+        return self._negotiate(env, [parse_version(v) for v in offered])
+
+    def _ceiling(self) -> int:
+        """The messages an epoch of the conversation may take (the run's declared bounds)."""
+        return self.conversation["message_ceiling"]
+
     def _record(self, fault: str, env: Envelope, detail: dict) -> None:
         record_fault(self.store, fault, message_id=env.message_id, task_id=env.task_id, detail=detail, tick=self.now)

@@ -86,6 +86,7 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
         "task_started": {"worker": "researcher", "lease_version": 1},
         "tool_failed": {"tool": "web-search", "status": "retry", "error": "web-search failed"},
         "digest_scheme_assumed": {"scheme": "json-sorted-v1"},
+        "version_negotiated": {"sender": "writer", "offered": ["1.0", "1.1"], "reads": ["1.0", "1.1"], "chosen": "1.1"},
         "gather_reduced": {"gather": "g", "rule": "QUORUM", "status": "complete", "value": "reject",
                            "dissent": [], "contributions": [], "reducer": "declared", "reason": "r", "threshold": 2},
     }
