@@ -31,9 +31,12 @@ from . import __version__
 from .files import write_json_fields
 from .machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState
 
-__all__ = ["A2A_VERSION", "EXTENSION_URI", "EXPORT_KIND", "ROLE_SKILLS", "state_mapping", "A2AExport"]
+__all__ = ["A2A_VERSION", "A2A_VERSION_AS_OF", "EXTENSION_URI", "EXPORT_KIND", "ROLE_SKILLS", "state_mapping", "A2AExport"]
 
 A2A_VERSION = "1.0"
+#: The fact the version rests on, dated as the course's source dates it: on this day A2A's specification
+#: page listed 1.0.0 as its latest release. It will change; the export negotiates MAJOR.MINOR only (1.0).
+A2A_VERSION_AS_OF = ("1.0.0", "2026-07-22")
 EXPORT_KIND = "protolab-a2a-export"
 #: The kit's extension: where everything A2A has no field for lives, under this key of ``metadata``.
 EXTENSION_URI = "urn:protolab:a2a-extension:course-runtime:v1"

@@ -176,3 +176,18 @@ def test_the_readme_a2a_commands_work_as_written(capsys, tmp_path, monkeypatch):
     doc = json.loads((tmp_path / "a2a.json").read_text())
     jsonschema.validate(doc, SCHEMA)
     assert [t["status"]["state"] for t in doc["tasks"]] == ["TASK_STATE_INPUT_REQUIRED"]
+
+
+def test_the_a2a_version_fact_is_dated_where_the_kit_states_it():
+    """The source dates the fact that A2A's latest release is 1.0.0 (it will change): every document that
+    states the version says as of when, and the export speaks its MAJOR.MINOR."""
+    from pathlib import Path
+
+    from sim.a2a import A2A_VERSION, A2A_VERSION_AS_OF
+
+    release, day = A2A_VERSION_AS_OF
+    root = Path(__file__).resolve().parent.parent
+    for doc in (root / "docs" / "a2a.md", root / "labs" / "15-a2a" / "README.md"):
+        text = doc.read_text(encoding="utf-8")
+        assert f"As of {day}" in text and release in text, doc
+    assert release.startswith(A2A_VERSION + ".")
