@@ -118,3 +118,37 @@ async def test_r_in_the_tui_offers_keep_or_retract_for_an_open_reconciliation():
             assert "retract:publish:R-1:T-2" in {e["effect_key"] for e in live.store.effects()}
     finally:
         live.close()
+
+
+def test_a_publication_resting_on_a_result_later_contradicted_goes_to_reconciliation_and_stays_open_past_a_cancel():
+    """The seed: a contradiction of a result a validated side effect rests on goes through reconciliation.
+    M-6, the writer's result, published R-1; a second payload under M-6's key freezes T-2 and opens a
+    reconciliation of its own publication, which a reviewer's cancel of the task does not close."""
+    from sim.runtime import resolve_reconciliation, review
+
+    store = run_scenario(load_scenario("publish-report"), faults=["conflicting-digest:M-6"])
+    try:
+        twin = next(e for e in store.events() if e["type"] == "fault_injected")["data"]["twin"]
+        (opened,) = store.open_reconciliations("T-2")
+        assert opened["message_id"] == twin and opened["effects"] == ["publish:R-1:T-2"]
+        assert store.get_task("T-2").state.value == "needs_review"
+        assert review(store, "T-2", "canceled", by="reviewer", evidence=["M-6", twin]).decision == "accepted"
+        assert [o["message_id"] for o in store.open_reconciliations("T-2")] == [twin]  # still the reviewer's to decide
+        out = resolve_reconciliation(store, "T-2", "retract", by="reviewer", evidence=[twin])
+        assert out.decision == "accepted" and store.open_reconciliations("T-2") == []
+        assert [e["effect_key"] for e in store.effects()] == ["publish:R-1:T-2", "retract:publish:R-1:T-2"]
+    finally:
+        store.close()
+
+
+def test_a_contradiction_arriving_after_the_fence_changes_nothing_and_is_sent_to_reconciliation():
+    store = run_scenario(load_scenario("publish-report"), faults=["late-conflict:M-6"])
+    try:
+        twin = next(e for e in store.events() if e["type"] == "fault_injected")["data"]["twin"]
+        (dv,) = [d for d in store.deliveries() if d["message_id"] == twin]
+        assert (dv["decision"], dv["code"]) == ("rejected", "E_POST_TERMINAL_MESSAGE")
+        assert store.get_task("T-2").state.value == "succeeded"  # the fence closed semantic mutation
+        (opened,) = store.open_reconciliations("T-2")
+        assert opened["message_id"] == twin and opened["effects"] == ["publish:R-1:T-2"]
+    finally:
+        store.close()
