@@ -355,7 +355,7 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
             "scratch_map": ("seen",), "deliveries_at": ([1, 2],), "events_at": ([1, 2],), "time_at": (1,),
             "load_machine": (default_rulebook(),),
             "untrusted_inputs": ((),), "advance": (), "set_meta": ({"k": "v"},), "get_meta": ("k",),
-            "transaction": (), "next_delivery_id": (), "next_arrival": (), "privacy": (), "group_commits": ()}
+            "transaction": (), "next_delivery_id": (), "next_arrival": (), "privacy": (), "bounds": (), "group_commits": ()}
     kwargs = {"untrusted_inputs": {"besides": "T-1"}}
     raw, silent = [], []
     for name, fn in inspect.getmembers(Store, predicate=inspect.isfunction):
@@ -379,7 +379,7 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
             raw.append(f"{name}: {type(e).__module__}.{type(e).__name__}: {e}")
     assert raw == [], "\n".join(raw)
     # what answers without the database: counters and meta kept in memory since the store was opened
-    assert set(silent) <= {"advance", "get_meta", "next_delivery_id", "next_arrival", "privacy", "group_commits",
+    assert set(silent) <= {"advance", "get_meta", "next_delivery_id", "next_arrival", "privacy", "bounds", "group_commits",
                            "transaction", "time_at", "untrusted_inputs"}, silent  # (no refs: nothing to look up)
 
 

@@ -1004,10 +1004,10 @@ async def test_hand_injected_conflict_keeps_the_senders_sequence(live):
         await _needs_review(pilot, app, live)
         await press(pilot, "v")
         body = shown(app, "#conv-body")
-        # Like the scheduled fault: one key and one sequence number, two payloads.
+        # Like the scheduled fault: one key, two payloads; the twin a message of its own, under the next number
         assert "E_SCHEMA" not in body and "seq   0" not in body
-        assert "✗ seq   2  M-4     RESPONSE" in body
-        assert "E_SEQUENCE_GAP: M-4: seq 2 from researcher" in body
+        assert "✓ seq   3  M-4     RESPONSE" in body
+        assert "E_SEQUENCE_GAP" not in body
 
 
 async def test_hand_injected_conflict_does_not_fence_before_dispatched_work_ends(live):
