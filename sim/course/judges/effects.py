@@ -395,7 +395,7 @@ def _repro(case: dict) -> str:
         sc_arg = "" if sc == "publish-report" else f"{sc} "
     f = "".join(f" --fault {x}" for x in faults)
     return (f"protolab run {sc_arg}--policy {pol} --effects {{dir}}/effects.py{f} --seed {seed} --db ex5.db && "
-            "protolab check --db ex5.db && protolab replay --db ex5.db")
+            "protolab check --db ex5.db; protolab replay --db ex5.db --effects {dir}/effects.py")
 
 
 def _cases(args: dict) -> list[dict]:
