@@ -23,7 +23,19 @@ from typing import Callable
 from ...errors import InputError
 
 __all__ = ["Judged", "Broke", "rule", "passed", "failed", "partial", "resolve", "grid_row", "signature_of",
-           "reference_outcome"]
+           "reference_outcome", "try_line"]
+
+
+def try_line(exercise: int, code: str, *, processes: int = 0) -> str:
+    """A reproduce line that runs ``code`` (Python) beside the student's files: ``protolab exercise try
+    N {dir} -c "..."``, which runs on the Python protolab is installed in (a README's user never
+    activates a virtualenv, and ``python`` may not be there at all). With ``processes``, it runs in that
+    many processes, each with its own hash seed, as the grader's two host processes do, and exits 1 when
+    they print different things. The code is written in double quotes, with what bash would read inside
+    them escaped. The helpers such lines call (``show_keys``, ``show``, ...) exit 1 when what they show
+    breaks the rule, so a reproduce line's exit status says whether it reproduced the failure."""
+    q = '"' + code.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`") + '"'
+    return f"protolab exercise try {exercise} {{dir}}{f' --processes {processes}' if processes else ''} -c {q}"
 
 
 @dataclass(frozen=True)

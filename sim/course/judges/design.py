@@ -46,7 +46,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import Broke, Judged, failed, grid_row, passed, rule, signature_of
+from . import Broke, Judged, failed, grid_row, passed, rule, signature_of, try_line
 
 __all__ = [
     "SYMPTOMS",
@@ -756,7 +756,7 @@ def _process_repro(out: _Played, rec: dict) -> str:
     fields = {k: getattr(i, k) for k in ("type", "sender", "recipient", "trace_id", "task_id", "attempt", "retry", "answers")}
     call = (f"from sim.design import Intent; import design; print(design.idempotency_key(Intent(**{fields!r}, "
             f"body={i.body!r}, refs={tuple(i.refs)!r})))")
-    return f"cd {{dir}} && for s in 1 2; do PYTHONHASHSEED=$s python -c \"{call}\"; done"
+    return try_line(1, call, processes=2)
 
 
 @_judged
@@ -1093,7 +1093,7 @@ def search(sub: Path, args: dict) -> Judged:
     checked, broke, rows = explore_all(
         _fingerprint(sub), args.get("searches", []),
         lambda policy: Plugged(design, get_policy(policy), {"design": f"{_FILE} (remote)"}),
-        reproduce="protolab run counterexample.toml --design {dir}/design.py --db ex1.db && protolab check --db ex1.db",
+        reproduce="protolab run {dir}/counterexample.toml --design {dir}/design.py --db counterexample.db && protolab check --db counterexample.db",
         symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error")
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
