@@ -8,7 +8,7 @@ This starter runs, and a clean run even holds every invariant. Try it under a fa
 re-sent under a new message id: is the copy recognised as the same intent?):
 
     protolab run --design design.py --fault resend:task_request
-    protolab exercise check 1
+    protolab exercise check 1         # exit 1 on the starter; exit 0 on a right answer
 """
 
 # Which digest binds the payload: "json-sorted-v1" (the course's teaching digest) or "jcs-v2" (RFC 8785).

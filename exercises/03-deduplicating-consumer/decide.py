@@ -8,7 +8,7 @@ This starter applies whatever the allowlist permits and knows nothing of keys, d
 or versions. It runs. Try:
 
     protolab run --intake decide.py --fault resend --db ex3.db && protolab check --db ex3.db
-    protolab exercise check 3
+    protolab exercise check 3         # exit 1 on the starter; exit 0 on a right answer
 """
 
 from sim.envelope import role_of

@@ -6,7 +6,7 @@ effect is suppressed instead of done again. You choose the key.
 
     protolab run --policy naive --effects effects.py --fault resend --db ex5.db
     protolab replay --db ex5.db --effects effects.py
-    protolab exercise check 5
+    protolab exercise check 5         # exit 1 on the starter; exit 0 on a right answer
 """
 
 
