@@ -8,7 +8,8 @@ use exits 1 on what it shows broken: ``check``, ``trace validate``, ``machine ch
 and the helpers ``protolab exercise try`` runs); a line that ends in ``protolab check`` for a failure
 that names an invariant must show that invariant BROKEN (under the naive consumer ``check`` exits 1
 for other rules too). Exit 2 is never a reproduction: the line itself is wrong (a file it names is not
-there, a database of another scenario, a usage error); nor is a traceback."""
+there, a database of another scenario, a usage error) unless the refusal it prints is the one the
+failure names (``machine check`` refusing the student's table: E_TERMINAL_EXIT); nor is a traceback."""
 
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ def judge_line(result: dict, code: int, out: str) -> tuple[bool, str]:
     """Whether a reproduce line's run reproduced the failure of ``result`` (a test's JSON), and why not."""
     if "Traceback" in out:
         return False, "a traceback"
+    if code == 2:  # a refusal reproduces only the refusal the failure names (the student's file refused)
+        said = re.findall(r"(?m)^error: (E_[A-Z_]+): ", out)
+        if said and said[-1] in (result.get("message") or ""):
+            return True, ""
+        return False, f"exit status 2 ({said[-1] if said else 'no error line'}), not the refusal the failure names"
     if code not in (0, 1):
         return False, f"exit status {code}"
     names = set()
