@@ -899,7 +899,8 @@ _JUDGE = {SNAP: "snapshot", CLOSED: "closed_envelopes", EPOCHS: "epochs", SEQ: "
 
 def _again(rule_name: str, mutations=()) -> str:
     """The reproduce line of a part of the story the trace misses, or of a mutation it lacks the
-    structure for: the diagram shows the trace, not what is missing, so the rule is judged again."""
+    structure for: validate and the diagram show the trace, not what it misses, so the rule is judged
+    again."""
     return rerun_line(6, f"trace.{_JUDGE[rule_name]}", {"mutations": list(mutations)})
 
 
@@ -910,7 +911,9 @@ def _judge_rule(sub: Path, args: dict, rule_name: str) -> Judged:
     broke: list[Broke] = [_finding_broke(f, ld.trace) for f in ld.by_rule.get(rule_name, [])]
     story = _STORY.get(rule_name)
     parts = story(ld) if story is not None else []
-    broke += [replace(b, reproduce=_again(rule_name)) if b.reproduce == _DIAGRAM else b for b in parts]
+    # the story's parts are not the validator's findings: a valid trace can miss them, so validate or a diagram
+    # would show nothing wrong; the rule is judged again
+    broke += [replace(b, reproduce=_again(rule_name)) for b in parts]
     names = [n for n in (args.get("mutations") or ()) if isinstance(n, str)]
     broke += [replace(b, reproduce=_again(rule_name, [b.signature["case"]])) if b.reproduce == _DIAGRAM else b
               for b in _mutation_brokes(ld, names, rule_name)]
