@@ -319,7 +319,45 @@ def kind(cmd: str) -> str:
 SLOW = re.compile(r"^protolab (exercise (check|hint)|grade|kit|autograder|bench|lab (submit|status)|compare)\b")
 
 
-def run_command(cmd: Command, folder: Path, env: dict, timeout: float = 1200) -> tuple[str, int, str]:
+#: What a TUI shows once its panes are drawn: the run screen's Messages pane, the workshop's two sides.
+TUI_DRAWN = ("Messages", "naive: last write wins")
+
+
+def _tui(cmd: Command, folder: Path, env: dict, variant: str) -> tuple[int, str]:
+    """The TUI in a pseudo-terminal: wait until its panes are drawn and what the comment names is on the
+    screen (a live run plays on: an invariant that breaks shows BROKEN when it does), then q."""
+    from ptyrun import Terminal
+
+    c = claims(cmd.comment, variant)
+    t = Terminal(["bash", "-c", cmd.cmd], cwd=folder, size=(160, 45), env=env)
+
+    def shown() -> bool:
+        text = t.text
+        if not any(a in text for a in TUI_DRAWN):
+            return False
+        lines = text.splitlines()
+        return all(n in text for n in c.names) and all(any(n in ln and "BROKEN" in ln for ln in lines)
+                                                       for n in c.broken)
+
+    deadline = time.monotonic() + 240  # a guard against hanging; the wait is on what the screen shows
+    while not shown() and t.proc.poll() is None and time.monotonic() < deadline:
+        t.read(0.3)
+    if not shown():
+        t.proc.kill()
+        t.proc.wait()
+        return -1, t.text + "\n[the screen never showed its panes and what the text names]"
+    t.press("q")
+    try:
+        code = t.finish(timeout=60)
+    except AssertionError as e:
+        t.proc.kill()
+        t.proc.wait()
+        return -1, _plain(str(e))
+    return code, t.text
+
+
+def run_command(cmd: Command, folder: Path, env: dict, variant: str = "starter",
+                timeout: float = 1200) -> tuple[str, int, str]:
     """(how, exit status, output) of one command run in ``folder``."""
     how = kind(cmd.cmd)
     if how == "run":
@@ -327,17 +365,8 @@ def run_command(cmd: Command, folder: Path, env: dict, timeout: float = 1200) ->
                            timeout=timeout, stdin=subprocess.DEVNULL)
         return how, p.returncode, _plain(p.stdout + p.stderr)
     if how == "tui":
-        from ptyrun import Terminal
-
-        t = Terminal(["bash", "-c", cmd.cmd], cwd=folder, size=(160, 45), env=env)
-        try:
-            t.wait_for("Messages", timeout=180)
-            t.press("q")
-            code = t.finish(timeout=60)
-        except AssertionError as e:
-            t.proc.kill()
-            return how, -1, _plain(str(e))
-        return how, code, t.text
+        code, text = _tui(cmd, folder, env, variant)
+        return how, code, text
     argv = shlex.split(cmd.cmd)
     if how == "serve" and "--port" not in argv:
         argv += ["--port", "0"]
@@ -454,7 +483,7 @@ def run_document(doc: Path, blocks: list[Block], variant: str, tmp: Path, *, qui
                 r.how = "skipped"
                 out.append(r)
                 continue
-            r.how, r.code, r.out = run_command(c, folder, env)
+            r.how, r.code, r.out = run_command(c, folder, env, variant)
             r.problems = judge(c, variant, r.code, r.out, folder)
             out.append(r)
     return out
