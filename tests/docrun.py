@@ -68,7 +68,7 @@ from reprorun import ROOT, shell_env  # noqa: E402
 
 _ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>NOMDEHc78]")
 SHELLS = {"bash", "sh", "shell", "console"}
-NOT_RUN = re.compile(r"<!--\s*not-run:(.*?)-->", re.S)
+NOT_RUN = re.compile(r"(?m)^[ \t]*<!--\s*not-run:(.*?)-->", re.S)  # on a line of its own
 STARTER_SKIP = {"README.md", "exercise.toml", "hints.toml"}
 
 
