@@ -45,6 +45,7 @@ def _report_with(attachment_text: str, reproduce: str, shown: str) -> Report:
     return rep
 
 
+@pytest.mark.slow  # two checks and a replay (several seconds); the unit tests below keep the rules quick
 def test_check_writes_the_counterexample_in_the_students_folder_and_its_reproduce_line_replays_it(tmp_path):
     """The issue's case: 'counterexample.toml lists them and replays it' was printed, and no such file
     was written (the reproduce line then failed with E_UNKNOWN_SCENARIO)."""
@@ -122,6 +123,7 @@ def test_grade_writes_each_counterexample_beside_the_submission_and_names_it_in_
 # ------------------------------------------------------------------------------------------ exercise try
 
 
+@pytest.mark.slow  # seven commands, each a process
 def test_exercise_try_runs_python_beside_the_students_files_without_an_activated_venv(tmp_path):
     assert _sh("protolab exercise start 2", tmp_path).returncode == 0
     env = shell_env()
