@@ -248,6 +248,9 @@ def test_reproduce_commands_are_one_line_each_with_the_seed_and_a_relative_path(
     repro = [ln.split("reproduce:", 1)[1].strip() for ln in r.stdout.splitlines() if "reproduce:" in ln]
     assert repro, r.stdout
     for cmd in repro:  # a whole command on its line (output to a pipe is 80 columns: no wrapping)
+        if cmd.startswith("protolab exercise try 1 01-envelope-design "):  # one case judged again, seed and all
+            assert "'seed': 0" in cmd and str(tmp_path) not in cmd, cmd
+            continue
         steps = [step.strip() for step in cmd.split("&&")]
         assert all(step.startswith("protolab ") for step in steps) and "--seed " in cmd, cmd
         assert all("--db " not in step or shlex.split(step)[shlex.split(step).index("--db") + 1].endswith(".db")

@@ -116,7 +116,9 @@ def test_an_extra_move_or_role_fails_exactly_the_rule_it_breaks_with_its_symptom
         j = judge(sub, {})
         if name == rule:
             assert j.score == 0.0 and symptom in j.signature["symptoms"], (name, j.message)
-            assert "protolab machine show --db ex4.db --version student-v1" in j.reproduce
+            # the reproduce line judges that rule again, alone (a move the table adds shows nowhere else)
+            assert f"rerun('machine.{rule.replace('-', '_')}'" in j.reproduce and j.reproduce.startswith(
+                "protolab exercise try 4 {dir} -c ")
         else:
             assert j.score == 1.0, (name, j.message)
 
@@ -138,5 +140,6 @@ def test_a_run_names_the_move_the_story_needed_and_a_second_seed_is_in_the_repro
     j = judges.fault_runs(_table(tmp_path, text), {"cases": [{"scenario": "publish-report", "faults": ["crash"], "seed": 1}]})
     assert j.score == 0.0 and "running -> retry_wait by the runtime" in j.message
     assert "run-needs-retry-path" in j.signature["symptoms"]
-    assert "--fault crash --seed 1 --db ex4.db" in j.reproduce
+    assert "rerun('machine.fault_runs', {'cases': [{'scenario': 'publish-report', 'faults': ['crash'], 'seed': 1" \
+        in j.reproduce  # that run judged again, alone, seed and all
     assert j.grid and j.grid[0]["ok"] is False

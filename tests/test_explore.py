@@ -526,9 +526,10 @@ def test_the_search_test_shows_the_shortest_break_as_a_table_and_attaches_a_scen
     assert r.attachment["name"] == "counterexample.toml" and "by-delivery/effects.py" in r.attachment["text"]
     # the file replays the break with the student's rule
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "counterexample.toml").write_text(r.attachment["text"])
-    assert r.reproduce.startswith("protolab run counterexample.toml --effects by-delivery/effects.py")
-    code, _, err = _cli(capsys, "run", "counterexample.toml", "--effects", "by-delivery/effects.py", "--db", "ex5.db")
+    (tmp_path / "by-delivery" / "counterexample.toml").write_text(r.attachment["text"])  # as exercise check writes it
+    assert r.reproduce.startswith("protolab run by-delivery/counterexample.toml --effects by-delivery/effects.py")
+    code, _, err = _cli(capsys, "run", "by-delivery/counterexample.toml", "--effects", "by-delivery/effects.py",
+                        "--db", "ex5.db")
     assert code == 0, err
     with Store.open(tmp_path / "ex5.db", readonly=True) as store:
         assert not next(x for x in check(store) if x.name == "EFFECT_AT_MOST_ONCE").ok

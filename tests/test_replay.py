@@ -216,3 +216,60 @@ def test_the_replay_command_leaves_no_scratch_file_behind(tmp_path, monkeypatch,
         main(["replay", "--db", str(db)])
     assert e.value.code == 0, capsys.readouterr()
     assert list(tmp.iterdir()) == []
+
+
+_BY_EFFECT = '''
+def effect_key(result, delivery_id):
+    e = result.payload["effect"]
+    return f"{e['kind']}:{e['target']}:{result.task_id}"
+'''
+_BY_DELIVERY = '''
+def effect_key(result, delivery_id):
+    return f"effect:{delivery_id}"
+'''
+
+
+def test_a_run_made_with_an_effect_rule_is_replayed_through_it_and_replay_refuses_without_it(tmp_path, monkeypatch, capsys):
+    """Exercise 5's README: a naive run with a right effect rule, then replay. Through the kit's own
+    rule the redelivery would commit again (the issue's "replay FAILED" for a correct key); through the
+    run's rule it commits nothing again. Without --effects replay refuses, naming the command."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "effects.py").write_text(_BY_EFFECT)
+    (tmp_path / "delivery.py").write_text(_BY_DELIVERY)
+    code, out, _ = _cli(capsys, "run", "--policy", "naive", "--effects", "effects.py", "--fault", "resend:task_result",
+                        "--db", "ex5.db")
+    assert code == 0 and "protolab replay --db ex5.db --effects effects.py" in out  # the run's own next step
+    before = (tmp_path / "ex5.db").read_bytes()
+    code, out, err = _cli(capsys, "replay", "--db", "ex5.db")
+    assert code == 2 and err.startswith("error: E_PLUGIN_NEEDED: ex5.db was made with --effects effects.py sha256:")
+    assert err.strip().endswith("protolab replay --db ex5.db --effects effects.py") and out == ""
+    code, out, err = _cli(capsys, "replay", "--db", "ex5.db", "--effects", "effects.py")
+    assert code == 0 and "no side effect committed twice" in out and "effects effects.py" in out and err == ""
+    # the rule is what is judged: a key per delivery commits again when the log is delivered again
+    code, out, err = _cli(capsys, "replay", "--db", "ex5.db", "--effects", "delivery.py", "--json")
+    rep = json.loads(out)
+    assert code == 1 and rep["redelivery"]["effects_committed_again"] and rep["plugged"]["effects"].startswith("delivery.py")
+    assert "delivery.py changed since the run was made" in err
+    assert (tmp_path / "ex5.db").read_bytes() == before  # replay reads; it writes nothing
+
+
+def test_a_run_made_with_an_intake_needs_it_again_and_a_design_or_machine_needs_nothing(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "decide.py").write_text((root / "solutions/03-deduplicating-consumer/decide.py").read_text())
+    (tmp_path / "design.py").write_text((root / "solutions/01-envelope-design/design.py").read_text())
+    assert _cli(capsys, "run", "--intake", "decide.py", "--db", "in.db")[0] == 0
+    code, _, err = _cli(capsys, "replay", "--db", "in.db")
+    assert code == 2 and "E_PLUGIN_NEEDED" in err and "--intake decide.py" in err
+    assert _cli(capsys, "replay", "--db", "in.db", "--intake", "decide.py")[0] == 0
+    assert _cli(capsys, "run", "--design", "design.py", "--machine", str(root / "data/machines/task-v2.toml"),
+                "--db", "d.db")[0] == 0
+    code, out, err = _cli(capsys, "replay", "--db", "d.db")
+    assert code == 0 and "match" in out and err == ""
+    # the kit's own run, replayed through a student's rule: allowed, and said
+    assert _cli(capsys, "run", "--db", "plain.db")[0] == 0
+    (tmp_path / "effects.py").write_text(_BY_EFFECT)
+    code, _, err = _cli(capsys, "replay", "--db", "plain.db", "--effects", "effects.py")
+    assert code == 0 and "the run was made with the kit's effect rule; redelivering through effects.py instead" in err

@@ -4,10 +4,11 @@ The simulator's agents decide WHAT they mean to say (an Intent); this file decid
 written down as an envelope. Every envelope of the run goes through these three functions.
 See README.md for what an Intent holds and what is judged.
 
-This starter runs, and a clean run even holds every invariant. Try it under faults:
+This starter runs, and a clean run even holds every invariant. Try it under a fault (each request
+re-sent under a new message id: is the copy recognised as the same intent?):
 
-    protolab run --design design.py --fault resend
-    protolab exercise check 1
+    protolab run --design design.py --fault resend:task_request
+    protolab exercise check 1         # exit 1 on the starter; exit 0 on a right answer
 """
 
 # Which digest binds the payload: "json-sorted-v1" (the course's teaching digest) or "jcs-v2" (RFC 8785).

@@ -7,8 +7,8 @@ tables); the runtime turns your answer into events and state, and the invariants
 This starter applies whatever the allowlist permits and knows nothing of keys, digests, leases
 or versions. It runs. Try:
 
-    protolab run --intake decide.py --fault duplicate
-    protolab exercise check 3
+    protolab run --intake decide.py --fault resend --db ex3.db && protolab check --db ex3.db   # exit 1 on the starter
+    protolab exercise check 3         # exit 1 on the starter; exit 0 on a right answer
 """
 
 from sim.envelope import role_of

@@ -4,8 +4,9 @@ When a successful result asks for a side effect (publishing the report), the run
 as a row of the effects table under a UNIQUE key: if a row with that key exists already, the
 effect is suppressed instead of done again. You choose the key.
 
-    protolab run --policy naive --effects effects.py --fault resend
-    protolab exercise check 5
+    protolab run --policy naive --effects effects.py --fault resend --db ex5.db
+    protolab replay --db ex5.db --effects effects.py
+    protolab exercise check 5         # exit 1 on the starter; exit 0 on a right answer
 """
 
 

@@ -16,7 +16,8 @@ from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
 
-exercise_app = typer.Typer(help="Graded exercises: list, start (copy the starter), check (public tests), hint.",
+exercise_app = typer.Typer(help="Graded exercises: list, start (copy the starter), check (public tests), hint, try "
+                                 "(run a line of Python beside your files, as reproduce lines do).",
                            no_args_is_help=True)
 
 
@@ -130,8 +131,11 @@ def _render_report(report, con) -> None:
             if r.hint:
                 con.print(f"       hint:       {r.hint}", highlight=False, markup=False)
             if r.attachment:
-                con.print(f"       {r.attachment['name']} (save it beside your files to replay it):", highlight=False,
-                          markup=False)
+                a = r.attachment
+                said = (f"written to {a['written']}; the reproduce line replays it" if a.get("written")
+                        else f"not written: {a['not_written']}; save this text beside your files to replay it"
+                        if a.get("not_written") else "save it beside your files to replay it")
+                con.print(f"       {a['name']} ({said}):", highlight=False, markup=False, soft_wrap=True)
                 for line in r.attachment["text"].splitlines():
                     con.print(f"         {line}", highlight=False, markup=False, soft_wrap=True)
     con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
@@ -150,12 +154,14 @@ def _render_report(report, con) -> None:
 
 
 def _check_once(ex, d: Path, as_json: bool, hidden: bool = False) -> int:
-    from ..course.evaluate import evaluate
+    from ..course.evaluate import evaluate, keep_attachments
 
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"exercise {ex.number}", total=len(ex.tests))
         report = evaluate(ex, d, hidden=hidden, progress=lambda done, total, name: bar.update(job, completed=done))
+    # a search's counterexample.toml goes beside the student's files, where its reproduce line looks for it
+    keep_attachments(report, str(d), lambda name: (d / name, f"{d}/{name}"))
     if as_json:
         _print_json(report.to_dict())
     else:
@@ -180,9 +186,18 @@ def exercise_check(
         raise typer.Exit(_check_once(ex, d, as_json))
     import time
 
+    from ..course.judges.search import MARK
+
+    def ours(p: Path) -> bool:  # a counterexample the check wrote is not a change of the student's
+        try:
+            with open(p, encoding="utf-8") as fh:
+                return fh.read(len(MARK)) == MARK
+        except (OSError, UnicodeDecodeError):
+            return False
+
     def stamp():
         return sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in d.rglob("*")
-                      if p.is_file() and "__pycache__" not in p.parts)
+                      if p.is_file() and "__pycache__" not in p.parts and not (p.suffix == ".toml" and ours(p)))
 
     seen = None
     try:
@@ -198,6 +213,68 @@ def exercise_check(
             time.sleep(0.5)
     except KeyboardInterrupt:
         raise typer.Exit(0)
+
+
+@exercise_app.command("try")
+def exercise_try(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    folder: Optional[Path] = typer.Argument(None, help="The folder holding your files (default ./NN-slug)."),
+    code: str = typer.Option(..., "-c", "--code", help="Python to run, as 'python -c' would: your files import by "
+                                                       "their names (import keys), the kit's modules too."),
+    processes: int = typer.Option(0, "--processes", min=0, max=8, help="Run it in this many processes, each with "
+                                  "its own hash seed (1, 2, ...), and exit 1 when they print different things."),
+):
+    """Run a line of Python in your exercise's folder, with the kit importable: what the reproduce lines
+    of a failing test use to call your functions as the test did ('cd FOLDER && python -c CODE', on the
+    Python protolab is installed in: no virtualenv needs to be active). Your code runs here, in this
+    process, as with 'run --design'. Its exit status is the code's (sys.exit(1): 1); code that raises
+    prints one line, where it raised, and exits 1."""
+    import subprocess
+    import sys
+
+    from ..course.catalog import get_exercise
+    from ..errors import raised_at
+    from ..plugins import no_bytecode
+
+    ex = get_exercise(which)
+    d = _exercise_dir(ex, folder)
+    try:
+        compiled = compile(code, "<protolab exercise try>", "exec")
+    except SyntaxError as e:
+        raise InputError(f"the code given with -c is not Python: {e.msg} (column {e.offset})", code="E_USAGE") from None
+    if processes:  # the same code in fresh processes, each with its own hash seed: do they agree?
+        outs = []
+        for seed in range(1, processes + 1):
+            env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+            r = subprocess.run([sys.executable, "-m", "sim", "exercise", "try", str(ex.number), str(d), "-c", code],
+                               env=env, capture_output=True, text=True)
+            outs.append(r.stdout)
+            typer.echo(f"process {seed} (hash seed {seed}), exit status {r.returncode}:")
+            for line in (r.stdout + r.stderr).splitlines():
+                typer.echo(f"  {line}")
+            if r.returncode not in (0, 1):
+                raise typer.Exit(r.returncode)
+        differ = len(set(outs)) > 1
+        typer.echo(f"the {processes} processes printed {'DIFFERENT things' if differ else 'the same'}")
+        raise typer.Exit(1 if differ else 0)
+    os.chdir(d)  # as 'cd FOLDER && python -c CODE': the code names the files by their names
+    sys.path.insert(0, os.getcwd())
+    sys.argv = ["-c"]
+    try:
+        with no_bytecode():  # nothing written into the student's folder
+            exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as e:  # the code's own exit status, as python -c gives it
+        if e.code in (None, 0):
+            return
+        if isinstance(e.code, int):
+            raise typer.Exit(e.code)
+        typer.echo(str(e.code), err=True)
+        raise typer.Exit(1)
+    except Exception as e:  # noqa: BLE001 - the learner's code raised: one line, where it raised
+        typer.echo(f"raised {type(e).__name__}: {' '.join(str(e).split())[:300]}{raised_at(e)}", err=True)
+        raise typer.Exit(1)
 
 
 @exercise_app.command("hint")
@@ -420,7 +497,7 @@ def _explain(report, con) -> None:
 
 
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
-    from ..course.grade import collect, grade_all, workdir, write_gradebook
+    from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
 
     cases = [t.name for t in ex.tests if t.hidden_cases]
     if (not ex.hidden_tests() and ex.hidden_points()) or (cases and not ex.extensions()):
@@ -442,6 +519,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
             reports = grade_all(ex, subs, jobs=jobs,
                                 progress=lambda done, total, name: bar.update(job, completed=done,
                                                                               description=f"graded {name}"))
+        # each search's counterexample beside its submission (class/alice.counterexample.toml), where the
+        # reproduce line --explain and --json print looks for it
+        beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
         if csv_out is not None:
             write_gradebook(csv_out, subs, reports)
         if gradescope is not None:
@@ -456,6 +536,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
                 (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    if beside and not as_json and not explain:  # --explain names its file; --json has 'written'
+        typer.echo(f"wrote {len(beside)} counterexample file(s) beside their submissions: {', '.join(beside[:3])}"
+                   + (" ..." if len(beside) > 3 else ""))
     said = _sandbox_line(next((r.sandbox for r in reports if r.sandbox), ""))
     if said and not as_json and not explain:  # --explain's report says it already
         typer.echo(said)

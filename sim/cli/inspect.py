@@ -252,14 +252,24 @@ def compare(
 
 
 @commands.command()
-def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
-    """Rebuild state from the event log alone and compare digests; redeliver every message and count effects."""
-    from ..replay import replay_report
+def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT,
+           effects: Optional[Path] = typer.Option(None, "--effects", help="The effect-commit rule the run was made with "
+                                                  "(run --effects): the redelivery commits through it again."),
+           intake: Optional[Path] = typer.Option(None, "--intake", help="The intake the run was made with (run "
+                                                 "--intake): the redelivery decides through it again.")):
+    """Rebuild state from the event log alone and compare digests; redeliver every message and count effects.
+    A run made with --intake or --effects is redelivered through the same files, given again (a plugged
+    design or machine needs nothing: the log holds its envelopes, the store its table)."""
+    from ..replay import replay_parts, replay_report
 
     import tempfile
 
     with _open(db, readonly=True) as store, tempfile.TemporaryDirectory(prefix="protolab-replay-") as scratch:
-        report = replay_report(store, scratch=scratch)  # on files: flat memory at any run size
+        policy, plugged, notes = replay_parts(store, db_name=str(db), intake=intake, effects=effects)
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        report = replay_report(store, scratch=scratch, policy=policy)  # on files: flat memory at any run size
+    report["plugged"] = plugged
     proof = not report["redelivery"]["effects_committed_again"]
     report["effects_at_most_once_under_redelivery"] = proof
     if as_json:
@@ -272,8 +282,9 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT):
         con.print("  [green]match[/]: state is the fold of the event log" if report["match"]
                   else "  [bold red]MISMATCH[/]: state holds something the events do not explain")
         r = report["redelivery"]
-        con.print(f"redelivered all {r['redelivered']} messages through intake ({r['policy']} policy): "
-                  f"{', '.join(f'{k} {v}' for k, v in r['decisions'].items())}", soft_wrap=True)
+        through = "".join(f", {k} {v.split(' ')[0]}" for k, v in plugged.items())
+        con.print(f"redelivered all {r['redelivered']} messages through intake ({r['policy']} policy{through}): "
+                  f"{', '.join(f'{k} {v}' for k, v in r['decisions'].items())}", soft_wrap=True, highlight=False)
         con.print("  [green]no side effect committed twice[/]" if proof
                   else f"  [bold red]effects committed again[/]: {', '.join(r['effects_committed_again'])}", soft_wrap=True)
     if not report["match"] or not proof:

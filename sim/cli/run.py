@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -181,7 +182,10 @@ def run(
     output_rows("Invariants", ["invariant", "result", "witness"], [[r.name, _mark(r.ok), _witness_line(r)] for r in results],
                 con=con)
     con.print(f"state digest {summary['state_digest']}", soft_wrap=True)
-    con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}  |  protolab events --db {db}", soft_wrap=True)
+    # replay redelivers through the run's own intake and effect rule: the line names them as they were given
+    again = "".join(f" --{opt} {shlex.quote(str(f))}" for opt, f in (("intake", intake), ("effects", effects)) if f)
+    con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}{again}  |  protolab events --db {db}",
+              soft_wrap=True)
 
 
 DEFAULT_DB = Path("protolab.db")

@@ -13,9 +13,10 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..errors import ProtolabError
 from .catalog import Exercise, Test
 
-__all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result", "sandbox_of"]
+__all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result", "sandbox_of", "keep_attachments"]
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,64 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     report.results = [results[t.name] for t in tests]
     report.sandbox = sandbox_of(report.results)
     return report
+def keep_attachments(report: Report, shown_dir: str, place) -> Report:
+    """Write each failing test's attachment (a search's ``counterexample.toml``) whole, where
+    ``place(name)`` says: ``(path, shown)``, the file to write and how commands name it (the reproduce
+    line and the file's own comments name ``{shown_dir}/NAME`` as the judge wrote them; they are made
+    to name ``shown``). The report comes back with each attachment saying ``written`` (how it is named)
+    or ``not_written`` (why not).
+
+    Never over a file the grader did not write: a file of that name whose first line is not the
+    grader's mark (a student's own file, a symbolic link, a folder) stays as it is, and the attachment
+    says so. A file already holding the same text is left alone (``exercise check --watch`` watches the
+    folder: writing the same bytes again would check again, forever)."""
+    from dataclasses import replace
+
+    from ..files import written_whole
+    from .judges.search import MARK
+
+    out, taken = [], set()
+    for r in report.results:
+        a = r.attachment
+        if not a or r.passed:
+            out.append(r)
+            continue
+        name = a["name"]
+        if Path(name).name != name or name in ("", ".", ".."):  # a name is a name, never a path
+            out.append(replace(r, attachment={**a, "not_written": f"{name!r} is not a file name"}))
+            continue
+        path, shown = place(name)
+        was = f"{shown_dir}/{name}"
+        text = a["text"].replace(was, shown)
+        repro = r.reproduce.replace(was, shown) if r.reproduce else r.reproduce
+        why = None
+        if shown in taken:
+            why = f"another test's {name} was written there"
+        elif path.is_symlink() or (path.exists() and not path.is_file()):
+            why = f"{shown} is there and is not a file the grader wrote"
+        elif path.is_file():
+            try:
+                old = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                old = ""
+            if not old.startswith(MARK):
+                why = f"{shown} is there and is not a file the grader wrote; it was left as it is"
+            elif old == text:
+                path = None  # already there, whole
+        if why is None and path is not None:
+            try:
+                with written_whole(path) as fh:
+                    fh.write(text)
+            except ProtolabError as e:
+                why = e.message
+        taken.add(shown)
+        done = {"not_written": why} if why else {"written": shown}
+        out.append(replace(r, reproduce=repro if why is None else r.reproduce,
+                           attachment={**a, "text": text if why is None else a["text"], **done}))
+    report.results = out
+    return report
+
+
 def _not_judged(t: Test, problem: str) -> TestResult:
     return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
                       message=f"not graded: {problem}", visibility=getattr(t, "visibility", "") or "")

@@ -33,7 +33,7 @@ from .catalog import Exercise
 from .evaluate import Report, TestResult, judge_tests, sandbox_of
 from .pool import JudgePool, private_copy
 
-__all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "ZIP_LIMITS"]
+__all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "keep_beside", "ZIP_LIMITS"]
 
 #: What a submitted zip may hold before it is refused (a zip bomb is not a submission).
 ZIP_LIMITS = {"files": 500, "bytes": 8 * 1024 * 1024}
@@ -135,6 +135,8 @@ def _one_submission(ex: Exercise, src: Path, workdir: Path, shown: str) -> Submi
         return sub
     if src.is_dir():
         sub.folder, sub.problem = _find_files(ex, src)
+        if sub.folder is not None and shown != ".":  # the files one folder down (alice/ex1/design.py): commands name it
+            sub.shown = str(sub.folder)
         return sub
     sub.problem = f"{src.name} is neither a folder nor a .zip"
     return sub
@@ -237,6 +239,26 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     for r in out:  # every report says which sandbox judged it (one not judged at all: the one that would have)
         r.sandbox = sandbox_of(r.results, default=False) or judged or sandbox_of([])
     return out
+
+
+def keep_beside(sub: Submission, report: Report) -> list[str]:
+    """Write the report's attachments (a search's ``counterexample.toml``) beside the submission, never
+    in it: ``class/alice.counterexample.toml`` beside ``class/alice/``, so the student's files stay as
+    they were handed in; the reproduce line is made to name that file. A zip's files are only in the
+    grader's temporary copy, so nothing is written for a zip (the feedback carries the text whole).
+    Returns how the files written are named."""
+    from .evaluate import keep_attachments
+
+    if sub.folder is None or not sub.source.is_dir() or sub.source.is_symlink():
+        return []
+    src = sub.source.resolve()
+
+    def place(name: str):
+        path = src.parent / f"{src.name}.{name}"
+        return path, str(path) if sub.source.is_absolute() else os.path.relpath(path)
+
+    keep_attachments(report, sub.shown, place)
+    return [r.attachment["written"] for r in report.results if r.attachment and r.attachment.get("written")]
 
 
 def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> None:

@@ -23,7 +23,50 @@ from typing import Callable
 from ...errors import InputError
 
 __all__ = ["Judged", "Broke", "rule", "passed", "failed", "partial", "resolve", "grid_row", "signature_of",
-           "reference_outcome"]
+           "reference_outcome", "try_line", "rerun", "rerun_line"]
+
+
+def try_line(exercise: int, code: str, *, processes: int = 0) -> str:
+    """A reproduce line that runs ``code`` (Python) beside the student's files: ``protolab exercise try
+    N {dir} -c "..."``, which runs on the Python protolab is installed in (a README's user never
+    activates a virtualenv, and ``python`` may not be there at all). With ``processes``, it runs in that
+    many processes, each with its own hash seed, as the grader's two host processes do, and exits 1 when
+    they print different things. The code is written in double quotes, with what bash would read inside
+    them escaped. The helpers such lines call (``show_keys``, ``show``, ...) exit 1 when what they show
+    breaks the rule, so a reproduce line's exit status says whether it reproduced the failure."""
+    q = '"' + code.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`") + '"'
+    return f"protolab exercise try {exercise} {{dir}}{f' --processes {processes}' if processes else ''} -c {q}"
+
+
+def rerun(judge: str, args: dict, folder: str = ".") -> None:
+    """Judge the student's files in ``folder`` by ``judge`` on ``args`` (one case of a test) in this
+    process, the student's code in its sandboxed host processes as the grader runs it; print the
+    verdict and exit 1 when the case fails. The reproduce line of a case no plainer command shows (a
+    probe of the design's keys, a payload compared with what its recipient needs): the case itself,
+    alone, as often as the student likes, public or hidden."""
+    import sys
+    from pathlib import Path
+
+    from ..sandbox import judge_here
+
+    v = judge_here(judge, Path(folder), args)
+    print(("passes: " if v.score >= 0.999 else "FAILS: ") + v.message.replace(str(Path(folder).resolve()), "."))
+    if v.score < 0.999:
+        sys.exit(1)
+
+
+def rerun_line(exercise: int, judge: str, args: dict) -> str:
+    """``protolab exercise try N {dir} -c "...rerun(JUDGE, ARGS)"``: one case of a test, judged again."""
+    return try_line(exercise, f"from sim.course.judges import rerun; rerun({judge!r}, {_literal(args)})")
+
+
+def _literal(v) -> str:
+    """``v`` (data read from an exercise's toml) as an ASCII Python literal."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    return ascii(v)
 
 
 @dataclass(frozen=True)

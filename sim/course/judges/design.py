@@ -46,7 +46,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import Broke, Judged, failed, grid_row, passed, rule, signature_of
+from . import Broke, Judged, failed, grid_row, passed, rerun_line, rule, signature_of, try_line
 
 __all__ = [
     "SYMPTOMS",
@@ -114,6 +114,12 @@ SYMPTOMS = {
 _INVARIANT_SYMPTOM = {"RESEND_DEDUPLICATED": "resend-not-deduplicated", "EFFECT_AT_MOST_ONCE": "published-twice",
                       "EVIDENCE_RESOLVES": "evidence-unresolved", "EFFECT_HAS_EVIDENCE": "evidence-not-cited",
                       "CONFLICT_FROZEN": "conflict-unseen"}
+
+
+def _rerun(judge: str, *, probes=(), cases=()) -> str:
+    """The reproduce line of one probe or case of ``judge`` (a function of this module) that no plainer
+    command shows: that case alone, judged again (:func:`sim.course.judges.rerun`)."""
+    return rerun_line(1, f"design.{judge}", {"probes": [dict(p) for p in probes], "cases": [dict(c) for c in cases]})
 
 
 def _repro(scenario: str, faults, seed: int = 0) -> str:
@@ -651,13 +657,32 @@ def _judged(fn):
             if why and hasattr(mod, "_fatal"):
                 mod._fatal(why)  # an earlier test of this submission ended its hosts: this one is lost too
             verdict = fn(sub, dict(args or {}))
-            return _flooded(sub) or verdict
+            return _flooded(sub) or _across_processes(sub, verdict)
         finally:
             host = _HOSTS.pop((sub / _FILE).resolve(), None)
             if host is not None:
                 host.close()
 
     return run
+
+
+def _across_processes(sub: Path, verdict: Judged) -> Judged:
+    """A failing verdict whose reproduce line is a ``protolab run`` (one process) for a design whose keys
+    differ between processes: that run keys every intent in one process and would not show what the
+    grader's two host processes saw. Its reproduce line becomes the two processes' keys of one intent,
+    and its message says why."""
+    if verdict.score >= 0.999 or not (verdict.reproduce or "").startswith("protolab run"):
+        return verdict
+    out = _play(sub, "publish-report", (), 0, probe=True)
+    rec = next((r for r in (out.probes or {}).get("keys", []) if r.get("process") and r["process"][0] != r["process"][1]),
+               None)
+    if rec is None or not _process_repro(out, rec):
+        return verdict
+    first, nl, rest = verdict.message.partition("\n")
+    note = (f" (your design keys {rec['what']} differently in two processes, {_show(rec['process'][0])} and "
+            f"{_show(rec['process'][1])}, and the grader runs it in two: one 'protolab run' keys everything in one "
+            "process and would not show this; the reproduce line shows the two processes' keys)")
+    return replace(verdict, message=first + note + nl + rest, reproduce=_process_repro(out, rec))
 
 
 def _cases(args: dict, default: list | None = None) -> list[dict]:
@@ -759,7 +784,7 @@ def _process_repro(out: _Played, rec: dict) -> str:
     fields = {k: getattr(i, k) for k in ("type", "sender", "recipient", "trace_id", "task_id", "attempt", "retry", "answers")}
     call = (f"from sim.design import Intent; import design; print(design.idempotency_key(Intent(**{fields!r}, "
             f"body={i.body!r}, refs={tuple(i.refs)!r})))")
-    return f"cd {{dir}} && for s in 1 2; do PYTHONHASHSEED=$s python -c \"{call}\"; done"
+    return try_line(1, call, processes=2)
 
 
 @_judged
@@ -770,7 +795,7 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
     task, another trace, an ack of another message, another sender's ack) each get another key."""
     broke, checked, rows = [], 0, []
 
-    def decisions(out: _Played, clean: bool) -> None:
+    def decisions(out: _Played, clean: bool, one: str) -> None:
         dup, con = _reference_counts(out.scenario, out.faults, out.seed)
         got_dup, got_con = out.decisions("duplicate"), out.decisions("conflict")
         first = {}
@@ -790,10 +815,10 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
                 names += f" shares its key with {prior} ({_what(j) if j else '?'})"
             broke.append(Broke(out.label, f"{len(got)} {word}(s) recorded where the course's design records {want}: {names}"
                                           + ("; in a run with no faults every message is a new intent" if clean else ""),
-                               tuple(s for s in (sym, kind) if s), reproduce=out.repro,
+                               tuple(s for s in (sym, kind) if s), reproduce=one,
                                signature={"scenario": out.scenario, "faults": list(out.faults), "problem": sym}))
 
-    def shared_keys(out: _Played) -> None:
+    def shared_keys(out: _Played, one: str) -> None:
         """In a run with no faults every message is a new intent: no two may share a key."""
         groups: dict = {}
         for m in out.messages:
@@ -805,7 +830,7 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
             broke.append(Broke(f"{out.label}: the key {_show(json.loads(key))}",
                                f"{len(ids)} different intents of a run with no faults share it: "
                                + ", ".join(f"{x} ({_what(out.intents[x]) if out.intents.get(x) else '?'})" for x in ids[:3]),
-                               (_share_symptom(a, b),), reproduce=out.repro.replace("protolab check", "protolab messages")))
+                               (_share_symptom(a, b),), reproduce=one))
 
     for p in _probes(args):
         out = _play(sub, str(p.get("scenario", "publish-report")), (), int(p.get("seed", 0)), probe=True)
@@ -813,16 +838,17 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
         if out.error:
             broke.append(_design_broke(out))
             continue
-        decisions(out, True)
-        shared_keys(out)
+        one = _rerun("distinct_intents", probes=[p])
+        decisions(out, True, one)
+        shared_keys(out, one)
         for pair in out.probes["pairs"]:
             checked += 1
             if pair["error"]:
                 broke.append(Broke(f"{out.label}: {pair['what']}", f"asking your design for the key failed: {pair['error']}",
-                                   ("design-error",)))
+                                   ("design-error",), reproduce=one))
             elif pair["shared"]:
                 broke.append(Broke(f"{out.label}: {pair['what']}", f"two different intents got one key, "
-                                   f"{_show(pair['keys'][0])}", (pair["symptom"],)))
+                                   f"{_show(pair['keys'][0])}", (pair["symptom"],), reproduce=one))
     for c in _cases(args):
         out = _played(sub, c)
         checked += 1
@@ -830,9 +856,10 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
         if out.error:
             broke.append(_design_broke(out))
             continue
-        decisions(out, not out.faults)
+        one = _rerun("distinct_intents", cases=[c])
+        decisions(out, not out.faults, one)
         if not out.faults:
-            shared_keys(out)
+            shared_keys(out, one)
     return rule(checked, broke, "different intents got different keys: no false duplicate, no false conflict",
                 grid=rows or None)
 
@@ -845,6 +872,7 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
     broke, checked = [], 0
     for p in _probes(args):
         out = _play(sub, str(p.get("scenario", "publish-report")), (), int(p.get("seed", 0)), probe=True)
+        one = _rerun("payload_conflict", probes=[p])
         if out.error:
             checked += 1
             broke.append(_design_broke(out))
@@ -858,12 +886,12 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
                 broke.append(Broke(f"{out.label}: {rec['what']}",
                                    f"with only {' / '.join(parts)} changed, your key changed ({_show(rec['process'][0])}, "
                                    f"then {_show(rec['payload_parts'][0][1])}): two payloads of one intent get two keys, "
-                                   "so intake can never see that they conflict", ("key-from-payload",)))
+                                   "so intake can never see that they conflict", ("key-from-payload",), reproduce=one))
         for c in out.probes["conflicts"]:
             checked += 1
             case = f"{out.label}: {c['what']} sent again with another payload"
             if c["error"]:
-                broke.append(Broke(case, f"your design failed on it: {c['error']}", ("design-error",)))
+                broke.append(Broke(case, f"your design failed on it: {c['error']}", ("design-error",), reproduce=one))
                 continue
             if c["decision"] == "conflict":
                 continue
@@ -876,7 +904,7 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
                 why = "its key changed, so intake took it for another intent"
             broke.append(Broke(case, f"{c['second']} (the same intent, another product and other words) was recorded "
                                      f"{c['decision']}{' (' + c['code'] + ')' if c['code'] else ''}, not conflict: {why}",
-                               ("conflict-unseen", *sym)))
+                               ("conflict-unseen", *sym), reproduce=one))
     for c in _cases(args):
         out = _played(sub, c)
         checked += 1
@@ -888,7 +916,7 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
             n, w = bad[0] if bad else ("", {})
             broke.append(Broke(out.label, (f"{n} broke: {_witness_text(w)}" if bad else
                                            f"the run ended {out.states}, the course's design ends it {out.want}"),
-                               ("conflict-unseen",), reproduce=out.repro))
+                               ("conflict-unseen",), reproduce=_rerun("payload_conflict", cases=[c])))
     return rule(checked, broke, "the same intent with another payload kept its key and was recorded conflict")
 
 
@@ -924,11 +952,6 @@ def _case_label(case: dict) -> str:
     return _label(str(case.get("scenario", "publish-report")), tuple(case.get("faults", ()) or ()), int(case.get("seed", 0)))
 
 
-def _case_repro(case: dict) -> str:
-    return _repro(str(case.get("scenario", "publish-report")), tuple(case.get("faults", ()) or ()),
-                  int(case.get("seed", 0))).replace("protolab check --db ex1.db", "protolab messages --db ex1.db --payloads")
-
-
 @_judged
 def evidence_by_reference(sub: Path, args: dict) -> Judged:
     """Evidence lives in the artifact store: asked about every intent of the story, the design cites
@@ -936,7 +959,7 @@ def evidence_by_reference(sub: Path, args: dict) -> Judged:
     artifact; in its own run, intake never refuses a success for citing nothing."""
     broke, checked = [], 0
     for c in _cases(args, [{"scenario": "publish-report", "faults": [], "seed": 0}]):
-        label, repro = _case_label(c), _case_repro(c)
+        label, repro = _case_label(c), _rerun("evidence_by_reference", cases=[c])
         out = _played(sub, c)
         checked += 1
         if out.error:
@@ -987,7 +1010,7 @@ def minimal_payloads(sub: Path, args: dict) -> Judged:
     product, and no worker's private notes to anyone but the manager."""
     broke, checked = [], 0
     for c in _cases(args, [{"scenario": "publish-report", "faults": [], "seed": 0}]):
-        label, repro = _case_label(c), _case_repro(c)
+        label, repro = _case_label(c), _rerun("minimal_payloads", cases=[c])
         ref, designed = _designed(sub, c)
         notes = {str(i.context["notes"]) for _m, i in ref["intents"]
                  if isinstance(i.context, dict) and isinstance(i.context.get("notes"), str)}
@@ -1059,12 +1082,16 @@ def _run_broke(out: _Played) -> Broke | None:
             why = (f"; {d['message_id']} ({d['type']}) was a conflict: its key was already recorded with another "
                    "payload, so two different intents share one key")
             sym.append("false-conflict")
-        return Broke(out.label, f"the run did not finish as it should: {diff}{why}", tuple(sym), reproduce=out.repro,
+        return Broke(out.label, f"the run did not finish as it should: {diff}{why}", tuple(sym),
+                     reproduce=_rerun("fault_matrix", cases=[{"scenario": out.scenario, "faults": list(out.faults),
+                                                              "seed": out.seed}]),
                      witness={"states": out.states, "expected": out.want}, signature={**sig, "problem": problem})
     if out.published != out.want_published:
         sym = "published-twice" if out.published > out.want_published else "not-published"
+        again = _rerun("fault_matrix", cases=[{"scenario": out.scenario, "faults": list(out.faults), "seed": out.seed}])
         return Broke(out.label, f"the report was published {out.published} time(s), expected {out.want_published}",
-                     (sym,), reproduce=out.repro, witness={"problem": "published", "times": out.published},
+                     (sym,), reproduce=out.repro if sym == "published-twice" else again,
+                     witness={"problem": "published", "times": out.published},
                      signature={**sig, "problem": "published"})
     return None
 
@@ -1096,7 +1123,7 @@ def search(sub: Path, args: dict) -> Judged:
     checked, broke, rows = explore_all(
         _fingerprint(sub), args.get("searches", []),
         lambda policy: Plugged(design, get_policy(policy), {"design": f"{_FILE} (remote)"}),
-        reproduce="protolab run counterexample.toml --design {dir}/design.py --db ex1.db && protolab check --db ex1.db",
+        reproduce="protolab run {dir}/counterexample.toml --design {dir}/design.py --db counterexample.db && protolab check --db counterexample.db",
         symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error")
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, rule
+from . import Broke, Judged, grid_row, rule, try_line
 
 _FILE = "effects.py"
 
@@ -190,7 +190,7 @@ def _probe_same(call, host, names) -> tuple[int, list[Broke], list]:
         broke.append(Broke("the same result keyed twice in one process",
                            f"it got two keys ({_show(a, 40)} and {_show(b, 40)}): a key that changes from call to call "
                            "(a counter, the clock, randomness) names no effect, and every repeat commits again",
-                           symptoms=("key-differs-between-calls",), reproduce=repro))
+                           symptoms=("key-differs-between-calls",), reproduce=_repro_call("again")))
         return n_cases, broke, got  # every other comparison would say the same
     keys = [v for _k, v in base]
     if len(set(keys)) > 1:
@@ -207,7 +207,7 @@ def _probe_same(call, host, names) -> tuple[int, list[Broke], list]:
                 shown = f"the key {_show(v, 40)}" if kind == "key" else ("no key" if kind == "none" else f"an error ({v})")
                 broke.append(Broke(what_is, f"it asks for the same publication (publish R-1 for T-2) and got {shown}, "
                                             f"not {_show(base[p][1], 40)}: the effect would be committed again",
-                                   symptoms=(sym,), reproduce=repro))
+                                   symptoms=(sym,), reproduce=_repro_call(n)))
                 break
     return n_cases, broke, got
 
@@ -232,22 +232,61 @@ def _probe_other(call, host, names) -> tuple[int, list[Broke], list]:
             if kind == "key" and v == base[p][1]:
                 broke.append(Broke(what_is, f"it is another effect than T-2's publication to R-1, yet both got the key "
                                             f"{_show(v, 40)}: whichever commits second is suppressed as a repeat and "
-                                            "never happens", symptoms=(sym,), reproduce=_REPRO_CALL))
+                                            "never happens", symptoms=(sym,), reproduce=_repro_call(n)))
                 break
             if kind != "key":
                 broke.append(Broke(what_is, "it got no key (None): that effect is never committed" if kind == "none"
                                    else f"the rule {v}", symptoms=("no-key",) if kind == "none" else ("rule-fails",),
-                                   reproduce=_REPRO_CALL))
+                                   reproduce=_repro_call(n)))
                 break
     return 1 + len(names), broke, got
 
 
+def show(effect_key, *names: str) -> None:
+    """Print what ``effect_key`` gives the made-up results the probes use: the base result (T-2's
+    publication to R-1, delivery 7) and each named case of :data:`SAME_EFFECT` or :data:`OTHER_EFFECT`
+    beside it, then what the rule asks of each pair, exiting 1 when a pair breaks it. What the reproduce
+    lines of exercise 5 run (``protolab exercise try 5 DIR -c "import effects; from
+    sim.course.judges.effects import show; show(effects.effect_key, 'a-resend')"``): the two keys side by
+    side, not one key twice."""
+    import sys
+
+    base = _BASE[0]()
+    key = effect_key(base, _BASE[1])
+    print(f"the result: T-2 publishes to R-1 ({base.message_id}, delivery {_BASE[1]}) -> {key!r}")
+    broken = key is None or not isinstance(key, str) or not key
+    if broken:
+        print("  a publishing result must get a key (a non-empty string): without one its effect never commits")
+    for n in names:
+        same = n in SAME_EFFECT
+        if n == "again":
+            what, build, delivery = "the very same result keyed again", _BASE[0], _BASE[1]
+            same = True
+        else:
+            what, build, delivery, _sym = SAME_EFFECT[n] if same else OTHER_EFFECT[n]
+        r = build()
+        other = effect_key(r, delivery)
+        print(f"{n}: {what} ({r.message_id}, delivery {delivery}) -> {other!r}")
+        if same:
+            print(f"  the same effect: the two keys must be equal; they are {'equal' if other == key else 'NOT equal'}")
+            broken = broken or other != key
+        else:
+            print(f"  another effect: the two keys must differ; they {'differ' if other != key else 'are EQUAL'}")
+            broken = broken or other == key or other is None
+    if broken:
+        sys.exit(1)  # the reproduce line's exit status says it showed the failure
+
+
+def _repro_call(*names: str) -> str:
+    """The reproduce line of a probe: the base result's key beside each named case's."""
+    args = "".join(f", {n!r}" for n in names)
+    return try_line(5, f"import effects; from sim.course.judges.effects import show; show(effects.effect_key{args})")
+
+
 #: Two processes keying one made-up result (``protolab run`` keys every result in one process).
-_REPRO_TWICE = ("for i in 1 2; do python -c \"import sys; sys.path.insert(0, '{dir}'); "
-                "from sim.course.judges.effects import _result; import effects; "
-                "print(effects.effect_key(_result(), 7))\"; done")
-_REPRO_CALL = ("python -c \"import sys; sys.path.insert(0, '{dir}'); from sim.course.judges.effects import _result; "
-               "import effects; r = _result(); print(effects.effect_key(r, 7), effects.effect_key(r, 8))\"")
+_REPRO_TWICE = try_line(5, "import effects; from sim.course.judges.effects import show; show(effects.effect_key)",
+                        processes=2)
+_REPRO_CALL = _repro_call()
 
 # ------------------------------------------------------------------------------------------ runs
 
@@ -387,15 +426,60 @@ def _label(case: dict) -> str:
     return f"{sc}, {pol} consumer, " + (" + ".join(faults) if faults else "no faults") + (f", seed {seed}" if seed else "")
 
 
-def _repro(case: dict) -> str:
+def show_run(effect_key, scenario: str = "publish-report", policy: str = "naive", faults=(), seed: int = 0) -> None:
+    """Play one case of exercise 5's runs with ``effect_key`` (in this process) and print the effects it
+    committed beside the effects keys that name them commit, and what a redelivery of the whole log
+    committed again; exit 1 when an effect committed twice, was lost, or committed again. The reproduce
+    line of a run case (``show_run(effects.effect_key, "two-reports", "naive", ["duplicate:task_result"])``;
+    two-reports and same-target are made up for the exercise: ``protolab run`` has no file of them)."""
+    import sys
+
+    from ...errors import ProtolabError
+    from ...replay import redeliver
+    from ...runner import run_scenario
+
+    case = {"scenario": scenario, "policy": policy, "faults": list(faults), "seed": seed}
+    want = _expected(case)
+    pol = _policy(policy, effect_key)
+    try:
+        store = run_scenario(_scenario(scenario), policy=pol, faults=list(faults), seed=seed, strict_faults=False)
+    except ProtolabError as e:
+        print(f"the run stopped: {e.message}")
+        sys.exit(1)
+    try:
+        got = Counter((e["kind"], e["target"], e["task_id"]) for e in store.effects())
+        for e in store.effects():
+            print(f"committed {e['kind']} {e['target']} for {e['task_id']} under the key {e['effect_key']!r} "
+                  f"(delivery of {e['message_id']})")
+        again = redeliver(store, policy=pol)["effects_committed_again"] if policy == "naive" else []
+    finally:
+        store.close()
+    twice = sorted(k for k, n in got.items() if n > 1)
+    lost = sorted(set(want) - set(got))
+    for k in twice:
+        print(f"  COMMITTED {got[k]} TIMES: {' '.join(k)}")
+    for k in lost:
+        print(f"  LOST: {k[0]} {k[1]} for {k[2]} was asked for and never committed")
+    if again:
+        print(f"  delivering the whole log again COMMITTED AGAIN: {', '.join(again)}")
+    if twice or lost or again:
+        sys.exit(1)
+    print(f"every one of the {len(want)} effect(s) committed once")
+
+
+def _repro(case: dict, *, lost: bool = False) -> str:
+    """A run case's reproduce line: ``protolab run`` with the rule, then replay and check, for a shipped
+    scenario; :func:`show_run` (effects committed, lost and committed again) for a lost effect, which no
+    invariant names, and for the scenarios made up for the exercise."""
     sc, pol, faults, seed = _case(case)
-    if sc in ("two-reports", "same-target"):
-        sc_arg = ""  # a made-up scenario: the publish-report run shows the same rule at work
-    else:
-        sc_arg = "" if sc == "publish-report" else f"{sc} "
+    if lost or sc in ("two-reports", "same-target"):
+        return try_line(5, f"import effects; from sim.course.judges.effects import show_run; show_run(effects.effect_key, "
+                           f"{sc!r}, {pol!r}, {faults!r}, {seed})")
+    sc_arg = "" if sc == "publish-report" else f"{sc} "
+    db = "ex5.db" if sc == "publish-report" else f"ex5-{sc}.db"  # a database holds one scenario's runs
     f = "".join(f" --fault {x}" for x in faults)
-    return (f"protolab run {sc_arg}--policy {pol} --effects {{dir}}/effects.py{f} --seed {seed} --db ex5.db && "
-            "protolab check --db ex5.db && protolab replay --db ex5.db")
+    return (f"protolab run {sc_arg}--policy {pol} --effects {{dir}}/effects.py{f} --seed {seed} --db {db} && "
+            f"protolab replay --db {db} --effects {{dir}}/effects.py && protolab check --db {db}")
 
 
 def _cases(args: dict) -> list[dict]:
@@ -503,10 +587,19 @@ def search(sub: Path, args: dict) -> Judged:
         checked, broke, rows = explore_all(
             (str(path), _digest_of(path)), args.get("searches", []),
             lambda policy: Plugged(None, _policy(policy, call), {"effects": f"{_FILE} (remote)"}),
-            reproduce="protolab run counterexample.toml --effects {dir}/effects.py --db ex5.db && protolab check --db ex5.db",
+            reproduce="protolab run {dir}/counterexample.toml --effects {dir}/effects.py --db counterexample.db && protolab check --db counterexample.db",
             symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
                                                if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
             failed_symptom="rule-fails")
+        if broke:  # a key that differs between processes broke it: one process replaying the file would not
+            _n, why, _got = _probe_same(call, host, [])
+            if any("key-differs-between-processes" in b.symptoms for b in why):
+                first = broke[0]
+                broke[0] = replace(first, what=f"{first.what} (your key differs between processes, and the search "
+                                               "ran your rule in two: one process replaying counterexample.toml keys "
+                                               "consistently and does not show it; the reproduce line shows the two "
+                                               "processes' keys)", reproduce=_REPRO_TWICE,
+                                   symptoms=first.symptoms + ("key-differs-between-processes",))
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries commits an effect twice", grid=rows)
@@ -539,7 +632,7 @@ def none_lost(sub: Path, args: dict) -> Judged:
                 broke.append(Broke(_label(case), f"{len(want)} different effect(s) were asked for and {shown} was never "
                                                  f"committed ({out.suppressed} suppressed as a repeat of a key another "
                                                  "effect had used)",
-                                   symptoms=("effect-lost-in-run",), reproduce=_repro(case),
+                                   symptoms=("effect-lost-in-run",), reproduce=_repro(case, lost=True),
                                    witness={"expected": sorted(map(list, want)), "committed": sorted(map(list, got))},
                                    signature={"policy": pol, "faults": faults, "scenario": sc}))
         return rule(n + len(cases), broke, "every different effect got a key of its own and committed")

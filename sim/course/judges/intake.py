@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, reference_outcome, rule
+from . import Broke, Judged, grid_row, reference_outcome, rule, try_line
 
 _FILE = "decide.py"
 
@@ -430,8 +430,9 @@ def case_symptoms(case, v, fails: list[tuple[str, str]]) -> list[str]:
 
 
 def _case_reproduce(case) -> str:
-    return ("python -c \"from sim.contracts.intake import CASES, run, report; from sim.plugins import load_intake; "
-            f"print(report(run(load_intake('{{dir}}/decide.py'), [c for c in CASES if c.id == '{case.id}'])))\"")
+    return try_line(3, "from sim.contracts.intake import CASES, run, report; from sim.plugins import load_intake; "
+                       f"r = run(load_intake('decide.py'), [c for c in CASES if c.id == '{case.id}']); print(report(r)); "
+                       "raise SystemExit(1 if any(f for _c, f in r) else 0)")
 
 
 def _judge_cases(fn, cases) -> list[Broke]:
@@ -608,7 +609,7 @@ def search(sub: Path, args: dict) -> Judged:
             owner, args.get("searches", []),
             lambda policy: Plugged(None, replace(get_policy(policy), decide=_guarded(fn, owner)),
                                    {"intake": f"{_FILE} (remote)"}),
-            reproduce="protolab run counterexample.toml --intake {dir}/decide.py --db ex3.db && protolab check --db ex3.db",
+            reproduce="protolab run {dir}/counterexample.toml --intake {dir}/decide.py --db counterexample.db && protolab check --db counterexample.db",
             symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed")
     finally:
         host.close()

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, rule
+from . import Broke, Judged, grid_row, rule, try_line
 
 _FILE = "keys.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
@@ -278,10 +278,54 @@ def _digest_answer(mod, value, scheme: str) -> str:
     return "wrong"
 
 
+def _py(v) -> str:
+    """``v`` as a Python literal in ASCII (a reproduce line is pasted into a shell): floats that JSON
+    cannot write (NaN, infinities) as ``float('nan')``, every other character escaped by ``ascii``."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return f"float({str(v)!r})"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_py(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    return ascii(v)
+
+
+def show_digest(mod, value, scheme: str) -> None:
+    """Print what the student's ``keys`` module gives ``value`` under ``scheme`` beside what the scheme
+    says (its bytes and their digest, or that it has none), exiting 1 when they differ: what exercise 2's
+    digest reproduce lines run
+    (``protolab exercise try 2 DIR -c "import keys; from sim.course.judges.keys import show_digest;
+    show_digest(keys, VALUE, SCHEME)"``)."""
+    import sys
+
+    from ... import digest as ref
+
+    got = {}
+    for name in ("digest", "canonical_bytes"):
+        try:
+            got[name] = getattr(mod, name)(value, scheme)
+            print(f"your {name}: {got[name]!r}")
+        except Exception as e:  # noqa: BLE001 - what the student's function does is what is shown
+            got[name] = e
+            print(f"your {name}: raised {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+    try:
+        want = ref.canonical_bytes(value, scheme), ref.digest(value, scheme)
+    except ValueError as e:
+        print(f"{scheme} has no bytes for it ({' '.join(str(e).split())[:200]}): it must be refused with a ValueError")
+        ok = all(isinstance(v, ValueError) for v in got.values())
+    else:
+        print(f"the bytes {scheme} names: {want[0]!r}")
+        print(f"their digest: {want[1]}")
+        ok = got["digest"] == want[1] and got["canonical_bytes"] == want[0]
+    print("  they agree" if ok else "  they DIFFER")
+    if not ok:
+        sys.exit(1)  # the reproduce line's exit status says it showed the failure
+
+
 def _digest_repro(v, scheme: str) -> str:
-    shown = repr(v) if len(repr(v)) <= 160 and repr(v).isascii() else "VALUE"
-    return (f"python -c \"import sys; sys.path.insert(0, '{{dir}}'); import keys; "
-            f"print(keys.canonical_bytes({shown}, '{scheme}'))\"")
+    return try_line(2, f"import keys; from sim.course.judges.keys import show_digest; show_digest(keys, {_py(v)}, "
+                       f"{scheme!r})")
 
 
 @_student
@@ -355,8 +399,7 @@ def refusals(sub: Path, mod, args: dict) -> Judged:
         else:
             what = f"{what} under {scheme}"
         got, err = _call(mod, "digest", value, scheme)
-        repro = (f"python -c \"import sys; sys.path.insert(0, '{{dir}}'); import keys; "
-                 f"print(keys.digest({value!r}, {scheme!r}))\"") if repr(value).isascii() else None
+        repro = _digest_repro(value, scheme)
         if err is None:
             broke.append(Broke(what, f"it was digested ({_show(got, 30)}); it has no canonical bytes, so it must be "
                                      "refused with a ValueError", symptoms=(symptom,), reproduce=repro))
@@ -522,13 +565,48 @@ def _keyed(mod, intents: list[tuple]) -> list[list[tuple]]:
     return [once] * n
 
 
-def _key_repro(intent: tuple) -> str:
-    return (f"python -c \"import sys; sys.path.insert(0, '{{dir}}'); import keys; "
-            f"print(keys.idempotency_key{_show(intent, 400)})\"")
+def show_keys(mod, *intents, twice: bool = False) -> None:
+    """Print the key the student's ``idempotency_key`` gives each intent (``twice``: each one twice in
+    this process), then, for two intents, whether their keys are equal; it exits 1 when what it shows
+    breaks a rule (a key that is no id, two keys for one intent, one key for two). What exercise 2's key
+    reproduce lines run (``show_keys(keys, INTENT)``; one intent in two processes: the line runs twice,
+    each process with its own hash seed)."""
+    import sys
+
+    got, broken = [], False
+    for intent in intents:
+        for _ in range(2 if twice else 1):
+            try:
+                k = mod.idempotency_key(*intent)
+            except Exception as e:  # noqa: BLE001 - what the student's function does is what is shown
+                print(f"{intent!r} -> raised {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                broken = True
+                continue
+            got.append(k)
+            print(f"{intent!r} -> {k!r}")
+            if not isinstance(k, str) or not _ID_RE.match(k):
+                print("  NOT a valid id: 1 to 200 characters of letters, digits and _ . : # / -, starting with a "
+                      "letter or digit")
+                broken = True
+    if twice and len(got) == 2:
+        print(f"  the same intent twice: the keys must be equal; they are {'equal' if got[0] == got[1] else 'NOT equal'}")
+        broken = broken or got[0] != got[1]
+    if len(intents) == 2 and len(got) == 2 and not twice:
+        print(f"  two different intents: the keys must differ; they {'differ' if got[0] != got[1] else 'are EQUAL'}")
+        broken = broken or got[0] == got[1]
+    if broken:
+        sys.exit(1)  # the reproduce line's exit status says it showed the failure
+
+
+def _key_repro(*intents, twice: bool = False) -> str:
+    args = ", ".join(_py(i) for i in intents) + (", twice=True" if twice else "")
+    return try_line(2, f"import keys; from sim.course.judges.keys import show_keys; show_keys(keys, {args})")
 
 
 def _key_repro_twice(intent: tuple) -> str:
-    return f"for i in 1 2; do {_key_repro(intent)}; done"
+    """One intent keyed in two processes (the line runs twice, each with its own hash seed)."""
+    return try_line(2, f"import keys; from sim.course.judges.keys import show_keys; show_keys(keys, {_py(intent)})",
+                    processes=2)
 
 
 def _stability(mod, intents: list[tuple]) -> tuple[list[Broke], list[str]]:
@@ -559,7 +637,7 @@ def _stability(mod, intents: list[tuple]) -> tuple[list[Broke], list[str]]:
         if within:
             what = (f"keyed twice in one process it got two keys ({shown}): a key that changes from call to call (a "
                     "counter, the clock, randomness) names no intent, so a resend is never recognised")
-            repro = _key_repro(intent)
+            repro = _key_repro(intent, twice=True)
         else:
             what = (f"it got {shown} in two processes: a key that is not the same in every process (a restarted "
                     "agent, a replay or another replica computes it again) names no intent")
@@ -616,7 +694,7 @@ def key_injective(sub: Path, mod, args: dict) -> Judged:
                 broke.append(Broke(f"{_show(other, 70)} and {_show(intent, 70)}",
                                    f"two different intents got the one key {_show(key, 60)}{only}: the second would be "
                                    "taken for a repeat of the first (a duplicate, or with another payload a conflict "
-                                   "that freezes the task)", symptoms=(sym,), reproduce=_key_repro(intent)))
+                                   "that freezes the task)", symptoms=(sym,), reproduce=_key_repro(other, intent)))
     return rule(len(intents), broke, "every intent got a key of its own")
 
 
@@ -773,9 +851,49 @@ def _student_run(sub: Path, mod, scenario: str, faults: list[str], seed: int) ->
     return out
 
 
-_RUN_REPRO = ("python -c \"import sys; sys.path.insert(0, '{dir}'); import keys; "
-              "print(keys.idempotency_key('R-1', 'T-2', 'writer', 'start', 1, None), "
-              "keys.idempotency_key('R-1', 'T-2', 'writer', 'start', 2, None))\"")
+class _Here:
+    """The student's module in this process, called as the judges call a remote one (``.call``)."""
+
+    def __init__(self, mod):
+        self.mod = mod
+
+    def call(self, name, *args):
+        return getattr(self.mod, name)(*args)
+
+
+def show_run(mod, scenario: str, faults=(), seed: int = 0) -> None:
+    """Play ``scenario`` with the student's keys (the course's design otherwise) and with keys that name
+    intents, and print where the two runs part (exit 1 when they do): what exercise 2's run reproduce lines run
+    (``show_run(keys, "publish-report", ["duplicate"], 0)``)."""
+    from ...errors import ProtolabError
+    from ...plugins import Plugins
+    from ...runner import run_scenario
+    from ...scenario import load_scenario
+
+    want = _reference_run(scenario, list(faults), seed)
+    try:
+        store = run_scenario(load_scenario(scenario), seed=seed, faults=list(faults), strict_faults=False,
+                             plugins=Plugins(design=_KeysDesign(_Here(mod))))
+    except ProtolabError as e:
+        print(f"{scenario} with your keys stopped: {e.message}")
+        raise SystemExit(1) from None
+    try:
+        got = _outcome(store)
+        for d in store.deliveries():
+            print(f"  {d['message_id']:<6} {d['type']:<13} key {d['idempotency_key']!r}: {d['decision']}")
+    finally:
+        store.close()
+    found = _compare(got, want)
+    print(f"{scenario} with {' + '.join(faults) or 'no faults'} (seed {seed}): "
+          + (f"DIFFERS from keys that name intents: {found[1]}" if found
+             else "your keys decide it as keys that name intents do"))
+    if found:
+        raise SystemExit(1)  # the reproduce line's exit status says it showed the failure
+
+
+def _run_repro(scenario: str, faults, seed: int) -> str:
+    return try_line(2, f"import keys; from sim.course.judges.keys import show_run; show_run(keys, {scenario!r}, "
+                       f"{list(faults)!r}, {seed})")
 
 
 def _compare(got: _RunOutcome, want: _RunOutcome) -> tuple[str, str] | None:
@@ -828,7 +946,7 @@ def keys_in_the_run(sub: Path, mod, args: dict) -> Judged:
             found = _compare(got, want)
         rows.append(grid_row(sc, faults, [], found is None, label=label))
         if found is not None:
-            broke.append(Broke(label, found[1], symptoms=(found[0],), reproduce=_RUN_REPRO,
+            broke.append(Broke(label, found[1], symptoms=(found[0],), reproduce=_run_repro(sc, faults, seed),
                                signature={"scenario": sc, "faults": faults}))
     if broke:  # a key that changes between calls or processes makes every run look wrong: say so
         why, _v = _stability(mod, [("R-1", "T-2", "writer", "result", 1, None)])

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from . import Broke, grid_row, reference_outcome, rule, signature_of
+from . import Broke, grid_row, reference_outcome, rerun_line, rule, signature_of
 
 __all__ = ["TABLE", "STATES", "SYMPTOMS", "RULES", "owner_rule", "behaviour", "loads", "happy_path", "results_from_running", "retry_path",
            "human_answer", "freeze", "review", "cancel", "nothing_more", "fault_runs"]
@@ -194,12 +194,10 @@ def _names(roles) -> str:
     return ", ".join(roles[:-1]) + (" and " if len(roles) > 1 else "") + roles[-1]
 
 
-def _show(rb, faults: str = "") -> str:
-    """Run once with the table (so it is loaded into a store) and list it move by move."""
-    import shlex
-
-    return (f"protolab run --machine {{dir}}/machine.toml{faults} --db ex4.db && "
-            f"protolab machine show --db ex4.db --version {shlex.quote(rb.version)}")
+def _rerun(judge: str, args: dict) -> str:
+    """The reproduce line of a case no plainer command shows (a move the table lacks or adds, a live
+    decision taken or refused, a story that ends otherwise): that case judged again, alone."""
+    return rerun_line(4, f"machine.{judge}", args)
 
 
 def _self_moves(sub: Path) -> list[str]:
@@ -347,7 +345,8 @@ def _table_rule(sub: Path, name: str, live=None) -> object:
         probs = _problems(a, b, allow.get((a, b), frozenset()))
         if probs:
             broke.append(Broke(f"{a} -> {b}", "; ".join(m for _t, m in probs), symptoms=tuple(t for t, _m in probs),
-                               reproduce=_show(rb), witness={"move": f"{a} -> {b}",
+                               reproduce=_rerun(name.replace("-", "_"), {"live": []}),
+                               witness={"move": f"{a} -> {b}",
                                                              "allowed_to": sorted(allow.get((a, b), ()))},
                                signature={"problem": name}))
     checked = len(domain)
@@ -536,8 +535,7 @@ def _live_cases(sub: Path, rb, cases: list[dict], kind: str) -> tuple[int, list[
             what = (f"was accepted (the task went {got['state']}): "
                     + ("a worker does not decide that work is no longer wanted" if kind == "cancel"
                        else "only a reviewer decides a frozen task"))
-        broke.append(Broke(label, what, symptoms=(tag,), reproduce=_show(rb, " --fault conflicting-digest"
-                                                                          if kind == "review" else ""),
+        broke.append(Broke(label, what, symptoms=(tag,), reproduce=_rerun(kind, {"live": [dict(case)]}),
                            witness={"case": dict(case), "accepted": got["accepted"], "reason": got["reason"]},
                            signature={"problem": kind}))
     return n, broke
@@ -661,7 +659,8 @@ def _judge_run(sub: Path, rb, sc: str, faults: list[str], seed: int, decision: s
         witness = {"run": label, "states": states, "expected": want}
         return Broke(label, f"the story did not end as it should: {diff}{why}",
                      symptoms=tuple(dict.fromkeys(["wrong-ending", *tags])),
-                     reproduce=_repro(sc, faults, seed, "protolab messages --db {db}"), witness=witness,
+                     reproduce=_rerun("fault_runs", {"cases": [{"scenario": sc, "faults": list(faults), "seed": seed,
+                                                                "review": decision}]}), witness=witness,
                      signature=signature_of(sc, faults, witness))
     msg, cmd = got["review"]
     return Broke(label, msg + lacking, symptoms=tuple(dict.fromkeys(["review-refused", *tags])), reproduce=_repro(sc, faults, seed, cmd),

@@ -25,7 +25,11 @@ from typing import Callable
 
 from . import Broke
 
-__all__ = ["SMALL", "small_scenario", "search", "path_table", "Plugged"]
+__all__ = ["SMALL", "small_scenario", "search", "path_table", "Plugged", "MARK"]
+
+#: The first words of every counterexample file the grader writes: a file of that name that does not
+#: start with them is not the grader's, and nothing writes over it (sim.course.evaluate.keep_attachments).
+MARK = "# the grader's search:"
 
 
 def _one_task():
@@ -163,7 +167,7 @@ def _one(spec, plug, reproduce: str, symptom, failed_symptom: str) -> Broke | No
     if f is None:
         return None
     cx = counterexample(sc, policy, f.path, f.faults)
-    text = scenario_toml(cx, f"the grader's search: {f.invariant} breaks after these {len(f.path)} deliveries\n"
+    text = scenario_toml(cx, f"{MARK[2:]} {f.invariant} breaks after these {len(f.path)} deliveries\n"
                              f"{path_table(f.path)}\nreplay it: {reproduce}")
     more = f" (and {', '.join(b for b in f.broken if b != f.invariant)})" if len(f.broken) > 1 else ""
     placed = f"; faults placed: {', '.join(f.faults)}" if f.faults else ""

@@ -49,9 +49,10 @@ import hashlib
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
-from . import Broke, Judged, failed, rule
+from . import Broke, Judged, failed, rerun_line, rule
 
 _FILE = "trace.json"
 AUTHOR, RA, RB = "author", "reviewer-a", "reviewer-b"
@@ -890,6 +891,19 @@ _HELD = {
 }
 
 
+#: The judge of each rule (its reproduce lines judge that rule again, alone).
+_JUDGE = {SNAP: "snapshot", CLOSED: "closed_envelopes", EPOCHS: "epochs", SEQ: "sequence", AUD: "audiences",
+          GM: "gather_membership", GR: "gather_result", FENCE: "terminal_fence", ACKS: "acknowledgements",
+          CAUSAL: "causal_chain"}
+
+
+def _again(rule_name: str, mutations=()) -> str:
+    """The reproduce line of a part of the story the trace misses, or of a mutation it lacks the
+    structure for: validate and the diagram show the trace, not what it misses, so the rule is judged
+    again."""
+    return rerun_line(6, f"trace.{_JUDGE[rule_name]}", {"mutations": list(mutations)})
+
+
 def _judge_rule(sub: Path, args: dict, rule_name: str) -> Judged:
     ld = _load(sub)
     if isinstance(ld, Judged):
@@ -897,9 +911,12 @@ def _judge_rule(sub: Path, args: dict, rule_name: str) -> Judged:
     broke: list[Broke] = [_finding_broke(f, ld.trace) for f in ld.by_rule.get(rule_name, [])]
     story = _STORY.get(rule_name)
     parts = story(ld) if story is not None else []
-    broke += parts
+    # the story's parts are not the validator's findings: a valid trace can miss them, so validate or a diagram
+    # would show nothing wrong; the rule is judged again
+    broke += [replace(b, reproduce=_again(rule_name)) for b in parts]
     names = [n for n in (args.get("mutations") or ()) if isinstance(n, str)]
-    broke += _mutation_brokes(ld, names, rule_name)
+    broke += [replace(b, reproduce=_again(rule_name, [b.signature["case"]])) if b.reproduce == _DIAGRAM else b
+              for b in _mutation_brokes(ld, names, rule_name)]
     checked = 1 + (1 if story is not None else 0) + len(names)
     return rule(checked, broke, _HELD[rule_name])
 
