@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, reference_outcome, rule
+from . import A, Broke, Judged, grid_row, per_submission, reference_outcome, rule
 
 _FILE = "decide.py"
 
@@ -146,13 +146,16 @@ def _decide(sub: Path):
     if _engine_interface_only(sub / _FILE):  # refused before it is imported (a copy of sim/intake.py would
         raise InputError(f"intake file {_FILE} defines decide, the engine's interface, but not the function "  # not
                          f"'consume' (it must define {CONSUME_NEEDED})", code="E_PLUGIN_INCOMPLETE")  # import)
-    host = shared(sub / _FILE, "intake")
+    # One process: the consumer is one process of the runtime's, and what it is handed (the
+    # delivery, the task, the recorded intents) is the store's, never a value it computed before, so
+    # no rule of this exercise compares its answers across processes. Every call is the same host's.
+    host = shared(sub / _FILE, "intake", processes=1)
     if host.names.get("consume") != "function":
         raise InputError(f"intake file {_FILE} lacks the function 'consume' (it must define {CONSUME_NEEDED})",
                          code="E_PLUGIN_INCOMPLETE")
 
     def consume(*args):
-        return host.call("consume", *args)
+        return host.call("consume", *args, process=A)
 
     return adapt(consume), host
 
@@ -309,7 +312,7 @@ def _unusable(v, task) -> str:
 
 #: Verdicts already given, per submission file: decide is a pure function of its inputs (sim.intake),
 #: and the runs of one story share most of their deliveries, so each input is asked once.
-_ANSWERS: OrderedDict = OrderedDict()
+_ANSWERS: OrderedDict = per_submission(OrderedDict())
 _ANSWERS_KEPT = 20_000
 
 
@@ -455,7 +458,7 @@ def _judge_cases(fn, cases) -> list[Broke]:
 # ------------------------------------------------------------------------------------------ fault runs
 
 #: Runs already played, per submission file and run: (path, content, scenario, faults, seed) -> outcome.
-_RUNS: OrderedDict = OrderedDict()
+_RUNS: OrderedDict = per_submission(OrderedDict())
 _RUNS_KEPT = 256
 
 

@@ -1,5 +1,5 @@
 """Judges of exercise 2, keys and digests: the student's ``digest`` and ``idempotency_key`` run in
-two host processes with different hash seeds that take turns (:mod:`sim.course.remote`). Digests
+two host processes with their own hash seeds, A and B (:mod:`sim.course.remote`). Digests
 are compared with the engine's own (:mod:`sim.digest`, pinned by RFC 8785's vectors and the
 course's); keys are judged by what a key must do and then by the simulator running on them. Never
 by comparing a key with a model answer's key.
@@ -23,9 +23,12 @@ version"), each all or nothing:
   student's keys as it does on the course's: a repeat is a repeat, new work is new, a conflict is
   a conflict, and each run ends as it should.
 
-Each probe of a key is made in *every* host process (calls grouped so that the k-th call of every
-group lands in the same process): a key made with ``hash()`` or a counter is named for what it is,
-and is not excused, nor blamed, for what another rule checks.
+Each probe of a key is made in *every* host process, each call naming the process that answers it
+(the k-th round of calls in process k mod 2): a key made with ``hash()`` or a counter is named for
+what it is, and is not excused, nor blamed, for what another rule checks. A digest is asked of
+process A. In a run, each envelope's key is computed in process A the first time the run sends its
+intent and in process B when the same intent is sent again under another message id (a resend, as a
+restarted sender computes it: :class:`~sim.course.judges.Resends`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, rule
+from . import A, Broke, Judged, Resends, grid_row, per_submission, rule
 
 _FILE = "keys.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
@@ -106,12 +109,13 @@ def _module(sub: Path):
     return mod
 
 
-def _call(mod, fn: str, *args):
-    """``(value, None)`` or ``(None, error)`` (a RemoteError: the student's code raised)."""
+def _call(mod, fn: str, *args, process: int = A):
+    """``(value, None)`` or ``(None, error)`` (a RemoteError: the student's code raised), asked of
+    host ``process``."""
     from ..remote import RemoteError
 
     try:
-        return mod.call(fn, *args), None
+        return mod.call(fn, *args, process=process), None
     except RemoteError as e:
         return None, e
 
@@ -480,9 +484,9 @@ def _all_intents(args: dict) -> list[tuple]:
     return out
 
 
-def _key_answer(mod, intent: tuple) -> tuple[str, object]:
-    """("key", k), ("invalid", (symptom, why, k)) or ("error", (symptom, why)) for one call."""
-    got, err = _call(mod, "idempotency_key", *intent)
+def _key_answer(mod, intent: tuple, process: int = A) -> tuple[str, object]:
+    """("key", k), ("invalid", (symptom, why, k)) or ("error", (symptom, why)) for one call in ``process``."""
+    got, err = _call(mod, "idempotency_key", *intent, process=process)
     if err is not None:
         return "error", ("key-raises", f"idempotency_key raised {err.kind or 'an error'}: {err.message}")
     if not isinstance(got, str) or not got:
@@ -496,13 +500,14 @@ def _key_answer(mod, intent: tuple) -> tuple[str, object]:
 
 
 def _in_each_process(mod, intents: list[tuple], rounds: int = 1) -> list[list[tuple]]:
-    """``out[k][i]``: intent i's answer at the k-th of ``rounds`` x processes consecutive calls;
-    call k of every intent lands in the same process (the hosts take turns)."""
-    n = _processes(mod) * rounds
+    """``out[k][i]``: intent i's answer at the k-th of ``rounds`` x processes consecutive calls, call
+    k of every intent asked of process k mod (number of processes)."""
+    procs = _processes(mod)
+    n = procs * rounds
     out: list[list[tuple]] = [[] for _ in range(n)]
     for intent in intents:
         for k in range(n):
-            out[k].append(_key_answer(mod, intent))
+            out[k].append(_key_answer(mod, intent, k % procs))
     return out
 
 
@@ -518,7 +523,7 @@ def _keyed(mod, intents: list[tuple]) -> list[list[tuple]]:
     check = _in_each_process(mod, sample, rounds=2)
     if any(len({tuple(map(repr, check[k][j])) for k in range(len(check))}) > 1 for j in range(len(sample))):
         return _in_each_process(mod, intents)
-    once = [_key_answer(mod, i) for i in intents]
+    once = [_key_answer(mod, i, A) for i in intents]
     return [once] * n
 
 
@@ -532,11 +537,11 @@ def _key_repro_twice(intent: tuple) -> str:
 
 
 def _stability(mod, intents: list[tuple]) -> tuple[list[Broke], list[str]]:
-    """Each intent once (the hosts taking turns between intents, so each process sees them in its
-    own order), then twice in each process: the same key every time? Returns what broke and, per
-    intent, "same", "calls" (one process, two keys), "processes" or "error"."""
+    """Each intent once (intent j in process j mod 2, so each process sees them in its own order),
+    then twice in each process: the same key every time? Returns what broke and, per intent, "same",
+    "calls" (one process, two keys), "processes" or "error"."""
     n = _processes(mod)
-    first = [_key_answer(mod, i) for i in intents]
+    first = [_key_answer(mod, i, j % n) for j, i in enumerate(intents)]
     later = _in_each_process(mod, intents, rounds=2)
     broke: list[Broke] = []
     verdicts = []
@@ -646,7 +651,9 @@ def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
 
 class _KeysDesign:
     """The course's reference design with the student's keys: every intent of a run is named by
-    ``idempotency_key(trace_id, task_id, sender, step, attempt, answers)``."""
+    ``idempotency_key(trace_id, task_id, sender, step, attempt, answers)``, computed in process A the
+    first time the run sends the intent and in process B when it sends it again (a resend;
+    :class:`~sim.course.judges.Resends`). One per run."""
 
     name = "your keys"
 
@@ -656,9 +663,11 @@ class _KeysDesign:
         self.mod = mod
         self.ref = REFERENCE
         self.digest_scheme = REFERENCE.digest_scheme
+        self.where = Resends()
 
     def idempotency_key(self, i) -> str:
-        return self.mod.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers)
+        return self.mod.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers,
+                             process=self.where.process_of(i))
 
     def payload(self, i) -> dict:
         return self.ref.payload(i)
@@ -681,7 +690,7 @@ class _RunOutcome:
 
 
 _CLASS = {"accepted": "new", "duplicate": "repeat", "late": "repeat", "conflict": "conflict"}
-_RUNS: dict = {}
+_RUNS: dict = per_submission({})
 _RUNS_MAX = 256
 _REF_RUNS: dict = {}
 

@@ -23,7 +23,7 @@ import dataclasses
 from collections import OrderedDict
 from typing import Callable
 
-from . import Broke
+from . import Broke, per_submission
 
 __all__ = ["SMALL", "small_scenario", "search", "path_table", "Plugged"]
 
@@ -99,7 +99,7 @@ def path_table(path) -> str:
 
 
 #: What each search found, per submission file (path and content) and search: None or a Broke.
-_FOUND: OrderedDict = OrderedDict()
+_FOUND: OrderedDict = per_submission(OrderedDict())
 _FOUND_KEPT = 256
 _REFERENCE_OK: set = set()
 
