@@ -31,7 +31,10 @@ def _dump_hash(path: Path) -> str:
     was written before and after, and apart from those events (one per lease granted) and the
     event seqs they shift, every row of every table was the same. Re-taken for schema version 3 (an
     index on effects by task): every dump, without that index's line and with the old version in
-    meta, hashed to its old pin."""
+    meta, hashed to its old pin. Re-taken for issue 41, when task-v1 became the seed's state machine
+    move for move (the kit's waiting_human -> ready row left it): every run was played under the old
+    and the new task-v1, the old one gave every old pin, and the two dumps differed only by that row
+    of transition_rules and the same row in the machine_loaded event's list of rules."""
     c = sqlite3.connect(path)
     try:
         lines = [line for line in c.iterdump() if not line.startswith("INSERT INTO \"meta\" VALUES('commits'")]
