@@ -115,6 +115,9 @@ SYMPTOMS = {
     "not-published": "the report was never published though the course's design publishes it",
     "wrong-ending": "a run ended in other task states than the course's design reaches",
     "evidence-refused": "a result reporting success cited no evidence and intake refused it (E_EVIDENCE_REQUIRED)",
+    # the search
+    "search-run-idle": "the search's story, in the order a run delivers it, did not end as the course's design ends it "
+                       "(nothing got done, so no order could break an invariant)",
     # any rule
     "design-error": "the design raised, or returned something that is not a valid envelope part",
 }
@@ -1153,7 +1156,9 @@ def search(sub: Path, args: dict) -> Judged:
         _fingerprint(sub), args.get("searches", []),
         lambda policy: Plugged(design.in_run(), get_policy(policy), {"design": f"{_FILE} (remote)"}),
         reproduce="protolab run counterexample.toml --design {dir}/design.py --db ex1.db && protolab check --db ex1.db",
-        symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error")
+        symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error",
+        reference=lambda policy: Plugged(None, get_policy(policy), {}),
+        idle_reproduce="protolab run --design {dir}/design.py --db ex1.db && protolab messages --db ex1.db")
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
 

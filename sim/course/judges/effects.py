@@ -57,6 +57,8 @@ SYMPTOMS = {
     "effect-lost-kind": "two kinds of effect of one task and target shared a key: the second was suppressed",
     "effect-lost-in-run": "a run committed fewer different effects than it asked for",
     "no-key": "a publishing result got no key (None): its effect never commits",
+    "search-run-idle": "the search's story, in the order a run delivers it, did not commit the effects the runtime's own "
+                       "rule commits (nothing got committed, so no order could commit anything twice)",
     "rule-fails": "the rule raised, or returned something that is not a non-empty string or None",
 }
 
@@ -464,7 +466,8 @@ def _why_again(rows: list[tuple], faults: list[str]) -> tuple[str, str]:
 def at_most_once(sub: Path, args: dict) -> Judged:
     """Rule: an effect commits at most once however its result comes back (redelivered, resent,
     from a worker that crashed and restarted, or the whole log replayed), even under the naive
-    consumer, which re-executes every delivery."""
+    consumer, which re-executes every delivery. A run that commits no effect at all, where the
+    runtime's own rule commits one, proves nothing of the rule and counts as breaking it."""
     call, host = _rule(sub)
     try:
         cases = _cases(args)
@@ -479,6 +482,15 @@ def at_most_once(sub: Path, args: dict) -> Judged:
                 ok = False
                 broke.append(Broke(label, f"the run stopped: {out.error}", symptoms=("rule-fails",),
                                    reproduce=_repro(case), signature={"policy": pol, "faults": faults, "scenario": sc}))
+            if not out.error and not out.commits and _expected(case):
+                # nothing committed at all: "at most once" holds of nothing, so the case shows nothing
+                # (an effect that never commits is none-lost's to name; here it only voids the case)
+                ok = False
+                broke.append(Broke(label, f"no effect was committed at all where the runtime's own rule commits "
+                                          f"{len(_expected(case))}: an effect that never commits is never committed "
+                                          "twice, so this run proves nothing about at most once (a key of None "
+                                          "commits nothing)", symptoms=("no-key",), reproduce=_repro(case),
+                                   signature={"policy": pol, "faults": faults, "scenario": sc, "problem": "nothing-committed"}))
             for eff, committed in _repeats(out):
                 ok = False
                 sym, words = _why_again(committed, faults)
@@ -530,7 +542,8 @@ def search(sub: Path, args: dict) -> Judged:
             reproduce="protolab run counterexample.toml --effects {dir}/effects.py --db ex5.db && protolab check --db ex5.db",
             symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
                                                if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
-            failed_symptom="rule-fails")
+            failed_symptom="rule-fails", reference=lambda policy: Plugged(None, _policy(policy, None), {}),
+            idle_reproduce="protolab run --policy naive --effects {dir}/effects.py --db ex5.db && protolab state --db ex5.db")
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries commits an effect twice", grid=rows)

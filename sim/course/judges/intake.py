@@ -112,6 +112,8 @@ SYMPTOMS = {
     "run-invariant-broke": "in a run, another invariant broke",
     "run-wrong-ending": "a run ended otherwise than under the reference intake (task states or publications)",
     "run-failed": "a run could not finish: consume raised, or returned an answer the runtime cannot apply",
+    "search-run-idle": "the search's story, in the order a run delivers it, did not end as with the reference intake "
+                       "(nothing got done, so no order could break an invariant)",
 }
 
 _RUN_SYMPTOM = {
@@ -612,7 +614,9 @@ def search(sub: Path, args: dict) -> Judged:
             lambda policy: Plugged(None, replace(get_policy(policy), decide=_guarded(fn, owner)),
                                    {"intake": f"{_FILE} (remote)"}),
             reproduce="protolab run counterexample.toml --intake {dir}/decide.py --db ex3.db && protolab check --db ex3.db",
-            symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed")
+            symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed",
+            reference=lambda policy: Plugged(None, get_policy(policy), {}),
+            idle_reproduce="protolab run --intake {dir}/decide.py --db ex3.db && protolab messages --db ex3.db")
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
