@@ -117,7 +117,7 @@ SYMPTOMS = {
     "evidence-refused": "a result reporting success cited no evidence and intake refused it (E_EVIDENCE_REQUIRED)",
     # the search
     "search-run-idle": "the search's story, in the order a run delivers it, did not end as the course's design ends it "
-                       "(nothing got done, so no order could break an invariant)",
+                       "(stalled or frozen: a search proves nothing of a story that does not do its job)",
     # any rule
     "design-error": "the design raised, or returned something that is not a valid envelope part",
 }
@@ -1158,7 +1158,7 @@ def search(sub: Path, args: dict) -> Judged:
         reproduce="protolab run counterexample.toml --design {dir}/design.py --db ex1.db && protolab check --db ex1.db",
         symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error",
         reference=lambda policy: Plugged(None, get_policy(policy), {}),
-        idle_reproduce="protolab run --design {dir}/design.py --db ex1.db && protolab messages --db ex1.db")
+        idle_reproduce="protolab run --design {dir}/design.py --seed 0 --db ex1.db && protolab messages --db ex1.db")
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
 

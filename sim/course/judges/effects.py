@@ -543,7 +543,7 @@ def search(sub: Path, args: dict) -> Judged:
             symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
                                                if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
             failed_symptom="rule-fails", reference=lambda policy: Plugged(None, _policy(policy, None), {}),
-            idle_reproduce="protolab run --policy naive --effects {dir}/effects.py --db ex5.db && protolab state --db ex5.db")
+            idle_reproduce="protolab run --policy naive --effects {dir}/effects.py --seed 0 --db ex5.db && protolab state --db ex5.db")
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries commits an effect twice", grid=rows)

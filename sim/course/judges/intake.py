@@ -113,7 +113,7 @@ SYMPTOMS = {
     "run-wrong-ending": "a run ended otherwise than under the reference intake (task states or publications)",
     "run-failed": "a run could not finish: consume raised, or returned an answer the runtime cannot apply",
     "search-run-idle": "the search's story, in the order a run delivers it, did not end as with the reference intake "
-                       "(nothing got done, so no order could break an invariant)",
+                       "(stalled or frozen: a search proves nothing of a story that does not do its job)",
 }
 
 _RUN_SYMPTOM = {
@@ -616,7 +616,7 @@ def search(sub: Path, args: dict) -> Judged:
             reproduce="protolab run counterexample.toml --intake {dir}/decide.py --db ex3.db && protolab check --db ex3.db",
             symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed",
             reference=lambda policy: Plugged(None, get_policy(policy), {}),
-            idle_reproduce="protolab run --intake {dir}/decide.py --db ex3.db && protolab messages --db ex3.db")
+            idle_reproduce="protolab run --intake {dir}/decide.py --seed 0 --db ex3.db && protolab messages --db ex3.db")
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)

@@ -191,8 +191,10 @@ def _idle(spec, plug, reference, idle_symptom: str, idle_reproduce: str | None, 
     if not wrong and not lost:
         return None
     return Broke(label(spec), "the search's story, played once in the order a run delivers it, did not do its job: "
-                              + "; ".join((wrong + lost)[:3]) + ". A search looks for a broken invariant, and a run "
-                              "that gets nothing done breaks none, so no order was searched: make the story work first",
+                              + "; ".join((wrong + lost)[:3]) + ". A search looks for a broken invariant in every order, "
+                              "and proves something only of a story that gets its work done in the usual one (a run "
+                              "that does nothing breaks nothing), so no order was searched: make the story end as it "
+                              "should first",
                  (idle_symptom,), reproduce=idle_reproduce, witness={"states": states, "expected": want_states,
                                                                       "effects": sorted(map(list, effects)),
                                                                       "expected_effects": sorted(map(list, want_effects))},
