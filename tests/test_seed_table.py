@@ -138,6 +138,10 @@ def test_the_kits_optional_answer_row_is_allowed_never_required_and_a_reviewers_
     with_it = evaluate(EX, _folder(tmp_path, SEED_TABLE + KIT_ANSWER.format(role="reviewer"), "kit"), hidden=True,
                        isolate=False)
     assert with_it.score == 100, [(r.name, r.message) for r in with_it.results if not r.passed]
+    said = next(r.message for r in with_it.results if r.name == "human-answer")
+    assert "the kit's optional row waiting_human -> ready (not the seed's)" in said, said
+    plain = evaluate(EX, _folder(tmp_path, SEED_TABLE, "plain"), hidden=False, isolate=False)
+    assert "your table has the kit's" not in next(r.message for r in plain.results if r.name == "human-answer")
     by_manager = evaluate(EX, _folder(tmp_path, SEED_TABLE + KIT_ANSWER.format(role="manager"), "manager"),
                           hidden=True, isolate=False)
     failed = {r.name: r for r in by_manager.results if not r.passed}

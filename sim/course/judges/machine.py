@@ -376,7 +376,11 @@ def _table_rule(sub: Path, name: str, live=None) -> object:
         n, more = live(rb)
         checked += n
         broke += more
-    return rule(checked, broke, RULES[name])
+    held = RULES[name]
+    kit_rows = [f"{a} -> {b}" for (a, b), (owner, _o, _w) in OPTIONAL.items() if owner == name and allow.get((a, b))]
+    if kit_rows:  # the kit's own row, beyond the seed: allowed, never required, and said so
+        held += f"; your table has the kit's optional row {', '.join(kit_rows)} (not the seed's), by its owners only"
+    return rule(checked, broke, held)
 
 
 # ----------------------------------------------------------------------------- the judges
