@@ -51,10 +51,6 @@ KEPT = {
     (2, "starter", "same-intent-same-key"): "the starter's key is trace:task:step, a function of the intent's "
                                            "values alone: the same in every call and process (it fails to tell "
                                            "intents apart, which key-injective judges)",
-    (2, "nothing", "same-intent-same-key"): "a constant key is the same in every call and process; that it names "
-                                           "every intent alike is key-injective's failure",
-    (2, "nothing", "key-is-an-id"): "the constant key 'k' is a valid id (the rule is the key's form, which a "
-                                    "constant keeps); key-injective fails it",
     (3, "starter", "acks"): "the starter accepts an ack as a receipt and never moves the task for it: the "
                             "ack rule as the seed states it",
     (4, "starter", "loads"): "the starter's table parses, names its own version and leaves no finished state",

@@ -84,6 +84,7 @@ SYMPTOMS = {
     "key-bad-characters": "a key held characters outside the id alphabet, or did not start with a letter or digit",
     "key-not-a-string": "a key was not a non-empty string",
     "key-raises": "idempotency_key raised",
+    "key-names-nothing": "every intent got one and the same key: a constant names no intent",
     # runs
     "repeat-taken-as-new": "in a run, a repeat of an intent (a resend, a duplicate) was taken as new work",
     "new-taken-as-repeat": "in a run, new work was taken as a repeat of another intent (a false duplicate)",
@@ -589,10 +590,30 @@ def _collision_symptom(a: tuple, b: tuple) -> str:
 @_student
 def same_intent_same_key(sub: Path, mod, args: dict) -> Judged:
     """Rule: the key names the logical intent: the same intent gives the same key every time it
-    is encoded, in any process."""
+    is encoded, in any process. A key that is one and the same for every intent names none: the
+    rule is not kept by it (:func:`_names_nothing`)."""
     intents = _all_intents(args)
     broke, _v = _stability(mod, intents)
+    if not broke:
+        broke = _names_nothing(mod, intents)
     return rule(len(intents), broke, "every intent got one key, every time, in every process")
+
+
+def _names_nothing(mod, intents: list[tuple]) -> list[Broke]:
+    """``[what broke]`` when every one of ``intents`` (two or more, all different) gets one and the
+    same valid key in process A: a constant names no intent, so a rule about what a key of an intent
+    is (the same every time, a valid id) cannot hold of it; ``[]`` otherwise."""
+    if len(set(intents)) < 2:
+        return []
+    answers = [_key_answer(mod, i, A) for i in intents]
+    keys = {v for kind, v in answers if kind == "key"}
+    if len(keys) != 1 or any(kind != "key" for kind, _v in answers):
+        return []
+    key = next(iter(keys))
+    return [Broke(f"all {len(intents)} intents", f"every one of them got the key {_show(key, 40)}: a key that is the "
+                                                  "same for every intent names none, so this rule, about the key of an "
+                                                  "intent, has nothing to hold of (key-injective says what it breaks)",
+                  symptoms=("key-names-nothing",), reproduce=_key_repro(intents[0]))]
 
 
 @_student
@@ -628,7 +649,8 @@ def key_injective(sub: Path, mod, args: dict) -> Judged:
 @_student
 def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
     """Rule: every key is a valid id (1 to 200 characters of letters, digits and _ . : # / -,
-    starting with a letter or digit), even when the ids it combines are 200 characters long."""
+    starting with a letter or digit), even when the ids it combines are 200 characters long. A
+    constant key is not judged a key of its intents (:func:`_names_nothing`)."""
     intents = _all_intents(args)
     got = _keyed(mod, intents)
     broke: list[Broke] = []
@@ -643,6 +665,8 @@ def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
             if kind == "error":
                 broke.append(Broke(f"the intent {_show(intent, 70)}", v[1], symptoms=(v[0],), reproduce=_key_repro(intent)))
                 break
+    if not broke:
+        broke = _names_nothing(mod, intents)
     return rule(len(intents), broke, "every key is a valid id")
 
 
