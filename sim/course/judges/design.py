@@ -20,7 +20,8 @@ not a conflict", "source of truth", "failures and debugging"), each all or nothi
 * ``payload_conflict``: the same intent with another payload is a conflict. The key does not
   change when only what the intent says changes (its body, its product, its evidence, its
   context), and that second payload, made in process B (a restarted worker's or another replica's
-  answer) and delivered through the runtime after the first, is recorded conflict ("same key and different digest: do not use last-write-wins. Freeze the task").
+  answer) and delivered through the runtime after the first, is recorded conflict ("same key and
+  different digest: do not use last-write-wins. Freeze the task").
 * ``evidence_by_reference``: evidence lives in the artifact store and is cited by digest: every
   message cites the evidence its intent rests on, its citations resolve, and no payload carries a
   copy of a stored artifact ("evidence_refs point to primary evidence so repeated summarization
