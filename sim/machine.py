@@ -6,7 +6,7 @@ each naming the roles that may make the move. The store keeps them in the
 ``transition_rules`` table; a task keeps the machine version it was created
 under, so loading a new version changes only tasks created afterwards.
 
-A machine file is TOML (see ``data/machines/task-v1.toml``)::
+A machine file is TOML (see ``sim/machines/task-v1.toml``)::
 
     version = "task-v1"
     [[rule]]
@@ -14,6 +14,12 @@ A machine file is TOML (see ``data/machines/task-v1.toml``)::
     to = "succeeded"
     roles = ["researcher", "writer"]
     reason = "worker reported success"
+
+:data:`SEED_MOVES` are the moves of the seed's state machine (the course's source); a row of a
+machine file that allows a move beyond them is the kit's own addition and says so with
+``kit = true`` (the parser refuses the flag on one of the seed's moves; the shipped machines carry
+it on every row beyond the seed, and ``protolab machine show`` marks each move as the seed's or the
+kit's, from :func:`move_source`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ __all__ = [
     "load_rulebook",
     "parse_rulebook",
     "DEFAULT_MACHINE_PATH",
+    "SEED_MOVES",
+    "move_source",
 ]
 
 
@@ -71,6 +79,28 @@ STATE_BY_NAME = {s.value: s for s in TaskState}
 
 #: A terminal task never moves again, except that a proven conflict escalates it to needs_review.
 TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.DENIED, TaskState.CANCELED})
+
+#: The moves of the seed's state machine, one by one (message-protocols-and-shared-state, "a state
+#: machine is safer than free text"): pending -> ready -> running -> succeeded; running -> retry_wait
+#: -> ready; running -> failed | denied | waiting_human; any state -> needs_review; needs_review ->
+#: ready or canceled (an authorized person decides); any nonterminal state -> canceled. Who may make
+#: each move is the course's choice (the roles of a machine file); a move not here is the kit's own.
+SEED_MOVES: frozenset[tuple[TaskState, TaskState]] = frozenset(
+    {(TaskState.PENDING, TaskState.READY), (TaskState.READY, TaskState.RUNNING),
+     (TaskState.RUNNING, TaskState.SUCCEEDED), (TaskState.RUNNING, TaskState.RETRY_WAIT),
+     (TaskState.RETRY_WAIT, TaskState.READY), (TaskState.RUNNING, TaskState.FAILED),
+     (TaskState.RUNNING, TaskState.DENIED), (TaskState.RUNNING, TaskState.WAITING_HUMAN),
+     (TaskState.NEEDS_REVIEW, TaskState.READY), (TaskState.NEEDS_REVIEW, TaskState.CANCELED)}
+    | {(s, TaskState.NEEDS_REVIEW) for s in TaskState if s is not TaskState.NEEDS_REVIEW}
+    | {(s, TaskState.CANCELED) for s in TaskState if s not in TERMINAL}
+)
+
+
+def move_source(from_state, to_state) -> str:
+    """``"seed"`` for a move of the seed's state machine, ``"kit"`` for one beyond it (states or
+    their names)."""
+    return "seed" if (TaskState(from_state), TaskState(to_state)) in SEED_MOVES else "kit"
+
 
 #: Mapping to A2A v1.0 task states for export. needs_review and waiting_human are
 #: course extensions; both wait on a person, which A2A calls INPUT_REQUIRED.
@@ -175,9 +205,12 @@ def parse_rulebook(data: dict, *, source: str = "machine file") -> RuleBook:
         where = f"{source} rule {i + 1}"
         if not isinstance(row, dict):
             raise MachineError(f"{where}: expected a table")
-        extra = sorted(set(row) - {"from", "to", "roles", "reason"})
+        extra = sorted(set(row) - {"from", "to", "roles", "reason", "kit"})
         if extra:
-            raise MachineError(f"{where}: unknown key {extra[0]!r}; expected from, to, roles, reason")
+            raise MachineError(f"{where}: unknown key {extra[0]!r}; expected from, to, roles, reason (and kit)")
+        kit = row.get("kit", False)
+        if not isinstance(kit, bool):
+            raise MachineError(f"{where}: 'kit' must be true or false", code="E_FIELD_TYPE")
         for key in ("from", "to", "roles", "reason"):
             if key not in row:
                 raise MachineError(f"{where}: {key!r} is missing", code="E_MISSING_FIELD")
@@ -198,6 +231,9 @@ def parse_rulebook(data: dict, *, source: str = "machine file") -> RuleBook:
         for f in _expand_from(row["from"], where):
             if f == to_state:
                 continue  # a move to the same state is not a move
+            if kit and (f, to_state) in SEED_MOVES:
+                raise MachineError(f"{where}: {f.value} -> {to_state.value} is a move of the seed's state machine; "
+                                   "kit = true marks only a row beyond it (the kit's own addition)")
             if f in TERMINAL and to_state != TaskState.NEEDS_REVIEW:
                 raise MachineError(
                     f"{where}: {f.value} is terminal; the only move out of a terminal state is to needs_review",

@@ -34,7 +34,10 @@ def _dump_hash(path: Path) -> str:
     meta, hashed to its old pin. Re-taken for issue 41, whose behaviour changes every run on purpose:
     the conversation's declared bounds in meta, the trace's epoch and expiry columns, a conflicting
     twin under its sender's next number, no acknowledgement after the fence, publish-report's declared
-    expiry on every envelope; the tests of those changes hold each one."""
+    expiry on every envelope (the tests of those changes hold each one); and task-v1 became the seed's
+    state machine move for move (the kit's waiting_human -> ready row left it: played under the old and
+    the new task-v1, the two dumps differed only by that row of transition_rules and the same row in the
+    machine_loaded event's list of rules)."""
     c = sqlite3.connect(path)
     try:
         lines = [line for line in c.iterdump() if not line.startswith("INSERT INTO \"meta\" VALUES('commits'")]

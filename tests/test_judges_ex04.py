@@ -161,9 +161,12 @@ ESCAPED = {
     "a missing role (the runtime cannot expire a lease)": (
         _edit(('roles = ["researcher", "writer", "runtime"]', 'roles = ["researcher", "writer"]')),
         "retry-path", "lease can never expire"),
-    "a missing role (a reviewer cannot answer a waiting task)": (
-        _edit(('from = "waiting_human"\nto = "ready"\nroles = ["reviewer"]', 'from = "waiting_human"\nto = "ready"\nroles = ["manager"]')),
-        "human-answer", "waiting"),
+    "the kit's optional answer row, given to the manager (not a person)": (
+        SOLUTION + '\n[[rule]]\nfrom = "waiting_human"\nto = "ready"\nroles = ["manager"]\nreason = "answered"\nkit = true\n',
+        "human-answer", "only a person"),
+    "a missing move (a running attempt cannot wait for a person)": (
+        _edit(('[[rule]]\nfrom = "running"\nto = "waiting_human"\nroles = ["researcher", "writer"]\nreason = "worker waits for a person"\n', '')),
+        "human-answer", "cannot say so"),
     "an extra move (a frozen task goes back to running)": (
         SOLUTION + '\n[[rule]]\nfrom = "needs_review"\nto = "running"\nroles = ["reviewer"]\nreason = "resume"\n',
         "review", "ready (run it again) or canceled"),

@@ -625,7 +625,7 @@ def grade(
                                               help="Write FOLDER/STUDENT/results.json in Gradescope's format."),
     explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
                                                           "reproduces it and the hint, and the fault-by-invariant grid."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Tests judged at once (default: every core)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Submissions judged at once (default: every core); each one's tests run in order in one judge process, so -j never changes a score."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):

@@ -20,8 +20,9 @@ def machine_show(
     version: Optional[str] = typer.Option(None, "--version", help="Only this machine version."),
     as_json: bool = JSON_OPT,
 ):
-    """The allowlist: every allowed move and the roles that may make it."""
-    from ..machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState, default_rulebook
+    """The allowlist: every allowed move, the roles that may make it, and whether the move is the
+    seed's (its state machine) or the kit's own addition."""
+    from ..machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState, default_rulebook, move_source
 
     if db is None:
         rb = default_rulebook()
@@ -38,6 +39,7 @@ def machine_show(
         rules = [r for r in rules if r["machine_version"] == version]
         if not rules:
             raise InputError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
+    rules = [{**r, "source": move_source(r["from_state"], r["to_state"])} for r in rules]
     a2a = {s.value: A2A_STATE[s] for s in TaskState}
     if as_json:
         _print_json({"current": current, "rules": rules, "a2a": a2a,
@@ -45,9 +47,13 @@ def machine_show(
                      "a2a_extensions": [s.value for s in TaskState if s in A2A_EXTENSION_STATES]})
         return
     con = _console()
-    output_rows(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "reason"],
-                [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["reason"]]
-                 for r in rules], optional=("machine",), con=con)
+    kit = sum(r["source"] == "kit" for r in rules)
+    output_rows(f"Transition rules (new tasks use {current})", ["machine", "from", "to", "roles", "source", "reason"],
+                [[r["machine_version"], r["from_state"], r["to_state"], r["roles"].replace(",", ", "), r["source"],
+                  r["reason"]] for r in rules], optional=("machine",), con=con,
+                caption=("source: seed, a move of the seed's state machine; kit, a move beyond it that this kit (or "
+                         f"the table's author) added: {kit} here" if kit else
+                         "source: every move here is one of the seed's state machine (none is the kit's own)"))
     output_rows("A2A v1.0 export ('protolab a2a export')", ["state", "A2A task state", "note"],
                 [[s.value + (" *" if s in A2A_EXTENSION_STATES else ""), A2A_STATE[s], A2A_NOTES.get(s, "")]
                  for s in TaskState],

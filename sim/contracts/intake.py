@@ -647,13 +647,14 @@ CASES: tuple[Case, ...] = (
         task=REVIEW, decision=A, to_state=S.CANCELED,
     ),
     Case(
-        id="review-answers-waiting-human",
-        symptom="review-refused",
-        name="a reviewer's review_decision answers a waiting_human task and makes it ready",
-        rule="waiting_human -> ready when a person (a reviewer) answers",
+        id="review-on-waiting-human",
+        symptom="illegal-move-made",
+        name="a reviewer's review_decision on a waiting_human task is refused: the seed's table (task-v1) leaves "
+             "waiting_human only by a cancel or a freeze",
+        rule="the allowlist: waiting_human -> ready is no move of the seed's (a kit row, in task-v2 only)",
         envelope=_env("review_decision", {"decision": "ready"}, sender="reviewer", key="review:wh", mid="REV-3",
                       evidence=("M-102",)),
-        task=WAITING, decision=A, to_state=S.READY,
+        task=WAITING, decision=REJ, code="E_TRANSITION_NOT_ALLOWED",
     ),
     Case(
         id="review-by-writer",
@@ -1067,9 +1068,9 @@ CASES: tuple[Case, ...] = (
         name="a review_decision written against the current state_version is accepted",
         rule="writes are compare-and-swap on state_version",
         symptom="current-version-refused",
-        envelope=_env("review_decision", {"decision": "ready", "expected_state_version": 3}, sender="reviewer",
-                      key="review:wh:v3", mid="REV-11", evidence=("M-102",)),
-        task=WAITING, decision=A, to_state=S.READY,
+        envelope=_env("review_decision", {"decision": "ready", "expected_state_version": 4}, sender="reviewer",
+                      key="review:T-20:v4c", mid="REV-11", evidence=("M-102",)),
+        task=REVIEW, decision=A, to_state=S.READY,
     ),
     # ---- review and evidence
     Case(
@@ -1100,12 +1101,12 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         id="review-by-worker-waiting",
-        name="a worker's review_decision answering a waiting_human task is refused: a person (a reviewer) answers",
-        rule="waiting_human -> ready when a person (a reviewer) answers",
-        symptom="non-reviewer-released",
+        name="a worker's review_decision on a waiting_human task is refused: task-v1 has no waiting_human -> ready",
+        rule="the allowlist: waiting_human -> ready is no move of the seed's",
+        symptom="illegal-move-made",
         envelope=_env("review_decision", {"decision": "ready"}, sender="researcher", key="review:rw", mid="REV-13",
                       evidence=("M-102",)),
-        task=WAITING, decision=REJ, code="E_ROLE_NOT_ALLOWED",
+        task=WAITING, decision=REJ, code="E_TRANSITION_NOT_ALLOWED",
     ),
     Case(
         id="review-unretained-waiting",

@@ -79,7 +79,7 @@ class _LocalModule:
         self.names = {n: ("function" if callable(v) else v) for n, v in vars(self.module).items()
                       if callable(v) or isinstance(v, (str, int, float, bool))}
 
-    def call(self, fn: str, *args):
+    def call(self, fn: str, *args, process: int = 0):
         from .remote import RemoteError
 
         f = getattr(self.module, fn, None)

@@ -153,8 +153,10 @@ def judge_tests(tests: list[Test], folder: Path, shown_dir: str, hints=(), pool=
         return out
     import time
 
+    from .judges import forget_submission
     from .sandbox import describe, judge_here
 
+    forget_submission()
     with remote.submission():
         for t in tests:
             t0 = time.perf_counter()
@@ -177,22 +179,18 @@ def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(
     return judge_tests([test], submission, shown_dir, hints, pool)[test.name]
 
 
-def _chunks(tests: list[Test], n: int) -> list[list[Test]]:
-    """``tests`` in ``n`` groups of about equal time limits (the longest first)."""
-    groups: list[list[Test]] = [[] for _ in range(max(1, min(n, len(tests))))]
-    load = [0.0] * len(groups)
-    for t in sorted(tests, key=lambda t: -t.timeout):
-        i = load.index(min(load))
-        groups[i].append(t)
-        load[i] += t.timeout
-    return [g for g in groups if g]
-
-
-def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, jobs: int = 2,
+def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, pool=None,
              progress=None, only: list[str] | None = None, shown: str | None = None) -> Report:
     """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones
     too, and the hidden cases of public ones). Isolated (always, but for the kit's own tests of its
-    reference answers), the tests are split over ``jobs`` warm judge processes.
+    reference answers), in a warm judge process of ``pool`` (a :class:`~sim.course.pool.JudgePool`
+    shared by many submissions judged at once), or of a pool of its own.
+
+    Every way to grade judges a submission the same way: its tests in the exercise's order, one
+    after another, in one judge process, sharing the student's host processes and one budget of the
+    student's time (``protolab grade`` does the same per submission, at any ``-j``), so the same
+    files get the same verdicts from ``exercise check``, ``grade``, ``kit verify`` and the
+    Gradescope autograder (tests/test_one_score.py holds them to it).
 
     ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
     sub = Path(submission)
@@ -205,7 +203,6 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     from .hints import load_hints
 
     hints = load_hints(ex)
-    results: dict[str, TestResult] = {}
     done = [0]
 
     def step(name: str) -> None:
@@ -216,25 +213,22 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     if not isolate:
         results = judge_tests(tests, sub, shown, hints, None, step)
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         from .pool import JudgePool, private_copy
 
         with ExitStack() as stack:
-            groups = _chunks(tests, jobs)
-            judges = stack.enter_context(JudgePool(len(groups) or 1))
+            judges = pool if pool is not None else stack.enter_context(JudgePool(1))
             target, problem = private_copy(sub, stack)
             if problem is not None:
                 report.results = [_not_judged(t, problem) for t in tests]
                 report.problem = problem
                 report.sandbox = sandbox_of(report.results)
                 return report
-            with ThreadPoolExecutor(max_workers=max(1, len(groups))) as threads:
-                for part in threads.map(lambda g: judge_tests(g, target, shown, hints, judges, step), groups):
-                    results.update(part)
+            results = judge_tests(tests, target, shown, hints, judges, step)
     report.results = [results[t.name] for t in tests]
     report.sandbox = sandbox_of(report.results)
     return report
+
+
 def keep_attachments(report: Report, shown_dir: str, place) -> Report:
     """Write each failing test's attachment (a search's ``counterexample.toml``) whole, where
     ``place(name)`` says: ``(path, shown)``, the file to write and how commands name it (the reproduce

@@ -183,9 +183,11 @@ def _ungradable(ex: Exercise, sub: Submission, tests) -> Report:
 
 def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, hidden: bool = True,
               progress=None) -> list[Report]:
-    """A :class:`Report` per submission (same order). Every (submission, test) pair is one job in
-    a pool of ``jobs`` (default: every core), each in its own sandbox. ``progress(done, total,
-    name)`` is called as each submission completes."""
+    """A :class:`Report` per submission (same order). Each submission is one job in a pool of
+    ``jobs`` judge processes (default: every core): its tests in order, one after another, sharing
+    its host processes, as every way to grade judges it (:func:`sim.course.evaluate.evaluate`), so
+    ``jobs`` changes how long a class takes, never a score. ``progress(done, total, name)`` is called
+    as each submission completes."""
     from .hints import load_hints
 
     jobs = jobs or os.cpu_count() or 2

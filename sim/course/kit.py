@@ -499,9 +499,14 @@ def _plan(ex: Exercise) -> list[tuple[str, Path | None]]:
 
 def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int = 2) -> list[VerifyRow]:
     """Judge every exercise's solution, starter and planted wrong answers with hidden tests, each in
-    the sandbox: one :class:`VerifyRow` per submission (``ok``: as it should be).
-    ``progress(done, total, label)`` is called after each submission."""
+    the sandbox, as real grading judges a submission (:func:`sim.course.evaluate.evaluate`: its tests
+    in order in one judge process); ``jobs`` submissions at once. One :class:`VerifyRow` per
+    submission (``ok``: as it should be). ``progress(done, total, label)`` is called after each
+    submission."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from .evaluate import evaluate
+    from .pool import JudgePool
 
     root = Path(root).resolve() if root is not None else project_root()
     chosen = _pick(exercises_at(root), only)
@@ -510,7 +515,9 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
     plans = [(ex, _plan(ex)) for ex in chosen]
     total = sum(len(p) for _, p in plans)
     rows: list[VerifyRow] = []
-    done = 0
+    staged: list[tuple[Exercise, VerifyRow, Path | None, Path | None]] = []
+    lock = threading.Lock()
+    done = [0]
     with tempfile.TemporaryDirectory(prefix="protolab-verify-") as tmp:
         for ex, plan in plans:
             hidden = ex.hidden_tests()
@@ -518,6 +525,7 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
                 want = "full marks" if label == "solution" else "less"
                 row = VerifyRow(ex.number, ex.title, label, want, None, None, False)
                 missing = [f for f in ex.files if src is None or not (src / f).is_file()]
+                d = None
                 if src is None:
                     row.problem = f"no solutions/{ex.dirname} folder"
                 elif label == "solution" and not (hidden or ex.extensions()):
@@ -525,49 +533,62 @@ def verify_kit(*, root: Path | None = None, only=None, progress=None, jobs: int 
                 elif missing:
                     row.problem = f"{label} has no {missing[0]}"
                 else:
-                    d = _stage(ex, src, Path(tmp) / f"{ex.dirname}-{done}")
-                    rep = evaluate(ex, d, hidden=True, isolate=True, jobs=jobs, shown=ex.dirname)
-                    row.score, row.max_score = rep.score, rep.max_score
-                    failing = [r for r in rep.results if not r.passed]
-                    if rep.grader_errors:
-                        row.problem = "grader error: " + "; ".join(f"{r.name}: {r.grader_error}" for r in rep.grader_errors[:2])
-                    elif label == "solution":
-                        row.ok = not failing and rep.score == rep.max_score and rep.hidden_ran
-                        if failing:
-                            row.problem = "fails " + "; ".join(f"{r.name}: {r.message}" for r in failing[:2])
-                        elif row.ok:  # the hint tables: a condition the course cannot produce never matches
-                            from .hints import check_symptoms
-
-                            bad = check_symptoms(ex)
-                            if bad:
-                                row.ok, row.problem = False, "hint table: " + bad[0]
-                    else:
-                        share = min((r.max_points for r in rep.results), default=0)
-                        row.ok = rep.score <= rep.max_score - share
-                        if not row.ok:
-                            row.problem = (f"gets full marks ({rep.score:g}/{rep.max_score})" if rep.score >= rep.max_score
-                                           else f"loses less than one rule's share ({rep.score:g}/{rep.max_score})")
-                        expect = src / "expect.toml"
-                        if row.ok and expect.is_file():
-                            names = {r.name: r for r in rep.results}
-                            try:
-                                data = tomllib.loads(expect.read_text(encoding="utf-8"))
-                            except (OSError, tomllib.TOMLDecodeError) as e:
-                                data, row.ok, row.problem = {}, False, f"{expect.name} cannot be read: {e}"
-                            fails = data.get("fails", [])
-                            unknown = [n for n in fails if n not in names]
-                            passing = [n for n in fails if n in names and names[n].passed]
-                            feedback = " ".join(f"{r.message} {r.hint}" for r in failing).casefold()
-                            unnamed = [w for w in data.get("names", []) if w.casefold() not in feedback]
-                            if unknown:
-                                row.ok, row.problem = False, f"expect.toml names unknown test {unknown[0]}"
-                            elif passing:
-                                row.ok, row.problem = False, f"passes {', '.join(passing)}, which expect.toml says it fails"
-                            elif unnamed:
-                                row.ok, row.problem = False, f"its feedback never names its mistake ({unnamed[0]!r})"
+                    d = _stage(ex, src, Path(tmp) / f"{ex.dirname}-{len(staged)}")
                 rows.append(row)
-                done += 1
+                staged.append((ex, row, src, d))
+
+        def judge(item) -> None:
+            ex, row, src, d = item
+            if d is not None:
+                rep = evaluate(ex, d, hidden=True, isolate=True, pool=judges, shown=ex.dirname)
+                _verdict(ex, row, src, rep)
+            with lock:
+                done[0] += 1
                 if progress is not None:
-                    progress(done, total, f"{ex.dirname} {label}")
+                    progress(done[0], total, f"{ex.dirname} {row.submission}")
+
+        with JudgePool(max(1, jobs)) as judges, ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
+            list(threads.map(judge, staged))
     return rows
 
+
+def _verdict(ex: Exercise, row: VerifyRow, src: Path, rep) -> None:
+    """Fill ``row`` from ``rep``, the report of the submission at ``src``: as it should be or not."""
+    row.score, row.max_score = rep.score, rep.max_score
+    failing = [r for r in rep.results if not r.passed]
+    if rep.grader_errors:
+        row.problem = "grader error: " + "; ".join(f"{r.name}: {r.grader_error}" for r in rep.grader_errors[:2])
+    elif row.submission == "solution":
+        row.ok = not failing and rep.score == rep.max_score and rep.hidden_ran
+        if failing:
+            row.problem = "fails " + "; ".join(f"{r.name}: {r.message}" for r in failing[:2])
+        elif row.ok:  # the hint tables: a condition the course cannot produce never matches
+            from .hints import check_symptoms
+
+            bad = check_symptoms(ex)
+            if bad:
+                row.ok, row.problem = False, "hint table: " + bad[0]
+    else:
+        share = min((r.max_points for r in rep.results), default=0)
+        row.ok = rep.score <= rep.max_score - share
+        if not row.ok:
+            row.problem = (f"gets full marks ({rep.score:g}/{rep.max_score})" if rep.score >= rep.max_score
+                           else f"loses less than one rule's share ({rep.score:g}/{rep.max_score})")
+        expect = src / "expect.toml"
+        if row.ok and expect.is_file():
+            names = {r.name: r for r in rep.results}
+            try:
+                data = tomllib.loads(expect.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                data, row.ok, row.problem = {}, False, f"{expect.name} cannot be read: {e}"
+            fails = data.get("fails", [])
+            unknown = [n for n in fails if n not in names]
+            passing = [n for n in fails if n in names and names[n].passed]
+            feedback = " ".join(f"{r.message} {r.hint}" for r in failing).casefold()
+            unnamed = [w for w in data.get("names", []) if w.casefold() not in feedback]
+            if unknown:
+                row.ok, row.problem = False, f"expect.toml names unknown test {unknown[0]}"
+            elif passing:
+                row.ok, row.problem = False, f"passes {', '.join(passing)}, which expect.toml says it fails"
+            elif unnamed:
+                row.ok, row.problem = False, f"its feedback never names its mistake ({unnamed[0]!r})"

@@ -69,8 +69,11 @@ def worker_main() -> None:
 
     # each host's pid, as it starts: if this process has to be killed, the grader waits for them to end too
     remote.on_host_started = lambda pid: say({"host": pid})
+    from .judges import forget_submission
+
     for line in proto_in:
         req = json.loads(line)
+        forget_submission()  # judged as a fresh process would judge it, whatever this one judged before
         with remote.submission(req.get("budget")):
             for t in req["tests"]:
                 say({"start": t["name"]})

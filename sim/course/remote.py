@@ -34,7 +34,12 @@ from ..errors import InputError
 
 __all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode", "fatal", "printed",
            "reset", "budget", "submission", "shared", "close_shared", "CALL_SECONDS", "IMPORT_SECONDS",
-           "SUBMISSION_SECONDS"]
+           "SUBMISSION_SECONDS", "A", "B"]
+
+#: The two host processes of a module, by name. Every call says which one answers it (A unless the
+#: judge asks for B on purpose): a judge that compares two answers across processes names both, so a
+#: verdict never depends on how many calls came before it.
+A, B = 0, 1
 
 #: The longest answer line a host may send (characters).
 REPLY_LIMIT = 32 * 1024 * 1024
@@ -342,13 +347,16 @@ class _Host:
 class RemoteModule:
     """A student's module living in host processes; ``call(name, *args)`` returns JSON values.
 
-    With ``processes=2`` (the default) two hosts import the file, each with its own hash seed, and
-    take turns answering calls: a function of the student's must give the same answer in any
-    process, as a key must when a restarted worker, another replica or tomorrow's run computes it
-    again. A key made with ``hash()``, ``id()``, a counter or a random salt gives itself away on the
-    next call. Each call is held to :data:`CALL_SECONDS` (an import to :data:`IMPORT_SECONDS`) and
-    to what is left of the submission's :func:`budget`; past either, the host is killed and the
-    test lost with the reason."""
+    With ``processes=2`` (the default) two hosts import the file, each with its own fixed hash seed
+    (1 for process :data:`A`, 2 for :data:`B`, on every machine). A call goes to the process it
+    names (``process=A`` when it names none): a judge that wants to know whether the student's
+    function gives the same answer in any process, as a key must when a restarted worker, another
+    replica or tomorrow's run computes it again, asks A and B on purpose and compares; hosts never
+    take turns, so no verdict depends on how many calls came before it. A key made with ``hash()``,
+    ``id()`` or a random salt gives itself away there; one made with a counter, on a second call in
+    the same process. Each call is held to :data:`CALL_SECONDS` (an import to
+    :data:`IMPORT_SECONDS`) and to what is left of the submission's :func:`budget`; past either, the
+    host is killed and the test lost with the reason."""
 
     def __init__(self, path: str | Path, what: str = "design", *, processes: int = 2):
         self.path = Path(path)
@@ -356,7 +364,6 @@ class RemoteModule:
         self.printed = 0  # characters the student's code printed (discarded)
         self.fatal: str | None = None
         self.shared = False
-        self._turn = 0
         self._started = False  # every host has said hello (imported the file): a host that ends now is the code's doing
         self.hosts: list[_Host] = []
         try:
@@ -463,13 +470,13 @@ class RemoteModule:
                 self._fatal(reply.get("error", "the student's code failed"))
             return reply
 
-    def call(self, fn: str, *args):
-        """Call the student's ``fn`` in the next host; engine records go both ways (see :func:`encode`)."""
+    def call(self, fn: str, *args, process: int = A):
+        """Call the student's ``fn`` in host ``process`` (:data:`A` or :data:`B`; a module started with
+        one process answers everything in it); engine records go both ways (see :func:`encode`)."""
         if self.fatal is not None:
             self._fatal(self.fatal)  # the test this call belongs to is lost for the same reason
             raise RemoteError(self.fatal, code="E_SANDBOX")
-        host = self.hosts[self._turn % len(self.hosts)]
-        self._turn += 1
+        host = self.hosts[process if 0 <= process < len(self.hosts) else 0]
         try:
             host.send({"fn": fn, "args": encode(list(args))})
         except (BrokenPipeError, OSError):
@@ -550,17 +557,17 @@ class RemoteDesign:
                              f"{', '.join(_digest.SCHEMES)}", code="E_PLUGIN_INCOMPLETE")
         self.name = Path(path).name
 
-    def _call(self, fn: str, intent: Intent):
-        return self.module.call(fn, intent)
+    def _call(self, fn: str, intent: Intent, process: int = A):
+        return self.module.call(fn, intent, process=process)
 
-    def idempotency_key(self, intent: Intent):
-        return self._call("idempotency_key", intent)
+    def idempotency_key(self, intent: Intent, process: int = A):
+        return self._call("idempotency_key", intent, process)
 
-    def payload(self, intent: Intent):
-        return self._call("payload", intent)
+    def payload(self, intent: Intent, process: int = A):
+        return self._call("payload", intent, process)
 
-    def evidence_refs(self, intent: Intent):
-        return self._call("evidence_refs", intent)
+    def evidence_refs(self, intent: Intent, process: int = A):
+        return self._call("evidence_refs", intent, process)
 
     def close(self) -> None:
         self.module.close()
@@ -713,15 +720,16 @@ def host_main(path: str, limits: str = "") -> None:
         send(reply)
 
 
-def remote_callable(path: str | Path, fn: str, what: str):
+def remote_callable(path: str | Path, fn: str, what: str, *, processes: int = 2):
     """``(function, host)``: the student's ``fn`` from the file at ``path``, running in its own
-    host process; calling the function calls it there. Close the host when done."""
-    host = shared(path, what)
+    host processes; ``function(*args, process=A)`` calls it in the process named (A unless the
+    caller says B). Close the host when done."""
+    host = shared(path, what, processes=processes)
     if host.names.get(fn) != "function":
         raise InputError(f"{what} file {path} lacks the function {fn!r}", code="E_PLUGIN_INCOMPLETE")
 
-    def call(*args):
-        return host.call(fn, *args)
+    def call(*args, process: int = A):
+        return host.call(fn, *args, process=process)
 
     call.__name__ = fn
     return call, host

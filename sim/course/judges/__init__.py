@@ -23,7 +23,12 @@ from typing import Callable
 from ...errors import InputError
 
 __all__ = ["Judged", "Broke", "rule", "passed", "failed", "partial", "resolve", "grid_row", "signature_of",
-           "reference_outcome", "try_line", "rerun", "rerun_line"]
+           "reference_outcome", "try_line", "rerun", "rerun_line", "Resends", "A", "B", "per_submission",
+           "forget_submission"]
+
+#: The two processes that run a student's module (:mod:`sim.course.remote`): a judge names the one
+#: that computes each answer. Process A computes everything a judge does not place on purpose.
+A, B = 0, 1
 
 
 def try_line(exercise: int, code: str, *, processes: int = 0) -> str:
@@ -190,3 +195,52 @@ def reference_outcome(scenario: str, faults, seed: int = 0) -> tuple[dict[str, s
             store.close()
     states, pubs = _REFERENCE[key]
     return dict(states), pubs
+
+
+class Resends:
+    """Where one run's envelopes are made, on purpose: the first time the run sends an intent, the
+    student's code computes its envelope in process A; the same intent said again under another
+    message id (a resend: the same intent, a new message id and time) is computed in process B, as
+    a restarted sender or another replica of it would compute it. Whether a key names the intent in
+    *every* process is then tested where the story tests it (a resend must be recorded duplicate),
+    and by the run's own events, never by how many calls came before.
+
+    One instance per run (or per search: a search's branches share it, and its breadth-first order
+    is fixed, so the placement is too)."""
+
+    _SKIP = ("message_id", "created_at")
+
+    def __init__(self):
+        self._first: dict[str, str] = {}
+
+    @classmethod
+    def identity(cls, intent) -> str:
+        """What makes an intent the same intent: every field but the transport's message id and time."""
+        import dataclasses
+
+        return repr(tuple((f.name, getattr(intent, f.name)) for f in dataclasses.fields(intent)
+                          if f.name not in cls._SKIP))
+
+    def process_of(self, intent) -> int:
+        """A for an intent the run sends for the first time (or again under the same message id), B
+        for the same intent under another message id."""
+        first = self._first.setdefault(self.identity(intent), intent.message_id)
+        return A if first == intent.message_id else B
+
+
+_PER_SUBMISSION: list = []
+
+
+def per_submission(cache):
+    """``cache`` (a dict) holds what a judge learned about one submission's code (its runs, its
+    answers): emptied by :func:`forget_submission` before each submission is judged, so that a warm
+    judge process judges every submission as a fresh one would (nothing an earlier submission made
+    it compute, keep or evict changes what the student's code is asked, or in which order)."""
+    _PER_SUBMISSION.append(cache)
+    return cache
+
+
+def forget_submission() -> None:
+    """Empty every :func:`per_submission` cache (a new submission is about to be judged)."""
+    for cache in _PER_SUBMISSION:
+        cache.clear()

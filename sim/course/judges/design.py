@@ -5,9 +5,10 @@ are asked directly about real intents of those runs; never by comparing strings 
 One test per rule of the seeds (message-protocols-and-shared-state: the envelope, "a duplicate is
 not a conflict", "source of truth", "failures and debugging"), each all or nothing:
 
-* ``keys_name_intents``: the key names the logical intent. The same intent asked twice (the two
-  asks land in two host processes with different hash seeds), resent under a new message id or at
-  a later time, keeps its key, and a resend delivered through the runtime is recorded duplicate
+* ``keys_name_intents``: the key names the logical intent. The same intent keyed in process A and
+  again in process B (two host processes with their own hash seeds), resent under a new message id
+  or at a later time, keeps its key, and a resend delivered through the runtime (made in process B,
+  as a restarted sender would make it) is recorded duplicate
   ("idempotency_key identifies the same logical intent"; "a duplicate delivery is ignorable only
   when both values match"); the runs with resend faults hold RESEND_DEDUPLICATED.
 * ``distinct_intents``: distinct intents never share a key. A clean run records no duplicate and
@@ -18,8 +19,9 @@ not a conflict", "source of truth", "failures and debugging"), each all or nothi
   a false conflict freezes a healthy task).
 * ``payload_conflict``: the same intent with another payload is a conflict. The key does not
   change when only what the intent says changes (its body, its product, its evidence, its
-  context), and that second payload delivered through the runtime after the first is recorded
-  conflict ("same key and different digest: do not use last-write-wins. Freeze the task").
+  context), and that second payload, made in process B (a restarted worker's or another replica's
+  answer) and delivered through the runtime after the first, is recorded conflict ("same key and
+  different digest: do not use last-write-wins. Freeze the task").
 * ``evidence_by_reference``: evidence lives in the artifact store and is cited by digest: every
   message cites the evidence its intent rests on, its citations resolve, and no payload carries a
   copy of a stored artifact ("evidence_refs point to primary evidence so repeated summarization
@@ -30,10 +32,17 @@ not a conflict", "source of truth", "failures and debugging"), each all or nothi
 * ``fault_matrix``: the whole fault matrix holds every invariant on both stories, and each run ends
   as the course's design ends it, the report published once.
 
+Where the student's code computes each answer is chosen here, on purpose, never by how many calls
+came before (:mod:`sim.course.remote`): a run makes every envelope in process A the first time it
+sends an intent and in process B when it sends the same intent again under another message id (a
+resend, as a restarted sender would make it; :class:`~sim.course.judges.Resends`); the probes key
+an intent in A and again in B and compare; what is delivered after a probed run (every kind resent,
+every request and result said otherwise) is made in B; everything else is asked of A.
+
 Runs are shared between the tests of one submission (:data:`_RUNS`, keyed by the file's path,
 its content's hash and the run's arguments): each (story, faults, seed) is played once however many
-tests name it, a clean run is probed once, and the design's answers are kept per submission (the
-same intent is asked once; the probes that must reach both processes ask past that). The course's
+tests name it, a clean run is probed once, and the design's answers are kept per submission and
+process (the same intent is asked once in each; the probes ask past that). The course's
 design's run of each case (its ending, its counts, its intents) is worked out once per process.
 A model answer's grade plays 19 runs and asks the design about 600 times (docs/performance.md).
 """
@@ -46,7 +55,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import Broke, Judged, failed, grid_row, passed, rerun_line, rule, signature_of, try_line
+from . import A, B, Broke, Judged, Resends, failed, grid_row, passed, per_submission, rerun_line, rule, signature_of, try_line
 
 __all__ = [
     "SYMPTOMS",
@@ -107,6 +116,9 @@ SYMPTOMS = {
     "not-published": "the report was never published though the course's design publishes it",
     "wrong-ending": "a run ended in other task states than the course's design reaches",
     "evidence-refused": "a result reporting success cited no evidence and intake refused it (E_EVIDENCE_REQUIRED)",
+    # the search
+    "search-run-idle": "the search's story, in the order a run delivers it, did not end as the course's design ends it "
+                       "(stalled or frozen: a search proves nothing of a story that does not do its job)",
     # any rule
     "design-error": "the design raised, or returned something that is not a valid envelope part",
 }
@@ -190,7 +202,8 @@ _INTENT_FIELDS = _intent_fields()
 
 class _Kept:
     """The student's design with each answer kept for the submission: the same intent is asked once
-    (a design must answer the same intent the same way; the probes ask past this to check that)."""
+    in each process (a design must answer the same intent the same way; the probes ask past this to
+    check that). Every answer is asked of the process a judge names (:data:`A` unless it says B)."""
 
     def __init__(self):
         self.remote = None
@@ -204,10 +217,10 @@ class _Kept:
     def digest_scheme(self) -> str:
         return self.remote.digest_scheme
 
-    def _ask(self, fn: str, intent):
-        k = (fn, _canon(intent))
+    def ask(self, fn: str, intent, process: int = A):
+        k = (fn, _canon(intent), process)
         if k not in self.answers:
-            value = getattr(self.remote, fn)(intent)
+            value = getattr(self.remote, fn)(intent, process)
             try:
                 self.answers[k] = copy.deepcopy(value)
             except Exception:  # noqa: BLE001 - a value that cannot be copied is not kept
@@ -215,17 +228,51 @@ class _Kept:
         return copy.deepcopy(self.answers[k])
 
     def idempotency_key(self, intent):
-        return self._ask("idempotency_key", intent)
+        return self.ask("idempotency_key", intent)
 
     def payload(self, intent):
-        return self._ask("payload", intent)
+        return self.ask("payload", intent)
 
     def evidence_refs(self, intent):
-        return self._ask("evidence_refs", intent)
+        return self.ask("evidence_refs", intent)
+
+    def at(self, process: int) -> "_At":
+        """This design with every envelope made in ``process``."""
+        return _At(self, lambda _intent: process)
+
+    def in_run(self) -> "_At":
+        """This design as one run (or one search) uses it: each envelope made where
+        :class:`~sim.course.judges.Resends` places it (a resend in process B)."""
+        return _At(self, Resends().process_of)
 
 
-_KEPT: dict = {}  # fingerprint -> _Kept; bounded
-_RUNS: dict = {}  # (fingerprint, scenario, faults, seed, probe) -> _Played; bounded
+class _At:
+    """The design-shaped view of a :class:`_Kept` that the simulator calls: ``where(intent)`` says
+    which process makes each envelope."""
+
+    def __init__(self, kept: _Kept, where):
+        self.kept, self.where = kept, where
+
+    @property
+    def name(self) -> str:
+        return self.kept.name
+
+    @property
+    def digest_scheme(self) -> str:
+        return self.kept.digest_scheme
+
+    def idempotency_key(self, intent):
+        return self.kept.ask("idempotency_key", intent, self.where(intent))
+
+    def payload(self, intent):
+        return self.kept.ask("payload", intent, self.where(intent))
+
+    def evidence_refs(self, intent):
+        return self.kept.ask("evidence_refs", intent, self.where(intent))
+
+
+_KEPT: dict = per_submission({})  # fingerprint -> _Kept; bounded
+_RUNS: dict = per_submission({})  # (fingerprint, scenario, faults, seed, probe) -> _Played; bounded
 _RUNS_MAX = 128
 _SCENARIOS: dict = {}
 
@@ -249,12 +296,13 @@ def _scenario(name: str):
     return _SCENARIOS[name]
 
 
-def _ask_key(remote, intent):
-    """The student's key for ``intent``, asked of the next host process: (key as text, error or None)."""
+def _ask_key(remote, intent, process: int = A):
+    """The student's key for ``intent``, asked of host ``process`` (never kept: a probe asks past the
+    kept answers): (key as text, error or None)."""
     from ..remote import RemoteError
 
     try:
-        k = remote.idempotency_key(intent)
+        k = remote.idempotency_key(intent, process)
     except RemoteError as e:
         return None, e.message
     if not isinstance(k, str):
@@ -391,7 +439,7 @@ def _play(sub: Path, scenario: str, faults=(), seed: int = 0, probe: bool = Fals
     sc = _scenario(scenario)
     run = None
     try:
-        run = new_run(sc, get_policy("safe"), int(seed), fault_specs(sc, list(faults)), None, design=design,
+        run = new_run(sc, get_policy("safe"), int(seed), fault_specs(sc, list(faults)), None, design=design.in_run(),
                       plugged={"design": f"{_FILE} (remote)"})
         with run.store.group_commits():
             run.run()
@@ -504,8 +552,8 @@ def _probe(run, design: _Kept, out: _Played) -> dict:
         rec = {"kind": _kind(i), "message_id": m["message_id"], "what": _what(i), "type": i.type, "task_id": i.task_id,
                "error": None, "process": None, "message_id_kept": None, "time_kept": None, "payload_parts": []}
         keys.append(rec)
-        k1, e1 = _ask_key(remote, i)
-        k2, e2 = _ask_key(remote, i)  # the next call goes to the other host process
+        k1, e1 = _ask_key(remote, i, A)
+        k2, e2 = _ask_key(remote, i, B)  # the very same intent keyed again in the other process
         if e1 or e2:
             rec["error"] = e1 or e2
             continue
@@ -548,14 +596,17 @@ def _probe(run, design: _Kept, out: _Played) -> dict:
             kj, ej = _ask_key(remote, j)
             pairs.append({"symptom": symptom, "what": what, "keys": (k1, kj), "error": ej,
                           "shared": ej is None and kj == k1})
-    # through the runtime, after the run: every kind resent, every request and result said otherwise. The
-    # conversation is fenced by then, and its fence refuses whatever comes after it; what is probed is how
-    # intake reads the design's keys and digests, so the probes go to intake past the conversation's rules.
+    # through the runtime, after the run: every kind resent, every request and result said otherwise,
+    # each made in process B, as a restarted sender or another replica would make it (the run's own
+    # envelopes were made in process A). The conversation is fenced by then, and its fence refuses whatever
+    # comes after it; what is probed is how intake reads the design's keys and digests, so the probes go to
+    # intake past the conversation's rules.
+    in_b = design.at(B)
     probe_policy = replace(run.policy, conversation_rules=False)
     for m, i in reps:
         again = replace(i, message_id=run.next_id(i.message_id.split("-")[0] or "M"), created_at=later)
         try:
-            env = run._build(again)
+            env = _build_with(run, in_b, again)
             o = runtime.deliver(run.store, env, policy=probe_policy)
         except DesignError as e:
             resends.append({"what": _what(i), "message_id": m["message_id"], "error": " ".join(e.message.split())[:300]})
@@ -571,7 +622,7 @@ def _probe(run, design: _Kept, out: _Played) -> dict:
             continue  # one of each per task
         try:
             other = replace(_revised(i, run.store), message_id=run.next_id("M"), created_at=later)
-            env = run._build(other)
+            env = _build_with(run, in_b, other)
             o = runtime.deliver(run.store, env, policy=probe_policy)
         except DesignError as e:
             conflicts.append({"what": _what(i), "message_id": m["message_id"], "task_id": i.task_id, "type": i.type,
@@ -582,6 +633,16 @@ def _probe(run, design: _Kept, out: _Played) -> dict:
                           "same_key": env.idempotency_key == m["key"], "same_digest": env.payload_digest == m["digest"],
                           "error": None})
     return {"keys": keys, "pairs": pairs, "resends": resends, "conflicts": conflicts}
+
+
+def _build_with(run, design, intent):
+    """The envelope ``run`` makes of ``intent`` (privacy as the run applies it) with ``design``."""
+    saved = run.design
+    run.design = design
+    try:
+        return run._build(intent)
+    finally:
+        run.design = saved
 
 
 def _played(sub: Path, case: dict) -> _Played:
@@ -755,7 +816,8 @@ def keys_name_intents(sub: Path, args: dict) -> Judged:
             else:
                 why, sym = "its key changed, so intake took it for a new intent", \
                     ["resend-not-duplicate", *_causes(out, i_type)]
-            broke.append(Broke(case, f"the resend {r['resend']} was recorded {r['decision']}"
+            broke.append(Broke(case, f"the resend {r['resend']} (made in the other process, as a restarted sender "
+                                     f"would make it) was recorded {r['decision']}"
                                      f"{' (' + r['code'] + ')' if r['code'] else ''}, not duplicate: {why}", tuple(sym),
                                reproduce=_repro(out.scenario, ["resend:" + (i_type or "task_result")], out.seed)))
     for c in _cases(args):
@@ -902,7 +964,8 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
             else:
                 sym = ["key-from-payload"] if rec and rec["payload_parts"] else _causes(out, c["type"])
                 why = "its key changed, so intake took it for another intent"
-            broke.append(Broke(case, f"{c['second']} (the same intent, another product and other words) was recorded "
+            broke.append(Broke(case, f"{c['second']} (the same intent, another product and other words, made in the "
+                                     f"other process as a restarted worker's answer would be) was recorded "
                                      f"{c['decision']}{' (' + c['code'] + ')' if c['code'] else ''}, not conflict: {why}",
                                ("conflict-unseen", *sym), reproduce=one))
     for c in _cases(args):
@@ -1122,9 +1185,11 @@ def search(sub: Path, args: dict) -> Judged:
     design = _kept(sub)
     checked, broke, rows = explore_all(
         _fingerprint(sub), args.get("searches", []),
-        lambda policy: Plugged(design, get_policy(policy), {"design": f"{_FILE} (remote)"}),
+        lambda policy: Plugged(design.in_run(), get_policy(policy), {"design": f"{_FILE} (remote)"}),
         reproduce="protolab run {dir}/counterexample.toml --design {dir}/design.py --db counterexample.db && protolab check --db counterexample.db",
-        symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error")
+        symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error",
+        reference=lambda policy: Plugged(None, get_policy(policy), {}),
+        idle_reproduce="protolab run --design {dir}/design.py --seed 0 --db ex1.db && protolab messages --db ex1.db")
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
 

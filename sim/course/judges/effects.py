@@ -17,11 +17,13 @@ or nothing:
 * ``key_names_the_effect``: the key is a function of the effect alone: the same in every process,
   whatever the delivery, the message, the attempt or the payload that carries it.
 
-The student's module runs in two host processes with different hash seeds that take turns
-(:mod:`sim.course.remote`); a crash and restart therefore computes the restarted side's key in
-another process, and the probes key every made-up result once in *each* process (calls aligned so
-that the i-th call of every group lands in the same process), so that a key made with ``hash()``,
-a counter or a random salt is seen for what it is, and a too-coarse key is not excused by one.
+The student's module runs in two host processes with their own hash seeds, A and B
+(:mod:`sim.course.remote`), and each key is computed where this module says, on purpose: in a run,
+a result of a task's first attempt is keyed in process A and a later attempt's (the restarted
+side, after a crash or a retry) in process B; a redelivery of the whole log (a replay) keys every
+result in process B. The probes key every made-up result once in *each* process, so that a key made
+with ``hash()``, a counter or a random salt is seen for what it is, and a too-coarse key is not
+excused by one.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, rule, try_line
+from . import A, B, Broke, Judged, grid_row, per_submission, rule, try_line
 
 _FILE = "effects.py"
 
@@ -55,6 +57,8 @@ SYMPTOMS = {
     "effect-lost-kind": "two kinds of effect of one task and target shared a key: the second was suppressed",
     "effect-lost-in-run": "a run committed fewer different effects than it asked for",
     "no-key": "a publishing result got no key (None): its effect never commits",
+    "search-run-idle": "the search's story, in the order a run delivers it, did not commit the effects the runtime's own "
+                       "rule commits (nothing got committed, so no order could commit anything twice)",
     "rule-fails": "the rule raised, or returned something that is not a non-empty string or None",
 }
 
@@ -68,12 +72,13 @@ def _rule(sub: Path):
     return remote_callable(sub / _FILE, "effect_key", "effect rule")
 
 
-def _answer(call, result, delivery: int):
-    """``("key", k)``, ``("none", None)`` or ``("bad", what)`` for one call of the student's rule."""
+def _answer(call, result, delivery: int, process: int = A):
+    """``("key", k)``, ``("none", None)`` or ``("bad", what)`` for one call of the student's rule in
+    host ``process``."""
     from ...errors import ProtolabError
 
     try:
-        k = call(result, delivery)
+        k = call(result, delivery, process=process)
     except ProtolabError as e:  # RemoteError: the student's code raised (or its host is gone)
         return "bad", f"raised: {e.message}"
     if k is None:
@@ -89,15 +94,33 @@ def _show(v, limit: int = 60) -> str:
 
 
 def _in_each_process(call, host, inputs: list[tuple]) -> list[list[tuple]]:
-    """``out[p][i]``: input i's answer in process p. Each input is called once per host process,
-    consecutively, so the p-th call of every input lands in the same process (the hosts take
-    turns), whatever process the first call lands in."""
+    """``out[p][i]``: input i's answer in process p (each input asked of every host process, one
+    after another)."""
     n = max(1, len(getattr(host, "hosts", ())) or 1)
     out: list[list[tuple]] = [[] for _ in range(n)]
     for result, delivery in inputs:
         for p in range(n):
-            out[p].append(_answer(call, result, delivery))
+            out[p].append(_answer(call, result, delivery, p))
     return out
+
+
+def _attempt_of(result) -> int:
+    """The attempt (lease) a result reports: 1 when it says none."""
+    lease = (getattr(result, "payload", None) or {}).get("lease_version", 1)
+    return lease if isinstance(lease, int) and not isinstance(lease, bool) else 1
+
+
+def _placed(call, replay: bool = False):
+    """The student's rule as a run calls it: a result of a task's first attempt keyed in process A,
+    a later attempt's (the restarted side) in process B; with ``replay``, every result in process B
+    (the whole log delivered again, as a fresh process replays it)."""
+    if call is None:
+        return None
+
+    def effect_key(result, delivery_id):
+        return call(result, delivery_id, process=B if replay or _attempt_of(result) > 1 else A)
+
+    return effect_key
 
 
 # ------------------------------------------------------------------------------------------ made-up results
@@ -183,7 +206,7 @@ def _probe_same(call, host, names) -> tuple[int, list[Broke], list]:
             broke.append(Broke("a publishing result of T-2 to R-1", what,
                                symptoms=("no-key",) if kind == "none" else ("rule-fails",), reproduce=repro))
             return n_cases, broke, got
-    # the same result twice in one process, and in two processes (the hosts take turns)
+    # the same result twice in one process, and once in each process
     twice = [(got[p][0][1], got[p][1][1]) for p in range(len(got))]
     if any(a != b for a, b in twice):
         a, b = next(t for t in twice if t[0] != t[1])
@@ -318,11 +341,14 @@ def _scenario(name: str):
     return load_scenario(name)
 
 
-def _policy(base: str, rule_fn):
+def _policy(base: str, rule_fn, *, replay: bool = False):
+    """The consumer ``base`` with the student's rule (``rule_fn``, placed by :func:`_placed`), or with
+    the runtime's own rule when ``rule_fn`` is None."""
     from ...policy import NAIVE, SAFE
 
     pol = NAIVE if base == "naive" else SAFE
-    return replace(pol, effect_rule=rule_fn) if rule_fn is not None else replace(pol, idempotent_effects=True)
+    return replace(pol, effect_rule=_placed(rule_fn, replay)) if rule_fn is not None else \
+        replace(pol, idempotent_effects=True)
 
 
 @dataclass(frozen=True)
@@ -339,7 +365,7 @@ class _Outcome:
         return Counter(c[0] for c in self.commits)
 
 
-_RUNS: dict = {}  # (file, content hash, scenario, policy, faults, seed) -> _Outcome; bounded
+_RUNS: dict = per_submission({})  # (file, content hash, scenario, policy, faults, seed) -> _Outcome; bounded
 _RUNS_MAX = 512
 _EXPECTED: dict = {}  # (scenario, policy, faults, seed) -> the set of effects a right key commits
 
@@ -381,7 +407,7 @@ def _run(sub: Path, call, case: dict) -> _Outcome:
             again, err = (), None
             if pol == "naive":  # the safe consumer takes a redelivered result as a duplicate: no effect rule runs
                 try:
-                    again = tuple(redeliver(store, policy=policy)["effects_committed_again"])
+                    again = tuple(redeliver(store, policy=_policy(pol, call, replay=True))["effects_committed_again"])
                 except ProtolabError as e:
                     err = f"delivering the log again: {e.message}"
             out = _Outcome(err, commits, suppressed, again, len({c[0] for c in commits}) == len(commits))
@@ -524,7 +550,8 @@ def _why_again(rows: list[tuple], faults: list[str]) -> tuple[str, str]:
 def at_most_once(sub: Path, args: dict) -> Judged:
     """Rule: an effect commits at most once however its result comes back (redelivered, resent,
     from a worker that crashed and restarted, or the whole log replayed), even under the naive
-    consumer, which re-executes every delivery."""
+    consumer, which re-executes every delivery. A run that commits no effect at all, where the
+    runtime's own rule commits one, proves nothing of the rule and counts as breaking it."""
     call, host = _rule(sub)
     try:
         cases = _cases(args)
@@ -539,6 +566,15 @@ def at_most_once(sub: Path, args: dict) -> Judged:
                 ok = False
                 broke.append(Broke(label, f"the run stopped: {out.error}", symptoms=("rule-fails",),
                                    reproduce=_repro(case), signature={"policy": pol, "faults": faults, "scenario": sc}))
+            if not out.error and not out.commits and _expected(case):
+                # nothing committed at all: "at most once" holds of nothing, so the case shows nothing
+                # (an effect that never commits is none-lost's to name; here it only voids the case)
+                ok = False
+                broke.append(Broke(label, f"no effect was committed at all where the runtime's own rule commits "
+                                          f"{len(_expected(case))}: an effect that never commits is never committed "
+                                          "twice, so this run proves nothing about at most once (a key of None "
+                                          "commits nothing)", symptoms=("no-key",), reproduce=_repro(case),
+                                   signature={"policy": pol, "faults": faults, "scenario": sc, "problem": "nothing-committed"}))
             for eff, committed in _repeats(out):
                 ok = False
                 sym, words = _why_again(committed, faults)
@@ -590,7 +626,8 @@ def search(sub: Path, args: dict) -> Judged:
             reproduce="protolab run {dir}/counterexample.toml --effects {dir}/effects.py --db counterexample.db && protolab check --db counterexample.db",
             symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
                                                if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
-            failed_symptom="rule-fails")
+            failed_symptom="rule-fails", reference=lambda policy: Plugged(None, _policy(policy, None), {}),
+            idle_reproduce="protolab run --policy naive --effects {dir}/effects.py --seed 0 --db ex5.db && protolab state --db ex5.db")
         if broke:  # a key that differs between processes broke it: one process replaying the file would not
             _n, why, _got = _probe_same(call, host, [])
             if any("key-differs-between-processes" in b.symptoms for b in why):

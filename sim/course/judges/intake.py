@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, reference_outcome, rule, try_line
+from . import A, Broke, Judged, grid_row, per_submission, reference_outcome, rule, try_line
 
 _FILE = "decide.py"
 
@@ -112,6 +112,8 @@ SYMPTOMS = {
     "run-invariant-broke": "in a run, another invariant broke",
     "run-wrong-ending": "a run ended otherwise than under the reference intake (task states or publications)",
     "run-failed": "a run could not finish: consume raised, or returned an answer the runtime cannot apply",
+    "search-run-idle": "the search's story, in the order a run delivers it, did not end as with the reference intake "
+                       "(stalled or frozen: a search proves nothing of a story that does not do its job)",
 }
 
 _RUN_SYMPTOM = {
@@ -146,13 +148,16 @@ def _decide(sub: Path):
     if _engine_interface_only(sub / _FILE):  # refused before it is imported (a copy of sim/intake.py would
         raise InputError(f"intake file {_FILE} defines decide, the engine's interface, but not the function "  # not
                          f"'consume' (it must define {CONSUME_NEEDED})", code="E_PLUGIN_INCOMPLETE")  # import)
-    host = shared(sub / _FILE, "intake")
+    # One process: the consumer is one process of the runtime's, and what it is handed (the
+    # delivery, the task, the recorded intents) is the store's, never a value it computed before, so
+    # no rule of this exercise compares its answers across processes. Every call is the same host's.
+    host = shared(sub / _FILE, "intake", processes=1)
     if host.names.get("consume") != "function":
         raise InputError(f"intake file {_FILE} lacks the function 'consume' (it must define {CONSUME_NEEDED})",
                          code="E_PLUGIN_INCOMPLETE")
 
     def consume(*args):
-        return host.call("consume", *args)
+        return host.call("consume", *args, process=A)
 
     return adapt(consume), host
 
@@ -309,7 +314,7 @@ def _unusable(v, task) -> str:
 
 #: Verdicts already given, per submission file: decide is a pure function of its inputs (sim.intake),
 #: and the runs of one story share most of their deliveries, so each input is asked once.
-_ANSWERS: OrderedDict = OrderedDict()
+_ANSWERS: OrderedDict = per_submission(OrderedDict())
 _ANSWERS_KEPT = 20_000
 
 
@@ -456,7 +461,7 @@ def _judge_cases(fn, cases) -> list[Broke]:
 # ------------------------------------------------------------------------------------------ fault runs
 
 #: Runs already played, per submission file and run: (path, content, scenario, faults, seed) -> outcome.
-_RUNS: OrderedDict = OrderedDict()
+_RUNS: OrderedDict = per_submission(OrderedDict())
 _RUNS_KEPT = 256
 
 
@@ -610,7 +615,9 @@ def search(sub: Path, args: dict) -> Judged:
             lambda policy: Plugged(None, replace(get_policy(policy), decide=_guarded(fn, owner)),
                                    {"intake": f"{_FILE} (remote)"}),
             reproduce="protolab run {dir}/counterexample.toml --intake {dir}/decide.py --db counterexample.db && protolab check --db counterexample.db",
-            symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed")
+            symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed",
+            reference=lambda policy: Plugged(None, get_policy(policy), {}),
+            idle_reproduce="protolab run --intake {dir}/decide.py --seed 0 --db ex3.db && protolab messages --db ex3.db")
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)

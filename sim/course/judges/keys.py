@@ -1,5 +1,5 @@
 """Judges of exercise 2, keys and digests: the student's ``digest`` and ``idempotency_key`` run in
-two host processes with different hash seeds that take turns (:mod:`sim.course.remote`). Digests
+two host processes with their own hash seeds, A and B (:mod:`sim.course.remote`). Digests
 are compared with the engine's own (:mod:`sim.digest`, pinned by RFC 8785's vectors and the
 course's); keys are judged by what a key must do and then by the simulator running on them. Never
 by comparing a key with a model answer's key.
@@ -23,9 +23,12 @@ version"), each all or nothing:
   student's keys as it does on the course's: a repeat is a repeat, new work is new, a conflict is
   a conflict, and each run ends as it should.
 
-Each probe of a key is made in *every* host process (calls grouped so that the k-th call of every
-group lands in the same process): a key made with ``hash()`` or a counter is named for what it is,
-and is not excused, nor blamed, for what another rule checks.
+Each probe of a key is made in *every* host process, each call naming the process that answers it
+(the k-th round of calls in process k mod 2): a key made with ``hash()`` or a counter is named for
+what it is, and is not excused, nor blamed, for what another rule checks. A digest is asked of
+process A. In a run, each envelope's key is computed in process A the first time the run sends its
+intent and in process B when the same intent is sent again under another message id (a resend, as a
+restarted sender computes it: :class:`~sim.course.judges.Resends`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import Broke, Judged, grid_row, rule, try_line
+from . import A, Broke, Judged, Resends, grid_row, per_submission, rule, try_line
 
 _FILE = "keys.py"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,199}$")
@@ -81,6 +84,7 @@ SYMPTOMS = {
     "key-bad-characters": "a key held characters outside the id alphabet, or did not start with a letter or digit",
     "key-not-a-string": "a key was not a non-empty string",
     "key-raises": "idempotency_key raised",
+    "key-names-nothing": "every intent got one and the same key: a constant names no intent",
     # runs
     "repeat-taken-as-new": "in a run, a repeat of an intent (a resend, a duplicate) was taken as new work",
     "new-taken-as-repeat": "in a run, new work was taken as a repeat of another intent (a false duplicate)",
@@ -106,12 +110,13 @@ def _module(sub: Path):
     return mod
 
 
-def _call(mod, fn: str, *args):
-    """``(value, None)`` or ``(None, error)`` (a RemoteError: the student's code raised)."""
+def _call(mod, fn: str, *args, process: int = A):
+    """``(value, None)`` or ``(None, error)`` (a RemoteError: the student's code raised), asked of
+    host ``process``."""
     from ..remote import RemoteError
 
     try:
-        return mod.call(fn, *args), None
+        return mod.call(fn, *args, process=process), None
     except RemoteError as e:
         return None, e
 
@@ -523,9 +528,9 @@ def _all_intents(args: dict) -> list[tuple]:
     return out
 
 
-def _key_answer(mod, intent: tuple) -> tuple[str, object]:
-    """("key", k), ("invalid", (symptom, why, k)) or ("error", (symptom, why)) for one call."""
-    got, err = _call(mod, "idempotency_key", *intent)
+def _key_answer(mod, intent: tuple, process: int = A) -> tuple[str, object]:
+    """("key", k), ("invalid", (symptom, why, k)) or ("error", (symptom, why)) for one call in ``process``."""
+    got, err = _call(mod, "idempotency_key", *intent, process=process)
     if err is not None:
         return "error", ("key-raises", f"idempotency_key raised {err.kind or 'an error'}: {err.message}")
     if not isinstance(got, str) or not got:
@@ -539,13 +544,14 @@ def _key_answer(mod, intent: tuple) -> tuple[str, object]:
 
 
 def _in_each_process(mod, intents: list[tuple], rounds: int = 1) -> list[list[tuple]]:
-    """``out[k][i]``: intent i's answer at the k-th of ``rounds`` x processes consecutive calls;
-    call k of every intent lands in the same process (the hosts take turns)."""
-    n = _processes(mod) * rounds
+    """``out[k][i]``: intent i's answer at the k-th of ``rounds`` x processes consecutive calls, call
+    k of every intent asked of process k mod (number of processes)."""
+    procs = _processes(mod)
+    n = procs * rounds
     out: list[list[tuple]] = [[] for _ in range(n)]
     for intent in intents:
         for k in range(n):
-            out[k].append(_key_answer(mod, intent))
+            out[k].append(_key_answer(mod, intent, k % procs))
     return out
 
 
@@ -561,7 +567,7 @@ def _keyed(mod, intents: list[tuple]) -> list[list[tuple]]:
     check = _in_each_process(mod, sample, rounds=2)
     if any(len({tuple(map(repr, check[k][j])) for k in range(len(check))}) > 1 for j in range(len(sample))):
         return _in_each_process(mod, intents)
-    once = [_key_answer(mod, i) for i in intents]
+    once = [_key_answer(mod, i, A) for i in intents]
     return [once] * n
 
 
@@ -610,11 +616,11 @@ def _key_repro_twice(intent: tuple) -> str:
 
 
 def _stability(mod, intents: list[tuple]) -> tuple[list[Broke], list[str]]:
-    """Each intent once (the hosts taking turns between intents, so each process sees them in its
-    own order), then twice in each process: the same key every time? Returns what broke and, per
-    intent, "same", "calls" (one process, two keys), "processes" or "error"."""
+    """Each intent once (intent j in process j mod 2, so each process sees them in its own order),
+    then twice in each process: the same key every time? Returns what broke and, per intent, "same",
+    "calls" (one process, two keys), "processes" or "error"."""
     n = _processes(mod)
-    first = [_key_answer(mod, i) for i in intents]
+    first = [_key_answer(mod, i, j % n) for j, i in enumerate(intents)]
     later = _in_each_process(mod, intents, rounds=2)
     broke: list[Broke] = []
     verdicts = []
@@ -662,10 +668,30 @@ def _collision_symptom(a: tuple, b: tuple) -> str:
 @_student
 def same_intent_same_key(sub: Path, mod, args: dict) -> Judged:
     """Rule: the key names the logical intent: the same intent gives the same key every time it
-    is encoded, in any process."""
+    is encoded, in any process. A key that is one and the same for every intent names none: the
+    rule is not kept by it (:func:`_names_nothing`)."""
     intents = _all_intents(args)
     broke, _v = _stability(mod, intents)
+    if not broke:
+        broke = _names_nothing(mod, intents)
     return rule(len(intents), broke, "every intent got one key, every time, in every process")
+
+
+def _names_nothing(mod, intents: list[tuple]) -> list[Broke]:
+    """``[what broke]`` when every one of ``intents`` (two or more, all different) gets one and the
+    same valid key in process A: a constant names no intent, so a rule about what a key of an intent
+    is (the same every time, a valid id) cannot hold of it; ``[]`` otherwise."""
+    if len(set(intents)) < 2:
+        return []
+    answers = [_key_answer(mod, i, A) for i in intents]
+    keys = {v for kind, v in answers if kind == "key"}
+    if len(keys) != 1 or any(kind != "key" for kind, _v in answers):
+        return []
+    key = next(iter(keys))
+    return [Broke(f"all {len(intents)} intents", f"every one of them got the key {_show(key, 40)}: a key that is the "
+                                                  "same for every intent names none, so this rule, about the key of an "
+                                                  "intent, has nothing to hold of (key-injective says what it breaks)",
+                  symptoms=("key-names-nothing",), reproduce=_key_repro(intents[0]))]
 
 
 @_student
@@ -701,7 +727,8 @@ def key_injective(sub: Path, mod, args: dict) -> Judged:
 @_student
 def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
     """Rule: every key is a valid id (1 to 200 characters of letters, digits and _ . : # / -,
-    starting with a letter or digit), even when the ids it combines are 200 characters long."""
+    starting with a letter or digit), even when the ids it combines are 200 characters long. A
+    constant key is not judged a key of its intents (:func:`_names_nothing`)."""
     intents = _all_intents(args)
     got = _keyed(mod, intents)
     broke: list[Broke] = []
@@ -716,6 +743,8 @@ def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
             if kind == "error":
                 broke.append(Broke(f"the intent {_show(intent, 70)}", v[1], symptoms=(v[0],), reproduce=_key_repro(intent)))
                 break
+    if not broke:
+        broke = _names_nothing(mod, intents)
     return rule(len(intents), broke, "every key is a valid id")
 
 
@@ -724,7 +753,9 @@ def key_is_an_id(sub: Path, mod, args: dict) -> Judged:
 
 class _KeysDesign:
     """The course's reference design with the student's keys: every intent of a run is named by
-    ``idempotency_key(trace_id, task_id, sender, step, attempt, answers)``."""
+    ``idempotency_key(trace_id, task_id, sender, step, attempt, answers)``, computed in process A the
+    first time the run sends the intent and in process B when it sends it again (a resend;
+    :class:`~sim.course.judges.Resends`). One per run."""
 
     name = "your keys"
 
@@ -734,9 +765,11 @@ class _KeysDesign:
         self.mod = mod
         self.ref = REFERENCE
         self.digest_scheme = REFERENCE.digest_scheme
+        self.where = Resends()
 
     def idempotency_key(self, i) -> str:
-        return self.mod.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers)
+        return self.mod.call("idempotency_key", i.trace_id, i.task_id, i.sender, i.step, i.attempt, i.answers,
+                             process=self.where.process_of(i))
 
     def payload(self, i) -> dict:
         return self.ref.payload(i)
@@ -759,7 +792,7 @@ class _RunOutcome:
 
 
 _CLASS = {"accepted": "new", "duplicate": "repeat", "late": "repeat", "conflict": "conflict"}
-_RUNS: dict = {}
+_RUNS: dict = per_submission({})
 _RUNS_MAX = 256
 _REF_RUNS: dict = {}
 

@@ -8,11 +8,12 @@ is judged on every move it owns:
 ``loads``                 the file parses, names a version of its own, and leaves no terminal state
                           except to needs_review (the parser refuses any other row out of one)
 ``happy-path``            pending -> ready by the manager only; ready -> running by a worker only;
-                          running -> succeeded | failed | denied | waiting_human by a worker only
+                          running -> succeeded | failed | denied by a worker only
 ``results-from-running``  no other way into a result state (a result without a lease)
 ``retry-path``            running -> retry_wait by a worker or the runtime (an expired lease);
                           retry_wait -> ready by the manager only
-``human-answer``          waiting_human -> ready by a reviewer only (the kit's row, not the seed's)
+``human-answer``          running -> waiting_human by a worker only (the seed's); and the kit's
+                          optional row waiting_human -> ready, when a table has it, by a reviewer only
 ``freeze``                every state -> needs_review, by the runtime only
 ``review``                needs_review -> ready | canceled by a reviewer only, and nowhere else
 ``cancel``                every unfinished state -> canceled by the manager and a reviewer, nobody else
@@ -51,18 +52,19 @@ _RESULTS = frozenset({"succeeded", "failed", "denied", "waiting_human", "retry_w
 _WORKERS = frozenset({"researcher", "writer"})
 
 #: The table the exercise asks for, move by move: (from, to) -> (the rule that owns it, its owners, why).
-#: The seed's moves, with the kit's owners, plus one row of the kit's own (waiting_human -> ready);
-#: the same allowlist as the shipped task-v1 (tests/test_ex04_machine.py holds them to it).
+#: The seed's moves (sim.machine.SEED_MOVES), each with the course's owners: the same allowlist as the
+#: shipped task-v1 (tests/test_ex04_machine.py holds them to it). Every move here is required.
 TABLE: dict[tuple[str, str], tuple[str, frozenset, str]] = {
     ("pending", "ready"): ("happy-path", frozenset({"manager"}), "only the manager assigns work"),
     ("ready", "running"): ("happy-path", _WORKERS, "a worker starts the task it was given and takes its lease"),
     **{("running", r): ("happy-path", _WORKERS, "a result comes from the worker holding the lease")
-       for r in ("succeeded", "failed", "denied", "waiting_human")},
+       for r in ("succeeded", "failed", "denied")},
+    ("running", "waiting_human"): ("human-answer", _WORKERS, "the worker holding the lease is the one that asks a "
+                                                            "person, as it reports any other result"),
     ("running", "retry_wait"): ("retry-path", _WORKERS | {"runtime"},
                                 "an attempt that ends without a result waits to retry: asked by its worker (a "
                                 "transient failure) or by the runtime (a crashed worker's lease expired)"),
     ("retry_wait", "ready"): ("retry-path", frozenset({"manager"}), "only the manager hands a task out again"),
-    ("waiting_human", "ready"): ("human-answer", frozenset({"reviewer"}), "a person (a reviewer) answers a waiting task"),
     **{(s, "needs_review"): ("freeze", frozenset({"runtime"}), "only the runtime detects a conflict")
        for s in STATES if s != "needs_review"},
     ("needs_review", "ready"): ("review", frozenset({"reviewer"}), "a reviewer releases a frozen task from retained evidence"),
@@ -71,12 +73,22 @@ TABLE: dict[tuple[str, str], tuple[str, frozenset, str]] = {
        for s in _UNFINISHED},
 }
 
+#: Rows of the kit's own, beyond the seed: a table may have them and never needs them (the seed's
+#: table gets full marks); when it has one, only its owners may make the move. (from, to) -> (the
+#: rule that owns it, its owners, why). They are marked as the kit's in machine show ("source": kit),
+#: in the exercise's README and in the feedback.
+OPTIONAL: dict[tuple[str, str], tuple[str, frozenset, str]] = {
+    ("waiting_human", "ready"): ("human-answer", frozenset({"reviewer"}),
+                                 "a person (a reviewer) answers a waiting task: the kit's optional row, not the seed's"),
+}
+
 #: The rules judged on the table, in the order of exercise.toml, each with what it holds.
 RULES = {
     "happy-path": "each move of the happy path is allowed to its owners and nobody else",
     "results-from-running": "a result state is entered only from running",
     "retry-path": "the retry path runs running -> retry_wait -> ready, each step by its owners only",
-    "human-answer": "a person's answer sends a waiting task back to ready",
+    "human-answer": "a running attempt may wait for a person, asked by its worker; if the table lets a person "
+                    "answer (the kit's optional row), only a reviewer answers",
     "freeze": "the runtime, and nobody else, may freeze a task whatever state it is in",
     "review": "only a reviewer leaves needs_review, and only to ready or canceled",
     "cancel": "every unfinished task can be canceled by the manager or a reviewer, never by anyone else",
@@ -95,8 +107,9 @@ SYMPTOMS = {
     "no-worker-retry": "a worker may not move running -> retry_wait (a transient failure cannot ask to retry)",
     "no-reassign": "the manager may not move retry_wait -> ready (the retry path dead-ends)",
     "retry-other-role": "a step of the retry path is allowed to a role that does not own it",
-    "no-answer": "a reviewer may not move waiting_human -> ready",
-    "answer-other-role": "waiting_human -> ready is allowed to a role other than a reviewer",
+    "no-human-wait": "a worker may not move running -> waiting_human (an attempt cannot wait for a person)",
+    "human-wait-other-role": "running -> waiting_human is allowed to a role other than the workers",
+    "answer-other-role": "waiting_human -> ready (the kit's optional row) is allowed to a role other than a reviewer",
     "state-not-frozen": "the runtime may not freeze a task in some unfinished state",
     "terminal-not-frozen": "the runtime may not freeze a finished task (a late conflict would be hidden)",
     "worker-freezes": "a worker may move a task to needs_review",
@@ -125,7 +138,7 @@ SYMPTOMS = {
     "not-frozen": "a conflict did not leave its task in needs_review",
     "review-refused": "a reviewer could not decide a frozen task",
     **{f"run-needs-{r}": f"a run needed a move of rule {r} that the table does not allow"
-       for r in ("happy-path", "retry-path", "human-answer", "freeze", "review", "cancel")},
+       for r in ("happy-path", "retry-path", "freeze", "review", "cancel")},
 }
 
 
@@ -167,9 +180,12 @@ def _key(rb) -> tuple:
 
 
 def owner_rule(a: str, b: str) -> str:
-    """The rule a move belongs to: the seed's moves to theirs, any other to the rule it breaks."""
+    """The rule a move belongs to: the seed's moves and the kit's optional rows to theirs, any other
+    to the rule it breaks."""
     if (a, b) in TABLE:
         return TABLE[(a, b)][0]
+    if (a, b) in OPTIONAL:
+        return OPTIONAL[(a, b)][0]
     if b == "needs_review":
         return "freeze"
     if a == "needs_review":
@@ -234,6 +250,11 @@ def _not_loaded(err: str, code: str) -> Broke:
 
 def _problems(a: str, b: str, roles: frozenset) -> list[tuple[str, str]]:
     """``(tag, what is wrong)`` for the move ``a -> b`` allowed to ``roles`` (empty: it is right)."""
+    if (a, b) in OPTIONAL:  # the kit's row: never required; when present, its owners' only
+        _name, owners, why = OPTIONAL[(a, b)]
+        extra = roles - owners
+        return [("answer-other-role", f"also allowed to the {_names(extra)}: {why}; only a person (a reviewer) "
+                                      "answers a task waiting for one")] if extra else []
     if (a, b) not in TABLE:
         return [_extra(a, b, roles)] if roles else []
     name, owners, why = TABLE[(a, b)]
@@ -262,11 +283,10 @@ def _problems(a: str, b: str, roles: frozenset) -> list[tuple[str, str]]:
             out.append(("retry-other-role", f"also allowed to the {_names(extra)}: {why}"))
     elif name == "human-answer":
         if missing:
-            out.append(("no-answer", "not allowed to a reviewer: a task waiting for a person stays "
-                                     "waiting after the person answers"))
+            out.append(("no-human-wait", f"not allowed to the {_names(missing)}: a running attempt that needs a "
+                                         "person cannot say so, and the seed's state machine has this move"))
         if extra:
-            out.append(("answer-other-role", f"also allowed to the {_names(extra)}: only a person (a "
-                                             "reviewer) answers a waiting task"))
+            out.append(("human-wait-other-role", f"also allowed to the {_names(extra)}: {why}"))
     elif name == "freeze":
         if missing:
             if a in _TERMINAL:
@@ -327,8 +347,9 @@ def _extra(a: str, b: str, roles: frozenset) -> tuple[str, str]:
         return ("restart-without-reassign", f"{move}: a worker restarts on its own, skipping the manager's "
                                             "reassignment (retry_wait -> ready)")
     if (a, b) == ("waiting_human", "running"):
-        return ("answer-restarts", f"{move}: an answered task goes back to ready, not straight to running (a "
-                                   "shortcut the seed does not have)")
+        return ("answer-restarts", f"{move}: a task waiting for a person never goes straight back to running, "
+                                   "past the lease a start from ready takes (the shipped task-v2's row, the kit's own: "
+                                   "a shortcut the seed does not have)")
     if b == "running":
         return ("start-without-assign", f"{move}: work starts only from ready, once the manager assigned it")
     return ("back-to-pending", f"{move}: nothing goes back to pending, where a task is only created")
@@ -354,7 +375,11 @@ def _table_rule(sub: Path, name: str, live=None) -> object:
         n, more = live(rb)
         checked += n
         broke += more
-    return rule(checked, broke, RULES[name])
+    held = RULES[name]
+    kit_rows = [f"{a} -> {b}" for (a, b), (owner, _o, _w) in OPTIONAL.items() if owner == name and allow.get((a, b))]
+    if kit_rows:  # the kit's own row, beyond the seed: allowed, never required, and said so
+        held += f"; your table has the kit's optional row {', '.join(kit_rows)} (not the seed's), by its owners only"
+    return rule(checked, broke, held)
 
 
 # ----------------------------------------------------------------------------- the judges
@@ -394,7 +419,8 @@ def retry_path(sub: Path, args: dict):
 
 
 def human_answer(sub: Path, args: dict):
-    """waiting_human -> ready by a reviewer (the kit's row)."""
+    """running -> waiting_human by a worker (the seed's move); the kit's optional row waiting_human ->
+    ready, when the table has it, by a reviewer only."""
     return _table_rule(sub, "human-answer")
 
 

@@ -15,6 +15,14 @@ A search is ``{scenario, faults, depth, policy, invariants}``: ``scenario`` a sh
 :data:`SMALL` (stories small enough to search within a submission's budget), ``invariants`` the ones
 at stake (all when not given: under the naive consumer an exercise judges only what it is about).
 What a search found is kept per submission file and search (:data:`_FOUND`), as the judges keep runs.
+
+A search looks for a broken invariant, and a part that does nothing breaks nothing: a design whose
+messages are all refused, a consumer that accepts nothing, an effect rule that commits nothing
+pass every order. So before it searches, a search plays its story once in the order a run delivers
+it, with the student's part and with the course's own (``reference``), and the search counts only if
+the student's run does the story's job: every task ends where the course's part ends it and every
+effect it commits is committed. A run that does not is a broken rule (the search proves nothing of
+it), said so with what ended otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import dataclasses
 from collections import OrderedDict
 from typing import Callable
 
-from . import Broke
+from . import Broke, per_submission
 
 __all__ = ["SMALL", "small_scenario", "search", "path_table", "Plugged", "MARK"]
 
@@ -103,13 +111,14 @@ def path_table(path) -> str:
 
 
 #: What each search found, per submission file (path and content) and search: None or a Broke.
-_FOUND: OrderedDict = OrderedDict()
+_FOUND: OrderedDict = per_submission(OrderedDict())
 _FOUND_KEPT = 256
 _REFERENCE_OK: set = set()
 
 
 def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce: str, symptom: Callable[[str, tuple], str],
-           failed_symptom: str) -> tuple[int, list[Broke], list[dict]]:
+           failed_symptom: str, reference: Callable[[str], Plugged], idle_symptom: str = "search-run-idle",
+           idle_reproduce: str | None = None) -> tuple[int, list[Broke], list[dict]]:
     """Run ``searches`` in order with the student's part (``plug(policy)``) until one breaks an
     invariant judged; ``(searches run, [that break] or [], grid rows)``. One counterexample is what
     the student reads (its hint chosen by what it shows), and a wrong answer costs less time.
@@ -117,7 +126,11 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
     ``owner`` identifies the submission's file (path, content hash); ``reproduce`` is the command
     that replays the scenario file (``counterexample.toml``); ``symptom(invariant, faults)`` names what
     a break shows; ``failed_symptom`` is reported when the student's part stops the search (raised,
-    returned an answer the runtime cannot apply)."""
+    returned an answer the runtime cannot apply).
+
+    ``reference(policy)`` plugs the course's own part in: a search counts only when the student's
+    part does the story's job in the order a run delivers it, as the course's does (see the module's
+    docstring); otherwise the search is a broken rule with ``idle_symptom`` and ``idle_reproduce``."""
     from . import grid_row
 
     broke, rows = [], []
@@ -128,7 +141,8 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
             _FOUND.move_to_end(key)
             b = _FOUND[key]
         else:
-            b = _one(spec, plug, reproduce, symptom, failed_symptom)
+            b = _idle(spec, plug, reference, idle_symptom, idle_reproduce, failed_symptom) or \
+                _one(spec, plug, reproduce, symptom, failed_symptom)
             _FOUND[key] = b
             while len(_FOUND) > _FOUND_KEPT:
                 _FOUND.popitem(last=False)
@@ -138,6 +152,57 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
             broke.append(b)
             break
     return len(rows), broke, rows
+
+
+_REFERENCE_ENDINGS: dict = {}
+
+
+def _ending(sc, spec, plugged: Plugged) -> tuple[dict, frozenset]:
+    """How ``sc`` ends in the order a run delivers it under the search's faults with ``plugged``: the
+    task states and the effects committed (kind, target, task)."""
+    from ...runner import run_scenario
+
+    _scenario, faults, _depth, policy, _inv = spec
+    store = run_scenario(sc, policy=policy, faults=list(faults), plugins=plugged, strict_faults=False)
+    try:
+        return ({t["task_id"]: t["state"] for t in store.tasks()},
+                frozenset((e["kind"], e["target"], e["task_id"]) for e in store.effects()))
+    finally:
+        store.close()
+
+
+def _idle(spec, plug, reference, idle_symptom: str, idle_reproduce: str | None, failed_symptom: str) -> Broke | None:
+    """None when the student's part, in the order a run delivers the search's story, ends it as the
+    course's part does (the search then means something); else why not, as a broken rule."""
+    from ...errors import ProtolabError
+
+    scenario, faults, _depth, policy, _inv = spec
+    sc = small_scenario(scenario)
+    ref_key = (spec, getattr(reference, "__module__", ""), getattr(reference, "__qualname__", repr(reference)))
+    if ref_key not in _REFERENCE_ENDINGS:
+        _REFERENCE_ENDINGS[ref_key] = _ending(sc, spec, reference(policy))
+    want_states, want_effects = _REFERENCE_ENDINGS[ref_key]
+    sig = {"scenario": scenario, "faults": list(faults), "policy": policy, "search": True}
+    try:
+        states, effects = _ending(sc, spec, plug(policy))
+    except ProtolabError as e:
+        what = f"{e.code}: {e.message}" if getattr(e, "code", None) else str(e)
+        return Broke(label(spec), f"the search's story could not be played: {' '.join(what.split())[:300]}",
+                     (failed_symptom,), signature={**sig, "problem": "run-failed"})
+    wrong = [f"{t} ended {states.get(t, 'never created')} (the course's own part ends it {s})"
+             for t, s in sorted(want_states.items()) if states.get(t) != s]
+    lost = [f"{k} {target} for {task} was never committed" for k, target, task in sorted(want_effects - effects)]
+    if not wrong and not lost:
+        return None
+    return Broke(label(spec), "the search's story, played once in the order a run delivers it, did not do its job: "
+                              + "; ".join((wrong + lost)[:3]) + ". A search looks for a broken invariant in every order, "
+                              "and proves something only of a story that gets its work done in the usual one (a run "
+                              "that does nothing breaks nothing), so no order was searched: make the story end as it "
+                              "should first",
+                 (idle_symptom,), reproduce=idle_reproduce, witness={"states": states, "expected": want_states,
+                                                                      "effects": sorted(map(list, effects)),
+                                                                      "expected_effects": sorted(map(list, want_effects))},
+                 signature={**sig, "problem": "search-run-idle"})
 
 
 def _one(spec, plug, reproduce: str, symptom, failed_symptom: str) -> Broke | None:
