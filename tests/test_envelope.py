@@ -104,3 +104,30 @@ def test_a_participant_plays_the_role_before_its_suffix():
     assert role_of("reviewer") == "reviewer"
     with pytest.raises(EnvelopeError):
         role_of("researchers")
+
+
+def test_the_seeds_twelve_field_envelope_is_read_under_the_default_scheme_and_the_run_says_so():
+    """The seed's example envelope has no digest_scheme (the kit's thirteenth field): it is delivered, its
+    digest read under json-sorted-v1, and a digest_scheme_assumed event records the assumption."""
+    from sim.digest import digest
+    from sim.envelope import parse_envelope, scheme_assumed
+    from sim.runtime import deliver
+    from sim.store import Store
+
+    raw = {"message_id": "M-104", "trace_id": "R-7", "task_id": "T-20", "sender": "manager", "recipient": "researcher",
+           "type": "task_request", "schema_version": "1", "created_at": "2026-07-13T04:00:00Z",
+           "idempotency_key": "R-7:T-20:attempt-1", "payload": {"goal": "collect evidence"}, "evidence_refs": []}
+    raw["payload_digest"] = digest(raw["payload"], "json-sorted-v1")
+    env = parse_envelope(raw)
+    assert env.digest_scheme == "json-sorted-v1" and scheme_assumed(env)
+    store = Store.memory()
+    out = deliver(store, env)
+    assert out.decision == "accepted"
+    assumed = [e for e in store.events() if e["type"] == "digest_scheme_assumed"]
+    assert [(e["message_id"], e["data"]["scheme"]) for e in assumed] == [("M-104", "json-sorted-v1")]
+    # the same envelope written with its scheme is no assumption
+    assert not scheme_assumed(parse_envelope({**raw, "digest_scheme": "json-sorted-v1"}))
+    # a wrong digest under the assumed scheme says the scheme was assumed
+    with pytest.raises(Exception) as e:
+        parse_envelope({**raw, "payload_digest": "sha256:" + "0" * 64})
+    assert e.value.code == "E_DIGEST_MISMATCH" and "absent" in e.value.message
