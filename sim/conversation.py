@@ -628,26 +628,54 @@ class RowSource:
     def iter_events(self, *, etype: str | None = None):
         return (e for e in self._events if etype is None or e["type"] == etype)
 
-    def iter_deliveries_with_messages(self):
+    def iter_deliveries_with_messages(self, *, after: int = 0):
         for d in self._deliveries:
+            if d["delivery_id"] <= after:
+                continue
             m = self._message.get(d["msg_seq"])
             if m is not None:
                 yield {"delivery_id": d["delivery_id"], "delivery_tick": d["tick"], "delivery_decision": d["decision"],
                        "delivery_code": d["code"], **m}
 
 
+class _Taken:
+    """A walk of the log that counts what the conversation took, epoch by epoch, carried on from the last
+    delivery it read (the rows after it only: a delivery near the ceiling asks every time)."""
+
+    def __init__(self):
+        self.admission = _Admission([], set())
+        self.epochs = _Epochs()
+        self.counts: Counter = Counter()
+        self.after = 0  # the last delivery read
+        self.crashes = 0  # fault events of a restart read so far
+
+    def advance(self, store) -> None:
+        restarts = [(e.message_id, e.event.detail.get("worker")) for e in store.iter_events(etype=ev_.FaultInjected.TYPE)
+                    if e.event.fault in RESTART_FAULTS]
+        if len(restarts) != self.crashes:  # (a restart recorded since: where its body was replaced)
+            self.admission.crash_at.update(restarts)
+            self.crashes = len(restarts)
+        for r in store.iter_deliveries_with_messages(after=self.after):
+            self.after = r["delivery_id"]
+            if self.admission.admits(r):
+                self.counts[self.epochs.of(r)] += 1
+
+
 def taken_in_epoch(store, epoch: int) -> int:
     """How many messages the conversation took in ``epoch`` so far (those its export would hold: every
-    delivery but those :class:`_Admission` leaves out): what the runtime holds to the message ceiling."""
-    if not hasattr(store, "iter_deliveries_with_messages"):  # (the in-memory model a search runs on)
-        store = RowSource(store, store.deliveries(), store.messages(), store.events())
-    crash_points = [(e.message_id, e.event.detail.get("worker")) for e in store.iter_events(etype=ev_.FaultInjected.TYPE)
-                    if e.event.fault in RESTART_FAULTS]
-    admission, walk, n = _Admission(crash_points, set()), _Epochs(), 0
-    for r in store.iter_deliveries_with_messages():
-        if admission.admits(r) and walk.of(r) == epoch:
-            n += 1
-    return n
+    delivery but those :class:`_Admission` leaves out): what the runtime holds to the message ceiling. The
+    walk is kept on the store's handle (``conversation_walk``) and carried on from where it stopped."""
+    walk = getattr(store, "conversation_walk", None)
+    if walk is None:
+        walk = _Taken()
+        try:
+            store.conversation_walk = walk
+        except AttributeError:
+            pass
+    source = store if hasattr(store, "iter_deliveries_with_messages") else \
+        RowSource(store, store.deliveries(), store.messages(), store.events())  # (the model a search runs on)
+    walk.advance(source)
+    return walk.counts[epoch]
 
 
 def findings(store) -> list[tuple[int, "Finding", str | None]]:

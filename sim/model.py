@@ -105,6 +105,8 @@ class Model:
         other._effects = dict(self._effects)
         other._by_id = {k: list(v) for k, v in self._by_id.items()}
         other._named = {k: list(v) for k, v in self._named.items()}
+        if "_numbers" in self.__dict__:
+            other._numbers = set(self._numbers)
         return other
 
     def close(self) -> None:
@@ -310,7 +312,17 @@ class Model:
                "sender_generation": gen, "epoch": env.epoch, "expires_at": env.expires_at}
         self._messages.append(row)
         rows.append(row)
+        self._number_was_taken = None
+        if seq:
+            taken = self.__dict__.setdefault("_numbers", set())
+            body = (env.sender, gen or 1, seq)
+            self._number_was_taken = (env.message_id, body in taken)
+            taken.add(body)
         return row["msg_seq"], True
+
+    def number_taken_before(self, message_id: str) -> bool:
+        known = self.__dict__.get("_number_was_taken")
+        return known is not None and known[0] == message_id and known[1]
 
     def record_delivery(self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code, reason: str,
                         state_after, version_after) -> int:

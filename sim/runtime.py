@@ -173,6 +173,8 @@ def _deliver_once(
         seq_used, stale = (False, False) if sent is None else store.numbering_marks(
             env.task_id, env.sender, sent[1] or 1, sent[0], env.message_id, env.idempotency_key,
             _planner.LIVE_BODY_RESTARTS)
+        # (a number another message of the body took, about any task: the sender's sequence went back)
+        seq_used = seq_used or (sent is not None and store.number_taken_before(env.message_id))
         verdict = _planner.conversation_rule(env, verdict, fenced=store.fenced_now(env.trace_id), seq_used=seq_used,
                                              stale_body=stale)
     ctx = read_for_plan(store, env, ctx, verdict, policy)

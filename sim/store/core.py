@@ -53,6 +53,13 @@ class Store(Reads, Writes, Reducer):
         self._first_seq: tuple[str, int] | None = None
         self._fenced: dict[str, bool] = {}
         self._epochs: dict[str, tuple[int, int]] = {}  # trace id -> (its epoch now, the tick it opened)
+        #: what a walk of the log learned of the conversation so far (sim.conversation.taken_in_epoch carries
+        #: it on from the last delivery it read; forgotten with the rest when another writer commits)
+        self.conversation_walk = None
+        #: each body's numbers taken so far, (sender, generation) -> a byte per number (1: a message took it),
+        #: read once per body and kept as messages are stored (forgotten with the rest)
+        self._numbers: dict[tuple[str, int], bytearray] = {}
+        self._number_was_taken: tuple[str, bool] | None = None  # (message id, its number taken before it?)
         if isinstance(self.conn, _Connection):
             self.conn.path = path
 

@@ -409,9 +409,8 @@ class Reads:
             params = (after, limit)
         return self._events(sql, params)
 
-    def _paged(self, sql: str, key: str, batch: int, cls: type[dict] = dict) -> Iterator[dict]:
+    def _paged(self, sql: str, key: str, batch: int, cls: type[dict] = dict, after=0) -> Iterator[dict]:
         """Rows of ``sql`` (which takes ``key > ?`` and ``LIMIT ?``) a batch at a time, in flat memory."""
-        after = 0
         while True:
             rows = self._typed(cls, sql, (after, batch))
             if not rows:
@@ -448,15 +447,15 @@ class Reads:
         params = [v for v in (task_id, etype) if v is not None]
         return self.conn.execute("SELECT COUNT(*) FROM events" + (f" WHERE {where}" if where else ""), params).fetchone()[0]
 
-    def iter_deliveries_with_messages(self, batch: int = 5000) -> Iterator[dict]:
-        """Each delivery in order joined with the envelope it delivered."""
+    def iter_deliveries_with_messages(self, batch: int = 5000, *, after: int = 0) -> Iterator[dict]:
+        """Each delivery in order (those after delivery ``after``) joined with the envelope it delivered."""
         sql = (
             "SELECT d.delivery_id, d.tick AS delivery_tick, d.decision AS delivery_decision, d.code AS delivery_code, m.* "
             "FROM deliveries d "
             "JOIN messages m ON m.msg_seq = d.msg_seq "
             "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
         )
-        for r in self._paged(sql, "delivery_id", batch):
+        for r in self._paged(sql, "delivery_id", batch, after=after):
             r["payload"] = json.loads(r["payload"])
             r["evidence_refs"] = json.loads(r["evidence_refs"])
             yield r

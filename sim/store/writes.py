@@ -154,7 +154,33 @@ class Writes:
                              (mid, envelope_digest))[0], False
             at, new = cur.lastrowid, True
         self._first_seq = (mid, rows[0][0] if rows else at)
+        self._number_was_taken = (mid, self._take_number(env.sender, gen or 1, seq)) if new and seq else None
         return at, new
+
+    def _take_number(self, sender: str, generation: int, seq: int) -> bool:
+        """Mark number ``seq`` of the body taken; whether another message had taken it before."""
+        body = (sender, generation)
+        bits = self._numbers.get(body)
+        if bits is None:  # (once per body and handle: its numbers stored so far, this one among them)
+            bits = self._numbers[body] = bytearray()
+            for (n,) in self.conn.all("SELECT sender_seq FROM messages WHERE sender = ? AND COALESCE(sender_generation, "
+                                      "1) = ? AND sender_seq IS NOT NULL AND msg_seq < (SELECT MAX(msg_seq) FROM "
+                                      "messages)", body):
+                if n > 0:
+                    if n >= len(bits):
+                        bits.extend(bytes(n + 1 - len(bits)))
+                    bits[n] = 1
+        if seq >= len(bits):
+            bits.extend(bytes(seq + 1 - len(bits)))
+        was = bits[seq] == 1
+        bits[seq] = 1
+        return was
+
+    def number_taken_before(self, message_id: str) -> bool:
+        """Whether the message just stored (``message_id``) carries a number its body's earlier messages had
+        taken: its sender's sequence went back, whatever task it is about."""
+        known = self._number_was_taken
+        return known is not None and known[0] == message_id and known[1]
 
     def record_delivery(
         self, delivery_id: int, msg_seq: int, env: Envelope, decision: str, code: str | None, reason: str,
@@ -215,6 +241,9 @@ class Writes:
         self._first_seq = None
         self._fenced.clear()
         self._epochs.clear()
+        self.conversation_walk = None
+        self._numbers.clear()
+        self._number_was_taken = None
         self._pre = None
 
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
