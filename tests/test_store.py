@@ -380,6 +380,7 @@ def test_every_public_store_method_on_a_closed_store_raises_one_store_error(tmp_
     assert raw == [], "\n".join(raw)
     # what answers without the database: counters and meta kept in memory since the store was opened
     assert set(silent) <= {"advance", "get_meta", "next_delivery_id", "next_arrival", "privacy", "bounds", "group_commits",
+                           "number_taken_before",
                            "transaction", "time_at", "untrusted_inputs"}, silent  # (no refs: nothing to look up)
 
 
