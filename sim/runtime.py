@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import planner as _planner
 from . import versions as _versions
+from .conversation import taken_in_epoch
 from .envelope import RECONCILE_DECISIONS, Envelope, build_envelope, role_of, scheme_assumed
 from .errors import ProtolabError, StaleWrite, StoreError
 from .frozen import quick_init
@@ -219,8 +220,6 @@ def _bounds(store: Store, env: Envelope, tick: int) -> tuple[str, str] | None:
     ceiling, room = b["message_ceiling"], _planner.ceiling_room(b.get("acknowledgers", 0))
     taken = None
     if not reopens and store.next_delivery_id() > ceiling - room:
-        from .conversation import taken_in_epoch
-
         taken = taken_in_epoch(store, epoch)
     return _planner.bounds_refusal(env, trace=b.get("trace"), epoch=epoch, at=store.time_at(tick),
                                    deadline=store.time_at(opened + deadline_ticks), taken=taken, ceiling=ceiling,

@@ -17,7 +17,9 @@ from datetime import datetime, timedelta
 from .design import Intent, build_from
 from .envelope import Envelope, build_envelope
 from .intake import TaskView
-from .runtime import put_artifact, record_fault
+from . import versions as _versions
+from .errors import EnvelopeError
+from .runtime import put_artifact, record_fault, record_negotiation
 
 __all__ = ["RunWorld"]
 
@@ -169,13 +171,10 @@ class RunWorld:
         """``env``'s sender negotiates with the runtime the version it speaks from now on: the newest of
         ``offered`` the runtime reads (a runtime that reads everything as 1.0, naive, turns nothing down:
         it says it reads them all). Recorded as ``version_negotiated``; returns the version chosen."""
-        from . import versions as _versions
-        from .runtime import record_negotiation
-
         reads = _versions.READS if self.policy.reads_as is None else _versions.KNOWN
         try:
             chosen = _versions.negotiate(tuple(offered), reads)
-        except Exception:  # (no version in common: the sender keeps speaking what it spoke)
+        except EnvelopeError:  # (no version in common: the sender keeps speaking what it spoke)
             chosen = None
         record_negotiation(self.store, env.sender, offered, reads, chosen, task_id=env.task_id,
                            message_id=env.message_id, tick=self.now)
@@ -183,9 +182,7 @@ class RunWorld:
 
     def _negotiate_texts(self, env: Envelope, offered: tuple[str, ...]) -> str:
         """:meth:`_negotiate` of versions written as text (a fault's declaration)."""
-        from .versions import parse_version
-
-        return self._negotiate(env, [parse_version(v) for v in offered])
+        return self._negotiate(env, [_versions.parse_version(v) for v in offered])
 
     def _ceiling(self) -> int:
         """The messages an epoch of the conversation may take (the run's declared bounds)."""
