@@ -29,6 +29,7 @@ from . import digest as _digest
 from . import events as ev_
 from . import versions as _versions
 from .errors import DigestError, EnvelopeError
+from .conversation import RowSource, findings
 from .gathers import declaration_of_event
 from .machine import TERMINAL
 from .privacy import Privacy, is_redacted
@@ -1015,8 +1016,6 @@ _CHANGES_TASK = frozenset(t for t, cls in ev_.REGISTRY.items() if cls.CHANGES_ST
 def _conversation_findings(store, run: "_Run | None") -> dict[str, list[dict]]:
     """The validator's findings on every epoch of the run's conversation, as witnesses of the invariant
     carrying each code (computed once per check). ``run``: the rows in hand for a store with no SQL."""
-    from .conversation import RowSource, findings
-
     if run is not None and not hasattr(store, "iter_deliveries_with_messages"):
         store = RowSource(store, run.deliveries, run.messages, run.events)
     out: dict[str, list[dict]] = {name: [] for name in CONVERSATION_CODES}
