@@ -526,10 +526,11 @@ def _child(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def writers_workload(writer: int, n: int, *, shared: int = 0) -> list[dict]:
+def writers_workload(writer: int, n: int, *, shared: int = 0, trace: str = "R-W") -> list[dict]:
     """The envelopes one of several concurrent writers delivers (JSON-ready dicts).
 
-    ``n`` task requests of its own (tasks ``T-<writer>-<i>``, distinct from every other writer's),
+    All of them belong to one conversation, ``trace`` (a database is one conversation: a message of
+    another trace breaks its scope). ``n`` task requests of its own (tasks ``T-<writer>-<i>``, distinct from every other writer's),
     and for each of ``shared`` tasks ``S-<k>`` that every writer contends for: the same request
     (one writer's lands accepted, the others' duplicate) and a start under a key of its own (the
     compare-and-swap lets exactly one move the task ready -> running; the others are rejected).
@@ -537,7 +538,7 @@ def writers_workload(writer: int, n: int, *, shared: int = 0) -> list[dict]:
     from .envelope import build_envelope
 
     def env(mid, task, sender, recipient, typ, payload, key):
-        return build_envelope(message_id=mid, trace_id="R-W", task_id=task, sender=sender, recipient=recipient, type=typ,
+        return build_envelope(message_id=mid, trace_id=trace, task_id=task, sender=sender, recipient=recipient, type=typ,
                               payload=payload, idempotency_key=key, created_at="2026-07-13T04:00:01Z").to_dict()
 
     out = []
@@ -545,12 +546,12 @@ def writers_workload(writer: int, n: int, *, shared: int = 0) -> list[dict]:
     k = 0
     for i in range(n):
         out.append(env(f"M-{writer}-{i}", f"T-{writer}-{i}", "manager", "researcher", "task_request",
-                       {"goal": f"writer {writer} task {i}", "budget": 3}, f"R-W:T-{writer}-{i}:request"))
+                       {"goal": f"writer {writer} task {i}", "budget": 3}, f"{trace}:T-{writer}-{i}:request"))
         if shared and i % every == every - 1 and k < shared:
             out.append(env(f"S-{k}-request", f"S-{k}", "manager", "researcher", "task_request",
-                           {"goal": f"shared task {k}", "budget": 3}, f"R-W:S-{k}:request"))
+                           {"goal": f"shared task {k}", "budget": 3}, f"{trace}:S-{k}:request"))
             out.append(env(f"S-{k}-start-{writer}", f"S-{k}", "researcher", "manager", "task_started",
-                           {"lease_version": 1}, f"R-W:S-{k}:started:{writer}"))
+                           {"lease_version": 1}, f"{trace}:S-{k}:started:{writer}"))
             k += 1
     return out
 

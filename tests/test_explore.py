@@ -114,9 +114,11 @@ def test_under_safe_explore_finds_nothing_and_says_its_search_was_exhaustive():
 @pytest.mark.slow
 def test_under_safe_two_faults_break_nothing_in_any_order_or_placement_of_the_tiny_run():
     """Every order and every placement (each fault on any message it may hit, or nowhere) of the one-task
-    run ends within 10 deliveries: the search is exhaustive, and nothing breaks (about 3,100 states)."""
+    run ends within 9 deliveries (request, start, result and its duplicate, the late failure, two acks,
+    the fence and its ack: after the fence nobody speaks again, so a late copy there is never acked): the
+    search is exhaustive, and nothing breaks (about 800 states)."""
     result = explore(TINY, policy="safe", faults=["duplicate", "late-failure"], depth=30)
-    assert result.found is None and result.exhausted and result.depth_reached == 10
+    assert result.found is None and result.exhausted and result.depth_reached == 9
     seeded = explore(TINY, policy="safe", faults=["duplicate", "late-failure"], depth=30, place=False)
     assert seeded.exhausted and seeded.states < result.states  # placing the faults is more than where a run fires them
 

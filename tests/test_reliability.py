@@ -529,7 +529,8 @@ def test_deliver_reconcile_and_artifact_put_processes_share_one_database(tmp_pat
         assert cli("artifact", "put", DATA / "artifacts" / name, "--db", db).returncode == 0
     assert cli("deliver", DATA / "envelopes" / "conflicting-digest.json", "--db", db).returncode == 0
     for w in range(2):
-        (tmp_path / f"w{w}.json").write_text(json.dumps(writers_workload(w, 400, shared=4)))
+        # (the same conversation as the envelopes the README delivers: one database is one conversation)
+        (tmp_path / f"w{w}.json").write_text(json.dumps(writers_workload(w, 400, shared=4, trace="R-1")))
     for a in range(4):
         (tmp_path / f"a{a}.json").write_text(json.dumps({"table": f"facts {a}", "rows": list(range(a * 50))}))
     procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(2)]

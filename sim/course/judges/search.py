@@ -18,11 +18,12 @@ What a search found is kept per submission file and search (:data:`_FOUND`), as 
 
 A search looks for a broken invariant, and a part that does nothing breaks nothing: a design whose
 messages are all refused, a consumer that accepts nothing, an effect rule that commits nothing
-pass every order. So before it searches, a search plays its story once in the order a run delivers
-it, with the student's part and with the course's own (``reference``), and the search counts only if
+pass every order. So a search that finds no broken invariant plays its story once in the order a run
+delivers it, with the student's part and with the course's own (``reference``), and passes only if
 the student's run does the story's job: every task ends where the course's part ends it and every
-effect it commits is committed. A run that does not is a broken rule (the search proves nothing of
-it), said so with what ended otherwise.
+effect it commits is committed. A run that does not is a broken rule (the search proved nothing of
+it), said so with what ended otherwise. A search that found a break reports the break: an order that
+breaks an invariant is proof whatever else the story did.
 """
 
 from __future__ import annotations
@@ -141,8 +142,11 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
             _FOUND.move_to_end(key)
             b = _FOUND[key]
         else:
-            b = _idle(spec, plug, reference, idle_symptom, idle_reproduce, failed_symptom) or \
-                _one(spec, plug, reproduce, symptom, failed_symptom)
+            # a broken invariant in some order is proof whatever the story did (a late result that overwrote
+            # the outcome ends the story wrong and breaks a rule: the break is what the student reads, with
+            # the order that shows it); only a search that found nothing must show its story did its job
+            b = _one(spec, plug, reproduce, symptom, failed_symptom) or \
+                _idle(spec, plug, reference, idle_symptom, idle_reproduce, failed_symptom)
             _FOUND[key] = b
             while len(_FOUND) > _FOUND_KEPT:
                 _FOUND.popitem(last=False)
