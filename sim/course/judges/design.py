@@ -1189,7 +1189,7 @@ def search(sub: Path, args: dict) -> Judged:
         reproduce="protolab run {dir}/counterexample.toml --design {dir}/design.py --db counterexample.db && protolab check --db counterexample.db",
         symptom=lambda inv, _faults: _INVARIANT_SYMPTOM.get(inv, "invariant-broke"), failed_symptom="design-error",
         reference=lambda policy: Plugged(None, get_policy(policy), {}),
-        idle_reproduce="protolab run --design {dir}/design.py --seed 0 --db ex1.db && protolab messages --db ex1.db")
+        idle_reproduce=lambda one: rerun_line(1, "design.search", {"searches": [one]}))
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)
 
 

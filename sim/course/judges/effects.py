@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import A, B, Broke, Judged, grid_row, per_submission, rule, try_line
+from . import A, B, Broke, Judged, grid_row, per_submission, rerun_line, rule, try_line
 
 _FILE = "effects.py"
 
@@ -627,7 +627,7 @@ def search(sub: Path, args: dict) -> Judged:
             symptom=lambda _inv, faults: next((_SEARCH_SYMPTOM[f.split(":")[0]] for f in faults
                                                if f.split(":")[0] in _SEARCH_SYMPTOM), "commits-per-attempt"),
             failed_symptom="rule-fails", reference=lambda policy: Plugged(None, _policy(policy, None), {}),
-            idle_reproduce="protolab run --policy naive --effects {dir}/effects.py --seed 0 --db ex5.db && protolab state --db ex5.db")
+            idle_reproduce=lambda one: rerun_line(5, "effects.search", {"searches": [one]}))
         if broke:  # a key that differs between processes broke it: one process replaying the file would not
             _n, why, _got = _probe_same(call, host, [])
             if any("key-differs-between-processes" in b.symptoms for b in why):

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from . import A, Broke, Judged, grid_row, per_submission, reference_outcome, rule, try_line
+from . import A, Broke, Judged, grid_row, per_submission, reference_outcome, rerun_line, rule, try_line
 
 _FILE = "decide.py"
 
@@ -617,7 +617,7 @@ def search(sub: Path, args: dict) -> Judged:
             reproduce="protolab run {dir}/counterexample.toml --intake {dir}/decide.py --db counterexample.db && protolab check --db counterexample.db",
             symptom=lambda inv, _faults: _RUN_SYMPTOM.get(inv, "run-invariant-broke"), failed_symptom="run-failed",
             reference=lambda policy: Plugged(None, get_policy(policy), {}),
-            idle_reproduce="protolab run --intake {dir}/decide.py --seed 0 --db ex3.db && protolab messages --db ex3.db")
+            idle_reproduce=lambda one: rerun_line(3, "intake.search", {"searches": [one]}))
     finally:
         host.close()
     return rule(checked, broke, "no order of the deliveries breaks an invariant", grid=rows)

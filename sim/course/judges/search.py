@@ -119,7 +119,7 @@ _REFERENCE_OK: set = set()
 
 def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce: str, symptom: Callable[[str, tuple], str],
            failed_symptom: str, reference: Callable[[str], Plugged], idle_symptom: str = "search-run-idle",
-           idle_reproduce: str | None = None) -> tuple[int, list[Broke], list[dict]]:
+           idle_reproduce: Callable[[dict], str] | None = None) -> tuple[int, list[Broke], list[dict]]:
     """Run ``searches`` in order with the student's part (``plug(policy)``) until one breaks an
     invariant judged; ``(searches run, [that break] or [], grid rows)``. One counterexample is what
     the student reads (its hint chosen by what it shows), and a wrong answer costs less time.
@@ -131,12 +131,14 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
 
     ``reference(policy)`` plugs the course's own part in: a search counts only when the student's
     part does the story's job in the order a run delivers it, as the course's does (see the module's
-    docstring); otherwise the search is a broken rule with ``idle_symptom`` and ``idle_reproduce``."""
+    docstring); otherwise the search is a broken rule with ``idle_symptom`` and the reproduce line
+    ``idle_reproduce(search)`` gives for that one search (a line that exits 1 while the story does not
+    do its job: the search judged again, alone)."""
     from . import grid_row
 
     broke, rows = [], []
     specs = [_spec(s) for s in searches]
-    for spec in specs:
+    for raw, spec in zip(searches, specs):
         key = (owner, spec)
         if key in _FOUND:
             _FOUND.move_to_end(key)
@@ -146,7 +148,8 @@ def search(owner: tuple, searches, plug: Callable[[str], Plugged], *, reproduce:
             # the outcome ends the story wrong and breaks a rule: the break is what the student reads, with
             # the order that shows it); only a search that found nothing must show its story did its job
             b = _one(spec, plug, reproduce, symptom, failed_symptom) or \
-                _idle(spec, plug, reference, idle_symptom, idle_reproduce, failed_symptom)
+                _idle(spec, plug, reference, idle_symptom, idle_reproduce(raw) if idle_reproduce else None,
+                      failed_symptom)
             _FOUND[key] = b
             while len(_FOUND) > _FOUND_KEPT:
                 _FOUND.popitem(last=False)
