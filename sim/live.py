@@ -159,6 +159,10 @@ class LiveRun:
         env = envelope_from_row(row)
         if env.task_id == env.trace_id:
             raise InputError(f"{message_id} is a {env.type} about the conversation, not a task message", code="E_FAULT_NOT_APPLICABLE")
+        if fault != "duplicate" and env.message_id not in self.run.intents:
+            raise InputError(f"{message_id} is a {env.type} made by hand (a reviewer's decision), not by a sender's "
+                             f"design: nobody would send it again as {fault}; only a duplicate of it can be injected",
+                             code="E_FAULT_NOT_APPLICABLE")
         # The transport knows the send's sequence (forgotten at its first delivery): a second
         # delivery carries the same one, and a copy is numbered from it as the scheduled faults do.
         self.run.sent_meta[env.message_id] = (row.get("sender_seq") or 0, row.get("sender_generation") or 1)

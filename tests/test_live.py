@@ -6,7 +6,7 @@ import pytest
 
 from sim.errors import InputError
 from sim.invariants import check
-from sim.live import LiveRun, Timeline
+from sim.live import INJECTABLE, LiveRun, Timeline
 from sim.replay import rebuild
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
@@ -87,6 +87,12 @@ def test_a_conflicting_digest_by_hand_freezes_the_task_and_what_rests_on_it_and_
         live.reconcile("T-1", "ready", ["M-99"])
     assert e.value.code == "E_EVIDENCE_UNRESOLVED"
     assert live.reconcile("T-1", "ready", ["M-3", twin]).decision == "accepted"
+    # the reviewer's decision was made by hand: no design sends it again (a resend, a tool failure...)
+    decision = next(d["message_id"] for d in live.store.deliveries() if d["type"] == "review_decision")
+    for fault in sorted(f for f in INJECTABLE if f != "duplicate"):
+        with pytest.raises(Exception) as e:
+            live.inject(fault, decision)
+        assert e.value.code == "E_FAULT_NOT_APPLICABLE" and "made by hand" in str(e.value), fault
     live.run_to_end()
     tasks = {t["task_id"]: t for t in live.store.tasks()}
     assert tasks["T-1"]["state"] == "succeeded" and tasks["T-1"]["lease_version"] == 2
