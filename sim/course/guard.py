@@ -192,6 +192,12 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
     def shown(path: str) -> str:
         return "your folder" + path[len(sub):] if path == sub or path.startswith(sub + "/") else path
 
+    def outside(path: str) -> str:
+        """Where ``path`` is, as a refusal says it: the kit's own code, or outside the student's folder."""
+        if kit is not None and (path == pkg or path.startswith(pkg + "/")):
+            return f"{shown(path)}, the kit's own code (judged code sees only its folder and the kit's interface)"
+        return f"{shown(path)}, outside its folder"
+
     def where() -> str:
         f = getframe(2)
         while f is not None:
@@ -237,7 +243,7 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
             return
         r = real(p)
         if level(r) < need:
-            refuse(f"{verb} {shown(r)}, outside its folder")
+            refuse(f"{verb} {outside(r)}")
         if p.startswith("/"):
             if len_(cache) > 4096:
                 cache.clear()
@@ -257,7 +263,7 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
                     if level(r) < 2:
                         try:
                             if lstat(r).st_mode & S_IFMT == S_IFDIR:
-                                refuse(f"open the folder {shown(r)}, outside its folder")
+                                refuse(f"open the folder {outside(r)}")
                         except OSError_:
                             pass
                 return

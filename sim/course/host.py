@@ -165,6 +165,23 @@ def _plain_value(v) -> dict:
     return {"kind": "value", "value": v}
 
 
+class _KitFinder:
+    """Last on ``sys.meta_path``: a module of the kit's that this host does not have (its box holds only
+    :func:`kit_modules`) is named as such, not just missing."""
+
+    def __init__(self, allowed):
+        self.allowed = frozenset(allowed)
+
+    def find_spec(self, name, path=None, target=None):
+        if (name == "sim" or name.startswith("sim.")) and name not in self.allowed:
+            raise ModuleNotFoundError(f"No module named {name!r}: the kit's engine is not available to judged code "
+                                      "(only its plain-data interface is)", name=name)
+        return None
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
 def _where(e: BaseException | None, sub: str) -> str:
     """`` at design.py line 7``: the innermost frame of ``e`` in the submission's folder (no file is read)."""
     import traceback
@@ -312,6 +329,7 @@ def host_main(path: str, limits: str = "", kind: str = "design") -> None:
     sys.argv[:] = sys.argv[:1]
     sys.dont_write_bytecode = True
     os.environ["TMPDIR"] = sub
+    sys.meta_path.append(_KitFinder(kit_modules(kind)))
     guard.install(sub, checkout=checkout, package=package, kit=kit_files(kind, package), report_fd=out_fd,
                   report_prefix=prefix, extra_read=[p for p in sys.path if p])  # the installation's paths (.pth files)
     del first, token
