@@ -53,7 +53,8 @@ from pathlib import Path
 from .judges import Judged, failed, resolve
 
 __all__ = ["judge_here", "start_host", "host_command", "box_command", "box", "describe", "SandboxError", "grader_error",
-           "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
+           "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE", "require", "warning", "HOW_TO_GET",
+           "SANDBOX_CHOICES"]
 
 #: Resource limits of judge and host processes; ``copy_mb`` caps a submission's copy.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
@@ -277,6 +278,48 @@ def box() -> Box:
 def describe() -> str:
     """Which sandbox judges here: ``"bubblewrap"`` (with a note on how, if any) or ``"fallback: <why>"``."""
     return box().describe()
+
+
+#: How to get an operating-system sandbox, in one sentence (the refusal and the README say it).
+HOW_TO_GET = ("install bubblewrap (Debian, Ubuntu: 'sudo apt-get install bubblewrap'; Fedora: 'sudo dnf install "
+              "bubblewrap'; on macOS, grade in a Linux container or VM), or pass '--sandbox none' to grade without "
+              "one, knowingly")
+#: The values of the instructor commands' ``--sandbox``: the operating-system sandbox, or none (allowed).
+SANDBOX_CHOICES = ("bubblewrap", "none")
+
+
+def require(sandbox: str = "bubblewrap") -> None:
+    """Fail closed before an instructor command runs student code: without bubblewrap here,
+    refuse (:class:`~sim.errors.InputError` ``E_NO_SANDBOX``, one line saying how to get it) unless
+    ``sandbox`` is ``"none"`` (the instructor's choice: hosts run on the fallback, every report and
+    row says so, :func:`warning`). Even then, never as root: a grader running as root must have an
+    unprivileged user that can run this Python (:func:`sandbox_user`), else it refuses too. Where
+    bubblewrap works, it is used whatever ``sandbox`` says."""
+    from ..errors import InputError
+
+    if sandbox not in SANDBOX_CHOICES:
+        raise InputError(f"--sandbox is {sandbox!r}: expected one of {', '.join(SANDBOX_CHOICES)}", code="E_USAGE")
+    b = box()
+    if b.kind == "bubblewrap":
+        return
+    if sandbox != "none":
+        raise InputError(f"no operating-system sandbox here ({b.why}): students' code would run with the audit hooks "
+                         f"and limits alone, so nothing was graded; {HOW_TO_GET}", code="E_NO_SANDBOX")
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and sandbox_user() is None:
+        raise InputError("--sandbox none: the grader is root and "
+                         + (RUN_AS_NOTE.replace(": judged code runs as root", "") or "there is no unprivileged user")
+                         + "; students' code never runs as root: grade as an ordinary user, set "
+                         "PROTOLAB_SANDBOX_USER to a user that can run this Python, or install bubblewrap",
+                         code="E_NO_SANDBOX")
+
+
+def warning(sandbox: str) -> str:
+    """The loud warning every report and row carries when ``sandbox`` (a report's) is not bubblewrap;
+    "" when it is (or is not known)."""
+    if not sandbox or sandbox.startswith("bubblewrap"):
+        return ""
+    return ("WARNING: graded WITHOUT an operating-system sandbox (--sandbox none; " + sandbox + "): students' code "
+            "ran with the audit hooks and limits alone")
 
 
 def _probe() -> Box:
