@@ -10,8 +10,10 @@ Every host runs inside bubblewrap (``bwrap``, Debian package ``bubblewrap``) whe
 
 - a read-only view of the system: ``/usr`` (and the ``/bin``, ``/lib*`` links), the few ``/etc``
   files the dynamic loader and Python read, the Python installation (``sys.prefix``,
-  ``sys.base_prefix``) and the ``sim`` package's own folder, nothing else of the checkout
-  (never ``solutions/`` or ``tests/``), no other submission, no grader folder, no run database;
+  ``sys.base_prefix``) and, of the ``sim`` package, only the files the host needs and the plain-data
+  interface its kind of file is handed (:func:`sim.course.host.kit_files`: never the engine modules
+  that answer an exercise), nothing else of the checkout (never ``solutions/`` or ``tests/``), no
+  other submission, no grader folder, no run database;
 - the submission's folder as a private, writable copy on a tmpfs of its own (each host gets a fresh
   one, gone when the host ends: one host cannot plant a file for another or for the grader), a
   private ``/tmp``, a private ``/proc`` and ``/dev``;
@@ -25,9 +27,11 @@ Every host runs inside bubblewrap (``bwrap``, Debian package ``bubblewrap``) whe
 
 Whether bubblewrap works is probed once per process (:func:`box`). Where it does not (not
 installed, or namespaces refused, as on some Docker hosts such as Gradescope's), hosts run as the
-fallback: the unprivileged user when the grader is root, a private copy of the submission, the same
-limits. :func:`describe` says which (``"bubblewrap"`` or ``"fallback: <why>"``); every report carries
-it and the grader prints it. In both, the audit hooks of :mod:`sim.course.guard` wall the student's
+fallback: the unprivileged user when the grader is root (or none at all: :func:`start_host` refuses
+rather than run student code as root), a private copy of the submission, the same limits.
+:func:`describe` says which (``"bubblewrap"`` or ``"fallback: <why>"``); every report carries it and
+the grader prints it. The instructor commands fail closed (:func:`require`): without bubblewrap they
+run no student code unless told ``--sandbox none``, and then every row carries :func:`warning`. In both, the audit hooks of :mod:`sim.course.guard` wall the student's
 code in from inside its own process: a second wall inside the box, the only one on the fallback.
 ``PROTOLAB_SANDBOX=fallback`` forces the fallback.
 
@@ -253,7 +257,7 @@ _DROP = ("import os as _os\n"
          "    _u, _g = (int(_x) for _x in _d.split(':'))\n"
          "    _os.setgroups([]); _os.setresgid(_g, _g, _g); _os.setresuid(_u, _u, _u)\n"
          "del _os, _d\n")
-# A host's boot: answer the probe, or run the host (sim.course.remote.host_main).
+# A host's boot: answer the probe, or run the host (sim.course.host.host_main).
 _HOST_BOOT = ("import sys\n"
               "sys.path.insert(0, sys.argv[1])\n"
               "if sys.argv[2] == '-':\n"
