@@ -47,7 +47,8 @@ INTERFACES: dict[str, tuple[str, ...]] = {
     "keys": (),  # exercise 2: digests and keys are the exercise (sim.digest is its answer)
     "intake": ("sim.errors", "sim.frozen", "sim.digest", "sim.versions", "sim.envelope"),  # exercise 3: role_of,
     # digest and DigestError, which its README hands the student (sim.intake, sim.consumer are its answer)
-    "effect rule": (),  # exercise 5
+    "effect rule": ("sim.errors", "sim.frozen", "sim.digest", "sim.versions", "sim.envelope"),  # exercise 5: the
+    # result is handed over as an Envelope (the runtime's effect commits, sim.runtime, are its answer)
 }
 
 #: The largest plain value a judge gets when it asks for a module's name (characters of its JSON).

@@ -139,7 +139,7 @@ def _registry() -> dict:
     classes = {c.__name__: c for c in (Envelope, TaskView, IntentRecord, Move, Verdict, Rule, RuleBook, _Intent,
                                               Allowlist)}
     enums = {e.__name__: e for e in (TaskState, Decision)}
-    return {"classes": classes, "enums": enums}
+    return {"classes": classes, "enums": enums, "allowlist": Allowlist}
 
 
 _REG: dict | None = None
@@ -158,9 +158,7 @@ def encode(v):
     import dataclasses
     import enum
 
-    from ..consumer import Allowlist
-
-    if isinstance(v, Allowlist):
+    if isinstance(v, _reg()["allowlist"]):
         return {"__allowlist__": v.rules.version,
                 "moves": [[r.from_state.value, r.to_state.value, list(r.roles)] for r in v.rules.rules]}
     if isinstance(v, enum.Enum):
