@@ -459,6 +459,13 @@ def autograder_cmd(
                "their files, loose, in a folder or zipped")
     typer.echo("  try it here: unzip it into ROOT/source, put a submission in ROOT/submission, then "
                "PROTOLAB_AUTOGRADER_ROOT=ROOT PROTOLAB_PYTHON=$(which python) ROOT/source/run_autograder")
+    if sandbox == "none":
+        typer.echo("  --sandbox none: where bubblewrap cannot run it grades on the fallback, and every results.json "
+                   "says so with a warning")
+    else:
+        typer.echo("  it grades only in bubblewrap: where Gradescope's machine refuses its namespaces it grades nothing "
+                   "(E_NO_SANDBOX in its log; students see 'could not run'); rebuild with --sandbox none to grade there "
+                   "anyway, knowingly")
 
 
 def _grid_table(report):
