@@ -187,7 +187,8 @@ def test_check_watch_checks_again_when_a_file_changes(tmp_path):
 
 
 def test_a_design_that_rewrites_the_judges_at_import_cannot_grade_itself(tmp_path):
-    # The judge and the simulator run in a process that never imports the student's file.
+    # The judge and the simulator run in a process that never imports the student's file; the student's
+    # process cannot even import them (its box holds the host's files and the design's interface only).
     cheat = (
         "import sim.invariants, sim.course.judges.design as d\n"
         "sim.invariants.check = lambda store: []\n"
@@ -198,30 +199,41 @@ def test_a_design_that_rewrites_the_judges_at_import_cannot_grade_itself(tmp_pat
         "def evidence_refs(i): return list(i.refs)\n"
     )
     v = run_test("design.fault_matrix", _sub(tmp_path, cheat), {"faults": [["resend"]]}, timeout=30)
-    assert v["score"] == 0.0 and "RESEND_DEDUPLICATED" in v["message"]
+    assert v["score"] == 0.0 and "No module named 'sim.invariants'" in v["message"], v["message"]
+    assert "the kit's engine is not available to judged code" in v["message"]
+    # patched from inside its own process all the same (were the judges there), it grades nothing: the verdict
+    # comes from the judge's process
+    patched = cheat.replace("import sim.invariants, sim.course.judges.design as d\n", "import types\n"
+                            "sim = types.SimpleNamespace(invariants=types.SimpleNamespace())\n"
+                            "d = types.SimpleNamespace()\n")
+    (tmp_path / "again").mkdir()
+    v = run_test("design.fault_matrix", _sub(tmp_path / "again", patched), {"faults": [["resend"]]}, timeout=30)
+    assert v["score"] == 0.0 and "RESEND_DEDUPLICATED" in v["message"], v["message"]
 
 
-def test_a_decide_hosted_in_its_own_process_drives_the_runtime_exactly_as_in_process(tmp_path):
+def test_a_consume_hosted_in_its_own_process_drives_the_runtime_exactly_as_in_process(tmp_path):
+    """Exercise 3's model consume in its host (plain data and the allowlist's rows across the pipe,
+    no engine module on the host's side) and the same file loaded in this process give the same runs."""
     from dataclasses import replace as _replace
 
-    from sim.course.remote import remote_callable
+    from sim.course.judges.intake import _decide
+    from sim.course.remote import close_shared
+    from sim.plugins import load_intake
     from sim.policy import SAFE
     from sim.runner import run_scenario
     from sim.scenario import load_scenario
 
-    f = tmp_path / "decide.py"
-    f.write_text("from sim.intake import decide as _d\n"
-                 "def decide(env, task, prior, rules, unresolved=frozenset()):\n"
-                 "    assert rules.allows is not None and isinstance(prior, (list, tuple))\n"
-                 "    return _d(env, task, prior, rules, unresolved)\n")
-    fn, host = remote_callable(f, "decide", "intake")
+    shutil.copy(ROOT / "solutions" / "03-deduplicating-consumer" / "decide.py", tmp_path / "decide.py")
+    fn, host = _decide(tmp_path)
+    here = load_intake(str(tmp_path / "decide.py"))
     try:
         for faults in (["conflicting-digest"], ["crash", "resend"]):
             remote = run_scenario(load_scenario("publish-report"), faults=faults, policy=_replace(SAFE, decide=fn))
-            local = run_scenario(load_scenario("publish-report"), faults=faults)
+            local = run_scenario(load_scenario("publish-report"), faults=faults, policy=_replace(SAFE, decide=here))
             assert remote.state_digest() == local.state_digest()
     finally:
-        host.close()
+        host.close(force=True)
+        close_shared()
 
 
 def _check_in(folder: Path, *args) -> subprocess.CompletedProcess:

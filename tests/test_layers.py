@@ -50,7 +50,7 @@ def test_all_sql_lives_in_the_store_package():
 # The floors, bottom up; a module may import its own floor or any below, never one above.
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.files", "sim.frozen", "sim.resources"}),
-    ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
+    ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.intent", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
                 "sim.consumer",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),

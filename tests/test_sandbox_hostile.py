@@ -77,6 +77,8 @@ CORPUS_WORDS = {
     "missing-function": ["E_PLUGIN_INCOMPLETE"],
     "link-to-solution": ["symbolic link"],
     "no-file": ["no design.py"],
+    "tkinter-tcl": ["import tkinter, which the sandbox does not allow"],
+    "forges-on-the-pipe": ["wrote on the grader's private answer pipe", "while importing it"],
 }
 # more kinds, written here: (code at the top of design.py, code at the start of idempotency_key, words)
 EXTRA = {
@@ -97,7 +99,17 @@ EXTRA = {
 }
 # a quick batch (not marked slow): the kinds the operating-system wall exists for
 QUICK = ["sqlite-attach", "sqlite-vacuum-into", "sqlite-run-database", "kills-parent", "plants-link",
-         "link-replaces-file", "reads-grader-environ", "ctypes"]
+         "link-replaces-file", "reads-grader-environ", "ctypes", "tkinter-tcl", "forges-on-the-pipe"]
+
+
+def fallback_runs_here() -> bool:
+    """Whether the fallback can run students' code on this machine: not as root, or as root with an
+    unprivileged user that can run this Python (else it refuses: never as root)."""
+    return not hasattr(os, "geteuid") or os.geteuid() != 0 or sandbox.sandbox_user() is not None
+
+
+NO_FALLBACK_HERE = ("the grader is root and no unprivileged user can run this Python: the fallback refuses to run "
+                    "students' code here (test_fail_closed.py holds it to that)")
 
 
 # ------------------------------------------------------------------------------------- the batch
@@ -184,6 +196,8 @@ def _grade(course: Path, klass: Path, *, fallback: bool, json_out: bool = True) 
     if fallback:
         env["PROTOLAB_SANDBOX"] = "fallback"
     args = [sys.executable, "-m", "sim", "grade", "1", str(klass), "-j", "2"] + (["--json"] if json_out else [])
+    if fallback:  # without an OS sandbox grade refuses unless the instructor says --sandbox none
+        args += ["--sandbox", "none"]
     return subprocess.run(args, cwd=course, env=env, capture_output=True, text=True, timeout=1800,
                           start_new_session=True)
 
@@ -191,6 +205,8 @@ def _grade(course: Path, klass: Path, *, fallback: bool, json_out: bool = True) 
 def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: bool) -> None:
     if not fallback and sandbox.box().kind != "bubblewrap":
         pytest.skip(f"no bubblewrap here ({sandbox.describe()}); the fallback case covers this machine")
+    if fallback and not fallback_runs_here():
+        pytest.skip(NO_FALLBACK_HERE)
     course, klass, run_db = _class(tmp, kinds, extra)
     for m in MARKERS:
         Path(m).unlink(missing_ok=True)
@@ -246,6 +262,9 @@ def test_grade_says_which_sandbox_judged_the_class(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"sandbox: {sandbox.describe()}" in " ".join(done.stdout.split())
     done = _grade(course, klass, fallback=True, json_out=False)
+    if not fallback_runs_here():  # root, no user to drop to: refused, never run as root
+        assert done.returncode == 2 and done.stderr.startswith("error: E_NO_SANDBOX: ") and "root" in done.stderr
+        return
     assert done.returncode == 0, done.stderr
     out = " ".join(done.stdout.split())
     assert "sandbox: fallback: PROTOLAB_SANDBOX=fallback" in out and "install bubblewrap" in out

@@ -15,6 +15,12 @@ from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
+#: --sandbox of the commands that run students' code: without bubblewrap they refuse (E_NO_SANDBOX) unless 'none'
+SANDBOX_OPT = typer.Option("bubblewrap", "--sandbox", metavar="bubblewrap|none",
+                           help="'none': grade even without an operating-system sandbox (bubblewrap), knowingly; every "
+                                "row then carries a warning. Without bubblewrap and without this, students' code is "
+                                "not run (E_NO_SANDBOX). Where bubblewrap works it is always used.")
+
 
 exercise_app = typer.Typer(help="Graded exercises: list, start (copy the starter), check (public tests), hint, try "
                                  "(run a line of Python beside your files, as reproduce lines do).",
@@ -304,8 +310,8 @@ def _sandbox_line(report_or_text) -> str:
     if not text:
         return ""
     if text.startswith("fallback"):
-        return (f"sandbox: {text}; student code ran with the audit hooks and limits alone (install bubblewrap, "
-                "'apt-get install bubblewrap', for the operating-system sandbox)")
+        return (f"sandbox: {text}; WARNING: student code ran WITHOUT an operating-system sandbox, with the audit hooks "
+                "and limits alone (install bubblewrap, 'apt-get install bubblewrap', for the operating-system sandbox)")
     return f"sandbox: {text}"
 
 
@@ -435,6 +441,10 @@ def autograder_cmd(
     which: str = typer.Argument(..., help="The exercise: its number or slug."),
     output: Path = typer.Option(..., "-o", "--output", help="The zip to write (a new file, or a previous "
                                                             "protolab autograder zip, replaced)."),
+    sandbox: str = typer.Option("bubblewrap", "--sandbox", metavar="bubblewrap|none",
+                                help="'none': the autograder grades even where bubblewrap cannot make its sandbox "
+                                     "(often so on Gradescope), with a warning in every results.json; without it, it "
+                                     "refuses there (E_NO_SANDBOX) and Gradescope shows the fallback result."),
     course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) a Gradescope autograder zip for one exercise: setup.sh, run_autograder and the
@@ -442,13 +452,20 @@ def autograder_cmd(
     from ..course.autograder import build_autograder
     from ..course.kit import project_root
 
-    info = build_autograder(which, output, root=project_root(course))
+    info = build_autograder(which, output, root=project_root(course), sandbox=sandbox)
     typer.echo(f"wrote {output}: the Gradescope autograder of exercise {info['exercise']} ({info['title']}), "
                f"{info['tests']} public + {info['hidden_tests']} hidden tests, {info['bytes'] // 1024} KB")
     typer.echo("  upload it under Configure Autograder (Ubuntu base image); students submit "
                "their files, loose, in a folder or zipped")
     typer.echo("  try it here: unzip it into ROOT/source, put a submission in ROOT/submission, then "
                "PROTOLAB_AUTOGRADER_ROOT=ROOT PROTOLAB_PYTHON=$(which python) ROOT/source/run_autograder")
+    if sandbox == "none":
+        typer.echo("  --sandbox none: where bubblewrap cannot run it grades on the fallback, and every results.json "
+                   "says so with a warning")
+    else:
+        typer.echo("  it grades only in bubblewrap: where Gradescope's machine refuses its namespaces it grades nothing "
+                   "(E_NO_SANDBOX in its log; students see 'could not run'); rebuild with --sandbox none to grade there "
+                   "anyway, knowingly")
 
 
 def _grid_table(report):
@@ -543,7 +560,10 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
     if said and not as_json and not explain:  # --explain's report says it already
         typer.echo(said)
     if said.startswith("sandbox: fallback"):
-        typer.echo("warning: graded on the fallback sandbox, not bubblewrap (see above)", err=True)
+        from ..course.sandbox import warning
+
+        typer.echo(f"warning: graded on the fallback sandbox, not bubblewrap (see above): "
+                   f"{warning(next(r.sandbox for r in reports if r.sandbox))}", err=True)
     errors = [(s.name, x.name, x.grader_error) for s, r in zip(subs, reports) for x in r.grader_errors]
     if errors:  # the kit's fault, never the student's: the instructor must hear of it, and the exit status says so
         typer.echo(f"warning: {len(errors)} test(s) could not be graded because a judge failed (a grader error, not the "
@@ -556,10 +576,13 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
 
 
 def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote: list) -> None:
+    from ..course.sandbox import warning
+
     if as_json:
         out = []
         for s, r in zip(subs, reports):
-            out.append({"student": s.name, **r.to_dict()})
+            loud = warning(r.sandbox)  # graded without an OS sandbox: every row says so
+            out.append({"student": s.name, **r.to_dict(), **({"warning": loud} if loud else {})})
         _print_json(out)
         return
     if explain:
@@ -572,6 +595,9 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
         first = r.problem or next((f"{x.name}: {x.message.splitlines()[0] if x.message else ''}" for x in r.results
                                    if not x.passed), "")
         rows.append([s.name, f"{r.score:g}", marks, first])
+    unboxed = [bool(warning(r.sandbox)) for r in reports]
+    if any(unboxed):  # graded without an OS sandbox: every row says so, first
+        rows = [[c0, c1, c2, ("NO OS SANDBOX; " if u else "") + c3] for (c0, c1, c2, c3), u in zip(rows, unboxed)]
     names = " ".join(x.name for x in reports[0].results) if reports else ""
     top = reports[0].max_score if reports else 0
     t = _table(f"Exercise {ex.number}: {ex.title} ({len(subs)} submissions; scores out of {top}, public and hidden tests)",
@@ -626,13 +652,14 @@ def grade(
     explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
                                                           "reproduces it and the hint, and the fault-by-invariant grid."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Submissions judged at once (default: every core); each one's tests run in order in one judge process, so -j never changes a score."),
+    sandbox: str = SANDBOX_OPT,
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) grade a class: public and hidden tests, the students' code in the sandboxed host
-    processes (bubblewrap, or the fallback: it says which), a table of scores; --csv, --gradescope
-    and --explain for the rest. 'grade lab 3 FOLDER' grades lab submissions (protolab lab submit),
-    each verified by re-delivering its run."""
+    processes (bubblewrap; without it grade refuses, E_NO_SANDBOX, unless --sandbox none, and then
+    warns on every row), a table of scores; --csv, --gradescope and --explain for the rest. 'grade
+    lab 3 FOLDER' grades lab submissions (protolab lab submit), each verified by re-delivering its run."""
     _course(course)
     if which == "lab":
         if len(paths) != 2:
@@ -648,5 +675,8 @@ def grade(
     if len(paths) != 1:
         raise InputError(f"grade {which} takes one folder of submissions (or one submission), not {len(paths)}",
                          code="E_USAGE")
+    from ..course.sandbox import require
+
+    require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
 

@@ -7,7 +7,8 @@ produces, made from the model answer so that only the hostile part can cost poin
 from inside a call, floods its output, eats memory, starts processes, writes outside its folder,
 reads the solutions, returns the wrong type, lacks a function, reaches files through SQLite
 (ATTACH, VACUUM INTO, load_extension, a run database by its path), calls C through ctypes, reads
-the grader's /proc, signals its parent or its group, listens on a socket, plants links (its own
+the grader's /proc, signals its parent or its group, listens on a socket, opens files through a
+Tcl interpreter (tkinter), writes forged answers on the grader's private pipe, plants links (its own
 file replaced by a link to the model answer, a link to the checkout) or is a link; for the data
 exercises, files that are not the format, are huge, nest without end, or are links out of the
 folder.
@@ -108,6 +109,20 @@ HOSTILE_CODE = {
                            "replaces its own file by a link to the model answer", False),
     "plants-link": ("wrap", "        import os\n        os.symlink(CHECKOUT, 'checkout-link')",
                     "plants a link to the grader's checkout in its folder", False),
+    # a Tcl interpreter opens files in C, where no audit event sees it (on the fallback: the model answer read,
+    # a file written outside the folder)
+    "tkinter-tcl": ("wrap", "        import tkinter\n        print(tkinter.Tcl().eval('set f [open ' + SOLUTION_PATH + "
+                            "' r]; set t [read $f]; close $f; set g [open /tmp/protolab-hostile-was-here w]; puts $g $t; "
+                            "close $g'))",
+                    "reads the model answer and writes outside its folder through a Tcl interpreter (tkinter.Tcl)",
+                    False),
+    # forged answers on every pipe it can find (the host's private one too), as it imports
+    "forges-on-the-pipe": ("before", "import os as _o, stat as _s\nfor _fd in range(3, 4096):\n    try:\n"
+                                     "        if _s.S_ISFIFO(_o.fstat(_fd).st_mode):\n"
+                                     "            _o.write(_fd, b'{\"violation\": null}\\n{\"ready\": true}\\n"
+                                     "{\"fatal\": true, \"error\": null}\\n')\n"
+                                     "    except OSError:\n        pass\n",
+                           "writes forged answers on every pipe it finds (the grader's private one included)", False),
 }
 
 #: name -> (content or None, what); None: special (see build_corpus).

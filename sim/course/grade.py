@@ -272,7 +272,14 @@ def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -
         for s, r in zip(subs, reports):
             by = {x.name: x.points for x in r.results}
             w.writerow([s.name, _num(r.score), r.max_score, *[_num(by.get(t, 0)) for t in tests],
-                        r.problem or ""])
+                        "; ".join(x for x in (r.problem, _unboxed(r)) if x)])
+
+
+def _unboxed(r: Report) -> str:
+    """The row's warning when it was graded without an operating-system sandbox ("" when it was not)."""
+    from .sandbox import warning
+
+    return warning(r.sandbox)
 
 
 def _num(x: float) -> str:

@@ -5,16 +5,21 @@ before it imports the student's file. It adds an audit hook (``sys.addaudithook`
 be removed from Python) that refuses, with a :class:`PermissionError`:
 
 * reading anything outside the submission's folder, the Python installation (prefixes, the
-  standard library, site-packages) and the ``sim`` package itself; the checkout that holds
-  ``sim`` (``solutions/``, hidden tests) is refused even when it lies inside an allowed folder;
+  standard library, site-packages) and the files of the ``sim`` package the host is allowed
+  (``kit``: the host's own and its plain-data interface, :data:`sim.course.host.INTERFACES`); the
+  rest of ``sim`` (the engine, whose modules answer the exercises) and the checkout that holds it
+  (``solutions/``, hidden tests) are refused even when they lie inside an allowed folder;
 * writing, creating, renaming or removing anything outside the submission's folder; making links;
   changing the working folder; opening a folder outside the submission as a file descriptor;
 * starting a process (``subprocess``, ``os.system``, ``os.fork``, ``os.exec*``, ``os.posix_spawn``,
   ``os.spawn*``, ``pty``), sending a signal, leaving the process group, opening a socket,
   changing resource limits, starting a sub-interpreter;
-* importing ``ctypes`` (or ``_posixsubprocess``, ``readline``, the ``_test*`` modules), loading a
-  compiled extension from outside the Python installation, and walking the interpreter's objects
-  with ``gc`` (which could reach this hook's state);
+* importing ``ctypes`` (or ``_posixsubprocess``, ``readline``, the ``_test*`` modules) and the other
+  native escape hatches that open files or start programs in C, out of the hooks' sight
+  (``tkinter``/``_tkinter``: a Tcl interpreter; ``dbm``, ``_posixshmem``, ``ssl``, ``cffi``), under
+  any name (a compiled extension is refused by its file's module name too), loading a compiled
+  extension from outside the Python installation, and walking the interpreter's objects with ``gc``
+  (which could reach this hook's state);
 * opening any SQLite database, in memory too: SQLite opens files in C, where no audit event sees
   them (``ATTACH`` of a file anywhere, ``VACUUM INTO`` one, ``load_extension``).
 
@@ -22,8 +27,8 @@ Outside this process, bubblewrap (:mod:`sim.course.sandbox`) is the first wall: 
 cannot see (a file SQLite or a C extension opens) still finds a read-only system, a private /tmp
 and a private copy of the folder. On the fallback (no bubblewrap), this hook is the only wall.
 
-The first refusal is written at once, as a ``{"violation": ...}`` line, to the pipe the judge
-reads, so a student's code that catches the ``PermissionError`` (or tampers with the host
+The first refusal is written at once, as a ``{"violation": ...}`` line (after the host's token), to
+the pipe the judge reads, so a student's code that catches the ``PermissionError`` (or tampers with the host
 afterwards) still scores 0 for that test with the reason.
 
 Checks are cheap: events the hook does not watch return after one set lookup; paths are resolved
@@ -46,6 +51,11 @@ def violation() -> str | None:
 BLOCKED_IMPORTS = frozenset({
     "ctypes", "_ctypes", "_posixsubprocess", "subprocess", "readline", "_xxsubinterpreters",
     "_xxinterpchannels", "_interpreters", "_interpchannels", "posix", "nt", "os", "_imp", "_winapi",
+    # native code that opens files or starts processes in C, where no audit event sees it: a Tcl
+    # interpreter (tkinter.Tcl() reads and writes any file, and runs programs), dbm files, POSIX shared
+    # memory, certificate files, a foreign-function interface
+    "tkinter", "_tkinter", "turtle", "idlelib", "dbm", "_dbm", "_gdbm", "_posixshmem", "ssl", "_ssl",
+    "cffi", "_cffi_backend",
 })
 
 _PROCESS = {"os.fork": "os.fork", "os.forkpty": "os.forkpty", "os.exec": "os.exec*", "os.posix_spawn": "os.posix_spawn",
@@ -100,17 +110,20 @@ def installed_roots() -> set[str]:
     return {os.path.realpath(r) for r in _python_roots()}
 
 
-def install(submission: str, *, checkout: str | None, package: str, report_fd: int, extra_read=()) -> None:
-    """Guard this process: ``submission`` (the student's folder) may be read and written,
-    ``package`` (the ``sim`` folder), the Python installation and ``extra_read`` read, ``checkout``
-    (the folder holding ``sim``, None for an installed sim) never, even inside those; the first
-    refusal is written to ``report_fd`` as a JSON line."""
+def install(submission: str, *, checkout: str | None, package: str, report_fd: int, kit=None, report_prefix: str = "",
+            extra_read=()) -> None:
+    """Guard this process: ``submission`` (the student's folder) may be read and written, the
+    Python installation and ``extra_read`` read, and of ``package`` (the ``sim`` folder) the files
+    ``kit`` names (relative to it; None: all of it); the rest of ``package`` and ``checkout`` (the
+    folder holding ``sim``, None for an installed sim) never, even inside those. The first refusal
+    is written to ``report_fd`` as a JSON line, after ``report_prefix`` (the host's token)."""
     import _json
     import posix
     import sys
 
     lstat, readlink, getcwd, fspath, write = posix.lstat, posix.readlink, posix.getcwd, posix.fspath, posix.write
     quote = _json.encode_basestring_ascii
+    prefix = str(report_prefix)
     getframe = sys._getframe
     here = getframe(0).f_code.co_filename
     str_, bytes_, int_, isinstance_, len_ = str, bytes, int, isinstance, len
@@ -157,7 +170,9 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
         return done or "/"
 
     sub = real(submission)
-    rules = [(sub, 2), (real(package), 1)] + ([(real(checkout), 0)] if checkout else [])
+    pkg = real(package)
+    rules = [(sub, 2)] + ([(pkg, 1)] if kit is None else [(pkg, 0)] + [(pkg + "/" + f, 1) for f in kit])
+    rules += [(real(checkout), 0)] if checkout else []
     rules += [(real(r), 1) for r in _python_roots()]
     rules += [(real(r), 1) for r in extra_read]
     rules += [(p, 1) for p in ("/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime", "/usr/share/zoneinfo")]
@@ -176,6 +191,12 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
 
     def shown(path: str) -> str:
         return "your folder" + path[len(sub):] if path == sub or path.startswith(sub + "/") else path
+
+    def outside(path: str) -> str:
+        """Where ``path`` is, as a refusal says it: the kit's own code, or outside the student's folder."""
+        if kit is not None and (path == pkg or path.startswith(pkg + "/")):
+            return f"{shown(path)}, the kit's own code (judged code sees only its folder and the kit's interface)"
+        return f"{shown(path)}, outside its folder"
 
     def where() -> str:
         f = getframe(2)
@@ -198,7 +219,7 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
             reported.append(msg)
             first.append(msg)
             try:
-                write(report_fd, ('{"violation": ' + quote(msg[:1000]) + "}\n").encode())
+                write(report_fd, (prefix + '{"violation": ' + quote(msg[:1000]) + "}\n").encode())
             except OSError_:
                 pass
         if error is not None:
@@ -222,7 +243,7 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
             return
         r = real(p)
         if level(r) < need:
-            refuse(f"{verb} {shown(r)}, outside its folder")
+            refuse(f"{verb} {outside(r)}")
         if p.startswith("/"):
             if len_(cache) > 4096:
                 cache.clear()
@@ -242,7 +263,7 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
                     if level(r) < 2:
                         try:
                             if lstat(r).st_mode & S_IFMT == S_IFDIR:
-                                refuse(f"open the folder {shown(r)}, outside its folder")
+                                refuse(f"open the folder {outside(r)}")
                         except OSError_:
                             pass
                 return
@@ -255,7 +276,8 @@ def install(submission: str, *, checkout: str | None, package: str, report_fd: i
         elif event == "import":
             name = args[0]
             top = name.partition(".")[0] if isinstance_(name, str_) else ""
-            if top in blocked or top.startswith("_test"):
+            last = name.rpartition(".")[2] if isinstance_(name, str_) and args[1] is not None else ""
+            if top in blocked or top.startswith("_test") or last in blocked or last.startswith("_test"):
                 # as if it were not installed (a library that tries it, dateutil say, carries on);
                 # the student's own import of it is also a refusal
                 if importer_is_student():

@@ -1,7 +1,7 @@
 """The operating-system limits of a process that judges or runs student code, set in one place.
 
 The judge process (``pool``: set between fork and exec) and the host process that runs the
-student's module (``remote.host_main``, inside bubblewrap where it works) both call
+student's module (``host.host_main``, inside bubblewrap where it works) both call
 :func:`apply_limits`. Limits are only ever lowered: a host inherits its judge's, and asks for its
 own below them. CPU time is not limited here: the parent holds each call to its wall-clock budget.
 """

@@ -7,10 +7,16 @@ pipe, one JSON line each way; the judge, the simulator and the invariants stay i
 own process, which never imports the student's file. The host inherits the sandbox's limits,
 user and process group, so the test's timeout ends it too.
 
-Before it imports the student's file the host walls itself in (:mod:`sim.course.guard`): the
-checkout that holds ``sim`` leaves its ``sys.path`` and ``argv``, an audit hook refuses files
-outside the submission's folder, processes, signals, sockets and ``ctypes``, and the protocol
-moves to private file descriptors (what the code prints is counted, never mixed with answers).
+This module is the judge's side. The host's side is :mod:`sim.course.host`, the one module of the
+kit's that runs where student code runs: before it imports the student's file it walls itself in
+(:mod:`sim.course.guard`): the checkout that holds ``sim`` leaves its ``sys.path`` and ``argv``, an
+audit hook refuses files outside the submission's folder (and the kit's engine), processes,
+signals, sockets and ``ctypes``, and the protocol moves to private file descriptors above 255 (what
+the code prints is counted, never mixed with answers). Every line a host writes starts with a random
+token :class:`_Host` handed it before the student's file was imported: a line the code writes on a
+descriptor it found is reported as such (the test is lost with that reason), never read as an
+answer. Nothing a module holds at import crosses the pipe unless a judge asks for its name
+(:attr:`RemoteModule.names`), and then only a small plain value.
 
 Some things a student's code does end the test, whatever the judge makes of the failing call:
 a refusal of the guard, ``sys.exit`` or ``os._exit``, running out of memory, an import that
@@ -32,7 +38,7 @@ from .. import digest as _digest
 from ..design import DesignError, Intent
 from ..errors import InputError
 
-__all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "host_main", "encode", "decode", "fatal", "printed",
+__all__ = ["RemoteModule", "RemoteDesign", "RemoteError", "encode", "decode", "fatal", "printed",
            "reset", "budget", "submission", "shared", "close_shared", "CALL_SECONDS", "IMPORT_SECONDS",
            "SUBMISSION_SECONDS", "A", "B"]
 
@@ -133,7 +139,7 @@ def _registry() -> dict:
     classes = {c.__name__: c for c in (Envelope, TaskView, IntentRecord, Move, Verdict, Rule, RuleBook, _Intent,
                                               Allowlist)}
     enums = {e.__name__: e for e in (TaskState, Decision)}
-    return {"classes": classes, "enums": enums}
+    return {"classes": classes, "enums": enums, "allowlist": Allowlist}
 
 
 _REG: dict | None = None
@@ -147,10 +153,14 @@ def _reg() -> dict:
 
 
 def encode(v):
-    """A JSON-ready form of ``v`` keeping the engine's record types."""
+    """A JSON-ready form of ``v`` keeping the engine's record types (a consumer's allowlist goes as
+    its rows: the host has no state machine to rebuild it from, :class:`sim.course.host.Allowlist`)."""
     import dataclasses
     import enum
 
+    if isinstance(v, _reg()["allowlist"]):
+        return {"__allowlist__": v.rules.version,
+                "moves": [[r.from_state.value, r.to_state.value, list(r.roles)] for r in v.rules.rules]}
     if isinstance(v, enum.Enum):
         return {"__enum__": type(v).__name__, "value": v.value}
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -194,6 +204,30 @@ def decode(v):
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 
+#: The fields a host's line may carry, and their types (see :mod:`sim.course.host`).
+_REPLY_FIELDS = {"printed": int, "violation": str, "error": str, "code": str, "fatal": bool, "kind": str,
+                 "kinds": list, "large": str, "ready": bool}
+
+
+def _reply(line: bytes, token: bytes) -> dict | None:
+    """The host's message on ``line`` (token first, then a JSON object of known fields), or None
+    when the line is not the host's (no token) or not one of its messages."""
+    if not line.startswith(token + b" "):
+        return None
+    try:
+        reply = json.loads(line[len(token) + 1:])
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not reply:
+        return None
+    for k, v in reply.items():
+        want = _REPLY_FIELDS.get(k)
+        if k == "value":
+            continue
+        if want is None or not isinstance(v, want) or (want is int and isinstance(v, bool)):
+            return None
+    return reply
+
 _SIGNALS = {"SIGKILL": "was killed (out of memory?)", "SIGXCPU": "used up its CPU time",
             "SIGSEGV": "crashed the interpreter (SIGSEGV; a recursion too deep?)",
             "SIGXFSZ": "wrote a file larger than the limit"}
@@ -204,14 +238,23 @@ class _Host:
     a deadline (an unbuffered pipe and a line buffer of our own, so ``select`` sees every byte).
     Started by :func:`sim.course.sandbox.start_host`, the one way student code starts."""
 
-    def __init__(self, path: Path, seed: int):
+    def __init__(self, path: Path, seed: int, kind: str = "design"):
         import os
+        import secrets
 
         from .sandbox import start_host
 
-        self.proc, self.pid, self.boxed = start_host(path, seed)
+        self.proc, self.pid, self.boxed = start_host(path, seed, kind)
         self.seed = seed
-        self._buf = b""
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf already searched for a newline
+        # every line the host writes starts with this (handed over before the student's file is imported):
+        # a line the student's code writes on a descriptor it found is not the host's
+        self.token = secrets.token_hex(16).encode()
+        try:
+            self.send({"token": self.token.decode()})
+        except OSError:  # gone already: reading says why
+            pass
         self._pidfd = None  # the host's whole life: readable once every process of it has ended
         if self.pid != self.proc.pid:
             try:
@@ -227,16 +270,26 @@ class _Host:
 
     def line(self, timeout: float) -> bytes | None:
         """The next line (with its newline); b"" when the host is gone; None when ``timeout`` passed
-        first; a line without a newline when it is longer than the limit."""
+        first; a line without a newline when it is longer than the limit. Each byte is looked at once
+        for a newline, so a long answer costs its length, not its length squared."""
         import os
         import select
         import time
 
         deadline = time.monotonic() + max(0.0, timeout)
         fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buf:
+        while True:
+            at = self._buf.find(b"\n", self._scanned)
+            if at >= 0:
+                out = bytes(self._buf[: at + 1])
+                del self._buf[: at + 1]
+                self._scanned = 0
+                return out
+            self._scanned = len(self._buf)
             if len(self._buf) > REPLY_LIMIT:
-                out, self._buf = self._buf, b""
+                out = bytes(self._buf)
+                self._buf.clear()
+                self._scanned = 0
                 return out
             left = deadline - time.monotonic()
             if left <= 0:
@@ -245,17 +298,15 @@ class _Host:
             if not ready:
                 continue
             try:
-                chunk = os.read(fd, 1 << 16)
+                chunk = os.read(fd, 1 << 20)
             except OSError:
                 chunk = b""
             if not chunk:
-                if self._buf:
-                    out, self._buf = self._buf, b""
-                    return out
-                return b""
+                out = bytes(self._buf)
+                self._buf.clear()
+                self._scanned = 0
+                return out
             self._buf += chunk
-        out, _, self._buf = self._buf.partition(b"\n")
-        return out + b"\n"
 
     def status(self, timeout: float = 2.0) -> int | None:
         """How the host ended, as ``Popen.returncode`` says it (a signal as its negative number),
@@ -368,7 +419,7 @@ class RemoteModule:
         self.hosts: list[_Host] = []
         try:
             for seed in range(1, max(1, processes) + 1):
-                self.hosts.append(_Host(self.path, seed))
+                self.hosts.append(_Host(self.path, seed, what))
             hellos = [self._read(h, "while importing it", IMPORT_SECONDS) for h in self.hosts]
         except RemoteError as e:
             self._kill_all()
@@ -382,7 +433,33 @@ class RemoteModule:
             self._kill_all()
             raise InputError(bad["error"], code=bad.get("code", "E_PLUGIN_IMPORT"))
         self._started = True
-        self.names: dict = hellos[0]["names"]
+        #: The module's names, asked of the host one at a time when a judge looks one up (nothing the
+        #: module holds at import is sent unless asked for by name): ``names.get("consume") ==
+        #: "function"``; a plain value (str, int, float, bool) no larger than
+        #: :data:`sim.course.host.VALUE_LIMIT` is itself; a larger one, a :class:`TooLarge`.
+        self.names = _Names(self)
+
+    def lookup(self, name: str):
+        """What the module's ``name`` is in host :data:`A`: ``"function"``, a plain value (a
+        :class:`TooLarge` past the limit), or None (missing, or neither)."""
+        if self.fatal is not None:
+            self._fatal(self.fatal)
+            raise RemoteError(self.fatal, code="E_SANDBOX")
+        host = self.hosts[0]
+        try:
+            host.send({"name": str(name)})
+        except (BrokenPipeError, OSError):
+            raise self._ended(host, f"before its name {name!r} was looked up") from None
+        reply = self._read(host, f"while its name {name!r} was looked up", CALL_SECONDS)
+        kind = reply.get("kind")
+        if kind == "function":
+            return "function"
+        if kind == "value":
+            if isinstance(reply.get("large"), str):
+                return TooLarge(reply["large"])
+            v = reply.get("value")
+            return v if isinstance(v, (str, int, float, bool)) else None
+        return None
 
     @property
     def proc(self):
@@ -452,22 +529,20 @@ class RemoteModule:
                 self._fatal(f"{self.path.name} sent an answer longer than {REPLY_LIMIT // (1024 * 1024)} MB {during}")
                 host.kill()
                 raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
-            try:
-                reply = json.loads(line)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict):
-                self._fatal(f"the process running {self.path.name} wrote on the grader's answer pipe {during}")
+            reply = _reply(line, host.token)
+            if reply is None:  # not the host's: the student's code wrote on a descriptor it found
+                self._fatal(f"your code wrote on the grader's private answer pipe {during} (a function returns its "
+                            "answer; it never writes it to a file descriptor)")
                 host.kill()
                 raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT")
             if "violation" in reply:  # the guard refused something: the test is lost, the answer follows
                 self._fatal(reply["violation"])
                 continue
-            self.printed = max(self.printed, reply.get("printed", 0) or 0)
+            self.printed = max(self.printed, reply.get("printed", 0))
             if self.printed > _PRINTED[0]:
                 _PRINTED[0] = self.printed
             if reply.get("fatal"):
-                self._fatal(reply.get("error", "the student's code failed"))
+                self._fatal(reply.get("error") or "the student's code failed")
             return reply
 
     def call(self, fn: str, *args, process: int = A):
@@ -484,8 +559,13 @@ class RemoteModule:
         reply = self._read(host, f"during {fn}", CALL_SECONDS)
         if "error" in reply:
             raise RemoteError(reply["error"], code=reply.get("code", "E_DESIGN_RAISED"), kind=reply.get("kind", ""),
-                              kinds=reply.get("kinds", ()))
-        return decode(reply["value"])
+                              kinds=tuple(k for k in reply.get("kinds", ()) if isinstance(k, str)))
+        try:
+            return decode(reply["value"])
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
+            self._fatal(f"{fn} returned something the grader cannot read (plain data only: str, int, float, bool, None, "
+                        "list, dict)")
+            raise RemoteError(self.fatal, code="E_DESIGN_OUTPUT") from None
 
     def close(self, force: bool = False) -> None:
         """End the hosts (a shared module stays open until :func:`close_shared`, unless ``force``)."""
@@ -500,6 +580,37 @@ class RemoteModule:
             if h.proc.poll() is None:
                 h.kill()
             h.close()
+
+
+class TooLarge(str):
+    """A module's value too large to send (its text says what it is: ``a str of 24,000,000 characters``)."""
+
+    def __repr__(self) -> str:
+        return f"<{str(self)}>"
+
+
+class _Names:
+    """A module's names, looked up in its host as a judge asks (``get``, ``in``, ``[]``), each once."""
+
+    _MISSING = object()
+
+    def __init__(self, module: "RemoteModule"):
+        self._module, self._seen = module, {}
+
+    def get(self, name: str, default=None):
+        if name not in self._seen:
+            self._seen[name] = self._module.lookup(name)
+        v = self._seen[name]
+        return default if v is None else v
+
+    def __contains__(self, name) -> bool:
+        return self.get(name) is not None
+
+    def __getitem__(self, name: str):
+        v = self.get(name)
+        if v is None:
+            raise KeyError(name)
+        return v
 
 
 _SHARED: dict[tuple, RemoteModule] = {}
@@ -571,153 +682,6 @@ class RemoteDesign:
 
     def close(self) -> None:
         self.module.close()
-
-
-# ---------------------------------------------------------------------------- the host side
-
-
-def _where(e: BaseException | None, sub: str) -> str:
-    """`` at design.py line 7``: the innermost frame of ``e`` in the submission's folder (no file is read)."""
-    import traceback
-
-    line, seen = "", 0
-    while e is not None and not line and seen < 5:
-        for frame, lineno in traceback.walk_tb(e.__traceback__):
-            name = frame.f_code.co_filename
-            if name.startswith(sub + "/"):
-                line = f" at {name[len(sub) + 1:]} line {lineno}"
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return line
-
-
-def host_main(path: str, limits: str = "") -> None:
-    """Wall this process in (the limits given as JSON, ``{"memory_mb", "file_mb"}``, then the
-    guard), import the student's file, then answer ``{"fn", "args"}`` lines until the judge closes
-    the pipe."""
-    import dataclasses  # noqa: F401 - encode/decode need them; imported before the guard
-    import enum  # noqa: F401
-    import io
-    import os
-
-    from .. import __file__ as sim_init
-    from ..plugins import load_module
-    from . import guard
-
-    # the protocol moves to private descriptors; 0, 1 and 2 become /dev/null
-    rpc_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    out_fd = os.dup(1)
-    rpc_out = os.fdopen(out_fd, "w", encoding="utf-8")
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-
-    class Counter(io.TextIOBase):
-        """The student's stdout and stderr: counted, never kept, never mixed with the protocol."""
-
-        total = 0
-
-        def writable(self) -> bool:
-            return True
-
-        def write(self, s) -> int:
-            Counter.total += len(str(s))
-            return len(str(s))
-
-    sys.stdout = sys.stderr = Counter()
-    sys.stdin = io.StringIO("")
-
-    def send(obj) -> None:
-        obj["printed"] = Counter.total
-        rpc_out.write(json.dumps(obj) + "\n")
-        rpc_out.flush()
-
-    file = os.path.realpath(path)
-    sub = os.path.dirname(file)
-    name = os.path.basename(file)
-    _reg()
-    memory = ""
-    try:
-        from .limits import apply_limits
-
-        wanted = json.loads(limits) if limits else {}
-        limit = apply_limits(memory_mb=wanted.get("memory_mb"), file_mb=wanted.get("file_mb"), no_processes=True)
-        if limit > 0:
-            memory = f" (the limit is {limit // (1024 * 1024)} MB)"
-    except (ImportError, ValueError, OSError):  # pragma: no cover - a platform without these limits
-        pass
-    # the checkout leaves the path and argv; bytecode is not written; temporary files go to the folder
-    # (an installed sim lives in site-packages, with no checkout around it to hide)
-    root = os.path.realpath(_ROOT)
-    checkout = None if root in guard.installed_roots() else root
-    if checkout is not None:
-        sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != checkout]
-        for key in [k for k in sys.path_importer_cache if isinstance(k, str) and os.path.realpath(k) == checkout]:
-            del sys.path_importer_cache[key]
-    sys.argv[:] = sys.argv[:1]
-    sys.dont_write_bytecode = True
-    os.environ["TMPDIR"] = sub
-    guard.install(sub, checkout=checkout, package=os.path.dirname(sim_init), report_fd=out_fd,
-                  extra_read=[p for p in sys.path if p])  # the installation's paths (.pth files included)
-
-    try:
-        module = load_module(file, os.path.splitext(name)[0])
-    except BaseException as e:  # InputError: one line already (SystemExit and MemoryError included)
-        msg = getattr(e, "message", None) or f"{name} does not import: {type(e).__name__}: {e}"
-        where = _where(e.__context__ or e, sub)
-        send({"error": msg + (where if where and where not in msg else ""), "code": getattr(e, "code", "E_PLUGIN_IMPORT"),
-              "fatal": True})
-        return
-    names = {}
-    for n in dir(module):
-        try:
-            v = getattr(module, n)
-        except Exception:  # a module __getattr__ of the student's
-            continue
-        if callable(v):
-            names[n] = "function"
-        elif isinstance(v, (str, int, float, bool)):
-            names[n] = v
-    send({"names": names})
-    for line in rpc_in:
-        req = json.loads(line)
-        fn = getattr(module, req["fn"], None)
-        if not callable(fn):
-            send({"error": f"{name} has no function {req['fn']!r}", "code": "E_PLUGIN_INCOMPLETE"})
-            continue
-        args = decode(req["args"])
-        reply = None
-        try:
-            value = fn(*args)
-        except SystemExit as e:
-            reply = {"error": f"{req['fn']} called sys.exit({e.code!r}){_where(e, sub)}; it must return, not end the "
-                              "process", "code": "E_DESIGN_RAISED", "fatal": True}
-        except MemoryError as e:
-            reply = {"error": f"{req['fn']} ran out of memory{memory}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
-                     "fatal": True}
-        except RecursionError as e:
-            reply = {"error": f"{req['fn']} recursed without end{_where(e, sub)}", "code": "E_DESIGN_RAISED"}
-        except Exception as e:
-            msg = " ".join(str(e).split())[:200]
-            reply = {"error": f"{req['fn']} raised {type(e).__name__}: {msg}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
-                     "kind": type(e).__name__, "kinds": [c.__name__ for c in type(e).__mro__]}
-        except BaseException as e:  # KeyboardInterrupt and the like, raised by the student's code
-            reply = {"error": f"{req['fn']} raised {type(e).__name__}{_where(e, sub)}", "code": "E_DESIGN_RAISED",
-                     "fatal": True}
-        violation = guard.violation()
-        if violation is not None:  # refused, even if the code caught the PermissionError
-            reply = {"error": violation, "code": "E_SANDBOX", "fatal": True}
-        if reply is None:
-            try:
-                reply = {"value": encode(value)}
-                send(reply)
-                continue
-            except (TypeError, ValueError, RecursionError, MemoryError):
-                kind = type(value).__name__
-                reply = {"error": f"{req['fn']} returned {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, which cannot "
-                                  "be sent to the grader (return plain data: str, int, float, bool, None, list, dict)",
-                         "code": "E_DESIGN_OUTPUT", "fatal": True}
-        send(reply)
 
 
 def remote_callable(path: str | Path, fn: str, what: str, *, processes: int = 2):

@@ -10,8 +10,10 @@ Every host runs inside bubblewrap (``bwrap``, Debian package ``bubblewrap``) whe
 
 - a read-only view of the system: ``/usr`` (and the ``/bin``, ``/lib*`` links), the few ``/etc``
   files the dynamic loader and Python read, the Python installation (``sys.prefix``,
-  ``sys.base_prefix``) and the ``sim`` package's own folder, nothing else of the checkout
-  (never ``solutions/`` or ``tests/``), no other submission, no grader folder, no run database;
+  ``sys.base_prefix``) and, of the ``sim`` package, only the files the host needs and the plain-data
+  interface its kind of file is handed (:func:`sim.course.host.kit_files`: never the engine modules
+  that answer an exercise), nothing else of the checkout (never ``solutions/`` or ``tests/``), no
+  other submission, no grader folder, no run database;
 - the submission's folder as a private, writable copy on a tmpfs of its own (each host gets a fresh
   one, gone when the host ends: one host cannot plant a file for another or for the grader), a
   private ``/tmp``, a private ``/proc`` and ``/dev``;
@@ -25,9 +27,11 @@ Every host runs inside bubblewrap (``bwrap``, Debian package ``bubblewrap``) whe
 
 Whether bubblewrap works is probed once per process (:func:`box`). Where it does not (not
 installed, or namespaces refused, as on some Docker hosts such as Gradescope's), hosts run as the
-fallback: the unprivileged user when the grader is root, a private copy of the submission, the same
-limits. :func:`describe` says which (``"bubblewrap"`` or ``"fallback: <why>"``); every report carries
-it and the grader prints it. In both, the audit hooks of :mod:`sim.course.guard` wall the student's
+fallback: the unprivileged user when the grader is root (or none at all: :func:`start_host` refuses
+rather than run student code as root), a private copy of the submission, the same limits.
+:func:`describe` says which (``"bubblewrap"`` or ``"fallback: <why>"``); every report carries it and
+the grader prints it. The instructor commands fail closed (:func:`require`): without bubblewrap they
+run no student code unless told ``--sandbox none``, and then every row carries :func:`warning`. In both, the audit hooks of :mod:`sim.course.guard` wall the student's
 code in from inside its own process: a second wall inside the box, the only one on the fallback.
 ``PROTOLAB_SANDBOX=fallback`` forces the fallback.
 
@@ -53,7 +57,8 @@ from pathlib import Path
 from .judges import Judged, failed, resolve
 
 __all__ = ["judge_here", "start_host", "host_command", "box_command", "box", "describe", "SandboxError", "grader_error",
-           "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE"]
+           "GRADER_ERROR", "LIMITS", "sandbox_user", "RUN_AS", "RUN_AS_NOTE", "require", "warning", "HOW_TO_GET",
+           "SANDBOX_CHOICES"]
 
 #: Resource limits of judge and host processes; ``copy_mb`` caps a submission's copy.
 LIMITS = {"memory_mb": 2048, "file_mb": 32, "output_kb": 256, "copy_mb": 8}
@@ -252,13 +257,13 @@ _DROP = ("import os as _os\n"
          "    _u, _g = (int(_x) for _x in _d.split(':'))\n"
          "    _os.setgroups([]); _os.setresgid(_g, _g, _g); _os.setresuid(_u, _u, _u)\n"
          "del _os, _d\n")
-# A host's boot: answer the probe, or run the host (sim.course.remote.host_main).
+# A host's boot: answer the probe, or run the host (sim.course.host.host_main).
 _HOST_BOOT = ("import sys\n"
               "sys.path.insert(0, sys.argv[1])\n"
               "if sys.argv[2] == '-':\n"
-              "    import os, sim.course.remote, sim.course.guard; print('protolab-sandbox-ok', os.getuid())\n"
+              "    import os, sim.course.host, sim.course.guard; print('protolab-sandbox-ok', os.getuid())\n"
               "else:\n"
-              "    from sim.course.remote import host_main; host_main(sys.argv[2], sys.argv[3])\n")
+              "    from sim.course.host import host_main; host_main(sys.argv[2], sys.argv[3], sys.argv[4])\n")
 #: The few files of /etc that the dynamic loader and Python read.
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
 _MB = 1024 * 1024
@@ -277,6 +282,48 @@ def box() -> Box:
 def describe() -> str:
     """Which sandbox judges here: ``"bubblewrap"`` (with a note on how, if any) or ``"fallback: <why>"``."""
     return box().describe()
+
+
+#: How to get an operating-system sandbox, in one sentence (the refusal and the README say it).
+HOW_TO_GET = ("install bubblewrap (Debian, Ubuntu: 'sudo apt-get install bubblewrap'; Fedora: 'sudo dnf install "
+              "bubblewrap'; on macOS, grade in a Linux container or VM), or pass '--sandbox none' to grade without "
+              "one, knowingly")
+#: The values of the instructor commands' ``--sandbox``: the operating-system sandbox, or none (allowed).
+SANDBOX_CHOICES = ("bubblewrap", "none")
+
+
+def require(sandbox: str = "bubblewrap") -> None:
+    """Fail closed before an instructor command runs student code: without bubblewrap here,
+    refuse (:class:`~sim.errors.InputError` ``E_NO_SANDBOX``, one line saying how to get it) unless
+    ``sandbox`` is ``"none"`` (the instructor's choice: hosts run on the fallback, every report and
+    row says so, :func:`warning`). Even then, never as root: a grader running as root must have an
+    unprivileged user that can run this Python (:func:`sandbox_user`), else it refuses too. Where
+    bubblewrap works, it is used whatever ``sandbox`` says."""
+    from ..errors import InputError
+
+    if sandbox not in SANDBOX_CHOICES:
+        raise InputError(f"--sandbox is {sandbox!r}: expected one of {', '.join(SANDBOX_CHOICES)}", code="E_USAGE")
+    b = box()
+    if b.kind == "bubblewrap":
+        return
+    if sandbox != "none":
+        raise InputError(f"no operating-system sandbox here ({b.why}): students' code would run with the audit hooks "
+                         f"and limits alone, so nothing was graded; {HOW_TO_GET}", code="E_NO_SANDBOX")
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and sandbox_user() is None:
+        raise InputError("--sandbox none: the grader is root and "
+                         + (RUN_AS_NOTE.replace(": judged code runs as root", "") or "there is no unprivileged user")
+                         + "; students' code never runs as root: grade as an ordinary user, set "
+                         "PROTOLAB_SANDBOX_USER to a user that can run this Python, or install bubblewrap",
+                         code="E_NO_SANDBOX")
+
+
+def warning(sandbox: str) -> str:
+    """The loud warning every report and row carries when ``sandbox`` (a report's) is not bubblewrap;
+    "" when it is (or is not known)."""
+    if not sandbox or sandbox.startswith("bubblewrap"):
+        return ""
+    return ("WARNING: graded WITHOUT an operating-system sandbox (--sandbox none; " + sandbox + "): students' code "
+            "ran with the audit hooks and limits alone")
 
 
 def _probe() -> Box:
@@ -364,25 +411,27 @@ def _user(name: str, *, make: bool):
         return None
 
 
-def host_command(path: Path, seed: int, *, info_fd: int | None = None, _box: Box | None = None,
+def host_command(path: Path, seed: int, *, kind: str = "design", info_fd: int | None = None, _box: Box | None = None,
                  _probe: bool = False) -> tuple[list[str], dict, str, list[int]]:
-    """``(argv, env, cwd, fds)`` of a host process for the student's file at ``path`` with hash seed
-    ``seed``: the recipe of the one way student code is started (:func:`start_host` starts it).
-    Python runs with ``-s -P`` and an environment made here alone (so ``PYTHONHASHSEED`` applies:
-    each host of a module gets its own seed). In bubblewrap, ``fds`` are the submission's files,
-    copied into the host's private folder (the caller passes them to the process, then closes
-    them); ``info_fd`` is bwrap's ``--info-fd``."""
+    """``(argv, env, cwd, fds)`` of a host process for the student's file at ``path`` (a file of
+    ``kind``, the ``what`` of :class:`sim.course.remote.RemoteModule`: which of the kit's interface
+    it is handed) with hash seed ``seed``: the recipe of the one way student code is started
+    (:func:`start_host` starts it). Python runs with ``-s -P`` and an environment made here alone (so
+    ``PYTHONHASHSEED`` applies: each host of a module gets its own seed). In bubblewrap, ``fds`` are
+    the submission's files, copied into the host's private folder (the caller passes them to the
+    process, then closes them); ``info_fd`` is bwrap's ``--info-fd``."""
     path = os.path.abspath(path)
     limits = json.dumps({"memory_mb": LIMITS["memory_mb"], "file_mb": LIMITS["file_mb"]})
-    return box_command(os.path.dirname(path), _HOST_BOOT, [_ROOT, "-" if _probe else path, limits], seed=seed,
-                       main=path, info_fd=info_fd, _box=_box, _probe=_probe)
+    return box_command(os.path.dirname(path), _HOST_BOOT, [_ROOT, "-" if _probe else path, limits, kind], seed=seed,
+                       main=path, info_fd=info_fd, kind=kind, _box=_box, _probe=_probe)
 
 
 def box_command(folder: str | Path, code: str, args=(), *, seed: int = 0, main: str | None = None,
-                info_fd: int | None = None, _box: Box | None = None,
+                info_fd: int | None = None, kind: str = "", _box: Box | None = None,
                 _probe: bool = False) -> tuple[list[str], dict, str, list[int]]:
     """``(argv, env, cwd, fds)`` running ``python -s -P -c CODE ARGS...`` in ``folder`` as hosts run:
-    in the box (a private copy of ``folder``, ``main`` copied first) or, on the fallback, as is."""
+    in the box (a private copy of ``folder``, ``main`` copied first; of the ``sim`` package only the
+    files a host of ``kind`` may read, :func:`sim.course.host.kit_files`) or, on the fallback, as is."""
     b = _box if _box is not None else box()
     folder = os.path.abspath(folder)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin" if b.kind == "bubblewrap" else os.environ.get("PATH", "/usr/bin:/bin"),
@@ -396,7 +445,7 @@ def box_command(folder: str | Path, code: str, args=(), *, seed: int = 0, main: 
         inner[4] = _DROP + code
     fds: list[int] = []
     try:
-        argv = _bwrap(b, folder, main or os.path.join(folder, "-"), inner, env, fds, info_fd, probe=_probe)
+        argv = _bwrap(b, folder, main or os.path.join(folder, "-"), inner, env, fds, info_fd, kind=kind, probe=_probe)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -408,13 +457,14 @@ def box_command(folder: str | Path, code: str, args=(), *, seed: int = 0, main: 
 
 
 def _read_roots() -> list[str]:
-    """What a host must read: the Python installation and the ``sim`` package's folder, resolved."""
+    """What a host must read: the Python installation, resolved (of the ``sim`` package, only the files
+    :func:`_bwrap` binds one by one)."""
     import site
     import sysconfig
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.dirname(os.path.abspath(PYTHON))), os.path.dirname(os.path.realpath(PYTHON)),
-             sysconfig.get_paths().get("stdlib", ""), str(Path(__file__).resolve().parents[1])}
+             sysconfig.get_paths().get("stdlib", "")}
     try:
         roots.update(site.getsitepackages())
     except Exception:  # pragma: no cover - a site module without it
@@ -439,7 +489,7 @@ def _checkout() -> str | None:
 
 
 def _bwrap(b: Box, folder: str, main: str, inner: list[str], env: dict, fds: list[int], info_fd: int | None,
-           *, probe: bool) -> list[str]:
+           *, kind: str = "", probe: bool) -> list[str]:
     a = [b.bwrap]
     if info_fd is not None:
         a += ["--info-fd", str(info_fd)]
@@ -491,7 +541,24 @@ def _bwrap(b: Box, folder: str, main: str, inner: list[str], env: dict, fds: lis
     checkout, sim_dir = _checkout(), str(Path(__file__).resolve().parents[1])
     if checkout is not None and covered(checkout):  # a checkout inside the installation: only its sim/ shows
         a.extend(["--tmpfs", checkout])
-        a.extend(["--ro-bind", sim_dir, sim_dir])
+    # of the sim package, the files a host of this kind needs and nothing else: an empty folder of its
+    # own (over an installed sim's, or a checkout's), then each allowed file bound read-only into it
+    from .host import kit_files
+
+    if not covered(sim_dir):
+        parents(sim_dir)
+    a.extend(["--perms", "0755", "--size", str(_MB), "--tmpfs", sim_dir])
+    subdirs = set()
+    for rel in kit_files(kind, sim_dir):
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d not in subdirs:
+                subdirs.add(d)
+                a.extend(["--perms", "0755", "--dir", os.path.join(sim_dir, d)])
+        src = os.path.join(sim_dir, rel)
+        if os.path.isfile(src):
+            a.extend(["--ro-bind", src, src])
     # the submission's folder: a private tmpfs holding a copy of its files, writable, gone with the host
     parents(folder)
     a.extend(["--perms", "0777", "--size", str((LIMITS["copy_mb"] + 56) * _MB), "--tmpfs", folder])
@@ -538,23 +605,33 @@ def _copy_in(a: list[str], folder: str, main: str, fds: list[int]) -> None:
         a.extend(["--perms", "0666", "--file", str(fd), f])
 
 
-def start_host(path: Path, seed: int) -> tuple[subprocess.Popen, int, bool]:
-    """Start a host process for the student's file at ``path`` (see :func:`host_command`):
-    ``(process, pid, boxed)``. ``pid`` is the process whose end means every process of the host has
-    ended: in bubblewrap the sandbox's own first process (its PID namespace ends with it), else the
-    host itself. stdin and stdout are the host's protocol pipes; stderr says why a host never started
-    (bwrap's or the interpreter's own complaint: nothing of the student's code reaches it)."""
+def start_host(path: Path, seed: int, kind: str = "design") -> tuple[subprocess.Popen, int, bool]:
+    """Start a host process for the student's file at ``path``, a file of ``kind`` (see
+    :func:`host_command`): ``(process, pid, boxed)``. ``pid`` is the process whose end means every
+    process of the host has ended: in bubblewrap the sandbox's own first process (its PID namespace
+    ends with it), else the host itself. stdin and stdout are the host's protocol pipes; stderr says
+    why a host never started (bwrap's or the interpreter's own complaint: nothing of the student's
+    code reaches it). On the fallback, a grader running as root starts the host as the sandbox's
+    user, or refuses (:class:`SandboxError`): student code never runs as root."""
     import select
 
     b = box()
     boxed = b.kind == "bubblewrap"
+    kw: dict = {}
+    if not boxed and hasattr(os, "geteuid") and os.geteuid() == 0:
+        user = sandbox_user()
+        if user is None:
+            raise SandboxError("refusing to run student code as root without bubblewrap: " + (
+                RUN_AS_NOTE or "no unprivileged user to run it as") + " (set PROTOLAB_SANDBOX_USER to one, or install "
+                "bubblewrap)")
+        kw = {"user": user[0], "group": user[1], "extra_groups": []}
     r = w = None
     if boxed:
         r, w = os.pipe()
-    argv, env, cwd, fds = host_command(path, seed, info_fd=w)
+    argv, env, cwd, fds = host_command(path, seed, kind=kind, info_fd=w)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=cwd, env=env, bufsize=0, pass_fds=fds + ([w] if w is not None else []))
+                                cwd=cwd, env=env, bufsize=0, pass_fds=fds + ([w] if w is not None else []), **kw)
     except BaseException:
         if r is not None:
             os.close(r)
