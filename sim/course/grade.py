@@ -182,7 +182,7 @@ def _ungradable(ex: Exercise, sub: Submission, tests) -> Report:
 
 
 def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, hidden: bool = True,
-              progress=None) -> list[Report]:
+              progress=None, rubric=None) -> list[Report]:
     """A :class:`Report` per submission (same order). Each submission is one job in a pool of
     ``jobs`` judge processes (default: every core): its tests in order, one after another, sharing
     its host processes, as every way to grade judges it (:func:`sim.course.evaluate.evaluate`), so
@@ -191,7 +191,7 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     from .hints import load_hints
 
     jobs = jobs or os.cpu_count() or 2
-    tests = list(ex.graded_tests(hidden))
+    tests = list(ex.graded_tests(hidden, rubric))  # weighed by ``rubric``, else the course's (sim.course.rubric)
     hints = load_hints(ex)
     reports: list[Report | None] = [None] * len(subs)
     done = 0
@@ -225,7 +225,7 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
                      hidden_points=ex.hidden_points())
         rep.results = [got.get(t.name) or TestResult(
             name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False, message=why,
-            visibility=getattr(t, "visibility", "") or "") for t in tests]
+            visibility=getattr(t, "visibility", "") or "", cap=t.cap, core=t.core) for t in tests]
         return rep
 
     with stack, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
