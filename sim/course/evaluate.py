@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import ProtolabError
 from .catalog import Exercise, Test
+from .safetext import clean_name, clean_result, clean_text
 
 __all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result", "sandbox_of", "keep_attachments"]
 
@@ -93,14 +94,14 @@ class Report:
         return {
             "exercise": self.exercise.number,
             "slug": self.exercise.slug,
-            "submission": str(self.submission),
+            "submission": clean_name(self.submission),
             "score": self.score,
             "max_score": self.max_score,
             "capped": None if self.capped is None else {"cap_percent": self.capped[0], "rules": self.capped[1]},
             "public_only": not self.hidden_ran,
             "hidden_points": self.hidden_points,
             "all_passed": self.all_passed,
-            "problem": self.problem,
+            "problem": clean_text(self.problem),
             "sandbox": self.sandbox,
             "tests": [r.to_dict() for r in self.results],
         }
@@ -115,7 +116,7 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
     if repro:
         repro = repro.replace("{dir}", shown_dir)
     ok = score >= 0.999
-    return TestResult(
+    return clean_result(TestResult(
         name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
         max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir),
         hint="" if ok or v.get("grader_error") else choose_hint(list(hints), test, v.get("signature")),
@@ -126,7 +127,7 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
         hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended, sandbox=v.get("sandbox") or "",
         cap=getattr(test, "cap", None), core=getattr(test, "core", False),
         attachment=None if ok else _attachment(v.get("attachment"), shown_dir),
-    )
+    ))  # every piece of it that may quote the student cleaned and capped (sim.course.safetext)
 
 
 def _attachment(a, shown_dir: str) -> dict | None:
@@ -305,5 +306,5 @@ def keep_attachments(report: Report, shown_dir: str, place) -> Report:
 
 def _not_judged(t: Test, problem: str) -> TestResult:
     return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
-                      message=f"not graded: {problem}", visibility=getattr(t, "visibility", "") or "",
+                      message=clean_text(f"not graded: {problem}"), visibility=getattr(t, "visibility", "") or "",
                       cap=getattr(t, "cap", None), core=getattr(t, "core", False))

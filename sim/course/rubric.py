@@ -241,3 +241,21 @@ def rubric_toml(ex, rubric: Rubric) -> str:
     for name, c in rubric.caps.items():
         lines.append(f"{name.ljust(width)} = {c:g}")
     return "\n".join(lines) + "\n"
+
+
+def rubric_rows(ex, rubric: Rubric) -> list[dict]:
+    """One row per rule of ``rubric``: its points, share of the total, cap, whether it is core, and
+    what a submission keeps when it breaks that rule alone."""
+    titles = {t.name: (t.title, t.hidden) for t in _rules(ex)}
+    total = rubric.total
+    return [{"rule": name, "title": titles.get(name, (name, False))[0], "hidden": titles.get(name, (name, False))[1],
+             "points": w, "share": round(w / total, 4) if total else 0.0, "cap_percent": rubric.caps.get(name),
+             "core": name in rubric.core, "kept_if_only_this_breaks": round(rubric.kept_if_only(name), 4)}
+            for name, w in rubric.weights.items()]
+
+
+def effective_rubric(ex, path: Path | None = None) -> Rubric:
+    """The rubric ``path`` holds, else the course's, else the weights of exercise.toml."""
+    if path is not None:
+        return load_rubric(ex, path)
+    return course_rubric(ex) or equal_rubric(ex)
