@@ -64,10 +64,8 @@ def _refuse(path: Path, why: str) -> InputError:
 def read_gradebook(path: Path) -> Gradebook | None:
     """The gradebook at ``path``, checked; None when there is no file. E_GRADEBOOK when it is not one."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() or path.is_dir():  # nothing to merge into (a folder: the write says it cannot)
         return None
-    if not path.is_file():
-        raise _refuse(path, "is not a file")
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
