@@ -48,10 +48,11 @@ def clean_text(text, *, lines: bool = True, limit: int = CAP, total: int = TOTAL
         return text
     if len(text) > total + limit:  # a huge text: cut before cleaning, so cleaning stays cheap
         text = text[: total + limit] + f"… (cut: {len(text):,} characters in all)"
+    if lines:
+        text = text.replace("\r\n", "\n")  # a line break written the Windows way is a line break
     text = _UNSAFE.sub("?", text)
     if not lines:
-        return _cut(text.replace("\r", "?").replace("\n", "?").replace("\t", " "), limit)
-    text = text.replace("\r", "")
+        return _cut(text.replace("\n", "?").replace("\t", " "), limit)
     if any(len(line) > limit for line in text.split("\n")):
         text = "\n".join(_cut(line, limit) for line in text.split("\n"))
     return _cut(text, total)
