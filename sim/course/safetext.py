@@ -34,10 +34,10 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u20
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _cut(text: str, limit: int) -> str:
+def _cut(text: str, limit: int, of: int | None = None) -> str:
     if len(text) <= limit:
         return text
-    return text[:limit] + f"… (cut: {len(text):,} characters in all)"
+    return text[:limit] + f"… (cut: {of if of is not None else len(text):,} characters in all)"
 
 
 def clean_text(text, *, lines: bool = True, limit: int = CAP, total: int = TOTAL_CAP):
@@ -46,16 +46,20 @@ def clean_text(text, *, lines: bool = True, limit: int = CAP, total: int = TOTAL
     Anything but a string comes back as it is."""
     if not isinstance(text, str):
         return text
-    if len(text) > total + limit:  # a huge text: cut before cleaning, so cleaning stays cheap
-        text = text[: total + limit] + f"… (cut: {len(text):,} characters in all)"
+    n = len(text)
+    huge = n > total + limit
+    if huge:  # cut before cleaning, so that cleaning stays cheap; the notes say how long it was
+        text = text[: total + limit]
+    of = n if huge else None
     if lines:
         text = text.replace("\r\n", "\n")  # a line break written the Windows way is a line break
     text = _UNSAFE.sub("?", text)
     if not lines:
-        return _cut(text.replace("\n", "?").replace("\t", " "), limit)
-    if any(len(line) > limit for line in text.split("\n")):
-        text = "\n".join(_cut(line, limit) for line in text.split("\n"))
-    return _cut(text, total)
+        return _cut(text.replace("\n", "?").replace("\t", " "), limit, of)
+    parts = text.split("\n")
+    if any(len(line) > limit for line in parts):
+        text = "\n".join(_cut(line, limit, of if huge and len(parts) == 1 else None) for line in parts)
+    return _cut(text, total, of)
 
 
 def clean_name(name) -> str:
