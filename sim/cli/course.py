@@ -688,7 +688,9 @@ def grade(
     paths: List[Path] = typer.Argument(..., help="The submissions: a folder of one folder or .zip per student, "
                                                  "or one student's folder or zip. After 'lab': the lab, then the folder."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write a gradebook (CSV): student, score, max, "
-                                                                "one column per test."),
+                                                                "one column per rule headed with its points, note, "
+                                                                "history. Onto an existing gradebook it replaces the "
+                                                                "rows of the students graded and keeps the rest."),
     gradescope: Optional[Path] = typer.Option(None, "--gradescope",
                                               help="Write FOLDER/STUDENT/results.json in Gradescope's format."),
     explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
