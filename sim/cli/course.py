@@ -413,6 +413,10 @@ def kit_rubric(
                         "total, when that rule breaks")
     if rubric.why:
         typer.echo(f"core: {', '.join(rubric.core)}. {rubric.why}")
+    for r in rows:  # the instructor's to decide, but said: a core rule that costs less than a quarter
+        if r["core"] and r["kept_if_only_this_breaks"] > 0.75:
+            typer.echo(f"note: breaking the core rule {r['rule']} alone keeps {r['kept_if_only_this_breaks']:.0%} "
+                       "(the default keeps at most 75%: raise its points or give it a cap)")
     if check is not None:
         typer.echo(f"{check}: a valid rubric of exercise {ex.number}")
     if output is not None:
