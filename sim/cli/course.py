@@ -1,5 +1,5 @@
 """The course: 'protolab exercise' (list, start, check, hint), 'protolab kit' (student, classroom,
-verify), 'protolab autograder' and 'protolab grade'."""
+rubric, verify), 'protolab autograder' and 'protolab grade'."""
 
 from __future__ import annotations
 
@@ -320,7 +320,8 @@ def _sandbox_line(report_or_text) -> str:
 
 
 kit_app = typer.Typer(help="(Instructors) the student kit: build it (no solutions, no hidden tests) and verify that "
-                           "every exercise's answers are judged right.", no_args_is_help=True)
+                           "every exercise's answers are judged right; each exercise's rubric (what each rule is "
+                           "worth in the grade).", no_args_is_help=True)
 
 
 @kit_app.command("student")
