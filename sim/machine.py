@@ -259,6 +259,9 @@ def load_rulebook(path: str | Path) -> RuleBook:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise MachineError(f"machine file {p} is not valid TOML: {e}", code="E_TOML") from e
+    except RecursionError:  # tomllib recurses per level of nesting: a deep enough file exhausts the stack
+        raise MachineError(f"machine file {p} cannot be read: its values are nested too deeply for TOML's reader",
+                           code="E_TOML") from None
     return parse_rulebook(data, source=str(p.name))
 
 

@@ -66,7 +66,8 @@ def test_the_model_answer_passes_every_judge(tmp_path):
 @pytest.mark.parametrize("content, says", [
     ('{"schema": "conversation-trace-v2",', "not valid JSON"),
     (b"\xff\xfe{}", "not UTF-8"),
-    ('{"epoch": NaN}', "cannot be read as JSON"),
+    ('{"epoch": NaN}', "NaN, which is not JSON"),
+    ('{"schema": "conversation-trace-v2", "schema": "x"}', "repeats the key 'schema'"),  # as trace validate: E_DUPLICATE_KEY
     ("[" * 100000 + "]" * 100000, "cannot be read as JSON"),
     ("[1, 2]", "an array"),
     ('"trace"', "a string"),

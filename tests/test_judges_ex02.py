@@ -44,7 +44,7 @@ COUNTER_KEY = _with_key("    global _n\n    _n += 1\n    return f'{trace_id[:40]
 def test_the_rules_are_six_of_equal_weight_and_the_model_answer_holds_them_all(tmp_path):
     assert [t.name for t in EX.tests] == ["digest-under-its-scheme", "refusals", "same-intent-same-key", "key-injective",
                                           "key-is-an-id", "keys-in-the-run"]
-    assert {t.points for t in EX.graded_tests(True)} == {10} and all(t.hidden_cases for t in EX.tests)
+    assert {t.points for t in EX.tests} == {10} and all(t.hidden_cases for t in EX.tests)  # the rubric weighs them
     r = evaluate(EX, _submission(tmp_path, MODEL), hidden=True, isolate=False)
     assert r.score == r.max_score == 60, [(x.name, x.message) for x in r.results if not x.passed]
 
@@ -54,7 +54,7 @@ def test_keys_from_two_processes_must_match_so_a_hash_key_loses_and_is_named(tmp
     by = {x.name: x for x in r.results}
     assert not by["same-intent-same-key"].passed and by["same-intent-same-key"].points == 0
     assert not by["keys-in-the-run"].passed
-    assert r.score <= r.max_score - 10 and not r.grader_errors
+    assert r.score <= r.max_score - sum(x.max_points for x in r.results if not x.passed) and not r.grader_errors
     assert "not the same in every process" in _feedback(r) and "hash()" in _feedback(r)
     sig = by["same-intent-same-key"].signature
     assert sig["symptoms"] == ["key-differs-between-processes"]

@@ -51,7 +51,7 @@ def _without(text: str, *blocks: tuple[str, str]) -> str:
 
 def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
     assert tuple(t.name for t in EX.tests) == RULES
-    assert {t.points for t in EX.graded_tests(True)} == {10} and sum(t.points for t in EX.tests) == 110
+    assert {t.points for t in EX.tests} == {10} and sum(t.points for t in EX.graded_tests(True)) == 110  # the rubric weighs them
     # the search explores the same small run everywhere: it has no hidden cases
     assert not EX.hidden_tests() and all(t.hidden_cases for t in EX.tests if t.name != "search")
     assert set(EX.extensions()) == set(RULES) - {"search"}
@@ -173,7 +173,8 @@ def test_an_escaped_design_loses_at_least_a_rule_and_its_feedback_names_it(name,
     r = evaluate(EX, _submission(tmp_path, body), hidden=True, isolate=False)
     failed = {x.name for x in r.results if not x.passed}
     assert failed == rules, (failed, [(x.name, x.message) for x in r.results if not x.passed])
-    assert r.score <= r.max_score - 10 and all(x.points == 0 for x in r.results if not x.passed)
+    assert r.score <= r.max_score - sum(x.max_points for x in r.results if not x.passed)
+    assert all(x.points == 0 for x in r.results if not x.passed)
     assert not r.grader_errors
     assert words in _feedback(r), _feedback(r)[:800]
 

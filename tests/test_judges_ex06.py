@@ -37,7 +37,8 @@ def test_ten_rules_of_equal_weight_and_the_suite_grouped_by_rule():
     # the judge module calls the hidden rule by another name: the kit ships it, and never names a hidden test
     assert names == [r if r != J.CAUSAL else "causal-chain" for r in J.RULES]
     rule_of_test = dict(zip(names, J.RULES))
-    assert all(t.points == SHARE for t in TESTS.values()) and sum(t.points for t in TESTS.values()) == 100
+    nominal = (*EX.tests, *EX.hidden_tests())  # exercise.toml's and hidden.toml's points; the rubric weighs them
+    assert all(t.points == SHARE for t in nominal) and sum(t.points for t in TESTS.values()) == 100
     graded = {name: t.args.get("mutations", []) for name, t in TESTS.items()}
     for name, muts in graded.items():  # each test runs exactly its rule's mutations, hidden cases included
         assert sorted(muts) == sorted(m for m, r in J.MUTATION_RULE.items() if r == rule_of_test[name]), name
@@ -126,7 +127,8 @@ def test_traces_the_validator_accepts_still_lose_the_rules_they_break(tmp_path):
             escaped[w.name] = rep.score
     assert {"copied-example", "no-acks-required", "unrecorded-result", "uncaused-verdicts", "fence-as-decision",
             "acks-to-the-reviewers", "one-ack", "one-verdict", "quorum-of-two"} <= set(escaped)
-    assert all(score <= 100 - SHARE for score in escaped.values()), escaped
+    least = min(t.points for t in TESTS.values())  # a broken rule costs at least its points under the rubric
+    assert all(score <= 100 - least for score in escaped.values()), escaped
 
 
 def test_one_mistake_costs_the_rules_it_breaks_not_every_rule_whose_mutations_need_a_valid_trace(tmp_path):

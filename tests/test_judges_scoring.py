@@ -133,7 +133,7 @@ def test_a_report_scores_the_sum_of_its_fractional_points_to_two_places():
     assert d["submission"] == "/sandbox/alice" and d["public_only"] is True and d["problem"] is None
     assert [t["points"] for t in d["tests"]] == [5.55, 14.99, 0.1, 0.2]
     assert d["all_passed"] is False and d["hidden_points"] is None
-    assert d["sandbox"] == "" and sorted(d) == ["all_passed", "exercise", "hidden_points", "max_score", "problem",
+    assert d["sandbox"] == "" and sorted(d) == ["all_passed", "capped", "exercise", "hidden_points", "max_score", "problem",
                                                 "public_only", "sandbox", "score", "slug", "submission", "tests"]
     rep.sandbox = "bubblewrap"
     assert rep.to_dict()["sandbox"] == "bubblewrap"  # the report says which sandbox judged it
@@ -169,10 +169,10 @@ def test_the_gradebook_writes_fractional_points_as_they_were_earned(tmp_path):
     out = tmp_path / "grades.csv"
     write_gradebook(out, subs, reports)
     assert _rows(out) == [
-        ["student", "score", "max", "a", "b", "note"],
-        ["alice", "20.55", "30", "5.55", "15", ""],
-        ["bob", "15.37", "30", "15", "0.37", ""],
-        ["carol", "0", "30", "0", "0", "no design.py in the submission"],
+        ["student", "score", "max", "a /15", "b /15", "note", "history"],  # each rule headed with its weight
+        ["alice", "20.55", "30", "5.55", "15", "", ""],
+        ["bob", "15.37", "30", "15", "0.37", "", ""],
+        ["carol", "0", "30", "0", "0", "no design.py in the submission", ""],
     ]
     assert [p.name for p in tmp_path.iterdir()] == ["grades.csv"]  # no partial file left beside it
 
@@ -182,9 +182,10 @@ def test_the_gradebook_puts_a_test_a_report_lacks_at_zero_and_reads_columns_from
     reports = [_report(_result("a", 1.5, 15), _result("b", 2.25, 15)), _report(_result("b", 4.75, 15))]
     out = tmp_path / "g.csv"
     write_gradebook(out, subs, reports)
-    assert _rows(out)[1:] == [["alice", "3.75", "30", "1.5", "2.25", ""], ["bob", "4.75", "15", "0", "4.75", ""]]
-    write_gradebook(out, [], [])
-    assert _rows(out) == [["student", "score", "max", "note"]]
+    assert _rows(out)[1:] == [["alice", "3.75", "30", "1.5", "2.25", "", ""], ["bob", "4.75", "15", "0", "4.75", "", ""]]
+    fresh = tmp_path / "fresh.csv"
+    write_gradebook(fresh, [], [])
+    assert _rows(fresh) == [["student", "score", "max", "note", "history"]]
 
 
 def test_a_gradebook_that_cannot_be_written_is_one_error_and_leaves_no_partial_file(tmp_path):
@@ -248,8 +249,9 @@ def test_results_json_carries_fractional_points_to_gradescope():
     assert all(isinstance(t["score"], float) and isinstance(t["max_score"], float) for t in d["tests"])
     assert d["extra_data"]["max_score"] == 40 and d["extra_data"]["hidden_ran"] is True
     assert d["execution_time"] == 13
-    assert "Score 20.91/40." in d["output"]
-    assert "Hidden tests: 1 (10 points)" in d["output"]
+    # the hidden test is shown once grades are published: until then no total, no subtotal that tells it
+    assert "20.91" not in d["output"] and "Score" not in d["output"] and d["visibility"] == "after_published"
+    assert "Public tests: 1 of 2 pass (20.54 of 30 points). Hidden tests: 1 (10 points)" in d["output"]
     assert d["tests"][0]["output"].startswith("Failed (5.55/15 points).")
     assert d["tests"][1]["output"].startswith("Passed (14.99/15 points).")
     assert [t["number"] for t in d["tests"]] == ["99.1", "99.2", "99.3"]
@@ -363,13 +365,19 @@ def test_the_summary_counts_public_passes_and_says_when_hidden_tests_are_shown()
                   _result("h1", 0, 10, hidden=True, visibility="after_due_date"),
                   _result("h2", 5, 5, hidden=True, visibility="hidden"),
                   _result("h3", 1, 1, hidden=True, visibility="visible"))
-    assert results_json(rep)["output"] == ("Exercise 99: Scoring by hand. Score 24/38. Public tests: 1 of 2 pass. Hidden "
-                                           "tests: 3 (16 points), shown after the due date or to your instructor only.")
+    assert results_json(rep)["output"] == ("Exercise 99: Scoring by hand. Public tests: 1 of 2 pass (18 of 22 points). "
+                                           "Hidden tests: 3 (16 points), shown after the due date or to your instructor "
+                                           "only; your score counts them and is shown with them.")
+    assert results_json(rep)["visibility"] == "after_published"  # the total too, as long as the hidden tests
     shown_now = _report(_result("a", 15, 15), _result("h3", 1, 1, hidden=True, visibility="visible"))
     assert results_json(shown_now)["output"] == ("Exercise 99: Scoring by hand. Score 16/16. Public tests: 1 of 1 pass. "
                                                  "Hidden tests: 1 (1 points).")
+    assert results_json(shown_now)["visibility"] == "visible"
+    due = _report(_result("a", 15, 15), _result("h1", 0, 10, hidden=True, visibility="after_due_date"))
+    assert results_json(due)["visibility"] == "after_due_date"
     published = _report(_result("a", 15, 15), _result("h4", 2, 4, hidden=True, visibility="after_published"))
-    assert results_json(published)["output"].endswith(" Hidden tests: 1 (4 points), shown when grades are published.")
+    assert results_json(published)["output"].endswith(" Hidden tests: 1 (4 points), shown when grades are published; "
+                                                      "your score counts them and is shown with them.")
     broken = _report(_result("a", 0.0, 15), problem="no design.py in the zip")
     assert results_json(broken)["output"] == ("Exercise 99: Scoring by hand. Your submission could not be graded: no "
                                               "design.py in the zip. Every test scores 0; fix this and submit again.")

@@ -157,7 +157,12 @@ def test_the_issues_submission_gets_one_score_from_every_way_to_grade(tmp_path):
            "autograder": {"wrong/builtin-hash": by_autograder(ex, folders["wrong/builtin-hash"], tmp_path / "auto")},
            "exercise check": {"wrong/builtin-hash": by_check(ex, folders["wrong/builtin-hash"])}}
     _assert_one_score(ex, got)
-    assert got["grade -j 1"]["wrong/builtin-hash"]["score"] == 30
+    import tomllib
+
+    from sim.course.catalog import solutions_dir
+
+    expect = tomllib.loads((solutions_dir(ex) / "wrong" / "builtin-hash" / "expect.toml").read_text())
+    assert got["grade -j 1"]["wrong/builtin-hash"]["score"] == expect["score"] == 24  # 70 less the rubric's 20+10+8+8
     failed = {t for t, p in got["autograder"]["wrong/builtin-hash"]["tests"].items() if p == 0}
     assert failed == {"keys-name-intents", "payload-conflict", "fault-matrix", "search"}
 

@@ -49,9 +49,12 @@ def test_every_exercise_has_a_solution_hidden_tests_and_at_least_two_wrong_answe
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
-def test_every_test_of_an_exercise_is_a_rule_of_equal_weight(ex):
-    tests = ex.graded_tests(True)
+def test_every_test_of_an_exercise_is_a_rule_of_equal_nominal_points_the_rubric_weighs(ex):
+    tests = (*ex.tests, *ex.hidden_tests())  # exercise.toml's points: what a student's kit shows
     assert len({t.points for t in tests}) == 1, {t.name: t.points for t in tests}
+    graded = ex.graded_tests(True)  # the grader's: the course's rubric (tests/test_rubric.py holds it)
+    assert [t.name for t in graded] == [t.name for t in tests]
+    assert sum(t.points for t in graded) == sum(t.points for t in tests), "the rubric keeps each exercise's total"
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
@@ -97,7 +100,14 @@ def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, w
     # used to grade every wrong answer again to check this; it is checked here, once)
     failed = sorted(r.name for r in report.results if not r.passed)
     assert failed == sorted(expect["fails"]), (wrong.name, failed)
-    assert report.score == report.max_score - sum(by_name[n].max_points for n in failed)
+    # its score is what the rubric makes of the rules it broke (their points lost, then any cap), and what
+    # its expect.toml says: written there from what the grader computed, so a change of weights shows here
+    raw = report.max_score - sum(by_name[n].max_points for n in failed)
+    caps = [by_name[n].cap for n in failed if by_name[n].cap is not None]
+    assert report.score == round(min([raw] + [report.max_score * c / 100 for c in caps]), 2)
+    assert report.score == expect["score"], (wrong.name, report.score, expect["score"])
+    if any(by_name[n].core for n in failed):  # a core rule broken: at most 75% of the marks
+        assert report.score <= 0.75 * report.max_score, (wrong.name, report.score)
     for name in expect["fails"]:
         assert name in by_name, f"expect.toml names unknown test {name}"
         assert not by_name[name].passed, (name, by_name[name].message)

@@ -14,7 +14,7 @@ The groups (a new command goes in its group's module):
     a2a.py       a2a export (a run as A2A-shaped JSON)
     artifact.py  artifact put, show
     bench.py     bench intake, instructions, sim, writers, crash, lab, grade, trace, tui, startup
-    course.py    exercise list, start, check, hint; kit student, classroom, verify; autograder; grade
+    course.py    exercise list, start, check, hint; kit student, classroom, rubric, verify; autograder; grade
     lab.py       lab (the menu), list, status, start, check, submit, verify
     explore.py   explore (every delivery order to a depth), shrink (a failing run made minimal); bench explore
     browser.py   timeline (a run as one HTML page), browse (Datasette over a run); --serve lives on demo and tui

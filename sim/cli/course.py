@@ -1,5 +1,5 @@
 """The course: 'protolab exercise' (list, start, check, hint), 'protolab kit' (student, classroom,
-verify), 'protolab autograder' and 'protolab grade'."""
+rubric, verify), 'protolab autograder' and 'protolab grade'."""
 
 from __future__ import annotations
 
@@ -111,7 +111,11 @@ def exercise_start(
 
 def _render_report(report, con) -> None:
     ex = report.exercise
-    con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({report.submission})")
+    from ..course.safetext import clean_name
+
+    from rich.markup import escape
+
+    con.print(f"[bold]exercise {ex.number}: {ex.title}[/]  ({escape(clean_name(report.submission))})", highlight=False)
     failed = [r for r in report.results if not r.passed and not r.grader_error]
     # One cause for every failure (the file does not import, a function is missing, the code ran out
     # of time or memory before any test could finish): said once, above the tests, with no hints.
@@ -123,7 +127,10 @@ def _render_report(report, con) -> None:
     for r in report.results:
         mark = "[green]PASS[/]" if r.passed else "[bold yellow]N/G [/]" if r.grader_error else "[bold red]FAIL[/]"
         tag = " [dim](hidden)[/]" if r.hidden else " [dim](with hidden cases)[/]" if r.hidden_cases_ran else ""
-        con.print(f"  {mark} {r.points:g}/{r.max_points}  {r.name}{tag}: {r.title}", highlight=False)
+        weight = ", ".join(x for x in ("core" if getattr(r, "core", False) else "",
+                                       f"caps at {r.cap:g}%" if getattr(r, "cap", None) is not None else "") if x)
+        tag += f" [bold]\\[{weight}][/]" if weight else ""
+        con.print(f"  {mark} {r.points:g}/{r.max_points:g}  {r.name}{tag}: {r.title}", highlight=False)
         if r.grader_error:
             con.print(f"       {r.message}", highlight=False, markup=False)
         elif not r.passed and once is None:
@@ -144,7 +151,10 @@ def _render_report(report, con) -> None:
                 con.print(f"       {a['name']} ({said}):", highlight=False, markup=False, soft_wrap=True)
                 for line in r.attachment["text"].splitlines():
                     con.print(f"         {line}", highlight=False, markup=False, soft_wrap=True)
-    con.print(f"score: {report.score:g}/{report.max_score}", highlight=False)
+    capped = report.capped
+    con.print(f"score: {report.score:g}/{report.max_score:g}" + (
+        f" (capped at {capped[0]:g}% of the total: {', '.join(capped[1])} broke; the rules that hold add up to "
+        f"{sum(r.points for r in report.results):g})" if capped else ""), highlight=False)
     said = _sandbox_line(report)
     if said:
         con.print(said, highlight=False, markup=False, style="dim")
@@ -316,7 +326,8 @@ def _sandbox_line(report_or_text) -> str:
 
 
 kit_app = typer.Typer(help="(Instructors) the student kit: build it (no solutions, no hidden tests) and verify that "
-                           "every exercise's answers are judged right.", no_args_is_help=True)
+                           "every exercise's answers are judged right; each exercise's rubric (what each rule is "
+                           "worth in the grade).", no_args_is_help=True)
 
 
 @kit_app.command("student")
@@ -366,6 +377,59 @@ def kit_classroom(
     t.columns[0].no_wrap = False
     t.columns[0].overflow = "fold"
     _console().print(t)
+
+
+@kit_app.command("rubric")
+def kit_rubric(
+    which: str = typer.Argument(..., help="The exercise: its number or slug."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write an editable copy of the rubric to "
+                                                                        "this new file."),
+    check: Optional[Path] = typer.Option(None, "--check", help="Validate this rubric file (exit 2 with E_RUBRIC "
+                                                                "when it is not one) and show it."),
+    as_json: bool = JSON_OPT,
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) the rubric of an exercise: each rule's points and cap, which rules are its core and
+    what breaking one alone keeps. The course's is solutions/NN-slug/rubric.toml; -o writes a copy to
+    edit, --check validates one, and 'grade N DIR --rubric FILE' grades with it."""
+    from ..course.catalog import get_exercise
+    from ..course.rubric import RUBRIC_FILE, effective_rubric, rubric_rows, rubric_toml
+
+    _course(course)
+    ex = get_exercise(which)
+    rubric = effective_rubric(ex, check)
+    if output is not None:
+        from ..files import written_whole
+
+        if output.exists():
+            raise InputError(f"{output} already exists; nothing was written (name a new file)", code="E_OUTPUT_EXISTS")
+        with written_whole(output, code="E_OUTPUT") as fh:
+            fh.write(rubric_toml(ex, rubric))
+    rows = rubric_rows(ex, rubric)
+    where = rubric.source or f"exercise.toml's points (no solutions/{ex.dirname}/{RUBRIC_FILE} in this course)"
+    if as_json:
+        _print_json({"exercise": ex.number, "source": where, "total": rubric.total, "core": list(rubric.core),
+                     "why": rubric.why, "rules": rows, "written": str(output) if output is not None else None})
+        return
+    output_rows(f"Exercise {ex.number}: {ex.title}, the rubric ({where})",
+                ["rule", "points", "share", "cap", "core", "breaking it alone keeps"],
+                [[r["rule"] + (" (hidden)" if r["hidden"] else ""), f"{r['points']:g}", f"{r['share']:.0%}",
+                  "" if r["cap_percent"] is None else f"{r['cap_percent']:g}%", "core" if r["core"] else "",
+                  f"{r['kept_if_only_this_breaks']:.0%}"] for r in rows],
+                caption=f"out of {rubric.total:g} points; a cap is the most the exercise scores, in percent of its "
+                        "total, when that rule breaks")
+    if rubric.why:
+        typer.echo(f"core: {', '.join(rubric.core)}. {rubric.why}")
+    for r in rows:  # the instructor's to decide, but said: a core rule that costs less than a quarter
+        if r["core"] and r["kept_if_only_this_breaks"] > 0.75:
+            typer.echo(f"note: breaking the core rule {r['rule']} alone keeps {r['kept_if_only_this_breaks']:.0%} "
+                       "(the default keeps at most 75%: raise its points or give it a cap)")
+    if check is not None:
+        typer.echo(f"{check}: a valid rubric of exercise {ex.number}")
+    if output is not None:
+        typer.echo(f"wrote {output}: edit it, check it with 'protolab kit rubric {ex.number} --check {output}', grade "
+                   f"with it ('protolab grade {ex.number} DIR --rubric {output}'), or save it as "
+                   f"solutions/{ex.dirname}/{RUBRIC_FILE}")
 
 
 @kit_app.command("verify")
@@ -513,7 +577,7 @@ def _explain(report, con) -> None:
         con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
 
 
-def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs) -> None:
+def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None) -> None:
     from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
 
     cases = [t.name for t in ex.tests if t.hidden_cases]
@@ -531,16 +595,19 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                              f"(give one of them, e.g. {subs[0].source})", code="E_USAGE")
         if gradescope is not None and gradescope.exists() and not gradescope.is_dir():
             raise InputError(f"{gradescope} is a file; --gradescope names a folder", code="E_OUTPUT")
+        if csv_out is not None:  # a gradebook to merge into: refused now, before grading, if it cannot be
+            from ..course.gradebook import check_gradebook, read_gradebook
+
+            check_gradebook(read_gradebook(csv_out), ex.graded_tests(True, rubric), [s.name for s in subs])
         with _progress(not as_json) as bar:
             job = bar.add_task(f"grading exercise {ex.number}", total=len(subs))
-            reports = grade_all(ex, subs, jobs=jobs,
+            reports = grade_all(ex, subs, jobs=jobs, rubric=rubric,
                                 progress=lambda done, total, name: bar.update(job, completed=done,
                                                                               description=f"graded {name}"))
         # each search's counterexample beside its submission (class/alice.counterexample.toml), where the
         # reproduce line --explain and --json print looks for it
         beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
-        if csv_out is not None:
-            write_gradebook(csv_out, subs, reports)
+        merged = write_gradebook(csv_out, subs, reports) if csv_out is not None else None
         if gradescope is not None:
             from ..course.gradescope import results_json
 
@@ -553,6 +620,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
                 (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    if merged and (merged["replaced"] or merged["kept"]) and not as_json:  # a regrade into an existing gradebook
+        typer.echo(f"{csv_out}: {len(merged['replaced'])} row(s) replaced (each previous score kept in its history "
+                   f"column), {len(merged['added'])} added, {merged['kept']} other row(s) kept as they were")
     if beside and not as_json and not explain:  # --explain names its file; --json has 'written'
         typer.echo(f"wrote {len(beside)} counterexample file(s) beside their submissions: {', '.join(beside[:3])}"
                    + (" ..." if len(beside) > 3 else ""))
@@ -594,7 +664,7 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
                         for x in r.results)
         first = r.problem or next((f"{x.name}: {x.message.splitlines()[0] if x.message else ''}" for x in r.results
                                    if not x.passed), "")
-        rows.append([s.name, f"{r.score:g}", marks, first])
+        rows.append([s.name, f"{r.score:g}", marks, first])  # names and messages come cleaned (sim.course.safetext)
     unboxed = [bool(warning(r.sandbox)) for r in reports]
     if any(unboxed):  # graded without an OS sandbox: every row says so, first
         rows = [[c0, c1, c2, ("NO OS SANDBOX; " if u else "") + c3] for (c0, c1, c2, c3), u in zip(rows, unboxed)]
@@ -610,6 +680,9 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
     for cell_row in rows:  # one line per student: the first problem, cut to the room left
         if len(cell_row[-1]) > room:
             cell_row[-1] = cell_row[-1][: room - 1] + "…"
+    from rich.markup import escape
+
+    rows = [[escape(c) if i in (0, 3) else c for i, c in enumerate(row)] for row in rows]  # text, never markup
     t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
     con.print(t)
@@ -646,13 +719,17 @@ def grade(
     paths: List[Path] = typer.Argument(..., help="The submissions: a folder of one folder or .zip per student, "
                                                  "or one student's folder or zip. After 'lab': the lab, then the folder."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write a gradebook (CSV): student, score, max, "
-                                                                "one column per test."),
+                                                                "one column per rule headed with its points, note, "
+                                                                "history. Onto an existing gradebook it replaces the "
+                                                                "rows of the students graded and keeps the rest."),
     gradescope: Optional[Path] = typer.Option(None, "--gradescope",
                                               help="Write FOLDER/STUDENT/results.json in Gradescope's format."),
     explain: bool = typer.Option(False, "--explain", help="One submission: per test what broke, the command that "
                                                           "reproduces it and the hint, and the fault-by-invariant grid."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Submissions judged at once (default: every core); each one's tests run in order in one judge process, so -j never changes a score."),
     sandbox: str = SANDBOX_OPT,
+    rubric: Optional[Path] = typer.Option(None, "--rubric", help="Weigh the rules by this rubric file (protolab kit "
+                                                                 "rubric N -o FILE writes one) instead of the course's."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
@@ -664,8 +741,8 @@ def grade(
     if which == "lab":
         if len(paths) != 2:
             raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")
-        if explain or gradescope is not None:
-            raise InputError("--explain and --gradescope are for exercises; lab grading writes a table, --csv "
+        if explain or gradescope is not None or rubric is not None:
+            raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
                              "or --json", code="E_USAGE")
         _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json)
         return
@@ -675,8 +752,11 @@ def grade(
     if len(paths) != 1:
         raise InputError(f"grade {which} takes one folder of submissions (or one submission), not {len(paths)}",
                          code="E_USAGE")
+    from ..course.rubric import load_rubric
     from ..course.sandbox import require
 
+    weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
     require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
-    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs)
+    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
+                    rubric=weights)
 

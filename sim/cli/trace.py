@@ -37,24 +37,9 @@ def _parse_trace(box: list, file: Path) -> dict:
         raise InputError(f"trace file {file} is not UTF-8 ({e.reason} at byte {e.start})", code="E_NOT_UTF8") from None
     del raw  # a million-message trace: keep one copy of it, not two
 
-    def refuse(name):
-        raise InputError(f"trace file {file} holds {name}, which is not JSON", code="E_NAN")
+    from ..protocol import loads_trace
 
-    def one_value_per_key(pairs):
-        # as for envelopes: a repeated key would let "the last one wins" decide what the trace says
-        d = dict(pairs)
-        if len(d) != len(pairs):
-            seen = set()
-            k = next(k for k, _ in pairs if k in seen or seen.add(k))
-            raise InputError(f"trace file {file} repeats the key {k!r} in one object", code="E_DUPLICATE_KEY")
-        return d
-
-    try:
-        return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse, object_pairs_hook=one_value_per_key)
-    except json.JSONDecodeError as e:
-        raise InputError(f"trace file {file} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="E_JSON") from None
-    except (RecursionError, ValueError) as e:
-        raise InputError(f"trace file {file} cannot be read as JSON: {e}", code="E_JSON") from None
+    return loads_trace(text, f"trace file {file}")
 
 
 @trace_app.command("validate")

@@ -74,6 +74,8 @@ class Test:
     visibility: str = ""  # Gradescope's (VISIBILITIES); load_tests always sets it, "" means the default for its kind
     hidden_cases: bool = False  # the grader adds hidden cases to this public test (solutions/NN/hidden.toml [[extend]])
     extended: bool = False  # this copy of the test carries its hidden cases
+    cap: float | None = None  # the rubric's: the most the exercise scores (percent of its total) when this rule breaks
+    core: bool = False  # the rubric's: a rule the exercise is named for
 
 
 @dataclass(frozen=True)
@@ -125,17 +127,22 @@ class Exercise:
             out[e["test"]] = _merge_args(out[e["test"]], e.get("args", {}))
         return out
 
-    def graded_tests(self, hidden: bool) -> tuple[Test, ...]:
+    def graded_tests(self, hidden: bool, rubric=None) -> tuple[Test, ...]:
         """The tests a check runs: the public ones; with ``hidden`` (the grader), each public test
-        with its hidden cases added, then the hidden tests."""
+        with its hidden cases added, then the hidden tests. Each weighs what ``rubric`` (a
+        :class:`~sim.course.rubric.Rubric`), else the course's rubric, else exercise.toml says."""
+        from .rubric import course_rubric
+
+        rubric = rubric if rubric is not None else course_rubric(self)
         if not hidden:
-            return self.tests
+            return rubric.apply(self.tests) if rubric is not None else self.tests
         from dataclasses import replace
 
         ext = self.extensions()
         public = tuple(replace(t, args=_merge_args(t.args, ext[t.name]), extended=True) if t.name in ext else t
                        for t in self.tests)
-        return public + self.hidden_tests()
+        tests = public + self.hidden_tests()
+        return rubric.apply(tests) if rubric is not None else tests
 
     def hidden_points(self) -> int | None:
         """Points in hidden tests (``None``: unknown here, this install has no solutions)."""

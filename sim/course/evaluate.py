@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import ProtolabError
 from .catalog import Exercise, Test
+from .safetext import clean_name, clean_result, clean_text
 
 __all__ = ["TestResult", "Report", "evaluate", "run_one", "judge_tests", "to_result", "sandbox_of", "keep_attachments"]
 
@@ -41,6 +42,8 @@ class TestResult:
     hidden_cases_ran: bool = False  # ... and they ran here
     sandbox: str = ""  # which sandbox judged it: "bubblewrap" or "fallback: <why>" (sim.course.sandbox.describe)
     attachment: dict | None = None  # a file the feedback carries whole: {"name", "text"} (a search's counterexample)
+    cap: float | None = None  # the rubric's cap: the most the exercise scores (percent of its total) when this rule breaks
+    core: bool = False  # the rubric's: a rule the exercise is named for
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +61,18 @@ class Report:
 
     @property
     def score(self) -> float:
-        return round(sum(r.points for r in self.results), 2)
+        """The points earned, at most a capped rule's share of the total when it broke (the rubric)."""
+        from .rubric import capped_score
+
+        return capped_score(self.results)[0]
+
+    @property
+    def capped(self) -> tuple[float, list[str]] | None:
+        """``(cap percent, broken rules)`` when a broken rule's cap lowered the score, else None."""
+        from .rubric import capped_score
+
+        score, cap, rules = capped_score(self.results)
+        return (cap, rules) if cap is not None and score < round(sum(r.points for r in self.results), 2) else None
 
     @property
     def max_score(self) -> int:
@@ -80,13 +94,14 @@ class Report:
         return {
             "exercise": self.exercise.number,
             "slug": self.exercise.slug,
-            "submission": str(self.submission),
+            "submission": clean_name(self.submission),
             "score": self.score,
             "max_score": self.max_score,
+            "capped": None if self.capped is None else {"cap_percent": self.capped[0], "rules": self.capped[1]},
             "public_only": not self.hidden_ran,
             "hidden_points": self.hidden_points,
             "all_passed": self.all_passed,
-            "problem": self.problem,
+            "problem": clean_text(self.problem),
             "sandbox": self.sandbox,
             "tests": [r.to_dict() for r in self.results],
         }
@@ -101,7 +116,7 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
     if repro:
         repro = repro.replace("{dir}", shown_dir)
     ok = score >= 0.999
-    return TestResult(
+    return clean_result(TestResult(
         name=test.name, title=test.title, hidden=test.hidden, points=round(score * test.points, 2),
         max_points=test.points, passed=ok, message=v.get("message", "").replace("{dir}", shown_dir),
         hint="" if ok or v.get("grader_error") else choose_hint(list(hints), test, v.get("signature")),
@@ -110,8 +125,9 @@ def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:
         grid=v.get("grid"), signature=None if ok else v.get("signature"),
         visibility=getattr(test, "visibility", "") or "", grader_error=v.get("grader_error") or "",
         hidden_cases=test.hidden_cases, hidden_cases_ran=test.extended, sandbox=v.get("sandbox") or "",
+        cap=getattr(test, "cap", None), core=getattr(test, "core", False),
         attachment=None if ok else _attachment(v.get("attachment"), shown_dir),
-    )
+    ))  # every piece of it that may quote the student cleaned and capped (sim.course.safetext)
 
 
 def _attachment(a, shown_dir: str) -> dict | None:
@@ -180,7 +196,7 @@ def run_one(test: Test, submission: Path, isolate: bool, shown_dir: str, hints=(
 
 
 def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isolate: bool = True, pool=None,
-             progress=None, only: list[str] | None = None, shown: str | None = None) -> Report:
+             progress=None, only: list[str] | None = None, shown: str | None = None, rubric=None) -> Report:
     """Run ``ex``'s tests on the folder ``submission`` (public ones; with ``hidden``, the hidden ones
     too, and the hidden cases of public ones). Isolated (always, but for the kit's own tests of its
     reference answers), in a warm judge process of ``pool`` (a :class:`~sim.course.pool.JudgePool`
@@ -192,9 +208,10 @@ def evaluate(ex: Exercise, submission: str | Path, *, hidden: bool = False, isol
     files get the same verdicts from ``exercise check``, ``grade``, ``kit verify`` and the
     Gradescope autograder (tests/test_one_score.py holds them to it).
 
-    ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test."""
+    ``progress``, if given, is called as ``progress(done, total, test_name)`` after each test. Each test
+    weighs what ``rubric`` says, else the course's rubric (:mod:`sim.course.rubric`)."""
     sub = Path(submission)
-    tests = list(ex.graded_tests(hidden))
+    tests = list(ex.graded_tests(hidden, rubric))
     hidden_tests = ex.hidden_tests()
     if only:
         tests = [t for t in tests if t.name in only]
@@ -289,4 +306,5 @@ def keep_attachments(report: Report, shown_dir: str, place) -> Report:
 
 def _not_judged(t: Test, problem: str) -> TestResult:
     return TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False,
-                      message=f"not graded: {problem}", visibility=getattr(t, "visibility", "") or "")
+                      message=clean_text(f"not graded: {problem}"), visibility=getattr(t, "visibility", "") or "",
+                      cap=getattr(t, "cap", None), core=getattr(t, "core", False))

@@ -14,7 +14,6 @@ sandbox judged it (``Report.sandbox``: ``"bubblewrap"`` or ``"fallback: <why>"``
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import stat
@@ -27,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import written_whole
 from ..invariants import REGISTRY as _INVARIANTS
 from .catalog import Exercise
 from .evaluate import Report, TestResult, judge_tests, sandbox_of
 from .pool import JudgePool, private_copy
+from .safetext import clean_name, clean_text
 
 __all__ = ["Submission", "collect", "grade_all", "write_gradebook", "fault_grid", "keep_beside", "ZIP_LIMITS"]
 
@@ -122,7 +121,7 @@ def _unzip(path: Path, dest: Path) -> str | None:
 
 
 def _one_submission(ex: Exercise, src: Path, workdir: Path, shown: str) -> Submission:
-    name = src.stem if src.suffix.lower() == ".zip" else src.name
+    name = clean_name(src.stem if src.suffix.lower() == ".zip" else src.name)  # one line, nothing that reorders it
     sub = Submission(name=name, source=src, shown=shown)
     if src.is_symlink():
         sub.problem = f"{src.name} is a symbolic link; submit a folder or a zip"
@@ -174,15 +173,17 @@ def collect(ex: Exercise, path: Path, workdir: Path) -> list[Submission]:
 
 def _ungradable(ex: Exercise, sub: Submission, tests) -> Report:
     rep = Report(ex, sub.source, hidden_ran=any(t.hidden for t in tests), hidden_points=ex.hidden_points())
+    problem = clean_text(sub.problem)  # it may name the student's own files: cleaned and capped
     rep.results = [TestResult(name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points,
-                              passed=False, message=f"not graded: {sub.problem}", hint="", visibility=getattr(t, "visibility", "") or "")
+                              passed=False, message=f"not graded: {problem}", hint="", visibility=getattr(t, "visibility", "") or "",
+                              cap=t.cap, core=t.core)
                    for t in tests]
-    rep.problem = sub.problem
+    rep.problem = problem
     return rep
 
 
 def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, hidden: bool = True,
-              progress=None) -> list[Report]:
+              progress=None, rubric=None) -> list[Report]:
     """A :class:`Report` per submission (same order). Each submission is one job in a pool of
     ``jobs`` judge processes (default: every core): its tests in order, one after another, sharing
     its host processes, as every way to grade judges it (:func:`sim.course.evaluate.evaluate`), so
@@ -191,7 +192,7 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
     from .hints import load_hints
 
     jobs = jobs or os.cpu_count() or 2
-    tests = list(ex.graded_tests(hidden))
+    tests = list(ex.graded_tests(hidden, rubric))  # weighed by ``rubric``, else the course's (sim.course.rubric)
     hints = load_hints(ex)
     reports: list[Report | None] = [None] * len(subs)
     done = 0
@@ -225,7 +226,7 @@ def grade_all(ex: Exercise, subs: list[Submission], *, jobs: int | None = None, 
                      hidden_points=ex.hidden_points())
         rep.results = [got.get(t.name) or TestResult(
             name=t.name, title=t.title, hidden=t.hidden, points=0.0, max_points=t.points, passed=False, message=why,
-            visibility=getattr(t, "visibility", "") or "") for t in tests]
+            visibility=getattr(t, "visibility", "") or "", cap=t.cap, core=t.core) for t in tests]
         return rep
 
     with stack, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -263,23 +264,13 @@ def keep_beside(sub: Submission, report: Report) -> list[str]:
     return [r.attachment["written"] for r in report.results if r.attachment and r.attachment.get("written")]
 
 
-def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> None:
-    """A CSV gradebook: student, score, max, one column per test (points), and a note."""
-    tests = [r.name for r in reports[0].results] if reports else []
-    with written_whole(path, newline="", code="E_OUTPUT") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "score", "max", *tests, "note"])
-        for s, r in zip(subs, reports):
-            by = {x.name: x.points for x in r.results}
-            w.writerow([s.name, _num(r.score), r.max_score, *[_num(by.get(t, 0)) for t in tests],
-                        "; ".join(x for x in (r.problem, _unboxed(r)) if x)])
+def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> dict:
+    """A CSV gradebook: student, score, max, one column per rule (its points, headed with its weight), a
+    note and the history of earlier scores; merged into the gradebook already at ``path`` (a regrade of
+    one student replaces that row only). See :mod:`sim.course.gradebook`."""
+    from .gradebook import write_gradebook as write
 
-
-def _unboxed(r: Report) -> str:
-    """The row's warning when it was graded without an operating-system sandbox ("" when it was not)."""
-    from .sandbox import warning
-
-    return warning(r.sandbox)
+    return write(path, subs, reports)
 
 
 def _num(x: float) -> str:

@@ -52,10 +52,11 @@ def feedback(r: TestResult, report: Report | None = None, shown_dir: str | None 
     msg = _shown(r.message, report, shown_dir) if report is not None else r.message
     repro = _shown(r.reproduce, report, shown_dir) if report is not None else r.reproduce
     lines = []
+    weight = _weight_note(r)
     if r.passed:
-        lines.append(f"Passed ({r.points:g}/{r.max_points} points). {msg}".rstrip())
+        lines.append(f"Passed ({r.points:g}/{r.max_points:g} points). {msg}".rstrip())
     else:
-        lines.append(f"Failed ({r.points:g}/{r.max_points} points).")
+        lines.append(f"Failed ({r.points:g}/{r.max_points:g} points).{weight}")
         lines.append(f"What failed: {msg or '(the judge gave no reason)'}")
         if repro:
             lines.append(f"Reproduce it: {repro}")
@@ -76,6 +77,32 @@ def feedback(r: TestResult, report: Report | None = None, shown_dir: str | None 
     return "\n".join(lines)
 
 
+#: Gradescope's visibilities, least to most withheld.
+_WITHHELD = ("visible", "after_due_date", "after_published", "hidden")
+
+
+def _withheld(tests: list[dict]) -> str:
+    """The top level's visibility: ``visible`` when every hidden test is shown now; else held back as
+    long as the hidden tests are (after the due date, or once grades are published), so that the total
+    score, which counts them, tells nothing about them before then. Each test carries its own."""
+    later = [t["visibility"] for t in tests if t["extra_data"]["hidden"] and t["visibility"] != "visible"]
+    if not later:
+        return "visible"
+    return min(_WITHHELD[max(_WITHHELD.index(v) for v in later)], "after_published", key=_WITHHELD.index)
+
+
+def _weight_note(r: TestResult) -> str:
+    """What the rubric says of a failed rule beyond its points: core, and the cap its breaking sets."""
+    core, cap = getattr(r, "core", False), getattr(r, "cap", None)
+    if core and cap is not None:
+        return f" This is a core rule of the exercise: breaking it caps the exercise at {cap:g}% of its total."
+    if core:
+        return " This is a core rule of the exercise."
+    if cap is not None:
+        return f" Breaking it caps the exercise at {cap:g}% of its total."
+    return ""
+
+
 def _summary(report: Report, tests: list[dict]) -> str:
     ex = report.exercise
     if report.problem:
@@ -83,14 +110,26 @@ def _summary(report: Report, tests: list[dict]) -> str:
                 "Every test scores 0; fix this and submit again.")
     public = [r for r in report.results if not r.hidden]
     hidden = [r for r in report.results if r.hidden]
-    text = (f"Exercise {ex.number}: {ex.title}. Score {report.score:g}/{report.max_score}. "
-            f"Public tests: {sum(r.passed for r in public)} of {len(public)} pass.")
-    if hidden:
-        later = sorted({t["visibility"] for t in tests if t["extra_data"]["hidden"]} - {"visible"})
-        when = {"after_published": "when grades are published", "after_due_date": "after the due date",
-                "hidden": "to your instructor only"}
-        text += (f" Hidden tests: {len(hidden)} ({sum(r.max_points for r in hidden)} points)"
-                 + (f", shown {' or '.join(when[v] for v in later)}." if later else "."))
+    later = sorted({t["visibility"] for t in tests if t["extra_data"]["hidden"]} - {"visible"})
+    cap = report.capped
+    if not later:  # nothing withheld: the score, and a cap with the rules that set it
+        text = (f"Exercise {ex.number}: {ex.title}. Score {report.score:g}/{report.max_score}. "
+                f"Public tests: {sum(r.passed for r in public)} of {len(public)} pass.")
+        if hidden:
+            text += f" Hidden tests: {len(hidden)} ({sum(r.max_points for r in hidden):g} points)."
+        if cap is not None:
+            text += f" Capped at {cap[0]:g}% of the total: {', '.join(cap[1])} broke."
+        return text
+    # Hidden tests not shown yet: no total and no subtotal (either would tell which hidden test failed);
+    # the public tests' own points only, which their own results show anyway.
+    when = {"after_published": "when grades are published", "after_due_date": "after the due date",
+            "hidden": "to your instructor only"}
+    text = (f"Exercise {ex.number}: {ex.title}. Public tests: {sum(r.passed for r in public)} of {len(public)} pass "
+            f"({sum(r.points for r in public):g} of {sum(r.max_points for r in public):g} points). "
+            f"Hidden tests: {len(hidden)} ({sum(r.max_points for r in hidden):g} points), shown "
+            f"{' or '.join(when[v] for v in later)}; your score counts them and is shown with them.")
+    if cap is not None and not any(r.hidden for r in report.results if r.name in cap[1]):
+        text += f" Your score is capped at {cap[0]:g}% of the total: {', '.join(cap[1])} broke."
     return text
 
 
@@ -114,7 +153,9 @@ def results_json(report: Report, *, execution_time: float | None = None, shown_d
             "output_format": "text",
             "tags": [ex.slug, "hidden" if r.hidden else "public"],
             "visibility": _visibility(r, by_name),
-            "extra_data": {"test": r.name, "hidden": bool(r.hidden), "seconds": float(r.seconds)},
+            "extra_data": {"test": r.name, "hidden": bool(r.hidden), "seconds": float(r.seconds),
+                           **({"core": True} if getattr(r, "core", False) else {}),
+                           **({"cap_percent": r.cap} if getattr(r, "cap", None) is not None else {})},
         })
     out: dict = {"score": float(report.score)}
     if execution_time is not None:
@@ -124,10 +165,12 @@ def results_json(report: Report, *, execution_time: float | None = None, shown_d
         "output_format": "text",
         "test_output_format": "text",
         "test_name_format": "text",
-        "visibility": "visible",  # each test carries its own
+        "visibility": _withheld(tests),  # the total and this output; each test carries its own
         "stdout_visibility": "hidden",  # the grader's log is for instructors
         "extra_data": {"exercise": ex.number, "slug": ex.slug, "max_score": report.max_score,
-                       "hidden_ran": bool(report.hidden_ran), "problem": report.problem},
+                       "hidden_ran": bool(report.hidden_ran), "problem": report.problem,
+                       **({} if report.capped is None else  # the rubric's cap lowered the total below the tests' sum
+                          {"capped": {"cap_percent": report.capped[0], "rules": report.capped[1]}})},
         "tests": tests,
     })
     return out
@@ -136,7 +179,9 @@ def results_json(report: Report, *, execution_time: float | None = None, shown_d
 def ungradable(ex: Exercise, reason: str, *, submission: str | Path = "submission", hidden: bool = True,
                execution_time: float | None = None) -> dict:
     """results.json for a submission that cannot be graded at all: every test 0 with ``reason``."""
-    reason = " ".join(str(reason).split()) or "the submission cannot be graded"
+    from .safetext import clean_text
+
+    reason = clean_text(" ".join(str(reason).split())) or "the submission cannot be graded"
     tests = list(ex.graded_tests(hidden))
     report = Report(ex, Path(submission), hidden_ran=hidden and any(t.hidden for t in tests),
                     hidden_points=ex.hidden_points(), problem=reason)
@@ -225,7 +270,9 @@ def _consistency(d: dict) -> list[str]:
         if not math.isfinite(top):
             problems.append(f"score: {top} is not a finite number")
         elif tests and abs(top - total) > 0.011 * max(1, len(tests)):
-            problems.append(f"score: {top} is not the sum of the tests' scores ({total:g})")
+            capped = (d.get("extra_data") or {}).get("capped") if isinstance(d.get("extra_data"), dict) else None
+            if not (capped and top < total):  # a rubric's cap may lower the total, never raise it
+                problems.append(f"score: {top} is not the sum of the tests' scores ({total:g})")
     return problems
 
 

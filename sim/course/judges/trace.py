@@ -248,16 +248,13 @@ def _parse(raw: bytes):
     except UnicodeDecodeError as e:
         return None, failed(f"trace.json is not UTF-8 text ({e.reason} at byte {e.start})")
 
-    def refuse(name):
-        raise ValueError(f"{name} is not a JSON value")
+    from ...errors import InputError
+    from ...protocol import loads_trace
 
-    try:
-        trace = json.loads(text, parse_constant=refuse)
-    except json.JSONDecodeError as e:
-        return None, failed(f"trace.json is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                            reproduce=_VALIDATE)
-    except (RecursionError, ValueError) as e:
-        return None, failed(f"trace.json cannot be read as JSON: {e}", reproduce=_VALIDATE)
+    try:  # read as 'protolab trace validate' reads it: a repeated key or a NaN is refused, never "the last wins"
+        trace = loads_trace(text, "trace.json")
+    except InputError as e:
+        return None, failed(f"{e.message} ({e.code}, as protolab trace validate says)", reproduce=_VALIDATE)
     if not isinstance(trace, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(trace), "a number")
         return None, failed(f"trace.json holds {kind}, not the trace object {{\"schema\": ..., \"messages\": [...]}}",
