@@ -21,7 +21,26 @@ from typing import IO, Iterator
 
 from .errors import InputError
 
-__all__ = ["check_output", "write_json_fields", "written_whole"]
+__all__ = ["check_output", "not_a_file", "write_json_fields", "written_whole"]
+
+
+def not_a_file(path: str | os.PathLike, what: str = "") -> InputError | None:
+    """The refusal for ``path`` when something is there that is not a regular file (a folder, a FIFO, a
+    device, a socket): ``E_NOT_A_FILE`` at once, where opening it would read a folder's error, or wait
+    for a FIFO's writer forever. None when it is a regular file or nothing is there (the caller says
+    "does not exist" in its own words)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return InputError(f"{what + ' ' if what else ''}{path} is {kind}, not a file; name a file", code="E_NOT_A_FILE")
 
 _SIDE_FILES = ("-wal", "-shm", "-journal")  # (the store's SIDE_FILES: base may not import the store)
 

@@ -99,7 +99,7 @@ def explore(
     its store the pure in-memory model (--engine model) or SQLite in memory (--engine sqlite; --machine
     always); a break is run again from the start on SQLite before it is shown (not for plugged-in code,
     whose search confirms itself on its forks)."""
-    from ..explore import Exploration, counterexample, explore as search, explore_args
+    from ..explore import Exploration, counterexample, explore as search, explore_args, refuse_unmatched
     from ..scenario import scenario_toml
 
     sc = _load_scenario(scenario, None)
@@ -120,6 +120,7 @@ def explore(
     if seeded and anywhere:
         raise InputError("--seeded-faults fires each fault where a run does; --place-anywhere places it: "
                          "give one", code="E_USAGE")
+    refuse_unmatched(sc, pol, seed, fs, plugins)  # a selector no run matches: refused as 'run' refuses it
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)

@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import check_output, written_whole
+from ..files import check_output, not_a_file, written_whole
 from ..store import ProgressStore, Store
 from .catalog import get_lab
 from .judge import LAB_RUN_MAX_BYTES, check_file_fits, check_run_fits, judge
@@ -80,6 +80,8 @@ def _too_large(path: Path) -> str:
 def _read(path: Path, run_to: Path) -> dict:
     """The submission's manifest; its run is copied to ``run_to`` a block at a time (a large run
     never sits whole in memory)."""
+    if (special := not_a_file(path, "submission")) is not None:  # a folder, a FIFO or a device: said so
+        raise special
     if not Path(path).is_file():
         raise InputError(f"{path} does not exist", code="E_FILE_MISSING")
     try:

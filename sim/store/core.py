@@ -14,6 +14,7 @@ from pathlib import Path
 import sqlite_utils
 
 from ..errors import StoreError
+from ..files import not_a_file
 from ..machine import RuleBook
 from ..privacy import Privacy
 from .schema import APP_ID, DEFAULT_START, SCHEMA_VERSION, STATE_TABLES, _SCHEMA, _parse_time
@@ -179,6 +180,8 @@ class Store(Reads, Writes, Reducer):
             raise StoreError(f"{p} does not exist; create it with 'protolab init --db {p}'", code="E_DB_MISSING")
         if p.is_dir():
             raise StoreError(f"{p} is a folder, not a database file", code="E_DB_NOT_PROTOLAB")
+        if (special := not_a_file(p, "--db")) is not None:  # a FIFO or a device: opening it would wait
+            raise special
         try:
             with open(p, "rb") as fh:
                 head = fh.read(16)
