@@ -81,6 +81,8 @@ class StoredEvent(Mapping):
         d = self._data
         if isinstance(d, str):
             d = stored_json("events", self.seq, "data", d)  # damage: E_DB_CORRUPT naming the row
+            if not isinstance(d, dict):  # (JSON, but not an event's object)
+                raise damaged_row("events", self.seq, f"data is {type(d).__name__}, not an object")
             object.__setattr__(self, "_data", d)
         return d
 
@@ -92,10 +94,7 @@ class StoredEvent(Mapping):
             cls = REGISTRY.get(self.type)
             if cls is None:
                 raise KeyError(f"unknown event type {self.type!r}")
-            data = self.data
-            if not isinstance(data, dict):  # (JSON, but not an event's object)
-                raise damaged_row("events", self.seq, f"data is {type(data).__name__}, not an object")
-            e = cls.from_data(data)
+            e = cls.from_data(self.data)
             object.__setattr__(self, "_event", e)
         return e
 
