@@ -76,10 +76,19 @@ def test_a_finished_run_leaves_one_checked_file_and_nothing_beside_it(tmp_path, 
     assert sorted(files(tmp_path)) == ["out.db"] and db.read_bytes() != old_run and whole(db)
 
 
-@pytest.mark.parametrize("pages", [2, 12, 25, 33])
-def test_a_full_disk_at_any_write_of_the_run_keeps_the_old_run_byte_for_byte(tmp_path, old_run, pages):
-    """The new run needs 34 pages (seed 2): a cap of 2 fails while the schema is written, 12 and 25 during
-    the deliveries, 33 at the last commit."""
+@pytest.fixture(scope="module")
+def new_pages(tmp_path_factory) -> int:
+    """How many pages the new run (seed 2) needs, from a run of it with no cap."""
+    db = tmp_path_factory.mktemp("new") / "out.db"
+    assert cli("run", "--seed", "2", "--db", db).returncode == 0
+    return len(db.read_bytes()) // 4096
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.7, 1.0])
+def test_a_full_disk_at_any_write_of_the_run_keeps_the_old_run_byte_for_byte(tmp_path, old_run, new_pages, share):
+    """A cap of 2 pages fails while the schema is written, a third or two thirds of the run's pages during the
+    deliveries, one page short at the last commit."""
+    pages = max(2, min(new_pages - 1, int(new_pages * share)))
     db = _with_old(tmp_path, old_run)
     p = cli("run", "--seed", "2", "--db", db, env={"PROTOLAB_MAX_PAGES": str(pages)})
     line = one_error_line(p, "E_DB_FULL")
@@ -87,13 +96,13 @@ def test_a_full_disk_at_any_write_of_the_run_keeps_the_old_run_byte_for_byte(tmp
     assert files(tmp_path) == {"out.db": old_run}
 
 
-def test_the_page_cap_is_what_makes_those_runs_fail(tmp_path, old_run):
+def test_the_page_cap_is_what_makes_those_runs_fail(tmp_path, old_run, new_pages):
     """The runs above fail because of the cap, not by chance: with room for the whole run it succeeds."""
     db = _with_old(tmp_path, old_run)
-    with_room = cli("run", "--seed", "2", "--db", db, env={"PROTOLAB_MAX_PAGES": "34"})
+    with_room = cli("run", "--seed", "2", "--db", db, env={"PROTOLAB_MAX_PAGES": str(new_pages)})
     assert with_room.returncode == 0, with_room.stderr
     assert sorted(files(tmp_path)) == ["out.db"] and whole(db)
-    assert len(db.read_bytes()) == 34 * 4096
+    assert len(db.read_bytes()) == new_pages * 4096
 
 
 # ---------------------------------------------------------------------------- each step of the replace fails

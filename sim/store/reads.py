@@ -175,7 +175,9 @@ class Reads:
                 raise StoreError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
             rb = RuleBook(
                 version,
-                tuple(Rule(version, TaskState(f), TaskState(t), tuple(r.split(",")), reason) for f, t, r, reason in rows),
+                tuple(Rule(version, _state("transition_rules", f"{version} {f}->{t}", "from_state", f),
+                           _state("transition_rules", f"{version} {f}->{t}", "to_state", t), tuple(r.split(",")), reason)
+                      for f, t, r, reason in rows),
             )
             self._rulebooks[version] = rb
         return rb
