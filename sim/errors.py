@@ -7,6 +7,8 @@ stderr and exits with status 2; nothing else in the project formats errors.
 
 from __future__ import annotations
 
+import json
+
 __all__ = [
     "ProtolabError",
     "InputError",
@@ -19,6 +21,8 @@ __all__ = [
     "Signalled",
     "friendly_list",
     "raised_at",
+    "damaged_row",
+    "stored_json",
 ]
 
 
@@ -113,6 +117,24 @@ class StoreError(ProtolabError):
     """The database cannot be used (missing, corrupt, not protolab's, newer schema)."""
 
     code = "E_STORE"
+
+
+def damaged_row(table: str, row_id, what: str) -> StoreError:
+    """A row of a run file that no reader can take (JSON that does not parse, a state no machine has):
+    ``E_DB_CORRUPT: <table> row <id>: what``. The store's readers raise it; nothing is written."""
+    return StoreError(f"{table} row {row_id}: {what}; the file is damaged (restore it from a copy or run the "
+                      "scenario again)", code="E_DB_CORRUPT")
+
+
+def stored_json(table: str, row_id, column: str, text):
+    """``text``, a column holding JSON, parsed; damage is :func:`damaged_row` naming the table and row."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as e:  # (JSONDecodeError is a ValueError)
+        why = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        raise damaged_row(table, row_id, f"{column} is not JSON ({why})") from None
 
 
 class StaleWrite(StoreError):

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
+from .errors import damaged_row, stored_json
 from .frozen import quick_init
 
 __all__ = ["Event", "EventDraft", "REGISTRY", "StoredEvent", "summarize"]
@@ -79,7 +80,9 @@ class StoredEvent(Mapping):
     def data(self) -> dict:
         d = self._data
         if isinstance(d, str):
-            d = json.loads(d)
+            d = stored_json("events", self.seq, "data", d)  # damage: E_DB_CORRUPT naming the row
+            if not isinstance(d, dict):  # (JSON, but not an event's object)
+                raise damaged_row("events", self.seq, f"data is {type(d).__name__}, not an object")
             object.__setattr__(self, "_data", d)
         return d
 

@@ -200,6 +200,18 @@ def explore_args(faults) -> None:
                              "a type", code="E_USAGE")
 
 
+def refuse_unmatched(scenario: Scenario, policy: str, seed: int | None, faults, plugins=None) -> None:
+    """Refuse, as ``run`` does (E_FAULT_NO_MATCH), a fault selector naming a message id or a type that the
+    scenario's run never sends: the search would place it nowhere and call the run safe. The scenario is
+    run once, in memory, with those faults (only when such a selector is given)."""
+    from .faults import parse_fault
+    from .runner import run_scenario
+
+    if scenario.stress is not None or not any(parse_fault(f).kind in ("message", "type") for f in faults):
+        return
+    run_scenario(scenario, policy=policy, seed=seed, faults=list(faults), plugins=plugins).close()
+
+
 def _advance(run: Run) -> bool:
     """From the end of a round to the next point where something is on the bus (agents acted): True;
     False when the run is over first."""

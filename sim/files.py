@@ -4,6 +4,11 @@ A reader (a browser, Gradescope, a spreadsheet) never sees half a file: the text
 file beside the destination (``.NAME.partial-PID``) that is renamed over it only once it is complete;
 an error or an interrupt removes it and leaves any earlier file as it was. An ``OSError`` while
 writing becomes one line, ``CODE: cannot write PATH: why``.
+
+No command writes over what it reads: ``written_whole(path, reads=[...])`` (and :func:`check_output`,
+which a command calls first, before any work) refuses an output that is one of its inputs by the same
+path, a hard link (the same device and inode) or a symlink to it (or to a database input's -wal, -shm or
+-journal) with ``E_OUTPUT_IS_INPUT``, before anything is written.
 """
 
 from __future__ import annotations
@@ -16,15 +21,66 @@ from typing import IO, Iterator
 
 from .errors import InputError
 
-__all__ = ["write_json_fields", "written_whole"]
+__all__ = ["check_output", "not_a_file", "write_json_fields", "written_whole"]
+
+
+def not_a_file(path: str | os.PathLike, what: str = "") -> InputError | None:
+    """The refusal for ``path`` when something is there that is not a regular file (a folder, a FIFO, a
+    device, a socket): ``E_NOT_A_FILE`` at once, where opening it would read a folder's error, or wait
+    for a FIFO's writer forever. None when it is a regular file or nothing is there (the caller says
+    "does not exist" in its own words)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return InputError(f"{what + ' ' if what else ''}{path} is {kind}, not a file; name a file", code="E_NOT_A_FILE")
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")  # (the store's SIDE_FILES: base may not import the store)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # follows a symlink: a link to an input is the input
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_output(path: str | os.PathLike, reads=(), *, option: str = "-o") -> None:
+    """Refuse (``E_OUTPUT_IS_INPUT``) an output ``path`` that is one of the files the command reads
+    (``reads``; None entries skipped, a database's side files counted with it): the same path, a hard
+    link to it or a symlink to it. Nothing is written either way."""
+    out = Path(path)
+    mine = _identity(out)
+    if mine is None:  # nothing there yet (or a dangling link): not an input
+        return
+    for read in reads:
+        if read is None or str(read) == "-":
+            continue
+        read = Path(read)
+        for side in ("",) + _SIDE_FILES:
+            if mine == _identity(Path(f"{read}{side}")):
+                raise InputError(f"{option} {out} is {'the' if not side else 'a side file of the'} input {read}"
+                                 f"{'' if not side and str(out) == str(read) else ' (the same file by another name)'}: "
+                                 "writing it would destroy what is read; choose another output file",
+                                 code="E_OUTPUT_IS_INPUT")
 
 
 @contextmanager
 def written_whole(path: str | os.PathLike, mode: str = "w", *, code: str = "E_FILE_WRITE",
-                  newline: str | None = None) -> Iterator[IO]:
+                  newline: str | None = None, reads=(), option: str = "-o") -> Iterator[IO]:
     """A file to write ``path`` through (text in UTF-8, or bytes with ``mode="wb"``), renamed into
-    place when the block ends without an error."""
+    place when the block ends without an error; ``reads``: the files the command reads, which ``path``
+    may not be (:func:`check_output`)."""
     path = Path(path)
+    check_output(path, reads, option=option)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         with open(tmp, mode, newline=newline, encoding=None if "b" in mode else "utf-8") as fh:

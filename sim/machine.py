@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, MachineError, friendly_list
+from .files import not_a_file
 
 __all__ = [
     "TaskState",
@@ -249,6 +250,8 @@ def parse_rulebook(data: dict, *, source: str = "machine file") -> RuleBook:
 def load_rulebook(path: str | Path) -> RuleBook:
     """Read a machine file (TOML) and validate it."""
     p = Path(path)
+    if (special := not_a_file(p, "machine file")) is not None and not p.is_dir():  # a FIFO or a device: never
+        raise special  # waited on (a folder fails to read below, as the exercise's judge expects)
     try:
         text = p.read_bytes().decode("utf-8")
     except FileNotFoundError:

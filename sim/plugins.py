@@ -20,6 +20,7 @@ from typing import Callable
 
 from . import digest as _digest
 from .errors import InputError, ProtolabError, raised_at
+from .files import not_a_file
 from .policy import Policy, get_policy
 
 __all__ = ["load_module", "load_design", "load_intake", "load_effect_rule", "load_machine", "ModuleDesign",
@@ -49,6 +50,8 @@ def load_module(path: str | Path, what: str):
     """Import the Python file at ``path`` as a fresh module (never cached under its own name)."""
     global _counter
     p = Path(path)
+    if (special := not_a_file(p, f"{what} file")) is not None:  # a folder, a FIFO or a device: said so
+        raise special
     if not p.is_file():
         raise InputError(f"{what} file {p} does not exist", code="E_PLUGIN_MISSING")
     if p.suffix != ".py":

@@ -6,17 +6,57 @@ removed (:func:`discard_partial`) and nothing was written to ``db``. A finished 
 in one atomic rename (:func:`put_in_place`), so a kill at any moment leaves either the old database
 or the new one whole, never neither. Partial files left by a process that no longer exists (kill -9,
 power loss) are swept by the next run of the same file (:func:`remove_stale_partials`).
+
+Before the rename the partial file must be whole on its own (:meth:`Store.seal_file`: a TRUNCATE
+checkpoint whose result is checked, ``integrity_check`` ok, closed with no -wal, -shm or -journal left),
+then it is fsynced; after the rename its folder is fsynced. Any failure before the rename removes every
+partial file and leaves ``db`` byte for byte as it was.
+
+A test hook (never set outside tests), ``PROTOLAB_RUNFILE_HOOK=ACTION@STEP``, acts at one named step of
+that sequence (:data:`STEPS`): ``stop`` sends the process SIGSTOP there (a test waits for the stop with
+``waitpid(WUNTRACED)``, then kills it: no timing), ``fail`` raises ``OSError(ENOSPC)`` there, as a full
+disk would. ``PROTOLAB_MAX_PAGES`` (sim/store/core.py) makes SQLite's own writes fail the same way.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 from pathlib import Path
 
 from .errors import StoreError
 from .store import SIDE_FILES, remove_database
 
-__all__ = ["discard_partial", "partial_of", "put_in_place", "remove_stale_partials"]
+__all__ = ["HOOK_ENV", "STEPS", "discard_partial", "partial_of", "put_in_place", "remove_stale_partials"]
+
+HOOK_ENV = "PROTOLAB_RUNFILE_HOOK"
+#: The steps of putting a run in place, in order: the run written and committed; its WAL checkpointed into
+#: the file; the file's integrity checked; the store closed with no side file left; the file fsynced; the old
+#: file's side files removed (the last moment before the rename); the rename done; the folder fsynced.
+STEPS = ("written", "checkpointed", "checked", "closed", "synced", "replacing", "renamed", "dir-synced")
+
+
+def _step(name: str) -> None:
+    """The test hook at step ``name`` (see the module's docstring); nothing when it is not set."""
+    hook = os.environ.get(HOOK_ENV)
+    if not hook:
+        return
+    action, _, at = hook.partition("@")
+    if at != name:
+        return
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "fail":
+        raise OSError(errno.ENOSPC, f"injected at step {name} ({HOOK_ENV})")
+
+
+def _fsync(path: Path, *, folder: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def partial_of(db: Path) -> Path:
@@ -34,13 +74,36 @@ def discard_partial(tmp: Path, db: Path, error: BaseException) -> None:
                          code=error.code) from None
 
 
-def put_in_place(tmp: Path, db: Path) -> None:
-    """Replace ``db`` with the finished (and closed) run in ``tmp``."""
-    # The old file's side files go first (a stale -wal would be read into the new file); the
-    # old file itself is replaced in one atomic rename, so a kill at any moment leaves either
-    # the old database or the new one whole, never neither.
-    remove_database(db, side_files_only=True)
-    os.replace(tmp, db)
+def put_in_place(store, tmp: Path, db: Path) -> None:
+    """Replace ``db`` with the finished run in ``tmp`` (its ``store``, still open), only once the partial
+    file is whole and checked; any failure before the rename removes every partial file, leaves ``db``
+    byte for byte and raises (a :class:`StoreError` naming ``db``; an ``OSError`` as E_DB_IO)."""
+    try:
+        _step("written")
+        store.seal_file(step=_step)  # checkpointed, checked, closed with no side file left
+        _step("closed")
+        _fsync(tmp)
+        _step("synced")
+        # The old file's side files go first (a stale -wal would be read into the new file); the old
+        # file itself is replaced in one atomic rename, so a kill at any moment leaves either the old
+        # database or the new one whole, never neither.
+        remove_database(db, side_files_only=True)
+        _step("replacing")
+        os.replace(tmp, db)
+    except BaseException as e:
+        store.close()
+        if isinstance(e, OSError):
+            e = StoreError(f"cannot finish {tmp}: {e.strerror or e}", code="E_DB_FULL" if e.errno in (
+                errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "E_DB_IO")
+        discard_partial(tmp, db, e)
+        raise
+    try:
+        _step("renamed")
+        _fsync(db.parent, folder=True)  # the rename itself survives a power loss
+        _step("dir-synced")
+    except OSError as e:
+        raise StoreError(f"{db} is in place but its folder could not be synced: {e.strerror or e}",
+                         code="E_DB_IO") from None
 
 
 def remove_stale_partials(db: Path) -> list[Path]:

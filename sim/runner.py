@@ -331,8 +331,7 @@ def run_scenario(
             discard_partial(tmp, db, e)  # a StoreError is raised again naming db
         raise
     if tmp is not None:
-        store.close()
-        put_in_place(tmp, db)  # one atomic rename: the old database or the new one, whole
+        put_in_place(store, tmp, db)  # checked whole, then one atomic rename: the old database or the new one
         store = Store.open(db, verify=False)  # just written and closed by this process
     return store
 

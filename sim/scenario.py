@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .envelope import role_of
 from .errors import InputError, friendly_list
+from .files import not_a_file
 from .privacy import NONE as NO_PRIVACY, Privacy
 from .resources import shipped
 
@@ -409,6 +410,8 @@ def load_scenario(name_or_path: str) -> Scenario:
                 f"unknown scenario {name_or_path!r}; expected one of: {friendly_list(scenario_names())} or a .toml file",
                 code="E_UNKNOWN_SCENARIO",
             )
+    if (special := not_a_file(p, "scenario")) is not None:  # a FIFO or a device: never waited on
+        raise special
     try:
         data = tomllib.loads(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError:

@@ -386,9 +386,10 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
     return "".join(parts)
 
 
-def write(pictures: list[RunPicture], out: str | os.PathLike, *, title: str = "protolab timeline") -> int:
-    """Write the page to ``out`` whole (a temporary file renamed into place); its size in bytes."""
+def write(pictures: list[RunPicture], out: str | os.PathLike, *, title: str = "protolab timeline", reads=()) -> int:
+    """Write the page to ``out`` whole (a temporary file renamed into place); its size in bytes. ``reads``:
+    the runs it was read from, which ``out`` may not be (E_OUTPUT_IS_INPUT)."""
     text = render(pictures, title=title).encode("utf-8")
-    with written_whole(out, "wb", code="E_OUTPUT") as fh:
+    with written_whole(out, "wb", code="E_OUTPUT", reads=reads) as fh:
         fh.write(text)
     return len(text)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..files import written_whole
+from ..files import check_output, written_whole
 from .common import DB_OPT, _open
 
 
@@ -24,12 +24,14 @@ def a2a_export(
     Artifacts; the kit's own fields marked under its extension."""
     from ..a2a import A2AExport
 
+    if output is not None:
+        check_output(output, [db])  # before anything is read: never written over the run it reads
     with _open(db, readonly=True) as store:
         export = A2AExport(store)
         if output is None:
             export.write(sys.stdout)
             return
-        with written_whole(output) as fh:  # an interrupted export leaves no half a file
+        with written_whole(output, reads=[db]) as fh:  # an interrupted export leaves no half a file
             export.write(fh)
     c = export.counts
     typer.echo(f"wrote {output}: {c['agentCards']} agent cards, {c['tasks']} tasks, {c['messages']} messages, "

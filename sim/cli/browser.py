@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
+from ..files import check_output
 from .common import _open
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
@@ -37,6 +38,7 @@ def timeline(
         raise InputError(f"folder {out.parent} does not exist; choose another -o", code="E_OUTPUT")
     if out.exists() and out.is_dir():
         raise InputError(f"{out} is a folder; -o takes a file name such as run.html", code="E_OUTPUT")
+    check_output(out, dbs)  # before anything is read: never written over a run it reads
     stores = []
     try:
         for d in dbs:  # every file checked before anything is read or written
@@ -45,7 +47,7 @@ def timeline(
     finally:
         for s in stores:
             s.close()
-    size = tl.write(pictures, out, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
+    size = tl.write(pictures, out, reads=dbs, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
     rows = ", ".join(f"{p.label}: {len(p.rows)} deliveries" for p in pictures)
     typer.echo(f"wrote {out} ({size / 1024:,.0f} KB; {rows}): open it in a browser, no network needed")
 

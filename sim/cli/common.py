@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
+from ..files import not_a_file
 
 from ..faults import FAULTS as _FAULT_NAMES  # (the help lists the registry's names)
 
@@ -174,6 +175,9 @@ def _read_file(path: Path, what: str) -> bytes:
     if str(path) == "-":
         return sys.stdin.buffer.read()
     path = _resolve(path)
+    special = not_a_file(path, what)
+    if special is not None and not path.is_dir():  # a FIFO or a device: refused at once, never waited on
+        raise special
     try:
         return path.read_bytes()
     except FileNotFoundError:

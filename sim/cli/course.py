@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
+from ..files import check_output
 from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress, _table
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
@@ -737,6 +738,8 @@ def grade(
     processes (bubblewrap; without it grade refuses, E_NO_SANDBOX, unless --sandbox none, and then
     warns on every row), a table of scores; --csv, --gradescope and --explain for the rest. 'grade
     lab 3 FOLDER' grades lab submissions (protolab lab submit), each verified by re-delivering its run."""
+    if csv_out is not None:
+        check_output(csv_out, paths, option="--csv")  # a gradebook never over a submission
     _course(course)
     if which == "lab":
         if len(paths) != 2:

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
-from ..files import written_whole
+from ..files import check_output, written_whole
 from ..palette import DECISION_STYLE as _DECISION_STYLE
 from .bench import bench_app
 from .common import (DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _check_run_args,
@@ -59,9 +59,10 @@ def _faults_of(fault: list[str], faults: Optional[str]) -> list[str]:
     return out
 
 
-def _write_new(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole (a partial file never stays): written aside, then renamed."""
-    with written_whole(out, code="E_WRITE") as fh:
+def _write_new(out: Path, text: str, reads=()) -> None:
+    """Write ``text`` to ``out`` whole (a partial file never stays): written aside, then renamed; never over
+    one of the files the command ``reads`` (E_OUTPUT_IS_INPUT)."""
+    with written_whole(out, code="E_WRITE", reads=reads, option="--out") as fh:
         fh.write(text)
 
 
@@ -98,7 +99,7 @@ def explore(
     its store the pure in-memory model (--engine model) or SQLite in memory (--engine sqlite; --machine
     always); a break is run again from the start on SQLite before it is shown (not for plugged-in code,
     whose search confirms itself on its forks)."""
-    from ..explore import Exploration, counterexample, explore as search, explore_args
+    from ..explore import Exploration, counterexample, explore as search, explore_args, refuse_unmatched
     from ..scenario import scenario_toml
 
     sc = _load_scenario(scenario, None)
@@ -113,9 +114,13 @@ def explore(
     on = "sqlite" if machine is not None or sc.gathers else engine
     if out is not None and out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    reads = [Path(scenario), design, intake, effects, machine]
+    if out is not None:
+        check_output(out, reads, option="--out")
     if seeded and anywhere:
         raise InputError("--seeded-faults fires each fault where a run does; --place-anywhere places it: "
                          "give one", code="E_USAGE")
+    refuse_unmatched(sc, pol, seed, fs, plugins)  # a selector no run matches: refused as 'run' refuses it
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"explore {sc.name} ({pol}) to depth {depth}", total=None)
@@ -153,7 +158,7 @@ def explore(
                 f"The faults are placed on the messages they hit: {', '.join(found.faults) or 'none'}.\n"
                 f"{found.invariant} breaks after these {len(found.path)} deliveries (no shorter order breaks an invariant).\n"
                 f"Replay it: protolab run {out.name}{' ' + plugged if plugged else ''} --db counterexample.db && "
-                "protolab check --db counterexample.db")))
+                "protolab check --db counterexample.db")), reads)
     if as_json:
         data = result.to_dict()
         data["out"] = str(out) if out is not None and found is not None else None
@@ -212,6 +217,8 @@ def shrink(
 
     if out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
+    reads = [db, None if scenario is None else Path(scenario), design, intake, effects, machine]
+    check_output(out, reads, option="--out")
     sc = _load_scenario(scenario, None) if scenario else None
     plugins = _plugins(design, intake, effects, machine)
     with _open(db, readonly=True) as store, _progress(not as_json) as bar:
@@ -224,7 +231,7 @@ def shrink(
         f"{len(result.before.tasks)} tasks, faults {', '.join(result.faults_before) or 'none'}).\n"
         "Removing any one fault or delivery makes it hold." + ("" if not result.interrupted else
                                                               "\n(interrupted: smaller than the run, maybe not minimal)")
-        + f"\nReplay it: protolab run {out.name} --db minimal.db && protolab check --db minimal.db")))
+        + f"\nReplay it: protolab run {out.name} --db minimal.db && protolab check --db minimal.db")), reads)
     if as_json:
         _print_json({**result.to_dict(), "out": str(out)})
     else:

@@ -327,8 +327,10 @@ def lab_submit(
 ):
     """One file for your instructor: the run, your actions and answers, and the judgement 'lab verify' will repeat."""
     from ..labs.catalog import get_lab
+    from ..files import check_output
     from ..labs.submit import write_submission
 
+    check_output(out, [db, progress])  # before anything is looked for: never written over a run or progress it reads
     progress = _progress_given(ctx, progress)
     lab = get_lab(which)
     path, found = _find_progress(progress)

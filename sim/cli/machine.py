@@ -8,7 +8,16 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
+from ..files import not_a_file
 from .common import output_rows, DB_OPT, JSON_OPT, _console, _open, _print_json, _resolve
+
+
+def _machine_file(file: Path) -> Path:
+    """The machine file given, refused at once when it is a folder, a FIFO or a device (E_NOT_A_FILE)."""
+    path = _resolve(file)
+    if (special := not_a_file(path, "machine file")) is not None:
+        raise special
+    return path
 
 
 machine_app = typer.Typer(help="Task state machines: show, check and load versions.", no_args_is_help=True)
@@ -66,7 +75,7 @@ def machine_check(file: Path = typer.Argument(..., help="A machine file (TOML)."
     """Validate a machine file without loading it."""
     from ..machine import load_rulebook
 
-    rb = load_rulebook(_resolve(file))
+    rb = load_rulebook(_machine_file(file))
     typer.echo(f"{file}: machine {rb.version}, {len(rb.rules)} allowed moves")
 
 
@@ -75,7 +84,7 @@ def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) wi
     """Load a new machine version: new tasks use it; existing tasks keep theirs."""
     from ..machine import load_rulebook
 
-    rb = load_rulebook(_resolve(file))
+    rb = load_rulebook(_machine_file(file))
     with _open(db) as store:
         with store.transaction():
             store.advance()

@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError, ProtolabError
+from ..files import check_output
 from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
 from .common import output_rows, DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _witness_line
@@ -105,6 +106,7 @@ def deliver(
     from ..envelope import parse_envelopes
     from ..runtime import deliver as _deliver
 
+    check_output(db, [file], option="--db")  # the envelopes' file is read, the run written
     envelopes = parse_envelopes(_read_file(file, "envelope file"), source=str(file))
     outcomes = []
     try:
@@ -137,6 +139,7 @@ def run(
     """Run a scenario's scripted agents over a fresh database; print what happened."""
     from ..runner import run_scenario, summarize
 
+    check_output(db, [Path(scenario), design, intake, effects, machine], option="--db")
     sc = _load_scenario(scenario, tasks)
     policy = policy or sc.policy or "safe"  # a scenario written by explore or shrink pins its policy
     _check_run_args(policy, fault)

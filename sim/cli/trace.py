@@ -10,15 +10,15 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from ..files import written_whole
+from ..files import check_output, written_whole
 from .common import output_rows, DB_OPT, JSON_OPT, _console, _open, _print_json, _progress, _read_file, _resolve
 
 
 trace_app = typer.Typer(help="Conversation traces (conversation-trace-v2): validate, export, replay, mutate, diagram.", no_args_is_help=True)
 
 
-def _write_output(output: Path, text: str) -> None:
-    with written_whole(output) as fh:
+def _write_output(output: Path, text: str, reads) -> None:
+    with written_whole(output, reads=reads) as fh:
         fh.write(text)
 
 
@@ -110,6 +110,8 @@ def trace_export(
     """A run's message log as a conversation-trace-v2 trace (transport faults show up as protocol errors)."""
     from ..conversation import TraceExport
 
+    if output is not None:
+        check_output(output, [db])  # before anything is read: never written over the run it reads
     # a bar on stderr while a big run is written (not over a trace scrolling past in the same terminal)
     with _open(db, readonly=True) as store, _progress(output is not None or not sys.stdout.isatty()) as bar:
         jobs: dict = {}
@@ -123,7 +125,7 @@ def trace_export(
         if output is None:
             export.write(sys.stdout)
             return
-        with written_whole(output) as fh:  # an interrupted export leaves no half a trace
+        with written_whole(output, reads=[db]) as fh:  # an interrupted export leaves no half a trace
             export.write(fh)
     typer.echo(f"wrote {output}: {export.count} messages of conversation {export.header['conversationId']}"
                + (f", epoch {export.epoch} of {export.epochs} (--epoch N for another)" if export.epochs > 1 else ""))
@@ -211,6 +213,8 @@ def trace_diagram(
     """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked."""
     from ..protocol import mermaid, text_sequence, validate
 
+    if output is not None:
+        check_output(output, [file, _resolve(file)])
     trace = _load_trace(_resolve(file))
     if as_text:
         text = "\n".join(line for line, _kind in text_sequence(trace, validate(trace), width=width)) + "\n"
@@ -219,6 +223,7 @@ def trace_diagram(
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    _write_output(output, f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text)
+    _write_output(output, f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text,
+                  [file, _resolve(file)])
     typer.echo(f"wrote {output}")
 

@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import check_output, not_a_file, written_whole
 from ..store import ProgressStore, Store
 from .catalog import get_lab
 from .judge import LAB_RUN_MAX_BYTES, check_file_fits, check_run_fits, judge
@@ -26,6 +27,7 @@ FORMAT = "protolab-lab-submission/1"
 def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
     """Pack ``db`` and the lab's progress into ``out``; returns the judgement's summary (the one
     ``verify_submission`` will give: the same run, re-delivered, and the same actions and answers)."""
+    check_output(out, [db, progress_path])  # first: an output that is an input exists, and would be refused as such
     if not Path(db).exists():
         raise InputError(f"{db} does not exist; play the lab first with 'protolab lab start {lab.number}'",
                          code="E_DB_MISSING")
@@ -54,11 +56,10 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
                 packed.close()
             manifest = {"format": FORMAT, "lab": lab.number, "slug": lab.slug, "title": lab.title,
                         "summary": summary, "progress": dump}
-            partial = Path(str(out) + ".partial")
-            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            with written_whole(out, "wb", reads=[db, progress_path]) as fh, \
+                    zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as z:
                 z.writestr("manifest.json", json.dumps(manifest, indent=2, sort_keys=True))
                 z.write(copy, "run.db")
-            partial.replace(out)
     finally:
         progress.close()
         store.close()
@@ -79,6 +80,8 @@ def _too_large(path: Path) -> str:
 def _read(path: Path, run_to: Path) -> dict:
     """The submission's manifest; its run is copied to ``run_to`` a block at a time (a large run
     never sits whole in memory)."""
+    if (special := not_a_file(path, "submission")) is not None:  # a folder, a FIFO or a device: said so
+        raise special
     if not Path(path).is_file():
         raise InputError(f"{path} does not exist", code="E_FILE_MISSING")
     try:

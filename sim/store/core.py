@@ -14,13 +14,20 @@ from pathlib import Path
 import sqlite_utils
 
 from ..errors import StoreError
+from ..files import not_a_file
 from ..machine import RuleBook
 from ..privacy import Privacy
 from .schema import APP_ID, DEFAULT_START, SCHEMA_VERSION, STATE_TABLES, _SCHEMA, _parse_time
-from .driver import _BUSY_SECONDS, _check_writable, _Connection, _translate, remove_database
+from .driver import _BUSY_SECONDS, SIDE_FILES, _check_writable, _Connection, _translate, remove_database
 from .reads import Reads
 from .reducer import Reducer
 from .writes import Writes
+
+
+#: An environment variable for tests: ``PROTOLAB_MAX_PAGES=N`` caps every database file a process opens for
+#: writing at N pages of 4 KiB (SQLite's ``max_page_count``), so a write past it fails as on a full disk
+#: (E_DB_FULL). Unset (the default), nothing is capped.
+MAX_PAGES_ENV = "PROTOLAB_MAX_PAGES"
 
 
 class Store(Reads, Writes, Reducer):
@@ -173,6 +180,8 @@ class Store(Reads, Writes, Reducer):
             raise StoreError(f"{p} does not exist; create it with 'protolab init --db {p}'", code="E_DB_MISSING")
         if p.is_dir():
             raise StoreError(f"{p} is a folder, not a database file", code="E_DB_NOT_PROTOLAB")
+        if (special := not_a_file(p, "--db")) is not None:  # a FIFO or a device: opening it would wait
+            raise special
         try:
             with open(p, "rb") as fh:
                 head = fh.read(16)
@@ -293,6 +302,11 @@ class Store(Reads, Writes, Reducer):
                 self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
+        if self.path is not None and (cap := os.environ.get(MAX_PAGES_ENV, "").strip()):
+            # A full disk on demand, without root (tests/test_runfile.py): every write that would grow a
+            # file this process writes past N pages fails with SQLITE_FULL, as on a full disk. Per
+            # connection, never stored in the file.
+            self.conn.execute(f"PRAGMA max_page_count = {int(cap)}")
 
     def _load_meta(self) -> None:
         self._meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
@@ -338,6 +352,53 @@ class Store(Reads, Writes, Reducer):
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()
+
+    def seal_file(self, step=None) -> None:
+        """Make this store's file whole on its own, checked, then close it; raise (StoreError) if it is not.
+
+        What a run's partial file must pass before it may replace the run it replaces
+        (:func:`sim.runfile.put_in_place`): every committed frame of the WAL copied into the file by a
+        TRUNCATE checkpoint whose result is checked (not busy, every frame checkpointed, the -wal
+        empty), SQLite's ``integrity_check`` ok (about 1% of a run's time: docs/performance.md), the
+        connection closed without an error, and no side file left (-wal, -shm, -journal): the file
+        alone is the run. ``step(name)`` is called after ``"checkpointed"`` and ``"checked"`` (the
+        runfile's test hook stops or fails there). Nothing here changes the file's bytes beyond the
+        checkpoint a clean close makes anyway, so a run stays byte for byte deterministic."""
+        if self.path is None:
+            raise ValueError("seal_file needs a store with a file")
+        step = step or (lambda name: None)
+        conn, path = self.conn, self.path
+        try:
+            if conn.in_transaction:
+                raise StoreError(f"{path}: a transaction is still open; the run was not finished",
+                                 code="E_DB_WRITE")
+            # nobody else reads a partial file: a checkpoint that cannot finish at once will not later
+            conn.execute("PRAGMA busy_timeout = 0")
+            busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise StoreError(f"cannot finish {path}: another connection holds its WAL, so its checkpoint "
+                                 "could not complete", code="E_DB_BUSY")
+            wal = Path(path + "-wal")
+            if log != done or (wal.exists() and wal.stat().st_size != 0):
+                raise StoreError(f"cannot finish {path}: its checkpoint copied {done} of {log} WAL frames "
+                                 "(is the disk full?)", code="E_DB_FULL")
+            step("checkpointed")
+            rows = conn.execute("PRAGMA integrity_check(1)").fetchall()
+            if rows != [("ok",)]:
+                found = " ".join(str(rows[0][0]).split()) if rows else "no answer"
+                raise StoreError(f"{path} is damaged (SQLite's integrity check: {found})", code="E_DB_CORRUPT")
+            step("checked")
+        except BaseException:
+            self.close()
+            raise
+        try:
+            conn.close()
+        except sqlite3.Error as e:
+            raise _translate(e, path) from e
+        left = [s for s in SIDE_FILES if Path(path + s).exists()]
+        if left:
+            raise StoreError(f"cannot finish {path}: {', '.join(path + s for s in left)} left beside it on close "
+                             "(is the disk full?)", code="E_DB_IO")
 
     def __enter__(self) -> "Store":
         return self

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import StoreError
+from ..files import not_a_file
 
 
 PROGRESS_APP = "protolab-progress"
@@ -62,6 +63,8 @@ class ProgressStore:
         p = Path(path)
         if p.is_dir():
             raise StoreError(f"{p} is a folder, not a progress file", code="E_PROGRESS_FILE")
+        if (special := not_a_file(p, "progress file")) is not None:  # a FIFO or a device: never waited on
+            raise special
         if not p.exists():
             if not create or readonly:
                 raise StoreError(f"{p} does not exist (no lab progress recorded yet)", code="E_PROGRESS_MISSING")

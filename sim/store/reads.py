@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Iterator, TypeVar
 
-from ..errors import StoreError
+from ..errors import StoreError, damaged_row, stored_json
 from ..events import StoredEvent
 from ..intake import IntentRecord, TaskView
 from ..machine import STATE_BY_NAME, Rule, RuleBook, TaskState
@@ -68,6 +68,22 @@ _RESTING_ON = (
 _EVENT_COLS = "seq, tick, created_at, type, task_id, message_id, delivery_id, data"
 
 
+#: Per table: the column that names a row in an error, and the columns that must name a task state.
+_ROW_KEYS = {
+    "tasks": ("task_id", ("state",)), "transitions": ("seq", ("old_state", "new_state")), "intents": ("arrival", ()),
+    "effects": ("effect_key", ()), "artifacts": ("ref", ()), "approvals": ("approval_id", ()), "budget": ("entry", ()),
+    "messages": ("msg_seq", ()), "deliveries": ("delivery_id", ()),
+}
+
+
+def _state(table: str, row_id, column: str, name) -> TaskState:
+    """The task state ``name`` stored in ``table``'s row; one no machine has is a damaged row."""
+    try:
+        return TaskState(name)
+    except ValueError:
+        raise damaged_row(table, row_id, f"{column} {name!r} is not a task state") from None
+
+
 class Reads:
     """Mixin of :class:`~sim.store.Store`: everything that reads."""
 
@@ -105,7 +121,7 @@ class Reads:
             return None
         return TaskView(
             task_id=row[0],
-            state=STATE_BY_NAME.get(row[1]) or TaskState(row[1]),
+            state=STATE_BY_NAME.get(row[1]) or _state("tasks", row[0], "state", row[1]),
             state_version=row[2],
             machine_version=row[3],
             assignee=row[4],
@@ -124,8 +140,8 @@ class Reads:
         pre = self._pre
         if pre is not None and pre[5] is not None and pre[1] == task_id and pre[2] == key:
             rows, pre[5] = pre[5], None  # (handed out once)
-            return tuple(IntentRecord(r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[1], json.loads(r[8]))
-                         for r in rows)
+            return tuple(IntentRecord(r[2], r[3], r[4], r[5], r[6], stored_json("intents", r[1], "payload", r[7]), r[1],
+                                      stored_json("intents", r[1], "result", r[8])) for r in rows)
         rows = self.conn.all(
             "SELECT task_id, idempotency_key, payload_digest, digest_scheme, message_id, payload, arrival, result "
             "FROM intents WHERE task_id = ? AND idempotency_key = ? ORDER BY arrival",
@@ -134,7 +150,8 @@ class Reads:
         if not rows:
             return ()
         return tuple(
-            IntentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], json.loads(r[7])) for r in rows
+            IntentRecord(r[0], r[1], r[2], r[3], r[4], stored_json("intents", r[6], "payload", r[5]), r[6],
+                         stored_json("intents", r[6], "result", r[7])) for r in rows
         )
 
     def next_arrival(self) -> int:
@@ -158,7 +175,9 @@ class Reads:
                 raise StoreError(f"machine version {version!r} is not loaded", code="E_UNKNOWN_MACHINE")
             rb = RuleBook(
                 version,
-                tuple(Rule(version, TaskState(f), TaskState(t), tuple(r.split(",")), reason) for f, t, r, reason in rows),
+                tuple(Rule(version, _state("transition_rules", f"{version} {f}->{t}", "from_state", f),
+                           _state("transition_rules", f"{version} {f}->{t}", "to_state", t), tuple(r.split(",")), reason)
+                      for f, t, r, reason in rows),
             )
             self._rulebooks[version] = rb
         return rb
@@ -214,7 +233,7 @@ class Reads:
         ).fetchall()
         out = []
         for seq, tick, tid, mid, data in rows:
-            d = json.loads(data)
+            d = stored_json("events", seq, "data", data)
             out.append({"seq": seq, "tick": tick, "task_id": tid, "message_id": mid, "effects": d.get("effects", []),
                         "status": d.get("status")})
         return out
@@ -242,7 +261,7 @@ class Reads:
             return None
         keys = ("ref", "scheme", "kind", "size", "content", "task_id", "message_id", "first_tick")
         out = dict(zip(keys, row))
-        out["content"] = json.loads(out["content"])
+        out["content"] = stored_json("artifacts", ref, "content", out["content"])
         return out
 
     def first_msg_seq(self, message_id: str) -> int | None:
@@ -274,9 +293,9 @@ class Reads:
         event (a refusal's code and reason, say), with its ``type``; None when it was never delivered. Looked
         up through the task's events, so the cost stays that of one task's history."""
         row = self.conn.execute(
-            "SELECT type, data FROM events WHERE task_id IS ? AND message_id = ? AND delivery_id IS NOT NULL "
+            "SELECT type, data, seq FROM events WHERE task_id IS ? AND message_id = ? AND delivery_id IS NOT NULL "
             "AND type != 'digest_scheme_assumed' ORDER BY seq LIMIT 1", (task_id, message_id)).fetchone()
-        return None if row is None else {**json.loads(row[1]), "type": row[0]}
+        return None if row is None else {**stored_json("events", row[2], "data", row[1]), "type": row[0]}
 
     def conversation_epoch(self, trace_id: str) -> tuple[int, int]:
         """The epoch conversation ``trace_id`` is in now and the tick it opened (1 and 0 until a reviewer's
@@ -336,22 +355,31 @@ class Reads:
         return list(self.db.query(sql, params))
 
     @staticmethod
-    def _mapped(cls: type[_R], cur, parsed: tuple[str, ...] = ()) -> Iterator[_R]:
+    def _mapped(cls: type[_R], cur, parsed: tuple[str, ...] = (), table: str | None = None) -> Iterator[_R]:
         """The one mapper from a cursor's rows to a typed row class of :mod:`sim.store.rows`, the
-        ``parsed`` columns read from their stored JSON."""
+        ``parsed`` columns read from their stored JSON, the columns of ``table`` that name a task state
+        checked: a damaged row is E_DB_CORRUPT naming ``table`` and the row (:func:`~sim.errors.damaged_row`)."""
         names = [d[0] for d in cur.description]
+        key, states = _ROW_KEYS.get(table, (None, ()))
+        states = [c for c in states if c in names]
         loads = json.loads
         for r in cur:
             row = cls(zip(names, r))
             for col in parsed:
-                row[col] = loads(row[col])
+                try:
+                    row[col] = loads(row[col])
+                except (ValueError, TypeError, RecursionError):  # (the quick path above; the error below)
+                    row[col] = stored_json(table or "a", row.get(key, "?"), col, row[col])
+            for col in states:
+                if row[col] not in STATE_BY_NAME:
+                    _state(table, row.get(key, "?"), col, row[col])
             yield row
 
     def _typed(self, cls: type[_R], sql: str, params=()) -> list[_R]:
         return list(self._mapped(cls, self.conn.execute(sql, params)))
 
     def _messages(self, sql: str, params=()) -> list[Message]:
-        return list(self._mapped(Message, self.conn.execute(sql, params), self._VIEWS["messages"][3]))
+        return list(self._mapped(Message, self.conn.execute(sql, params), self._VIEWS["messages"][3], "messages"))
 
     #: The views a command may stream whole: (select, order, row class, JSON columns). Every read of
     #: one of these tables, whole or by task, goes through :meth:`iter_view` (one SQL per view).
@@ -374,7 +402,7 @@ class Reads:
         conn = self.conn  # (a closed store says so here, before anything else)
         select, order, cls, parsed = self._view(view)
         where, params = (" WHERE task_id = ?", (task_id,)) if task_id is not None else ("", ())
-        yield from self._mapped(cls, conn.execute(f"{select}{where} ORDER BY {order}", params), parsed)
+        yield from self._mapped(cls, conn.execute(f"{select}{where} ORDER BY {order}", params), parsed, view)
 
     def count_view(self, view: str, *, task_id: str | None = None) -> int:
         """How many rows :meth:`iter_view` gives."""
@@ -456,8 +484,8 @@ class Reads:
             "WHERE d.delivery_id > ? ORDER BY d.delivery_id LIMIT ?"
         )
         for r in self._paged(sql, "delivery_id", batch, after=after):
-            r["payload"] = json.loads(r["payload"])
-            r["evidence_refs"] = json.loads(r["evidence_refs"])
+            r["payload"] = stored_json("messages", r["msg_seq"], "payload", r["payload"])
+            r["evidence_refs"] = stored_json("messages", r["msg_seq"], "evidence_refs", r["evidence_refs"])
             yield r
 
     def _scope(self, task_id: str | None, trace_id: str | None, col: str = "task_id") -> tuple[str, list]:
@@ -564,8 +592,8 @@ class Reads:
             (task_id, key, payload_digest, scheme),
         )
         for r in rows:
-            r["payload"] = json.loads(r["payload"])
-            r["result"] = json.loads(r["result"])
+            r["payload"] = stored_json("intents", r["arrival"], "payload", r["payload"])
+            r["result"] = stored_json("intents", r["arrival"], "result", r["result"])
         return rows[0] if rows else None
 
     def message_by_id(self, message_id: str) -> Message | None:
@@ -643,8 +671,9 @@ class Reads:
             out["effects"] = [r[0] for r in q("SELECT effect_key FROM effects ORDER BY tick, effect_key")]
         if sum(out["faults_by_kind"].values()) <= list_limit:
             out["faults_injected"] = [
-                {"fault": json.loads(d)["fault"], "message_id": m, "task_id": t}
-                for d, m, t in q("SELECT data, message_id, task_id FROM events WHERE type = 'fault_injected' ORDER BY seq")
+                {"fault": (stored_json("events", s, "data", d) or {}).get("fault"), "message_id": m, "task_id": t}
+                for d, m, t, s in q("SELECT data, message_id, task_id, seq FROM events WHERE type = 'fault_injected' "
+                                    "ORDER BY seq")
             ]
         return out
 
@@ -697,8 +726,8 @@ class Reads:
                               + (" OR task_id IS NULL" if none else "") + " ORDER BY seq", p)
         messages = self._rows(f"SELECT * FROM messages WHERE msg_seq IN ({via('messages')}) ORDER BY msg_seq", p)
         for r in messages:
-            r["payload"] = json.loads(r["payload"])
-            r["evidence_refs"] = json.loads(r["evidence_refs"])
+            r["payload"] = stored_json("messages", r["msg_seq"], "payload", r["payload"])
+            r["evidence_refs"] = stored_json("messages", r["msg_seq"], "evidence_refs", r["evidence_refs"])
         return {
             "events": events,
             "deliveries": self._rows(f"SELECT * FROM deliveries WHERE delivery_id IN ({via('deliveries')}) "
@@ -721,9 +750,9 @@ class Reads:
 
     def evidence_refs_of(self, message_id: str) -> list[str] | None:
         """The evidence_refs of every envelope stored under ``message_id``, in order (None: no such message)."""
-        rows = self.conn.execute("SELECT evidence_refs FROM messages WHERE message_id = ? ORDER BY msg_seq",
+        rows = self.conn.execute("SELECT evidence_refs, msg_seq FROM messages WHERE message_id = ? ORDER BY msg_seq",
                                  (message_id,)).fetchall()
-        return [r for (refs,) in rows for r in json.loads(refs)] if rows else None
+        return [r for refs, seq in rows for r in stored_json("messages", seq, "evidence_refs", refs)] if rows else None
 
     def participants(self) -> list[str]:
         """Every participant the run names (a sender, a recipient or a task's assignee), sorted."""
