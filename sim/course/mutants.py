@@ -376,6 +376,20 @@ def behaviour_of(ex):
     return None
 
 
+def certain_of(ex):
+    """The exercise's ``certain_failures(folder, tests)``, if its judge module has one: the tests a
+    mutant of the model answer fails for certain, worked out cheaply (exercise 3: its contract cases,
+    in process), so that a mutant is not played through every run only to learn what one case says."""
+    import importlib
+
+    for t in ex.tests:
+        mod = importlib.import_module(f"sim.course.judges.{t.judge.rpartition('.')[0]}")
+        fn = getattr(mod, "certain_failures", None)
+        if callable(fn):
+            return fn
+    return None
+
+
 def first_difference(a, b, path: str = "") -> str:
     """Where two behaviours first differ, as a path with both values (cut short); "" when equal."""
     if a == b:
@@ -489,6 +503,14 @@ def _judge_one(number: int, files: dict[str, str], mutant: Mutant | None, refere
         differs = first_difference(reference, got)
         if not differs:
             return {"equivalent": True}
+        certain = certain_of(ex)
+        tests = ex.graded_tests(True)
+        failed = certain(folder, tests) if certain is not None else []
+        if failed:  # killed for certain: each of these tests is all or nothing and already lost
+            max_score = float(sum(t.points for t in tests))
+            lost = sum(t.points for t in tests if t.name in failed)
+            return {"equivalent": False, "differs": differs, "score": max_score - lost, "max_score": max_score,
+                    "failed": failed, "certain": True}
         rep = evaluate(ex, folder, hidden=True, isolate=False)
         return {"equivalent": False, "differs": differs, "score": rep.score, "max_score": rep.max_score,
                 "failed": [r.name for r in rep.results if not r.passed]}

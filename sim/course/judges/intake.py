@@ -938,6 +938,22 @@ def behaviour(sub: Path) -> dict:
     }
 
 
+def certain_failures(sub: Path, tests) -> list[str]:
+    """For the mutation run (:mod:`sim.course.mutants`): the tests among ``tests`` that the ``consume``
+    in ``sub`` fails for certain on their contract cases alone, judged in this process as
+    :func:`check_rule` judges them (the case's checks and every field against the reference). A rule is all
+    or nothing, so one broken case loses the test whatever its runs show; a mutant that breaks no case is
+    graded in full. Only for the kit's own model answer mutated: the student's code never runs here."""
+    decide = _load_local(Path(sub) / _FILE)
+    out = []
+    for t in tests:
+        if t.judge != "intake.check_rule":
+            continue
+        if _judge_cases(decide, _cases(t.args.get("cases", []), t.args.get("families", []))):
+            out.append(t.name)
+    return out
+
+
 def probe_label(part: str, index: int) -> str:
     """Which input ``behaviour(...)[part][index]`` is (a mutation run names only the position)."""
     return _probes()[part][index][0]
