@@ -121,6 +121,11 @@ def test_every_field_of_an_answer_is_compared_with_the_reference_and_the_message
     assert [f for f, _s in field_differences(replace(v, create=True), start)] == ["create"]
     lv = reference(late.envelope, late.task, late.prior, rules, late.unresolved)
     assert field_differences(replace(lv, needs_reconciliation=False), late) == [("reconcile", "False")]
+    # what the student said is shown capped and with control and bidi characters escaped
+    from sim.intake import Decision
+
+    said = dict(field_differences(replace(v, decision=Decision.REJECTED, code="E_" + "X" * 5000 + "\u202e\n"), start))
+    assert len(said["code"]) <= 60 and "\u202e" not in said["code"] and "\n" not in said["code"]
 
 
 # ------------------------------------------------------------------------------------------ exercise 3: the planted three

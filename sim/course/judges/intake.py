@@ -489,7 +489,8 @@ def _show_field(name: str, value, prior) -> str:
         return prior[value].message_id
     if name == "move" and value is not None:
         return f"{value[0]} -> {value[1]}"
-    return repr(value)
+    text = repr(value)  # (repr escapes control and bidi characters; a student's code string is capped)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def field_differences(v, case) -> list[tuple[str, str]]:
