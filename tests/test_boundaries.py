@@ -228,3 +228,17 @@ def test_exercise_2_varies_every_field_of_the_signature_alone():
             assert alone, name
     attempts = {c[4] for c in changes if c[:4] == _BASES[1][:4] and c[5] == _BASES[1][5]}
     assert {1, 2, 3} <= attempts  # one below, at and one above the second base's attempt
+
+
+def test_the_mutation_run_counts_a_mutant_killed_by_a_contract_case_without_playing_its_runs():
+    """A rule is all or nothing: a mutant (or planted design) that breaks one case of a test loses that
+    test, so the mutation run need not play every run to know it; one that breaks no case is graded in
+    full (certain_failures says nothing of it)."""
+    from sim.course.judges.intake import certain_failures
+    from sim.course.mutants import certain_of
+
+    assert certain_of(EX3) is certain_failures and certain_of(EX1) is None
+    tests = EX3.graded_tests(True)
+    assert certain_failures(solutions_dir(EX3), tests) == []
+    assert certain_failures(solutions_dir(EX3) / "wrong" / "any-minor", tests) == ["schema-version"]
+    assert certain_failures(solutions_dir(EX3) / "wrong" / "start-lease-below", tests) == ["leases"]
