@@ -203,10 +203,11 @@ def _design(tmp_path: Path, key: str) -> Path:
 @pytest.mark.parametrize("key, rule, words", [
     ('f"{intent.trace_id}:{intent.task_id}:{intent.step}:{intent.attempt}{about}:{intent.sender}:to:{intent.recipient}"',
      "keys-name-intents", "only recipient"),
-    ('f"{intent.trace_id}:{intent.task_id}:{intent.step}:{intent.attempt}{about}:{intent.sender}:{\'.\'.join(sorted(intent.context))}"',
-     "payload-conflict", "only its context revised"),
-    ('f"{intent.trace_id}:{intent.task_id}:{intent.step}:{intent.attempt}{about}:{intent.sender}:{intent.type == \'fence\'}"',
-     None, None),
+    pytest.param('f"{intent.trace_id}:{intent.task_id}:{intent.step}:{intent.attempt}{about}:{intent.sender}:'
+                 '{\'.\'.join(sorted(intent.context))}"', "payload-conflict", "only its context revised",
+                 marks=pytest.mark.slow),  # (three tests of a design each: the recipient's case stays quick)
+    pytest.param('f"{intent.trace_id}:{intent.task_id}:{intent.step}:{intent.attempt}{about}:{intent.sender}:'
+                 '{intent.type == \'fence\'}"', None, None, marks=pytest.mark.slow),
 ])
 def test_exercise_1_holds_the_key_to_every_field_alone(tmp_path, key, rule, words):
     rep = evaluate(EX1, _design(tmp_path, key), only=["keys-name-intents", "distinct-intents", "payload-conflict"],
