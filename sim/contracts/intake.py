@@ -1388,6 +1388,29 @@ def boundary_cases() -> tuple[Case, ...]:
                 **(accepted if ok else dict(decision=REJ, code="E_STALE_VERSION")),
             ))
 
+    # -- a conflict freezes the task whatever state it is in: one case per state a task can be in (the
+    # allowlist says whether the runtime's freeze is a move from there; needs_review itself stays)
+    versions = {"ready": 1, "running": 2, "succeeded": 3, "failed": 3, "denied": 3, "canceled": 3,
+                "waiting_human": 3, "retry_wait": 3, "needs_review": 4}
+    for state in TaskState:
+        if state == TaskState.PENDING:  # (a task_request creates a task and readies it at once)
+            continue
+        started = state != TaskState.READY
+        task = _view(state.value, versions[state.value], holder="researcher" if started else None,
+                     lease=1 if started else 0, budget=4, trusted=state != TaskState.NEEDS_REVIEW,
+                     has_effects=state == TaskState.SUCCEEDED)
+        freeze = state != TaskState.NEEDS_REVIEW and _RULES.allows(state, S.NEEDS_REVIEW, "runtime")
+        out.append(Case(
+            id=f"bound-conflict-on-{state.value}", family="conflicts",
+            symptom="conflict-not-frozen" if freeze else "frozen-task-moved",
+            name=f"another payload under a recorded key on a {state.value} task is a conflict"
+                 + (" that freezes it in needs_review" if freeze else " that leaves it where it is"),
+            rule=_CONFLICT_RULE + "; whatever state the task is in",
+            envelope=_result("failed", error="another payload", key=K_RESULT, mid=f"M-{next(n)}"), task=task,
+            prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON,
+            **({"to_state": S.NEEDS_REVIEW} if freeze else {}),
+        ))
+
     # -- arrival order and which recorded intent an answer names: both orders of two recorded payloads
     first_rec = _intent(_result("failed", key="result-ord", mid="M-170"), 5, "succeeded", 3)
     second_rec = _intent(_result("denied", key="result-ord", mid="M-171"), 6, "needs_review", 4)
