@@ -28,7 +28,8 @@ from ..envelope import Envelope, build_envelope, role_of
 from ..intake import Decision, IntentRecord, Move, TaskView, Verdict
 from ..machine import RuleBook, TaskState, default_rulebook
 
-__all__ = ["Case", "CASES", "check", "check_tagged", "run", "report", "TASK_ID", "TRACE_ID"]
+__all__ = ["Case", "CASES", "boundary_cases", "version_spellings", "check", "check_tagged", "run", "report",
+           "TASK_ID", "TRACE_ID"]
 
 TASK_ID = "T-20"
 TRACE_ID = "R-7"
@@ -55,6 +56,7 @@ class Case:
     to_state: TaskState | None = None  # expected move target; None means "no move allowed"
     lease: int | None = None  # expected grant_lease, checked when not None
     reconcile: bool | None = None  # expected needs_reconciliation of a late verdict, checked when not None
+    family: str = ""  # a generated boundary case: the rule whose boundaries it crosses (see boundary_cases)
 
 
 # ---------------------------------------------------------------------------
@@ -476,8 +478,8 @@ CASES: tuple[Case, ...] = (
         id="dup-second-payload-of-conflict",
         name="after a conflict, redelivering the second payload is a duplicate of it",
         rule=_DUP_RULE + "; both payloads of a conflict are recorded intents",
-        envelope=_result("failed"), task=REVIEW,
-        prior=(_intent(SUCCEEDED, 3, "succeeded", 3), _intent(_result("failed"), 4, "needs_review", 4)),
+        envelope=_result("failed", mid="M-102b2"), task=REVIEW,
+        prior=(_intent(SUCCEEDED, 3, "succeeded", 3), _intent(_result("failed", mid="M-102b2"), 4, "needs_review", 4)),
         decision=DUP,
     ),
     # ---- conflicts
@@ -508,7 +510,7 @@ CASES: tuple[Case, ...] = (
         name="a conflict on a task already in needs_review is recorded without a move",
         rule=_CONFLICT_RULE + "; a frozen task stays frozen",
         envelope=_result("denied"), task=REVIEW,
-        prior=(_intent(SUCCEEDED, 3, "succeeded", 3), _intent(_result("failed"), 4, "needs_review", 4)),
+        prior=(_intent(SUCCEEDED, 3, "succeeded", 3), _intent(_result("failed", mid="M-102b2"), 4, "needs_review", 4)),
         decision=CON,
     ),
     Case(
@@ -1229,6 +1231,215 @@ CASES: tuple[Case, ...] = (
 
 
 # ---------------------------------------------------------------------------
+# boundaries, generated from the rules (issue 42): every version boundary crossed, every comparison of
+# the lease, budget, compare-and-swap and arrival rules tried at equal, one below and one above. A case
+# someone thought of probes one side of a clause; these probe both, for every clause, so a consumer that
+# compares with < where the rule says != (or reads only a version's major) meets the side it gets wrong.
+# Each names its ``family``: the exercise's test that owns it lists the family, not each id.
+
+
+def version_spellings() -> list[tuple[str, bool]]:
+    """``(schema_version as sent, read?)`` around every boundary of what the runtime reads
+    (:data:`sim.versions.READS`): each version read, as MAJOR.MINOR, with a patch (ignored) and, for
+    MAJOR.0, as a bare major; the minor just past the newest read of each major read; the major
+    after the newest and the one before the oldest, bare and with a minor."""
+    from ..versions import READS
+
+    out: dict[str, bool] = {}
+    for v in sorted(READS):
+        out[f"{v.major}.{v.minor}"] = True
+        out[f"{v.major}.{v.minor}.7"] = True
+        if v.minor == 0:
+            out[f"{v.major}"] = True
+    majors = sorted({v.major for v in READS})
+    for m in majors:
+        newest = max(v.minor for v in READS if v.major == m)
+        out.setdefault(f"{m}.{newest + 1}", False)
+        out.setdefault(f"{m}.{newest + 1}.0", False)
+    for m in (max(majors) + 1, min(majors) - 1):
+        if m >= 0:
+            out.setdefault(f"{m}", False)
+            out.setdefault(f"{m}.0", False)
+            out.setdefault(f"{m}.9", False)
+    return list(out.items())
+
+
+def _version_symptom(text: str) -> str:
+    """What accepting ``text`` (a version the runtime does not read) shows: a newer minor of a major it
+    reads, or a version it does not speak at all."""
+    from ..versions import READS
+
+    major = text.split(".")[0]
+    return "newer-minor-accepted" if any(str(v.major) == major for v in READS) else "unknown-schema-accepted"
+
+
+def _around(n: int, least: int = 0) -> tuple[tuple[str, int], ...]:
+    """A comparison's three sides: one below ``n``, ``n`` itself, one above (none below ``least``, the
+    smallest value an envelope may carry there)."""
+    return tuple((side, x) for side, x in (("below", n - 1), ("equal", n), ("above", n + 1)) if x >= least)
+
+
+def boundary_cases() -> tuple[Case, ...]:
+    """The generated boundary cases (see the comment above)."""
+    out: list[Case] = []
+    n = iter(range(600, 10_000))
+
+    # -- schema versions: a start, accepted when read; a repeat of a recorded result, refused when not read
+    for text, read in version_spellings():
+        tag = text.replace(".", "-")
+        start = _replace_env(_env("task_started", {"lease_version": 1}, sender="researcher",
+                                  key=f"start-v{tag}", mid=f"M-{next(n)}"), schema_version=text)
+        out.append(Case(
+            id=f"bound-schema-{tag}-start", family="schema-version",
+            symptom="read-version-refused" if read else _version_symptom(text),
+            name=f"a task_started in schema {text} is {'read (the runtime reads it)' if read else 'refused: the runtime does not read it'}",
+            rule="the runtime reads schema 1.0 and 1.1 (MAJOR.MINOR; a bare major is MAJOR.0, a patch is ignored); "
+                 "any other version, a newer minor or another major, is refused before anything is read",
+            envelope=start, task=READY,
+            **(dict(decision=A, to_state=S.RUNNING, lease=1) if read else dict(decision=REJ, code="E_SCHEMA_VERSION")),
+        ))
+        if read:  # (a read version's repeat is a duplicate: the duplicates rule's to judge, not this one's)
+            continue
+        repeat = _replace_env(SUCCEEDED, schema_version=text, message_id=f"M-{next(n)}")
+        out.append(Case(
+            id=f"bound-schema-{tag}-repeat", family="schema-version",
+            symptom=_version_symptom(text),
+            name=f"a repeat of a recorded result in schema {text} is refused, not read as a duplicate",
+            rule="the runtime reads schema 1.0 and 1.1 (MAJOR.MINOR; a bare major is MAJOR.0, a patch is ignored); "
+                 "any other version is refused before its key is looked up",
+            envelope=repeat, task=DONE, prior=(_intent(SUCCEEDED, 3, "succeeded", 3),),
+            decision=REJ, code="E_SCHEMA_VERSION",
+        ))
+
+    # -- leases: the lease a start asks for against the next one, a result's against the current one
+    for label, task in (("first", READY), ("after-retry", READY_AGAIN)):
+        nxt = task.lease_version + 1
+        for side, asked in _around(nxt, least=1):  # (an envelope's lease_version is >= 1)
+            ok = side == "equal"
+            out.append(Case(
+                id=f"bound-start-lease-{label}-{side}", family="leases",
+                symptom="holder-refused" if ok else "lease-above-accepted" if side == "above" else "stale-lease-accepted",
+                name=f"a start asking for lease_version {asked} when the next lease is {nxt} ({side}) is "
+                     + ("accepted" if ok else "refused as a stale lease"),
+                rule="a start takes exactly the next lease (lease_version + 1): one below or above it is stale",
+                envelope=_env("task_started", {"lease_version": asked}, sender="researcher",
+                              key=f"start-b-{label}-{asked}", mid=f"M-{next(n)}"),
+                task=task,
+                **(dict(decision=A, to_state=S.RUNNING, lease=nxt) if ok else dict(decision=REJ, code="E_STALE_LEASE")),
+            ))
+    for label, task in (("first", RUNNING), ("second", RUNNING_L2_SAME)):
+        cur = task.lease_version
+        for side, carried in _around(cur, least=1):
+            ok = side == "equal"
+            out.append(Case(
+                id=f"bound-result-lease-{label}-{side}", family="leases",
+                symptom="holder-refused" if ok else "lease-above-accepted" if side == "above" else "stale-lease-accepted",
+                name=f"a result from the holder carrying lease_version {carried} when the current lease is {cur} "
+                     f"({side}) is " + ("accepted" if ok else "refused as a stale lease"),
+                rule=_LEASE_RULE + ": one below or above it is stale",
+                envelope=_result("succeeded", carried, key=f"result-b-{label}-{carried}", mid=f"M-{next(n)}"),
+                task=task,
+                **(dict(decision=A, to_state=S.SUCCEEDED) if ok else dict(decision=REJ, code="E_STALE_LEASE")),
+            ))
+    for side, budget in _around(1):
+        ok = budget >= 1
+        out.append(Case(
+            id=f"bound-start-budget-{side}", family="leases",
+            symptom="holder-refused" if ok else "budget-ignored",
+            name=f"a start with {budget} unit(s) of budget left is " + ("accepted" if ok else "refused: no budget left"),
+            rule="budget usage comes from the runtime's record: an attempt needs at least one unit left",
+            envelope=_env("task_started", {"lease_version": 1}, sender="researcher", key=f"start-budget-{budget}",
+                          mid=f"M-{next(n)}"),
+            task=_view("ready", 1, budget=budget),
+            **(dict(decision=A, to_state=S.RUNNING, lease=1) if ok else dict(decision=REJ, code="E_BUDGET_EXHAUSTED")),
+        ))
+
+    # -- compare-and-swap: expected_state_version against the task's, for every kind of write
+    writes = (
+        ("cancel", RUNNING, lambda esv, mid: _env("cancel", {"expected_state_version": esv}, sender="manager",
+                                                  recipient="researcher", key=f"cancel-b-{esv}", mid=mid),
+         dict(decision=A, to_state=S.CANCELED)),
+        ("result", RUNNING, lambda esv, mid: _result("succeeded", key=f"result-cas-{esv}", mid=mid,
+                                                     expected_state_version=esv),
+         dict(decision=A, to_state=S.SUCCEEDED)),
+        ("start", READY, lambda esv, mid: _env("task_started", {"lease_version": 1, "expected_state_version": esv},
+                                               sender="researcher", key=f"start-cas-{esv}", mid=mid),
+         dict(decision=A, to_state=S.RUNNING, lease=1)),
+        ("request", RETRY, lambda esv, mid: _env("task_request", {"goal": "collect evidence",
+                                                                  "expected_state_version": esv},
+                                                 sender="manager", recipient="researcher",
+                                                 key=f"{TRACE_ID}:{TASK_ID}:attempt-cas-{esv}", mid=mid),
+         dict(decision=A, to_state=S.READY)),
+        ("review", REVIEW, lambda esv, mid: _env("review_decision", {"decision": "ready", "expected_state_version": esv},
+                                                 sender="reviewer", key=f"review:cas:{esv}", mid=mid,
+                                                 evidence=("M-102",)),
+         dict(decision=A, to_state=S.READY)),
+    )
+    for kind, task, make, accepted in writes:
+        for side, esv in _around(task.state_version):
+            ok = side == "equal"
+            out.append(Case(
+                id=f"bound-cas-{kind}-{side}", family="compare-and-swap",
+                symptom="current-version-refused" if ok else "stale-version-accepted",
+                name=f"a {kind} written against state_version {esv} of a task at {task.state_version} ({side}) is "
+                     + ("accepted" if ok else "refused as stale"),
+                rule="writes are compare-and-swap on state_version: only the task's own version is current",
+                envelope=make(esv, f"M-{next(n)}"), task=task,
+                **(accepted if ok else dict(decision=REJ, code="E_STALE_VERSION")),
+            ))
+
+    # -- a conflict freezes the task whatever state it is in: one case per state a task can be in (the
+    # allowlist says whether the runtime's freeze is a move from there; needs_review itself stays)
+    versions = {"ready": 1, "running": 2, "succeeded": 3, "failed": 3, "denied": 3, "canceled": 3,
+                "waiting_human": 3, "retry_wait": 3, "needs_review": 4}
+    for state in TaskState:
+        if state == TaskState.PENDING:  # (a task_request creates a task and readies it at once)
+            continue
+        started = state != TaskState.READY
+        task = _view(state.value, versions[state.value], holder="researcher" if started else None,
+                     lease=1 if started else 0, budget=4, trusted=state != TaskState.NEEDS_REVIEW,
+                     has_effects=state == TaskState.SUCCEEDED)
+        freeze = state != TaskState.NEEDS_REVIEW and _RULES.allows(state, S.NEEDS_REVIEW, "runtime")
+        out.append(Case(
+            id=f"bound-conflict-on-{state.value}", family="conflicts",
+            symptom="conflict-not-frozen" if freeze else "frozen-task-moved",
+            name=f"another payload under a recorded key on a {state.value} task is a conflict"
+                 + (" that freezes it in needs_review" if freeze else " that leaves it where it is"),
+            rule=_CONFLICT_RULE + "; whatever state the task is in",
+            envelope=_result("failed", error="another payload", key=K_RESULT, mid=f"M-{next(n)}"), task=task,
+            prior=(_intent(SUCCEEDED, 3, "succeeded", 3),), decision=CON,
+            **({"to_state": S.NEEDS_REVIEW} if freeze else {}),
+        ))
+
+    # -- arrival order and which recorded intent an answer names: both orders of two recorded payloads
+    first_rec = _intent(_result("failed", key="result-ord", mid="M-170"), 5, "succeeded", 3)
+    second_rec = _intent(_result("denied", key="result-ord", mid="M-171"), 6, "needs_review", 4)
+    for order, prior in (("in-order", (first_rec, second_rec)), ("out-of-order", (second_rec, first_rec))):
+        out.append(Case(
+            id=f"bound-conflict-arrival-{order}", family="conflicts", symptom="wrong-conflict-with",
+            name=f"a third payload under a key with two recorded ({order.replace('-', ' ')} in the list) names the "
+                 "one that arrived first",
+            rule=_CONFLICT_RULE + "; conflict_with is the earliest arrival, whatever the list's order",
+            envelope=_result("retry", key="result-ord", mid=f"M-{next(n)}"), task=REVIEW, prior=prior,
+            decision=CON,
+        ))
+        for which, rec in (("first", first_rec), ("second", second_rec)):
+            out.append(Case(
+                id=f"bound-dup-names-{which}-{order}", family="duplicates", symptom="wrong-duplicate-of",
+                name=f"a repeat of the {which} of two payloads recorded under one key ({order.replace('-', ' ')} in "
+                     "the list) names that one, not the other",
+                rule=_DUP_RULE + "; duplicate_of is the recorded intent whose payload it repeats",
+                envelope=_replace_env(_result(rec.payload["status"], key="result-ord", mid=rec.message_id),
+                                      message_id=f"M-{next(n)}"),
+                task=REVIEW, prior=prior, decision=DUP,
+            ))
+    return tuple(out)
+
+
+CASES = CASES + boundary_cases()
+
+
+# ---------------------------------------------------------------------------
 # the runner
 
 
@@ -1340,6 +1551,9 @@ def _compare(v: Verdict, case: Case, rules: RuleBook) -> list[tuple[str, str]]:
         elif v.duplicate_of not in case.prior:
             fails.append(("duplicate-of", f"duplicate_of {getattr(v.duplicate_of, 'message_id', v.duplicate_of)} is not "
                                           "one of the recorded intents"))
+        elif v.duplicate_of not in _repeated(case):
+            fails.append(("duplicate-of", f"duplicate_of {v.duplicate_of.message_id} is a recorded intent, but not the "
+                                          "one whose payload this delivery repeats"))
     if got == Decision.CONFLICT.value and case.decision == Decision.CONFLICT:
         first = min(case.prior, key=lambda p: p.arrival)
         if v.conflict_with is None:
@@ -1351,6 +1565,13 @@ def _compare(v: Verdict, case: Case, rules: RuleBook) -> list[tuple[str, str]]:
                 f"is {first.message_id}",
             ))
     return fails
+
+
+def _repeated(case: Case) -> list[IntentRecord]:
+    """The recorded intents whose payload ``case``'s delivery repeats (compared under one scheme)."""
+    from ..intake import _same_payload
+
+    return [p for p in case.prior if _same_payload(p, case.envelope)]
 
 
 def run(decide: DecideFn, cases: Iterable[Case] = CASES) -> list[tuple[Case, list[str]]]:

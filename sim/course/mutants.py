@@ -376,6 +376,27 @@ def behaviour_of(ex):
     return None
 
 
+def _hook(ex, name: str):
+    """The function ``name`` of the judge module the exercise's tests name, or None."""
+    import importlib
+
+    for t in ex.tests:
+        mod = importlib.import_module(f"sim.course.judges.{t.judge.rpartition('.')[0]}")
+        fn = getattr(mod, name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def certain_of(ex):
+    """The exercise's ``certain_failures(folder, tests)``, if its judge module has one: the tests a
+    mutant of the model answer fails for certain, worked out cheaply (exercise 3: its contract cases,
+    in process), so that a mutant is not played through every run only to learn what one case says.
+    Beside it a module may offer ``behaviour_part(folder)``: ``(key, value)``, the cheapest part of its
+    behaviour, compared first (a mutant that differs there is not equivalent; the rest is not worked out)."""
+    return _hook(ex, "certain_failures")
+
+
 def first_difference(a, b, path: str = "") -> str:
     """Where two behaviours first differ, as a path with both values (cut short); "" when equal."""
     if a == b:
@@ -479,16 +500,35 @@ def _judge_one(number: int, files: dict[str, str], mutant: Mutant | None, refere
             (folder / name).write_text(mutant.text if mutant is not None and mutant.file == name else text,
                                        encoding="utf-8")
         fn = behaviour_of(ex)
-        try:
-            got = fn(folder)
-        except Exception as e:  # noqa: BLE001 - a mutant that cannot even run behaves differently
-            got = {"error": f"{type(e).__name__}: {e}"}
-        got = json.loads(json.dumps(got, default=str))  # as it crosses processes: tuples as lists
-        if mutant is None:
-            return {"behaviour": got}
-        differs = first_difference(reference, got)
+        differs = ""
+        part_of = _hook(ex, "behaviour_part")
+        if mutant is not None and part_of is not None and isinstance(reference, dict):
+            # the cheapest part of the behaviour first: a mutant that differs there differs
+            try:
+                name, part = part_of(folder)
+                part = json.loads(json.dumps(part, default=str))
+                differs = first_difference(reference.get(name), part, name)
+            except Exception as e:  # noqa: BLE001
+                differs = f"raised {type(e).__name__}"
+        if not differs:
+            try:
+                got = fn(folder)
+            except Exception as e:  # noqa: BLE001 - a mutant that cannot even run behaves differently
+                got = {"error": f"{type(e).__name__}: {e}"}
+            got = json.loads(json.dumps(got, default=str))  # as it crosses processes: tuples as lists
+            if mutant is None:
+                return {"behaviour": got}
+            differs = first_difference(reference, got)
         if not differs:
             return {"equivalent": True}
+        certain = certain_of(ex)
+        tests = ex.graded_tests(True)
+        failed = certain(folder, tests) if certain is not None else []
+        if failed:  # killed for certain: each of these tests is all or nothing and already lost
+            max_score = float(sum(t.points for t in tests))
+            lost = sum(t.points for t in tests if t.name in failed)
+            return {"equivalent": False, "differs": differs, "score": max_score - lost, "max_score": max_score,
+                    "failed": failed, "certain": True}
         rep = evaluate(ex, folder, hidden=True, isolate=False)
         return {"equivalent": False, "differs": differs, "score": rep.score, "max_score": rep.max_score,
                 "failed": [r.name for r in rep.results if not r.passed]}

@@ -2,7 +2,9 @@
 
 The order of the checks is the lesson:
 
-1. A schema this runtime does not speak is refused before anything is read from it.
+1. A schema this runtime does not speak is refused before anything is read from it. It reads 1.0
+   and 1.1 (MAJOR.MINOR: a bare 1 is 1.0, a patch such as 1.0.3 changes nothing); 1.2, a minor
+   newer than it reads, is refused too, since reading it as 1.1 would drop what 1.2 added.
 2. The intent comes first: what was recorded under (task_id, idempotency_key)? The same payload
    (compared under one digest scheme) is a duplicate; another payload is a conflict that freezes
    the task. Before the terminal check (a repeat of a result is a duplicate, not late) and before
@@ -14,11 +16,14 @@ The order of the checks is the lesson:
    frozen task is left only by a reviewer's decision citing retained evidence.
 """
 
+import re
+
 from sim.digest import digest
 from sim.envelope import role_of
 from sim.errors import DigestError
 
-SPOKEN = ("1",)
+READS = {(1, 0), (1, 1)}  # (major, minor)
+VERSION = re.compile(r"(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?)?")
 FINISHED = ("succeeded", "failed", "denied", "canceled")
 STATUS_TO_STATE = {"succeeded": "succeeded", "failed": "failed", "denied": "denied",
                    "waiting_human": "waiting_human", "retry": "retry_wait"}
@@ -33,6 +38,12 @@ def same_payload(rec, msg):
                 and digest(rec["payload"], msg["digest_scheme"]) == msg["payload_digest"])
     except DigestError:
         return False
+
+
+def reads(version):
+    """Whether this runtime reads a message written in schema ``version``."""
+    m = VERSION.fullmatch(version) if isinstance(version, str) else None
+    return m is not None and (int(m[1]), int(m[2] or 0)) in READS
 
 
 def refuse(code, reason):
@@ -55,7 +66,7 @@ def wanted_state(msg):
 def consume(delivery, task, recorded, allowed, missing_refs):
     msg = delivery
     role = role_of(msg["sender"])
-    if msg["schema_version"] not in SPOKEN:
+    if not reads(msg["schema_version"]):
         return refuse("E_SCHEMA_VERSION", f"schema_version {msg['schema_version']} is not one this runtime reads")
     if msg["type"] == "fence":
         return refuse("E_FENCE_SCOPE", "a fence is for a whole trace, not a task")

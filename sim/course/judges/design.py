@@ -32,6 +32,12 @@ not a conflict", "source of truth", "failures and debugging"), each all or nothi
 * ``fault_matrix``: the whole fault matrix holds every invariant on both stories, and each run ends
   as the course's design ends it, the report published once.
 
+Every field of an Intent is also varied alone, on every kind of message a run sends, and the key held to
+what the rule owes it (:data:`KEY_OWES`, generated from the dataclass's fields, so a field added to
+Intent is judged or stops the grader): a field that names the intent must change the key
+(``distinct_intents``), the transport's and the address's must not (``keys_name_intents``), nor what
+the intent says (``payload_conflict``).
+
 Where the student's code computes each answer is chosen here, on purpose, never by how many calls
 came before (:mod:`sim.course.remote`): a run makes every envelope in process A the first time it
 sends an intent and in process B when it sends the same intent again under another message id (a
@@ -80,6 +86,8 @@ SYMPTOMS = {
                                      "(hash(), id(), a counter, the clock or a random salt in the key)",
     "key-from-message-id": "the same intent under another message id got another key (the key follows the message id)",
     "key-from-time": "the same intent sent at another time got another key (the key follows created_at)",
+    "key-from-recipient": "the same intent addressed to another participant got another key (the key follows the "
+                          "recipient, which is where the message goes, not what it means)",
     "payload-from-message": "the same intent resent got the same key but another payload digest (the payload follows "
                             "the message id or the time), so intake saw a conflict",
     "resend-not-duplicate": "a resend of an intent, delivered after it, was not recorded duplicate",
@@ -531,6 +539,92 @@ def _payload_parts(i) -> list:
     return out
 
 
+#: Every field of an :class:`~sim.design.Intent` and what the key owes it (issue 42): each is varied
+#: alone on every kind of message a run sends, and the key is held to it. ``names``: what names the
+#: intent (exercise 2's key signature: trace, task, sender, step, attempt, what it answers): another value
+#: is another intent, so the key must change. ``sent``: the transport's and the address's (a resend gets
+#: a new message id and time; the same intent may be addressed to another participant): the key must not
+#: change. ``says``: what the intent says: another value is the same intent saying something else, so the
+#: key must not change (the contradiction must show as a conflict). ``free``: ``retry``, a sender's new
+#: try of a step after waiting: the course's design names it and exercise 2's keys do not, every run
+#: holds either way, so no rule holds the key to it. A field added to Intent and missing here stops the
+#: probe (a grader error), so none goes unjudged.
+KEY_OWES = {"type": "names", "sender": "names", "trace_id": "names", "task_id": "names", "attempt": "names",
+            "answers": "names", "recipient": "sent", "message_id": "sent", "created_at": "sent", "body": "says",
+            "refs": "says", "content": "says", "context": "says", "retry": "free"}
+_TYPES = ("task_request", "task_started", "task_result", "ack", "cancel", "fence")
+#: The kinds of message whose intents a ``names`` field tells apart where it is not every kind's: an
+#: attempt tells apart a task's tries (an ack answers one message, whatever attempt it was part of; a fence
+#: closes the trace), what is answered tells apart acknowledgements.
+_NAMED_IN = {"attempt": ("task_request", "task_started", "task_result", "cancel"), "answers": ("ack", "fence-ack")}
+#: The symptom of a key that does not follow a field it owes (``names``) or follows one it must not.
+_FIELD_SYMPTOM = {"type": "steps-share-key", "sender": "senders-share-key", "trace_id": "traces-share-key",
+                  "task_id": "tasks-share-key", "attempt": "attempts-share-key", "answers": "acks-share-key",
+                  "recipient": "key-from-recipient", "message_id": "key-from-message-id", "created_at": "key-from-time",
+                  "body": "key-from-payload", "refs": "key-from-payload", "content": "key-from-payload",
+                  "context": "key-from-payload"}
+
+
+def _field_variants(i, later: str) -> list[tuple[str, str, str, object]]:
+    """``(field, what the key owes it, the change in words, the intent with that field alone changed)``
+    for every field of ``i``'s dataclass: strings to another participant or id, numbers one below (where
+    the field has a value below) and one above, an answer to none and to another message, the type to
+    every other type, what it says revised. Where the agents say a field twice (an attempt's lease in the
+    body, an ack's subject as ``of``), the body follows, as an agent would write it."""
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(i):
+        name, value = f.name, getattr(i, f.name)
+        owes = KEY_OWES.get(name)
+        if owes is None:
+            raise LookupError(f"Intent has a field {name!r} that KEY_OWES does not classify")
+        if owes == "free" or (owes == "names" and _kind(i) not in _NAMED_IN.get(name, (_kind(i),))):
+            continue
+        changes: list[tuple[str, object]] = []
+        if name == "type":
+            changes = [(f"its type {t}", t) for t in _TYPES if t != value]
+        elif name == "created_at":
+            changes = [("a later created_at", later)]
+        elif name == "message_id":
+            changes = [("another message_id", _other_id(value or "M-1", 77))]
+        elif name == "answers":
+            changes = [("no answers", None)] if value else []
+            changes.append(("an answer to another message", "M-998" if value != "M-998" else "M-997"))
+        elif isinstance(value, bool):
+            changes = [(f"{name} {not value}", not value)]
+        elif isinstance(value, int):
+            least = 1 if name == "attempt" else 0
+            changes = [(f"{name} {value + d}", value + d) for d in (-1, 1) if value + d >= least]
+        elif isinstance(value, str):
+            changes = [(f"{name} {value}-2", f"{value}-2")]
+        elif name == "refs":
+            other = "sha256:" + hashlib.sha256(b"another product " + repr(value).encode()).hexdigest()
+            changes = [("another evidence ref", (other,) + tuple(value[1:]))]
+        elif name in ("body", "context"):
+            changes = [(f"its {name} revised", {**(value or {}), "revised": "yes"})]
+        elif name == "content":
+            c = dict(value) if isinstance(value, dict) else {}
+            c["revised"] = True
+            changes = [("its product revised", c)]
+        for what, new in changes:
+            kw = {name: new}
+            if owes == "names" and name in ("attempt", "answers"):
+                body = dict(i.body)
+                if name == "attempt" and "lease_version" in body:
+                    body["lease_version"] = new
+                if name == "attempt" and i.type == "task_request":  # a retry's request names its attempt
+                    if new > 1:
+                        body["attempt"] = new
+                    else:
+                        body.pop("attempt", None)
+                if name == "answers" and "of" in body:
+                    body["of"] = new
+                kw["body"] = body
+            out.append((name, owes, what, replace(i, **kw)))
+    return out
+
+
 def _other_id(mid: str, n: int) -> str:
     prefix = mid.split("-")[0] if "-" in mid else "M"
     return f"{prefix}-{900 + n}"
@@ -565,6 +659,11 @@ def _probe(run, design: _Kept, out: _Played) -> dict:
         kb, eb = _ask_key(remote, replace(i, created_at=later))
         rec["message_id_kept"], rec["time_kept"] = (ka == k1 and not ea), (kb == k1 and not eb)
         rec["resend_keys"] = (k1, ka, kb)
+        rec["fields"] = []
+        for name, owes, change, j in _field_variants(i, later):
+            kj, ej = _ask_key(remote, j)
+            held = ej is None and (kj != k1 if owes == "names" else kj == k1)
+            rec["fields"].append({"field": name, "owes": owes, "change": change, "key": kj, "error": ej, "held": held})
         if i.type in ("task_request", "task_result"):
             for part, j in _payload_parts(i):
                 kp, ep = _ask_key(remote, j)
@@ -801,6 +900,10 @@ def keys_name_intents(sub: Path, args: dict) -> Judged:
                 broke.append(Broke(case, f"the same intent with {' / '.join(bad)} got another key ({_show(k0)}, then "
                                          f"{_show(got)}): a resend would be a new intent", tuple(sym),
                                    reproduce=_repro(out.scenario, [f"resend:{rec['type']}"], out.seed)))
+            # every other field the transport or the address gives, varied alone (message_id and
+            # created_at are judged just above, in the words of a resend)
+            broke += _fields_broke(out, rec, "sent", _rerun("keys_name_intents", probes=[p]),
+                                   skip=("message_id", "created_at"))
         for r in out.probes["resends"]:
             checked += 1
             case = f"{out.label}: {r['what']} resent after the run"
@@ -847,6 +950,36 @@ def _process_repro(out: _Played, rec: dict) -> str:
     call = (f"from sim.design import Intent; import design; print(design.idempotency_key(Intent(**{fields!r}, "
             f"body={i.body!r}, refs={tuple(i.refs)!r})))")
     return try_line(1, call, processes=2)
+
+
+def _fields_broke(out: "_Played", rec: dict, owes: str, one: str, skip=()) -> list[Broke]:
+    """What ``rec``'s field-by-field probe shows for the fields whose rule is ``owes`` (see KEY_OWES):
+    one Broke per field the key was not held to (every variant of it named), ``skip``: fields another
+    check of the same test already judges in its own words."""
+    bad: dict[str, list[dict]] = {}
+    for f in rec.get("fields", ()):
+        if f["owes"] == owes and f["field"] not in skip and not f["held"]:
+            bad.setdefault(f["field"], []).append(f)
+    found = []
+    k1 = rec["process"][0]
+    for name, fs in bad.items():
+        changes = " / ".join(f["change"] for f in fs[:3])
+        err = next((f["error"] for f in fs if f["error"]), None)
+        case = f"{out.label}: {rec['what']}"
+        if err:
+            what = f"with only {changes}, asking your design for its key failed: {err}"
+            sym = ("design-error",)
+        elif owes == "names":
+            what = (f"with only {changes} (a different intent), your key stayed {_show(k1)}: two different intents "
+                    f"would share a key, so the second is taken for a repeat of the first (or a conflict with it)")
+            sym = (_FIELD_SYMPTOM[name],)
+        else:
+            what = (f"with only {changes} (the same intent), your key changed ({_show(k1)}, then {_show(fs[0]['key'])}): "
+                    + ("a copy of one intent would be taken for new work" if owes == "sent" else
+                       "two payloads of one intent get two keys, so intake can never see that they conflict"))
+            sym = (_FIELD_SYMPTOM[name],)
+        found.append(Broke(case, what, sym, reproduce=one))
+    return found
 
 
 @_judged
@@ -903,6 +1036,11 @@ def distinct_intents(sub: Path, args: dict) -> Judged:
         one = _rerun("distinct_intents", probes=[p])
         decisions(out, True, one)
         shared_keys(out, one)
+        for rec in out.probes["keys"]:  # every field that names the intent, varied alone, on every kind
+            if rec["error"] or rec["process"][0] != rec["process"][1]:
+                continue
+            checked += 1
+            broke += _fields_broke(out, rec, "names", one)
         for pair in out.probes["pairs"]:
             checked += 1
             if pair["error"]:
@@ -939,6 +1077,11 @@ def payload_conflict(sub: Path, args: dict) -> Judged:
             checked += 1
             broke.append(_design_broke(out))
             continue
+        for rec in out.probes["keys"]:  # what an intent says, varied alone, on the kinds judged by no delivery below
+            if rec["type"] in ("task_request", "task_result") or rec["error"] or rec["process"][0] != rec["process"][1]:
+                continue
+            checked += 1
+            broke += _fields_broke(out, rec, "says", one)
         for rec in out.probes["keys"]:
             if rec["type"] not in ("task_request", "task_result") or rec["error"] or rec["process"][0] != rec["process"][1]:
                 continue
@@ -1322,7 +1465,9 @@ def _b_probes(out: _Played) -> dict:
         "keys": [{"kind": r["kind"], "error": bool(r["error"]),
                   "same_in_both_processes": bool(r["process"]) and r["process"][0] == r["process"][1],
                   "message_id_kept": r["message_id_kept"], "time_kept": r["time_kept"],
-                  "key_follows": [part for part, _k in r["payload_parts"]]} for r in p["keys"]],
+                  "key_follows": [part for part, _k in r["payload_parts"]],
+                  "fields": [[f["field"], f["change"], f["held"], bool(f["error"])] for f in r.get("fields", ())]}
+                 for r in p["keys"]],
         "pairs": [[r["symptom"], r["what"], r["shared"], bool(r["error"])] for r in p["pairs"]],
         "resends": [[r["what"], r.get("decision"), r.get("code"), bool(r["error"])] for r in p["resends"]],
         "conflicts": [[r["what"], r.get("decision"), r.get("code"), bool(r["error"])] for r in p["conflicts"]],

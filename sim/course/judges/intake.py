@@ -63,6 +63,8 @@ SYMPTOMS = {
     # leases
     "stale-lease-accepted": "a message naming a lease_version other than the current one (or the next, for a start) "
                             "was accepted",
+    "lease-above-accepted": "a message naming a lease_version above the current one (or above the next, for a start) "
+                            "was accepted: only one side of the lease comparison is checked",
     "wrong-holder-accepted": "a result from a worker that does not hold the lease was accepted",
     "non-assignee-started": "a worker that is not the assignee started the task",
     "budget-ignored": "an attempt was started with no budget left",
@@ -93,6 +95,9 @@ SYMPTOMS = {
     "wrong-code": "the right decision with the wrong code",
     # schema versions
     "unknown-schema-accepted": "a message in a schema version this runtime does not speak was not refused",
+    "newer-minor-accepted": "a message in a minor newer than the runtime reads (same major) was not refused",
+    "read-version-refused": "a message in a schema version the runtime reads (1.0, 1.1, a bare major, a patch) was "
+                            "refused",
     # anything
     "decide-raised": "consume raised an exception",
     "not-a-verdict": "consume returned an answer the runtime cannot read (a field missing or malformed)",
@@ -344,14 +349,24 @@ def _guarded(fn, owner: tuple):
 # ------------------------------------------------------------------------------------------ contract cases
 
 
-def _cases(ids) -> list:
+def _cases(ids, families=()) -> list:
+    """The contract cases named by ``ids``, then every generated boundary case of each of ``families``
+    (:func:`sim.contracts.intake.boundary_cases`: a test lists the rule whose boundaries it owns, and a
+    boundary added to the rule is judged without naming it)."""
     from ...contracts.intake import CASES
 
     by_id = {c.id: c for c in CASES}
     unknown = [i for i in ids if i not in by_id]
     if unknown:  # the exercise's own configuration is wrong: the grader's fault, never the student's
         raise LookupError(f"no intake contract case with id {unknown[0]!r}")
-    return [by_id[i] for i in ids]
+    known = {c.family for c in CASES if c.family}
+    bad = [f for f in families if f not in known]
+    if bad:
+        raise LookupError(f"no family of boundary cases named {bad[0]!r} (known: {', '.join(sorted(known))})")
+    out = [by_id[i] for i in ids]
+    seen = set(ids)
+    out += [c for c in CASES if c.family and c.family in families and c.id not in seen]
+    return out
 
 
 def _is_repeat(case):
@@ -440,6 +455,57 @@ def _case_reproduce(case) -> str:
                        "raise SystemExit(1 if any(f for _c, f in r) else 0)")
 
 
+#: The fields of an answer, as :func:`_abstract` spells them, and the symptom a wrong one shows.
+_FIELD_SYMPTOMS = (("decision", "wrong-decision"), ("code", "wrong-code"), ("move", "move-from-wrong-state"),
+                   ("create", "move-from-wrong-state"), ("lease", "wrong-lease-granted"),
+                   ("duplicate_of", "wrong-duplicate-of"), ("conflict_with", "wrong-conflict-with"),
+                   ("reconcile", "late-reconcile-misflagged"), ("reason", "no-reason"))
+
+
+def _fields(v, prior) -> dict:
+    """An answer field by field, as the rules read it (the parts of :func:`_abstract`)."""
+    from ...intake import Decision, Verdict
+
+    if not isinstance(v, Verdict) or not isinstance(v.decision, Decision):
+        return {"decision": repr(v)}
+    d = v.decision
+    m = v.move
+    return {
+        "decision": d.value,
+        "code": v.code if d == Decision.REJECTED else None,
+        "move": None if m is None else (getattr(m.from_state, "value", m.from_state), getattr(m.to_state, "value", m.to_state),
+                                        m.executor, m.role),
+        "create": bool(v.create),
+        "lease": v.grant_lease if d == Decision.ACCEPTED else None,
+        "duplicate_of": next((i for i, p in enumerate(prior) if p == v.duplicate_of), None) if d == Decision.DUPLICATE else None,
+        "conflict_with": next((i for i, p in enumerate(prior) if p == v.conflict_with), None) if d == Decision.CONFLICT else None,
+        "reconcile": bool(v.needs_reconciliation) if d == Decision.LATE else None,
+        "reason": isinstance(v.reason, str) and bool(v.reason.strip()),
+    }
+
+
+def _show_field(name: str, value, prior) -> str:
+    if name in ("duplicate_of", "conflict_with") and isinstance(value, int):
+        return prior[value].message_id
+    if name == "move" and value is not None:
+        return f"{value[0]} -> {value[1]}"
+    text = repr(value)  # (repr escapes control and bidi characters; a student's code string is capped)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def field_differences(v, case) -> list[tuple[str, str]]:
+    """Every field of ``v`` (the student's verdict on ``case``) that is not exactly the reference
+    intake's answer to the same delivery: ``[(field, what the student said)]``. What the student said,
+    never what the reference says: the message names what broke, not the answer."""
+    from ...intake import decide as reference
+    from ...machine import default_rulebook
+
+    want = _fields(reference(case.envelope, case.task, case.prior, default_rulebook(), case.unresolved), case.prior)
+    got = _fields(v, case.prior)
+    return [(name, _show_field(name, got.get(name), case.prior)) for name, _sym in _FIELD_SYMPTOMS
+            if got.get(name) != want.get(name)]
+
+
 def _judge_cases(fn, cases) -> list[Broke]:
     from ...contracts.intake import check_tagged
 
@@ -447,6 +513,22 @@ def _judge_cases(fn, cases) -> list[Broke]:
     for case in cases:
         v, fails = check_tagged(fn, case)
         if not fails:
+            # Every field of the answer, not only those the case names: exactly the reference's.
+            wrong = field_differences(v, case)
+            if not wrong:
+                continue
+            syms = dict(_FIELD_SYMPTOMS)
+            what = "; ".join(f"the answer's {name} ({said}) is not what the rule gives for this delivery"
+                             for name, said in wrong[:2]) + (f" (+{len(wrong) - 2} more)" if len(wrong) > 2 else "")
+            symptoms = [case.symptom if name == "decision" and case.symptom else syms[name] for name, _s in wrong]
+            if "reconcile" in [name for name, _s in wrong] and case.task is not None and case.task.has_effects:
+                symptoms = ["late-effect-not-reconciled" if x == "late-reconcile-misflagged" else x for x in symptoms]
+            out.append(Broke(
+                case=f"contract case «{case.name}»", what=what, symptoms=tuple(dict.fromkeys(symptoms)),
+                reproduce=_case_reproduce(case),
+                witness={"case": case.id, "rule": case.rule, "fields": [name for name, _s in wrong]},
+                signature={"case": case.name, "rule": case.rule},
+            ))
             continue
         what = "; ".join(m for _k, m in fails[:2]) + (f" (+{len(fails) - 2} more)" if len(fails) > 2 else "")
         out.append(Broke(
@@ -583,7 +665,7 @@ def check_rule(sub: Path, args: dict) -> Judged:
     verdict the rule requires, and in each of ``args["runs"]`` (``{scenario, faults, seed}``) the
     invariants ``args["invariants"]`` (all, when not given) must hold; with ``args["ending"]``, each
     run must also end as it does under the reference intake."""
-    cases = _cases(args.get("cases", []))
+    cases = _cases(args.get("cases", []), args.get("families", []))
     runs = list(args.get("runs", []))
     for r in runs:
         _run_spec(r)
@@ -836,7 +918,15 @@ def behaviour(sub: Path) -> dict:
     result (the runtime reads each of them only there). Deterministic: the inputs are built, and the
     runs played, the same way every time."""
     p = _probes()
-    rules = p["rules"]
+    one = _asker(sub, p["rules"])
+    return {
+        "cases": {cid: one(a) for cid, a in p["cases"]},
+        "runs": [one(a) for _label, a in p["runs"]],
+        "matrix": [one(a) for _label, a in p["matrix"]],
+    }
+
+
+def _asker(sub: Path, rules):
     decide = _load_local(Path(sub) / _FILE)
 
     def one(args) -> str:
@@ -850,11 +940,31 @@ def behaviour(sub: Path) -> dict:
         except Exception as e:  # noqa: BLE001
             return f"unreadable {type(e).__name__}"
 
-    return {
-        "cases": {cid: one(a) for cid, a in p["cases"]},
-        "runs": [one(a) for _label, a in p["runs"]],
-        "matrix": [one(a) for _label, a in p["matrix"]],
-    }
+    return one
+
+
+def behaviour_part(sub: Path) -> tuple[str, dict]:
+    """One part of :func:`behaviour`, the cheapest (the contract cases, about 200 answers of some 18,000):
+    a mutant that differs there behaves differently, and the mutation run need not work out the rest."""
+    p = _probes()
+    one = _asker(sub, p["rules"])
+    return "cases", {cid: one(a) for cid, a in p["cases"]}
+
+
+def certain_failures(sub: Path, tests) -> list[str]:
+    """For the mutation run (:mod:`sim.course.mutants`): the tests among ``tests`` that the ``consume``
+    in ``sub`` fails for certain on their contract cases alone, judged in this process as
+    :func:`check_rule` judges them (the case's checks and every field against the reference). A rule is all
+    or nothing, so one broken case loses the test whatever its runs show; a mutant that breaks no case is
+    graded in full. Only for the kit's own model answer mutated: the student's code never runs here."""
+    decide = _load_local(Path(sub) / _FILE)
+    out = []
+    for t in tests:
+        if t.judge != "intake.check_rule":
+            continue
+        if _judge_cases(decide, _cases(t.args.get("cases", []), t.args.get("families", []))):
+            out.append(t.name)
+    return out
 
 
 def probe_label(part: str, index: int) -> str:

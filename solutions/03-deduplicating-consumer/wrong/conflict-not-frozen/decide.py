@@ -18,11 +18,14 @@ The order of the checks is the lesson:
    left only by a reviewer's decision citing retained evidence.
 """
 
+import re
+
 from sim.digest import digest
 from sim.envelope import role_of
 from sim.errors import DigestError
 
-SPOKEN = ("1",)
+READS = {(1, 0), (1, 1)}  # (major, minor)
+VERSION = re.compile(r"(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5})(?:\.(0|[1-9][0-9]{0,5}))?)?")
 FINISHED = ("succeeded", "failed", "denied", "canceled")
 STATUS_TO_STATE = {"succeeded": "succeeded", "failed": "failed", "denied": "denied",
                    "waiting_human": "waiting_human", "retry": "retry_wait"}
@@ -37,6 +40,12 @@ def same_payload(rec, msg):
                 and digest(rec["payload"], msg["digest_scheme"]) == msg["payload_digest"])
     except DigestError:
         return False
+
+
+def reads(version):
+    """Whether this runtime reads a message written in schema ``version``."""
+    m = VERSION.fullmatch(version) if isinstance(version, str) else None
+    return m is not None and (int(m[1]), int(m[2] or 0)) in READS
 
 
 def refuse(code, reason):
@@ -59,7 +68,7 @@ def wanted_state(msg):
 def consume(delivery, task, recorded, allowed, missing_refs):
     msg = delivery
     role = role_of(msg["sender"])
-    if msg["schema_version"] not in SPOKEN:
+    if not reads(msg["schema_version"]):
         return refuse("E_SCHEMA_VERSION", f"schema_version {msg['schema_version']} is not one this runtime reads")
     if msg["type"] == "fence":
         return refuse("E_FENCE_SCOPE", "a fence is for a whole trace, not a task")
