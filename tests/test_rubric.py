@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from sim.course.gradescope import results_json, validate_results
 from sim.course.rubric import CORE_SHARE, course_rubric, load_rubric, parse_rubric, rubric_toml
 
 EXERCISES = exercises()
+ROOT_DIR = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
@@ -171,3 +173,77 @@ def test_the_gradebook_and_explain_show_the_weights(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "grade", "3", wrong, "--explain")
     assert "FAIL 0/30  duplicates" in out and "[core, caps at 60%]" in out
     assert "score: 66/110 (capped at 60% of the total: duplicates broke; the rules that hold add up to 80)" in " ".join(out.split())
+
+
+# ---------------------------------------------------------------------------------- the student's copy
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
+def test_a_students_check_weighs_each_public_rule_as_the_grader_does(ex):
+    """The student kit has no rubric.toml: its check weighs by exercise.toml. Each public rule's
+    points, cap and core there are the course rubric's, so one submission gets one score."""
+    from sim.course.rubric import equal_rubric
+
+    course, kit = course_rubric(ex), equal_rubric(ex)
+    assert course is not None
+    for t in ex.tests:
+        assert kit.weights[t.name] == course.weights[t.name], t.name
+        assert kit.caps.get(t.name) == course.caps.get(t.name), t.name
+        assert (t.name in kit.core) == (t.name in course.core), t.name
+    # a check without the course's rubric (the kit's) and the grader's public tests weigh the same
+    assert [(t.name, t.points, t.cap, t.core) for t in ex.graded_tests(False, equal_rubric(ex))] == \
+        [(t.name, t.points, t.cap, t.core) for t in ex.graded_tests(False)]
+
+
+def test_the_readmes_say_the_weights_the_rubric_gives():
+    """Each exercise's README states its weights in a block written from the rubric; a stale one fails."""
+    from sim.course.rubric import _main, readme_with_rubric, weights_text
+
+    assert _main(["--check"]) == 0
+    ex = get_exercise(3)
+    text = (ex.folder / "README.md").read_text(encoding="utf-8")
+    rubric = course_rubric(ex)
+    assert weights_text(ex, rubric) in text
+    assert f"`duplicates` {rubric.weights['duplicates']} (core)" in text
+    assert f"at most {int(rubric.caps['duplicates'])}% of its total" in text
+    edited = parse_rubric(ex, {"exercise": 3, "core": ["duplicates"], "weight": {**rubric.weights, "duplicates": 40},
+                               "cap": {"duplicates": 50}}, "edited")
+    new = readme_with_rubric(text, ex, edited)
+    assert "`duplicates` 40 (core)" in new and "at most 50% of its total" in new and new != text
+    for other in EXERCISES:  # no prose figure left beside the block: "10 points each" was false
+        assert "points each" not in (other.folder / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_kit_carries_the_instructors_edited_rubric_to_the_students_check(tmp_path):
+    """An instructor edits rubric.toml; the kit's exercise.toml and README then weigh as it does."""
+    from sim.course.catalog import load_tests
+    from sim.course.kit import build_student_kit, copy_project
+
+    root = tmp_path / "course"
+    copy_project(ROOT_DIR, root, solutions=[e.dirname for e in EXERCISES])
+    path = root / "solutions" / "03-deduplicating-consumer" / "rubric.toml"
+    text = path.read_text(encoding="utf-8")
+    text = text.replace("duplicates       = 30", "duplicates       = 40").replace("duplicates       = 60", "duplicates       = 50")
+    path.write_text(text, encoding="utf-8")
+    build_student_kit(tmp_path / "kit", root=root, smoke=False)
+    ex_dir = tmp_path / "kit" / "exercises" / "03-deduplicating-consumer"
+    tests = {t.name: t for t in load_tests(ex_dir / "exercise.toml")}
+    assert (tests["duplicates"].points, tests["duplicates"].cap, tests["duplicates"].core) == (40, 50.0, True)
+    assert (tests["conflicts"].points, tests["conflicts"].cap, tests["conflicts"].core) == (12, None, False)
+    readme = (ex_dir / "README.md").read_text(encoding="utf-8")
+    assert "`duplicates` 40 (core)" in readme and "at most 50% of its total" in readme
+    # the checkout's own copies are untouched
+    assert (ROOT_DIR / "exercises" / "03-deduplicating-consumer" / "exercise.toml").read_text() != \
+        (ex_dir / "exercise.toml").read_text()
+
+
+@pytest.mark.parametrize("bad,says", [("cap = 120", "0 to 100"), ("cap = true", "0 to 100"), ('core = "yes"', "core = true")])
+def test_a_bad_cap_or_core_in_exercise_toml_is_one_coded_error(tmp_path, bad, says):
+    from sim.course.catalog import load_tests
+    from sim.errors import InputError
+
+    p = tmp_path / "exercise.toml"
+    p.write_text(f'[[test]]\nname = "a"\npoints = 10\njudge = "x.y"\n{bad}\n', encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_tests(p)
+    assert e.value.code == "E_EXERCISE_FILE" and says in e.value.message

@@ -191,6 +191,23 @@ def _visibility_defaults(data: dict, path: Path, base: dict | None = None) -> di
     return out
 
 
+def _cap(v, where: str) -> float | None:
+    """A test's ``cap`` (the rubric's, written in exercise.toml so a student's check weighs as the grader
+    does): the most the exercise scores, in percent of its total, when the test fails."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 100:
+        raise InputError(f"{where}: cap = {v!r}; a cap is a percent of the exercise's total, 0 to 100",
+                         code="E_EXERCISE_FILE")
+    return float(v)
+
+
+def _flag(v, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise InputError(f"{where}: core = {v!r}; write core = true or leave it out", code="E_EXERCISE_FILE")
+    return v
+
+
 def load_tests(path: Path, *, hidden: bool = False, defaults_from: Path | None = None) -> tuple[Test, ...]:
     """The ``[[test]]`` tables of ``path``; ``defaults_from`` (a hidden.toml's exercise.toml) supplies
     the top-level visibility defaults that ``path`` does not set itself."""
@@ -205,6 +222,7 @@ def load_tests(path: Path, *, hidden: bool = False, defaults_from: Path | None =
                 timeout=float(t.get("timeout", 30)), judge=t["judge"], args=dict(t.get("args", {})),
                 hint=t.get("hint", ""), hidden=hidden, hidden_cases=bool(t.get("hidden_cases", False)),
                 visibility=_visibility(t["visibility"], f"{path}: test {t['name']!r}") if "visibility" in t else default,
+                cap=_cap(t.get("cap"), f"{path}: test {t['name']!r}"), core=_flag(t.get("core", False), f"{path}: test {t['name']!r}"),
             ))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{path}: test {i + 1} is malformed ({e})", code="E_EXERCISE_FILE") from e

@@ -434,6 +434,14 @@ def build_student_kit(dest: Path, *, root: Path | None = None, progress=None, sm
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         files = copy_project(root, tmp)
+        # the course's rubric, public part, into the kit's exercise.toml and README: a student's check
+        # weighs each rule as the grader will (solutions/, which holds the rubric, never ships)
+        from .rubric import course_rubric, write_student_copies
+
+        for ex in exercises_at(root):
+            rubric = course_rubric(ex)
+            if rubric is not None and (tmp / "exercises" / ex.dirname).is_dir():
+                write_student_copies(ex, tmp / "exercises" / ex.dirname, rubric)
         marker = {"kind": "protolab-student-kit", "version": __version__,
                   "exercises": [e.dirname for e in exercises_at(tmp)],
                   "note": "Built by 'protolab kit student': no solutions, no hidden tests. Install with "

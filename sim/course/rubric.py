@@ -97,8 +97,11 @@ def _rules(ex) -> list:
 
 
 def equal_rubric(ex) -> Rubric:
-    """The rubric exercise.toml implies: each rule its points there, no caps, no core."""
-    return Rubric(ex.number, {t.name: _num(t.points) for t in _rules(ex)})
+    """The rubric exercise.toml implies: each rule its points, cap and core there (the student kit's
+    weights, which ``protolab kit student`` writes from the course's rubric)."""
+    rules = _rules(ex)
+    return Rubric(ex.number, {t.name: _num(t.points) for t in rules},
+                  {t.name: _num(t.cap) for t in rules if t.cap is not None}, tuple(t.name for t in rules if t.core))
 
 
 def _bad(source: str, what: str) -> InputError:
@@ -259,3 +262,137 @@ def effective_rubric(ex, path: Path | None = None) -> Rubric:
     if path is not None:
         return load_rubric(ex, path)
     return course_rubric(ex) or equal_rubric(ex)
+
+
+# ---------------------------------------------------------------------------------- the student's copy
+#
+# The student kit has no rubric.toml (solutions/ never ships), so a student's ``protolab exercise check``
+# weighs the public rules by exercise.toml. To give one submission one score, the rubric's public part
+# is written into exercise.toml (each public test's points, cap and core) and into the exercise's
+# README (the block between the markers below); ``protolab kit student`` writes the course's rubric
+# into the kit's copies, and tests/test_rubric.py holds the checkout's copies to the course's rubric.
+
+README_BEGIN = "<!-- weights: written from the course's rubric (python -m sim.course.rubric --write); do not edit -->"
+README_END = "<!-- /weights -->"
+
+
+def toml_with_rubric(text: str, rubric: Rubric, public: list[str]) -> str:
+    """exercise.toml's ``text`` with each public test's ``points``, ``cap`` and ``core`` lines set to
+    ``rubric``'s (the other lines kept as they are)."""
+    out: list[str] = []
+    current: str | None = None
+
+    def close() -> None:
+        if current is None or current not in public:
+            return
+        at = next(i for i in range(len(out) - 1, -1, -1) if out[i].startswith("points = "))
+        extra = []
+        if current in rubric.caps:
+            extra.append(f"cap = {_num(rubric.caps[current])}")
+        if current in rubric.core:
+            extra.append("core = true")
+        out[at + 1:at + 1] = extra
+
+    for line in text.splitlines():
+        if line.strip() == "[[test]]" or (line.startswith("[") and not line.startswith("[[test]]")):
+            close()
+            current = None
+        elif line.startswith("name = ") and current is None:
+            try:
+                current = tomllib.loads(line)["name"]
+            except tomllib.TOMLDecodeError:
+                current = None
+        elif current in public and current is not None:
+            if line.startswith("points = "):
+                line = f"points = {_num(rubric.weights[current])}"
+            elif line.startswith(("cap = ", "core = ")):
+                continue
+        out.append(line)
+    close()
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def weights_text(ex, rubric: Rubric) -> str:
+    """The README's paragraph of what each public rule is worth (hidden rules as one figure, unnamed)."""
+    public = [t.name for t in ex.tests]
+    total = rubric.total
+    hidden = _num(total - sum(rubric.weights.get(n, 0) for n in public))
+    if hidden < 0:
+        hidden = 0
+    parts = []
+    for n in public:
+        w = _num(rubric.weights.get(n, 0))
+        parts.append(f"`{n}` {w}" + (" (core)" if n in rubric.core else ""))
+    lines = [README_BEGIN, "",
+             f"**What each rule is worth** (out of {_num(total)}): " + ", ".join(parts)
+             + (f"; hidden rules, which only the grader runs, {hidden} in all." if hidden else ".")]
+    for n in public:
+        if n in rubric.core or n in rubric.caps:
+            kept = _num(round(total * rubric.kept_if_only(n), 2))
+            what = "a rule this exercise is named for" if n in rubric.core else "a capped rule"
+            cap = (f" (when it breaks, the exercise scores at most {_num(rubric.caps[n])}% of its total, whatever "
+                   "else holds)") if n in rubric.caps else ""
+            lines.append(f"`{n}` is {what}: breaking it alone leaves at most {kept} of {_num(total)}{cap}.")
+    lines += ["", README_END]
+    return "\n".join(lines)
+
+
+def readme_with_rubric(text: str, ex, rubric: Rubric) -> str:
+    """README ``text`` with its weights block replaced by ``rubric``'s (E_EXERCISE_FILE when it has no block)."""
+    a, b = text.find(README_BEGIN), text.find(README_END)
+    if a < 0 or b < a:
+        raise InputError(f"exercise {ex.number}'s README has no weights block ({README_BEGIN} ... {README_END})",
+                         code="E_EXERCISE_FILE")
+    return text[:a] + weights_text(ex, rubric) + text[b + len(README_END):]
+
+
+def write_student_copies(ex, folder: Path, rubric: Rubric) -> list[str]:
+    """Write ``rubric``'s public part into ``folder``'s exercise.toml and README.md (an exercise's folder,
+    the checkout's or a kit's copy); the names of the files it changed."""
+    changed = []
+    public = [t.name for t in ex.tests]
+    for name, fn in (("exercise.toml", lambda s: toml_with_rubric(s, rubric, public)),
+                     ("README.md", lambda s: readme_with_rubric(s, ex, rubric))):
+        p = Path(folder) / name
+        old = p.read_text(encoding="utf-8")
+        new = fn(old)
+        if new != old:
+            from ..files import written_whole
+
+            with written_whole(p) as fh:
+                fh.write(new)
+            changed.append(str(p))
+    return changed
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m sim.course.rubric --check|--write``: the checkout's exercise.toml and README weights
+    against the course's rubric (exit 1 naming a stale file; --write rewrites them)."""
+    import sys
+
+    from .catalog import exercises
+
+    write = "--write" in argv
+    stale = []
+    for ex in exercises():
+        rubric = course_rubric(ex)
+        if rubric is None:
+            continue
+        public = [t.name for t in ex.tests]
+        toml = (ex.folder / "exercise.toml").read_text(encoding="utf-8")
+        readme = (ex.folder / "README.md").read_text(encoding="utf-8")
+        if toml_with_rubric(toml, rubric, public) != toml or readme_with_rubric(readme, ex, rubric) != readme:
+            if write:
+                write_student_copies(ex, ex.folder, rubric)
+            else:
+                stale.append(ex.dirname)
+    for d in stale:
+        print(f"exercises/{d}: exercise.toml or README.md weighs otherwise than the course's rubric "
+              "(python -m sim.course.rubric --write)", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))
