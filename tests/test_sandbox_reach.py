@@ -277,3 +277,19 @@ def test_correct_code_is_graded_on_its_behaviour_whatever_it_holds_or_writes(fal
     for row in rows.values():
         for t in row["tests"]:
             assert t["message"].strip() not in ("None", "null") and not t["message"].endswith(": None")
+
+
+def test_a_line_with_the_token_may_only_claim_what_the_students_code_could_cause():
+    """Code that walks the host's frames can read the token; a line it forges with it is still refused
+    when it claims a code the host never sends (the grader's own trouble: a broken exercise file, no
+    sandbox), so a submission cannot pass its failure off as the grader's."""
+    from sim.course.remote import HOST_CODES, _reply
+
+    token = b"t0k"
+    assert _reply(b't0k {"error": "x raised", "code": "E_DESIGN_RAISED"}', token) == \
+        {"error": "x raised", "code": "E_DESIGN_RAISED"}
+    for code in ("E_EXERCISE_FILE", "E_NO_SANDBOX", "E_TIMEOUT", "internal", ""):
+        assert code not in HOST_CODES
+        assert _reply(b't0k {"error": "your files could not be tested", "code": "%s", "fatal": true}' % code.encode(),
+                      token) is None
+    assert _reply(b'{"value": 1}', token) is None and _reply(b'zzz {"value": 1}', token) is None

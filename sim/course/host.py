@@ -25,7 +25,10 @@ missing) and, for a plain value no larger than :data:`VALUE_LIMIT`, the value.
 become /dev/null; the code's prints are counted, never sent), and every line the host writes starts
 with a random token the judge handed it on the pipe before the student's file was imported: a line
 the code writes to a descriptor it finds is not the host's, and the judge says so (never takes it
-for an answer).
+for an answer). Code that walks this process's frames can still read the token (a process cannot hide
+a value from code it runs); the judge therefore takes from any line only what the code could have
+caused anyway (an answer, a raise, a refused import, a sandbox violation:
+:data:`sim.course.remote.HOST_CODES`), never a claim of the grader's own trouble.
 """
 
 from __future__ import annotations

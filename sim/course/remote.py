@@ -208,6 +208,14 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 _REPLY_FIELDS = {"printed": int, "violation": str, "error": str, "code": str, "fatal": bool, "kind": str,
                  "kinds": list, "large": str, "ready": bool}
 
+#: The codes a host sends (sim.course.host): each names something the student's own code did. A line
+#: carrying any other code is not the host's. The token keeps a line the code writes blindly out, but
+#: code that walks the host's frames can read it (a process cannot hide a value from code it runs);
+#: what such a line can then say is bounded to what the code could have caused anyway: an answer, a
+#: raise, a refused import, a sandbox violation, never the grader's own trouble.
+HOST_CODES = frozenset({"E_PLUGIN_IMPORT", "E_PLUGIN_MISSING", "E_PLUGIN_INCOMPLETE", "E_DESIGN_RAISED",
+                        "E_DESIGN_OUTPUT", "E_SANDBOX"})
+
 
 def _reply(line: bytes, token: bytes) -> dict | None:
     """The host's message on ``line`` (token first, then a JSON object of known fields), or None
@@ -226,6 +234,8 @@ def _reply(line: bytes, token: bytes) -> dict | None:
             continue
         if want is None or not isinstance(v, want) or (want is int and isinstance(v, bool)):
             return None
+    if "code" in reply and reply["code"] not in HOST_CODES:
+        return None
     return reply
 
 _SIGNALS = {"SIGKILL": "was killed (out of memory?)", "SIGXCPU": "used up its CPU time",
