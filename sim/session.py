@@ -98,14 +98,19 @@ class Session:
         (None: not numbered, or delivered before: delivered as it comes); ``on_the_way(message_id)``,
         whether another copy of it is still on the network (so a copy sent again whose original was
         really lost is forgotten once taken: a run keeps nothing of it)."""
-        for env in arrivals:
+        batch = list(arrivals)  # taken off the network at once: a copy later in it is still to come
+        later: dict[str, int] = {}
+        for env in batch:
+            later[env.message_id] = later.get(env.message_id, 0) + 1
+        for env in batch:
+            later[env.message_id] -= 1
             copies = self._copies.get(env.message_id)
             if copies is not None:
                 if copies:  # the other copy of a message sent again: the same envelope, already taken
                     del self._copies[env.message_id]
                     self.dropped.append(env)
                     continue
-                if on_the_way(env.message_id):
+                if later[env.message_id] > 0 or on_the_way(env.message_id):
                     self._copies[env.message_id] = True  # this copy is taken (delivered now, or parked)
                 else:
                     del self._copies[env.message_id]  # the other copy was lost: none will come
@@ -181,9 +186,16 @@ class Session:
             if sent_again:
                 self.waiting[body] = now
             elif now - since >= 2 * self.window:
-                # nobody can send this number again: skip to the lowest parked one
-                self.next[body] = min(have)
-                released.extend(self._flush(body))
+                # nobody can send this number again: skip it, and every number after it nobody can send,
+                # up to the lowest parked one or the lowest one still on its way (sent again: it comes)
+                skip_to = want
+                while skip_to not in have and (body, skip_to) not in numbered:
+                    skip_to += 1
+                self.next[body] = skip_to
+                if skip_to in have:
+                    released.extend(self._flush(body))
+                else:
+                    self.waiting[body] = now
         return again, released
 
     def _numbered(self, bodies: set, meta) -> dict:
