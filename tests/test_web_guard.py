@@ -30,7 +30,8 @@ from sim.web.guard import Guard
 
 
 @pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1", "127.0.0.1:8000", "[::1]", "[::1]:8000",
-                                  "LOCALHOST:8000", "class.local", "class.local:8000"])
+                                  "LOCALHOST:8000", "class.local", "class.local:8000",
+                                  "class.local:9000"])  # a name given with --allow-host: on a proxy's port too
 def test_a_host_naming_this_server_passes(host):
     assert Guard(8000, ["class.local"]).host_refusal(host) is None
 
@@ -44,7 +45,8 @@ def test_any_other_host_is_refused(host):
 
 @pytest.mark.parametrize("origin,host", [("http://127.0.0.1:8000", "127.0.0.1:8000"), ("http://localhost:8000", "127.0.0.1:8000"),
                                          ("http://[::1]:8000", "[::1]:8000"),
-                                         ("http://class.local", "class.local")])  # a proxy on port 80
+                                         ("http://class.local", "class.local"),  # a proxy on port 80
+                                         ("http://class.local:9000", "class.local:9000")])
 def test_the_servers_own_origin_may_open_a_websocket(origin, host):
     assert Guard(8000, ["class.local"]).origin_refusal(origin, host) is None
 
@@ -217,9 +219,12 @@ async def _refused(url: str, origin: str | None) -> int:
 
 def test_serve_refuses_a_foreign_host_and_a_websocket_from_another_page_and_starts_nothing():
     pytest.importorskip("textual_serve")
-    with _server(["demo", "regression", "--paused", "--serve"]) as (url, p, result):
+    with _server(["demo", "regression", "--paused", "--serve", "--allow-host", "class.local"]) as (url, p, result):
         port = urlsplit(url).port
-        assert _request(url, "/", host=f"localhost:{port}")[0] == 200
+        status, page = _request(url, "/", host=f"localhost:{port}")
+        assert status == 200 and f"ws://localhost:{port}/ws" in page  # the page speaks to its own origin
+        status, page = _request(url, "/", host="class.local:9000")  # a classroom's proxy
+        assert status == 200 and "ws://class.local:9000/ws" in page
         status, body = _request(url, "/", host="evil.example")
         assert status == 403 and body.startswith("403 Forbidden: ") and "protolab demo" not in body
         status, _body = _request(url, "/ws", host="evil.example", headers={

@@ -7,7 +7,7 @@ sees it:
 
 * **Host**: the request must name localhost (``localhost``, ``127.0.0.1``, ``[::1]``), with or without
   the port being served, or a name given with ``--allow-host NAME`` (a classroom behind a proxy or a
-  tunnel). Anything else, or no Host at all, is 403.
+  tunnel; on any port, the proxy's). Anything else, or no Host at all, is 403.
 * **Origin** (WebSocket upgrades only): the page that opens the socket must be our own: ``http://`` an
   allowed host, on the port being served (or on the very authority the request's Host names, which
   is the page a proxy served). A missing Origin is refused too: every browser sends one.
@@ -85,9 +85,9 @@ class Guard:
         parsed = _authority(host)
         if parsed is None or parsed[0] not in self.names:
             return f"Host {shown(host)} is not this server (localhost; --allow-host NAME admits another name)"
-        if parsed[1] is not None and parsed[1] != self.port:
+        if parsed[0] in LOCAL_NAMES and parsed[1] is not None and parsed[1] != self.port:
             return f"Host {shown(host)} names another port than {self.port}"
-        return None
+        return None  # a name given with --allow-host: on any port (a proxy or a tunnel may serve it on its own)
 
     def origin_refusal(self, origin: str | None, host: str | None) -> str | None:
         """Why a WebSocket opened by a page of ``origin`` (the request's Host: ``host``) is refused, or

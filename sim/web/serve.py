@@ -152,6 +152,14 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
         async def on_startup(self, app) -> None:
             ready(url)
 
+        async def handle_index(self, request):
+            """The page, its websocket's address under the name the browser used (the guard has checked
+            it): a page opened as localhost, or through a classroom's proxy, speaks to its own origin.
+            textual-serve builds the address from ``public_url``; the page is drawn before any other
+            request runs (nothing is awaited in between), so setting it here is safe."""
+            self.public_url = f"http://{request.host}"
+            return await super().handle_index(request)
+
         async def handle_websocket(self, request):
             """textual-serve's handler, with the cap on tabs and the tab's process ended with its socket.
             (The Origin was checked by the guard before this runs.)"""
