@@ -88,6 +88,30 @@ def _request(url: str, path: str = "/", *, method: str = "GET", host: str | None
         conn.close()
 
 
+#: requests no browser sends, each with the first word of the status line it must get (or "" if the
+#: server may just close the connection): none may print more than a line on the server's terminal
+MALFORMED = [
+    (b"GARBAGE\r\n\r\n", "400"),
+    (b"GET / HTTP/1.0\r\n\r\n", "403"),  # no Host at all
+    (b"GET / HTTP/1.1\r\nHost: localhost\x1b[31m\r\n\r\n", "40"),  # a terminal escape in the Host
+    (b"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n", "400"),
+]
+
+
+def _raw(url: str, data: bytes) -> str:
+    """The status line a server answers ``data`` with ("" if it closes the connection unanswered)."""
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+        s.sendall(data)
+        got = b""
+        while b"\r\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    return got.split(b"\r\n", 1)[0].decode("latin-1")
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -151,9 +175,18 @@ def test_browse_answers_localhost_only_and_refuses_any_other_host(tmp_path):
             status, body = _request(url, "/run/tasks.json", host=host)
             assert status == 403 and body.startswith("403 Forbidden: ") and body.count("\n") == 1, (host, status, body)
             assert '"rows"' not in body
-    refused = [x for x in result["err"].splitlines() if x.startswith("protolab: refused GET")]
-    assert len(refused) == 4, result["err"]
-    assert "'evil.example'" in refused[0]
+        for data, status in MALFORMED:
+            line = _raw(url, data)
+            assert line.split(" ")[1:2][0].startswith(status) if line else status == "", (data, line)
+        status, _body = _request(url, "/ws", headers={  # Datasette has no websocket: refused before it sees one
+            "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": f"http://127.0.0.1:{port}"})
+        assert status == 403
+    err = result["err"]
+    refused = [x for x in err.splitlines() if x.startswith("protolab: refused GET")]
+    assert len(refused) == 6, err
+    assert "'evil.example'" in refused[0] and "\x1b" not in err  # the client's values quoted: no escapes
+    assert len(err.splitlines()) <= 4 + len(MALFORMED) + 2, err  # a line at most per bad request, then "stopped"
 
 
 def test_browse_gives_clean_404s_and_refuses_writes_with_no_traceback(tmp_path):
@@ -234,9 +267,15 @@ def test_serve_refuses_a_foreign_host_and_a_websocket_from_another_page_and_star
         for origin in ("http://evil.example", f"http://evil.example:{port}", f"http://localhost:{port + 1}", "null",
                        None):
             assert asyncio.run(_refused(url, origin)) == 403, origin
+        for data, status in MALFORMED:
+            line = _raw(url, data)
+            assert line.split(" ")[1:2][0].startswith(status) if line else status == "", (data, line)
         assert _children(p.pid) == []  # no demo process was started
-    refused = [x for x in result["err"].splitlines() if x.startswith("protolab: refused")]
-    assert len(refused) == 7, result["err"]
+    err = result["err"]
+    refused = [x for x in err.splitlines() if x.startswith("protolab: refused")]
+    assert len(refused) == 8, err  # 7, and the request with no Host
+    assert "\x1b" not in err
+    assert len(err.splitlines()) <= 7 + len(MALFORMED) + 1, err  # a line at most per bad request, then "stopped"
 
 
 def _pidfd_wait(pids: list[int], timeout: float) -> list[int]:
@@ -299,11 +338,16 @@ def test_own_origin_opens_tabs_up_to_the_cap_and_a_closed_socket_ends_its_proces
                     await session.ws_connect(_ws_url(url), origin=url.rstrip("/"))
                 assert e.value.status == 503
                 assert sorted(_children(p.pid)) == sorted(two)
-                await a.close()
+                await a.send_str("not a message")  # the server ends this tab: its socket closes
+                async with asyncio.timeout(60):
+                    while (await a.receive()).type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
+                        pass
                 os.kill(hung, signal.SIGSTOP)  # an app that would never quit by itself (busy, or hung)
-                raw.close()
+                raw.close()  # and its socket dropped without a close frame
                 return two, await asyncio.to_thread(_pidfd_wait, two, 30)
 
         two, ended = asyncio.run(scenario())
         assert ended == sorted(two), f"a closed tab's process was left running: {set(two) - set(ended)}"
-    assert "refused a tab: 2 of --max-sessions 2 are open" in result["err"], result["err"]
+    err = result["err"]
+    assert "refused a tab: 2 of --max-sessions 2 are open" in err, err
+    assert "a tab ended on a bad message: JSONDecodeError" in err, err

@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Callable, Iterable
 
-__all__ = ["LOCAL_NAMES", "Guard", "check_allowed_host", "aiohttp_middleware", "GuardedASGI", "note"]
+__all__ = ["LOCAL_NAMES", "Guard", "check_allowed_host", "aiohttp_middleware", "GuardedASGI", "note", "one_line_log"]
 
 #: the names of this machine a local page is served under
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -69,6 +69,30 @@ def note(line: str) -> None:
     """One line on the host's stderr about a refused request."""
     sys.stderr.write(f"protolab: {line}\n")
     sys.stderr.flush()
+
+
+def one_line_log(name: str) -> None:
+    """The logger ``name`` (a web library's) says a record in one line on stderr: its message and, for an
+    exception, its type and what it says (cut short), never a traceback (a client's malformed request is not the
+    host's business beyond that)."""
+    import logging
+
+    class _OneLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                text = record.getMessage()
+                if record.exc_info and record.exc_info[1] is not None:
+                    e = record.exc_info[1]
+                    said = " ".join(x.strip() for x in str(e).splitlines() if x.strip())
+                    text += f": {type(e).__name__}: {shown(said, 120)}"
+                note(text)
+            except Exception:  # noqa: BLE001 - a log line must never take the server down
+                pass
+
+    logger = logging.getLogger(name)
+    if not any(isinstance(h, _OneLine) or type(h).__name__ == "_OneLine" for h in logger.handlers):
+        logger.addHandler(_OneLine(logging.WARNING))
+    logger.propagate = False
 
 
 class Guard:
@@ -148,10 +172,11 @@ class GuardedASGI:
     only), and answers a plain 500 with one line on stderr for an exception that escapes ``app``
     (instead of the server's traceback)."""
 
-    def __init__(self, app, guard: Guard, *, read_only: bool = True):
+    def __init__(self, app, guard: Guard, *, read_only: bool = True, websockets: bool = False):
         self.app = app
         self.guard = guard
         self.read_only = read_only
+        self.websockets = websockets  # False: ``app`` has none, so an upgrade is refused here
 
     async def __call__(self, scope, receive, send):
         kind = scope.get("type")
@@ -163,6 +188,8 @@ class GuardedASGI:
         method = scope.get("method", "GET")
         refused = self.guard.refusal(method, raw.get, websocket=kind == "websocket", read_only=self.read_only)
         path = scope.get("path", "")
+        if refused is None and kind == "websocket" and not self.websockets:
+            refused = 403, "this server has no WebSocket"
         if refused is not None:
             status, why = refused
             note(f"refused {method if kind == 'http' else 'WebSocket'} {shown(path)}: {why}")

@@ -87,7 +87,7 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
     from textual_serve.app_service import AppService
     from textual_serve.server import Server
 
-    from .guard import Guard, aiohttp_middleware, note, shown
+    from .guard import Guard, aiohttp_middleware, note, one_line_log, shown
 
     sock = bind(port, host)
     url = url_of(sock)
@@ -143,6 +143,9 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
     class _Server(Server):
         def initialize_logging(self) -> None:  # textual-serve's own banner and INFO lines stay quiet
             logging.getLogger("textual-serve").setLevel(logging.WARNING)
+            # aiohttp's errors for a client's malformed request (no Host, a bad header) are one line each
+            for name in ("aiohttp.server", "aiohttp.web", "textual-serve"):
+                one_line_log(name)
 
         async def _make_app(self):
             app = await super()._make_app()
@@ -183,6 +186,8 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
                 await self._process_messages(websocket, service)
             except asyncio.CancelledError:
                 raise
+            except ConnectionError:  # the client went away: nothing to say
+                pass
             except Exception as e:  # noqa: BLE001 - a client's bad message: one line, the tab ends
                 note(f"a tab ended on a bad message: {type(e).__name__}: {shown(str(e), 120)}")
             finally:
@@ -192,14 +197,20 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
                         _forget(service)
                 finally:
                     sessions.discard(me)
-                    if not websocket.closed:
-                        await websocket.close()
+                    if websocket.prepared and not websocket.closed:
+                        try:
+                            await websocket.close()
+                        except ConnectionError:
+                            pass
+            if not websocket.prepared:  # the upgrade itself failed (the client left): aiohttp answers this instead
+                return web.Response(status=400, text="400 Bad Request: the WebSocket could not be opened\n")
             return websocket
 
         async def on_shutdown(self, app) -> None:  # before aiohttp cancels the tabs' handlers
             await asyncio.gather(*(finish(s) for s in services), return_exceptions=True)
 
         def serve(self, debug: bool = False) -> None:
+            self.initialize_logging()
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             import signal
