@@ -21,6 +21,7 @@ plain functions (:class:`Guard`); :func:`aiohttp_middleware` (textual-serve) and
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from typing import Callable, Iterable
@@ -71,26 +72,27 @@ def note(line: str) -> None:
     sys.stderr.flush()
 
 
+class _OneLine(logging.Handler):
+    """A log record as one line on stderr: its message and, for an exception, its type and what it
+    says (cut short), never a traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                e = record.exc_info[1]
+                said = " ".join(x.strip() for x in str(e).splitlines() if x.strip())
+                text += f": {type(e).__name__}: {shown(said, 120)}"
+            note(text)
+        except Exception:  # noqa: BLE001 - a log line must never take the server down
+            pass
+
+
 def one_line_log(name: str) -> None:
-    """The logger ``name`` (a web library's) says a record in one line on stderr: its message and, for an
-    exception, its type and what it says (cut short), never a traceback (a client's malformed request is not the
-    host's business beyond that)."""
-    import logging
-
-    class _OneLine(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            try:
-                text = record.getMessage()
-                if record.exc_info and record.exc_info[1] is not None:
-                    e = record.exc_info[1]
-                    said = " ".join(x.strip() for x in str(e).splitlines() if x.strip())
-                    text += f": {type(e).__name__}: {shown(said, 120)}"
-                note(text)
-            except Exception:  # noqa: BLE001 - a log line must never take the server down
-                pass
-
+    """The logger ``name`` (a web library's: aiohttp logs a client's malformed request with its
+    traceback) says each warning or error in one line on stderr, and only there."""
     logger = logging.getLogger(name)
-    if not any(isinstance(h, _OneLine) or type(h).__name__ == "_OneLine" for h in logger.handlers):
+    if not any(isinstance(h, _OneLine) for h in logger.handlers):
         logger.addHandler(_OneLine(logging.WARNING))
     logger.propagate = False
 
@@ -151,7 +153,7 @@ def aiohttp_middleware(guard: Guard, *, read_only: bool = False):
 
     @web.middleware
     async def guarded(request, handler):
-        upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
+        upgrade = "websocket" in request.headers.get("Upgrade", "").lower()  # any hint of one: its Origin is checked
         refused = guard.refusal(request.method, request.headers.get, websocket=upgrade, read_only=read_only)
         if refused is not None:
             status, why = refused
