@@ -15,6 +15,7 @@ from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
 from .common import output_rows, DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _witness_line
 from .inspect import compare
+from ..web.serve import MAX_SESSIONS  # stdlib only: aiohttp and textual-serve are imported when serving
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -227,12 +228,12 @@ SERVE_OPT = typer.Option(False, "--serve", help="Serve the TUI to a browser on l
 PORT_OPT = typer.Option(8000, "--port", min=0, max=65535, help="With --serve: the port on localhost (0: any free port).")
 ALLOW_HOST_OPT = typer.Option([], "--allow-host", metavar="NAME", help="With --serve: answer pages under this host name "
                               "too (repeatable; for a classroom behind a proxy or tunnel). Only localhost by default.")
-MAX_SESSIONS_OPT = typer.Option(4, "--max-sessions", min=1, metavar="N", help="With --serve: at most N browser tabs "
+MAX_SESSIONS_OPT = typer.Option(MAX_SESSIONS, "--max-sessions", min=1, metavar="N", help="With --serve: at most N browser tabs "
                                 "at once (each runs a process); one more is refused.")
 
 
 def _serve(argv: list[str], *, port: int, title: str, run_db: str | None = None, allow_host=(),
-           max_sessions: int = 4) -> None:
+           max_sessions: int = MAX_SESSIONS) -> None:
     """``protolab ARGV`` served to a browser until Ctrl-C (sim.web.serve)."""
     from ..web.guard import check_allowed_host
     from ..web.serve import serve_tui
