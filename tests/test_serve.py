@@ -68,7 +68,7 @@ async def _session(url: str, steps, *, timeout: float = 60) -> None:
 
     ws_url = url.replace("http://", "ws://") + "ws?width=160&height=40"
     async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(ws_url) as ws:
+        async with session.ws_connect(ws_url, origin=url.rstrip("/")) as ws:  # the page's own Origin
             seen = ""
             for send, until in steps:
                 if send is not None:

@@ -16,6 +16,8 @@ from .common import _open
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
 PORT_OPT = typer.Option(8000, "--port", min=0, max=65535, help="The port on localhost (0: any free port).")
+ALLOW_HOST_OPT = typer.Option([], "--allow-host", metavar="NAME", help="Answer requests that name this host too "
+                              "(repeatable; for a classroom behind a proxy or tunnel). Only localhost by default.")
 
 
 @commands.command()
@@ -63,18 +65,21 @@ def _label(db: Path, store, dbs: list[Path]) -> str:
 def browse(
     db: Path = typer.Option(Path("protolab.db"), "--db", help="The run to browse (never written)."),
     port: int = PORT_OPT,
+    allow_host: List[str] = ALLOW_HOST_OPT,
 ):
     """Datasette over a run, read-only, on localhost: every table described, facets on decision,
     type, task and state, canned queries (every delivery of one intent, tasks in needs_review with
     both payloads, effects per key, the transitions of one task). Ctrl-C stops it."""
     from ..web import datasette
+    from ..web.guard import check_allowed_host
 
+    names = [check_allowed_host(n) for n in allow_host]
     store = _open(db, readonly=True)  # a protolab run this program knows, or one line and exit 2
     try:
         def ready(url: str) -> None:
             print(f"browsing {db} (read-only) at {url}  (Ctrl-C stops it)", flush=True)
 
-        datasette.serve(db, store, port=port, ready=ready)
+        datasette.serve(db, store, port=port, ready=ready, allow_hosts=names)
     finally:
         store.close()
     sys.stderr.write("stopped\n")

@@ -15,6 +15,7 @@ from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
 from .common import output_rows, DB_OPT, DESIGN_OPT, EFFECTS_OPT, FAULT_OPT, INTAKE_OPT, JSON_OPT, MACHINE_OPT, SCENARIO_ARG, _SCENARIOS, _check_run_args, _console, _designs, _interactive, _interrupted, _judged, _load_scenario, _mark, _open, _plugins, _print_json, _progress, _read_file, _resolve, _short, _sides, _signals_deferred, _styled, _witness_line
 from .inspect import compare
+from ..web.serve import MAX_SESSIONS  # stdlib only: aiohttp and textual-serve are imported when serving
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -225,16 +226,24 @@ def _tui_here() -> bool:
 SERVE_OPT = typer.Option(False, "--serve", help="Serve the TUI to a browser on localhost (textual-serve); the URL is "
                          "printed; each tab is its own run; Ctrl-C stops it.")
 PORT_OPT = typer.Option(8000, "--port", min=0, max=65535, help="With --serve: the port on localhost (0: any free port).")
+ALLOW_HOST_OPT = typer.Option([], "--allow-host", metavar="NAME", help="With --serve: answer pages under this host name "
+                              "too (repeatable; for a classroom behind a proxy or tunnel). Only localhost by default.")
+MAX_SESSIONS_OPT = typer.Option(MAX_SESSIONS, "--max-sessions", min=1, metavar="N", help="With --serve: at most N browser tabs "
+                                "at once (each runs a process); one more is refused.")
 
 
-def _serve(argv: list[str], *, port: int, title: str, run_db: str | None = None) -> None:
+def _serve(argv: list[str], *, port: int, title: str, run_db: str | None = None, allow_host=(),
+           max_sessions: int = MAX_SESSIONS) -> None:
     """``protolab ARGV`` served to a browser until Ctrl-C (sim.web.serve)."""
+    from ..web.guard import check_allowed_host
     from ..web.serve import serve_tui
+
+    names = [check_allowed_host(n) for n in allow_host]
 
     def ready(url: str) -> None:
         print(f"serving '{title}' at {url}  (each browser tab is its own run; Ctrl-C stops it)", flush=True)
 
-    serve_tui(argv, port=port, title=title, ready=ready, run_db=run_db)
+    serve_tui(argv, port=port, title=title, ready=ready, run_db=run_db, allow_hosts=names, max_sessions=max_sessions)
     sys.stderr.write("stopped\n")
 
 
@@ -282,6 +291,8 @@ def demo(
                                       "With 'regression': one design beside the reference design, or two side by side."),
     serve: bool = SERVE_OPT,
     port: int = PORT_OPT,
+    allow_host: List[str] = ALLOW_HOST_OPT,
+    max_sessions: int = MAX_SESSIONS_OPT,
 ):
     """Open the TUI on the default scenario (seed 0), live, on protolab.db in this folder."""
     if mode not in ("run", "regression"):
@@ -295,7 +306,8 @@ def demo(
         argv = ["demo", mode, *(["--seed", str(seed)] if seed is not None else []),
                 *[x for f in fault for x in ("--fault", f)], *(["--paused"] if paused else []),
                 *[x for d in design for x in ("--design", str(Path(d).resolve()))]]
-        _serve(argv, port=port, title="protolab demo " + mode, run_db="--db" if mode == "run" else None)
+        _serve(argv, port=port, title="protolab demo " + mode, run_db="--db" if mode == "run" else None,
+               allow_host=allow_host, max_sessions=max_sessions)
         return
     if mode == "run":
         if len(designs) > 1:
@@ -354,12 +366,15 @@ def tui(
     machine: Optional[Path] = MACHINE_OPT,
     serve: bool = SERVE_OPT,
     port: int = PORT_OPT,
+    allow_host: List[str] = ALLOW_HOST_OPT,
+    max_sessions: int = MAX_SESSIONS_OPT,
 ):
     """The TUI: run a scenario live, or open a finished run read-only (--db FILE)."""
     live_flags = bool(fault) or any(x is not None for x in (seed, design, intake, effects, machine, policy))
     if serve:
         _serve_tui_args(scenario, seed=seed, fault=fault, policy=policy, db=db, paused=paused, design=design,
-                        intake=intake, effects=effects, machine=machine, port=port, live=live_flags)
+                        intake=intake, effects=effects, machine=machine, port=port, live=live_flags,
+                        guard={"allow_host": allow_host, "max_sessions": max_sessions})
         return
     if scenario is None and db is not None and not live_flags:
         from ..store import Store
@@ -389,13 +404,14 @@ def tui(
               plugins=plugins)
 
 
-def _serve_tui_args(scenario, *, seed, fault, policy, db, paused, design, intake, effects, machine, port, live) -> None:
+def _serve_tui_args(scenario, *, seed, fault, policy, db, paused, design, intake, effects, machine, port, live,
+                    guard: dict) -> None:
     """'protolab tui ... --serve': everything checked here, then each browser tab runs the same command
     (a live run on its own file in the server's temporary folder; a finished run read-only)."""
     if scenario is None and db is not None and not live:
         with _open(db, readonly=True):  # a run this program can open, or one line and exit 2
             pass
-        _serve(["tui", "--db", str(Path(db).resolve())], port=port, title=f"protolab tui --db {db}")
+        _serve(["tui", "--db", str(Path(db).resolve())], port=port, title=f"protolab tui --db {db}", **guard)
         return
     sc = _load_scenario(scenario or "publish-report", None)
     policy = policy or sc.policy or "safe"
@@ -407,7 +423,7 @@ def _serve_tui_args(scenario, *, seed, fault, policy, db, paused, design, intake
             "--policy", policy, *(["--seed", str(seed)] if seed is not None else []),
             *[x for f in fault for x in ("--fault", f)], *(["--paused"] if paused else []),
             *[x for flag, p in files for x in (flag, str(Path(p).resolve()))]]
-    _serve(argv, port=port, title=f"protolab tui {sc.name}", run_db="--db")
+    _serve(argv, port=port, title=f"protolab tui {sc.name}", run_db="--db", **guard)
 
 
 @commands.command()

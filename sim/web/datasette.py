@@ -5,6 +5,11 @@ to Datasette immutable (not even -wal/-shm side files appear; a run still being 
 live, is opened read-only instead). The metadata (descriptions, facets, canned queries, label
 columns) is :mod:`sim.store.browse`; the ids that name rows of other tables become links here,
 through a ``render_cell`` plugin registered in this process.
+
+Only this machine's own pages are answered (:mod:`sim.web.guard`: a Host naming localhost or a name
+given with ``--allow-host``; GET and HEAD only, so a POST to ``/-/insert`` is 405), and a client's bad
+request never prints on the host's terminal (:mod:`sim.web.quiet`: Datasette's default error hook
+prints a traceback for every 404; here a 4xx prints nothing and a server fault one line).
 """
 
 from __future__ import annotations
@@ -12,20 +17,24 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 __all__ = ["serve", "make_app"]
 
 _PLUGIN = "protolab-links"
+_QUIET = "protolab-quiet-errors"
 
 
-def _register_links() -> None:
+def _register_plugins() -> None:
     from datasette.plugins import pm
 
-    from . import links
+    from . import links, quiet
 
     if not pm.is_registered(links):
         pm.register(links, name=_PLUGIN)
+    if not pm.is_registered(quiet):
+        pm.register(quiet, name=_QUIET)
+    quiet.quiet_default()
 
 
 def make_app(db: Path, store):
@@ -34,7 +43,7 @@ def make_app(db: Path, store):
 
     from ..store.browse import BIG_RUN, metadata
 
-    _register_links()
+    _register_plugins()
     path = Path(db).resolve()
     wal = Path(str(path) + "-wal")
     live = wal.exists() and wal.stat().st_size > 0
@@ -49,18 +58,23 @@ def make_app(db: Path, store):
                      cors=False)
 
 
-def serve(db: Path, store, *, port: int, ready: Callable[[str], None], host: str = "127.0.0.1") -> None:
+def serve(db: Path, store, *, port: int, ready: Callable[[str], None], host: str = "127.0.0.1",
+          allow_hosts: Iterable[str] = ()) -> None:
     """Serve ``db`` until Ctrl-C (or SIGTERM); ``ready(url)`` is called once the socket listens and
     Datasette has started, so the URL printed answers. The port is bound before anything else
-    starts: a port in use is refused in one line."""
+    starts: a port in use is refused in one line. Requests pass :mod:`sim.web.guard` first (Host:
+    localhost or ``allow_hosts``; GET and HEAD only)."""
     import uvicorn
 
+    from .guard import Guard, GuardedASGI
     from .ports import bind, url_of
 
     sock = bind(port, host)
     try:
         ds = make_app(db, store)
-        config = uvicorn.Config(ds.app(), log_level="warning", lifespan="off", access_log=False)
+        guard = Guard(sock.getsockname()[1], allow_hosts)
+        config = uvicorn.Config(GuardedASGI(ds.app(), guard, read_only=True), log_level="warning", lifespan="off",
+                                access_log=False)
         server = uvicorn.Server(config)
 
         async def main() -> None:
