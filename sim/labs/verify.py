@@ -225,6 +225,11 @@ def rederive_from_journal(store: Store, lab) -> str | None:
         return why
     if len(journal) > 4 * LAB_RUN_MAX_DELIVERIES:
         return f"its journal holds {len(journal):,} calls, more than any run of lab {lab.number} takes"
+    from .resume import JOURNAL_KEY
+
+    what = (f"the lab's journal, replayed from lab {lab.number}'s start," if store.get_meta(JOURNAL_KEY) is not None else
+            f"the run has no journal (it was not made by 'protolab lab start {lab.number}'), and lab {lab.number}'s "
+            "story played to the end")
     last = store.last_event()
     live = LiveRun(load_scenario(lab.scenario), policy=lab.policy, seed=lab.seed, faults=list(lab.faults))
     try:
@@ -239,24 +244,21 @@ def rederive_from_journal(store: Store, lab) -> str | None:
         ours, theirs = store.iter_events(_PAGE), made.iter_events(_PAGE)
         for a, b in zip_longest(ours, theirs):
             if a is None:
-                return (f"the lab's journal, replayed, gives {_named(b)}, which the run does not hold "
-                        f"(it ends at event {last})")
+                return f"{what} gives {_named(b)}, which the run does not hold (it ends at event {last})"
             if b is None:
-                return (f"{_named(a)} is explained by nothing: the lab's journal, replayed from lab "
-                        f"{lab.number}'s start, ends at event {a['seq'] - 1}")
+                return f"{_named(a)} is explained by nothing: {what} ends at event {a['seq'] - 1}"
             if dict(a) != dict(b):
-                return (f"{_named(a)} is explained by nothing: the lab's journal, replayed from lab {lab.number}'s "
-                        f"start, gives {_named(b)} there")
+                return f"{_named(a)} is explained by nothing: {what} gives {_named(b)} there"
         ours, theirs = store.iter_deliveries_with_messages(_PAGE), made.iter_deliveries_with_messages(_PAGE)
         for a, b in zip_longest(ours, theirs):
             if a != b:
                 d = a or b
                 return (f"delivery {d['delivery_id']} ({d['message_id']}, {d['type']}) "
-                        + ("is not what the lab's journal, replayed, delivers" if a is not None and b is not None
-                           else "is explained by nothing: the lab's journal, replayed, makes no such delivery"
-                           if a is not None else "is made by the lab's journal, replayed, but the run does not hold it"))
+                        + (f"is not what {what} delivers" if a is not None and b is not None
+                           else f"is explained by nothing: {what} makes no such delivery"
+                           if a is not None else f"is made by {what}, but the run does not hold it"))
         if store.state_digest() != made.state_digest():
-            return "the state tables differ from what the lab's journal, replayed, gives (state edited by hand)"
+            return f"the state tables differ from what {what} gives (state edited by hand)"
     finally:
         live.close()
     return None
