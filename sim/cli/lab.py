@@ -367,7 +367,8 @@ def lab_verify(
         typer.echo(json.dumps(result, indent=2))
     else:
         typer.echo(f"lab {result['lab']}: {result['title']}")
-        typer.echo(f"  run: {'genuine (re-delivery gives the same state digest)' if result['genuine'] else 'NOT genuine: ' + result['difference']}")
+        genuine = "genuine (re-delivery gives the same state digest, and the lab's story explains every event)"
+        typer.echo(f"  run: {genuine if result['genuine'] else 'NOT genuine: ' + result['difference']}")
         typer.echo(f"  checkpoints: {result['verified']}/{result['total']} verified from the run"
                    + (f", {result['self_reported']} self-reported" if result["self_reported"] else "")
                    + f"  questions: {result['answered']}/{result['questions']}")
