@@ -329,3 +329,36 @@ def test_lab_verify_of_a_folder_is_one_coded_line(tmp_path, capsys):
     code, out, err = run_cli(capsys, "lab", "verify", tmp_path)
     assert code == 2 and not out
     assert err.startswith("error: E_NOT_A_FILE: ") and err.count("\n") == 1 and "is a folder" in err
+
+
+def test_a_hand_delivery_run_holds_only_what_deliveries_and_the_learners_commands_write(tmp_path):
+    """No simulator, no journal: beside its deliveries (and an artifact the learner stored), a fault
+    the transport injected is explained by nothing."""
+    from sim import samples
+    from sim.labs.catalog import load_lab
+    from sim.labs.judge import judge
+    from sim.runtime import deliver, put_artifact
+    from test_lab_by_hand import LAB
+
+    folder = tmp_path / "90-by-hand"
+    folder.mkdir()
+    (folder / "lab.toml").write_text(LAB)
+    lab = load_lab(folder)
+    db = tmp_path / "lab90.db"
+    open_lab_run(lab, db).close()
+    with Store.open(db) as s:
+        for env in (samples.m1(), samples.m2(), samples.m3()):
+            deliver(s, env)
+        put_artifact(s, {"notes": "mine"}, task_id="T-1")
+    with Store.open(db, readonly=True) as s:
+        j = judge(lab, s, [], {})
+        assert j.genuine is True, j.difference
+        last = s.last_event()
+        tick = max(e.tick for e in s.iter_events())
+    con = sqlite3.connect(db)
+    con.execute(*_fault_row(last + 1, tick, "2026-07-13T04:00:09Z"))
+    con.commit()
+    con.close()
+    with Store.open(db, readonly=True) as s:
+        j = judge(lab, s, [], {})
+    assert j.genuine is False and f"event {last + 1} (fault_injected" in j.difference and "by hand" in j.difference
