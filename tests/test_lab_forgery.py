@@ -208,13 +208,14 @@ def test_the_run_must_start_where_the_lab_says(honest, capsys):
 # ------------------------------------------------------------------------- self-reported checkpoints
 
 
-def _open_duplicate(m: dict) -> None:
-    """Add to the manifest the open-detail action lab 3's 'opened-duplicate' checkpoint rests on."""
-    run_id = next((a["data"].get("run") for a in m["progress"]["actions"] if a["data"].get("run")), None)
-    m["progress"]["actions"].append({"kind": "open-detail", "at": "2026-12-07T12:00:00Z",
-                                     "data": {"message_id": "M-6", "type": "task_result", "delivery_id": None,
-                                              "run": run_id or m["_run"]}})
-    m.pop("_run", None)
+def _open_duplicate(run_id: str):
+    """What adds to a manifest the open-detail action lab 3's 'opened-duplicate' checkpoint rests on
+    (recorded on the run ``run_id``, as the Guide records it)."""
+    def edit(m: dict) -> None:
+        m["progress"]["actions"].append({"kind": "open-detail", "at": "2026-12-07T12:00:00Z",
+                                         "data": {"message_id": "M-6", "type": "task_result", "delivery_id": None,
+                                                  "run": run_id}})
+    return edit
 
 
 def _run_id(sub: Path) -> str:
@@ -238,8 +239,7 @@ def four_of_five(tmp_path, capsys) -> Path:
 
 
 def test_an_open_detail_added_to_the_manifest_is_self_reported_not_verified(four_of_five, capsys):
-    rid = _run_id(four_of_five)
-    sub = _repacked(four_of_five, manifest=lambda m: (m.__setitem__("_run", rid), _open_duplicate(m)))
+    sub = _repacked(four_of_five, manifest=_open_duplicate(_run_id(four_of_five)))
     code, v, err = _verify(capsys, sub)
     assert v["genuine"] is True and v["done"] == 5, err
     assert (v["verified"], v["self_reported"]) == (4, 1)
@@ -269,8 +269,7 @@ def _graded(capsys, tmp_path, sub: Path, *extra) -> dict:
 
 def test_grade_lab_leaves_self_reported_checkpoints_out_unless_told(four_of_five, tmp_path, capsys):
     lab = get_lab(3)
-    rid = _run_id(four_of_five)
-    sub = _repacked(four_of_five, manifest=lambda m: (m.__setitem__("_run", rid), _open_duplicate(m)))
+    sub = _repacked(four_of_five, manifest=_open_duplicate(_run_id(four_of_five)))
     by_default = _graded(capsys, tmp_path, sub)
     screen = sum(self_reported(c.check, c.args) for c in lab.checkpoints)
     assert screen == 1

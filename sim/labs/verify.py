@@ -4,6 +4,13 @@ artifacts, injected faults) re-applied where they happened. A run made by protol
 with the same decisions, the same events and the same state digest; a database edited by hand
 (a transition row changed, an event deleted, a decision rewritten) does not, and the first point
 where they part is named.
+
+The runtime's own actions are re-applied as recorded only so that the deliveries after them meet the
+state they left; they are not taken on trust. For a lab's run, :func:`rederive_from_journal` makes
+the run again from the lab's declared start and the journal of what the lab session did, and an
+event that replay does not give (a ``fault_injected`` row added by hand, wherever it is placed) is
+explained by nothing: the run is not genuine, and the event is named by number, type and tick. An
+event that cannot stand where it is (its round before the clock) is a difference too, never an error.
 """
 
 from __future__ import annotations
