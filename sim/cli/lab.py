@@ -306,13 +306,16 @@ def lab_check(
             typer.echo(f"  note: 'protolab lab start {lab.number}' did not make this run; what you did in the TUI on "
                        "the lab's own run does not count here")
         for c in summary["checkpoints"]:
-            typer.echo(f"  {'✓' if c['met'] else '✗'} {c['title']}")
+            typer.echo(f"  {'✓' if c['met'] else '✗'} {c['title']}" + (" (self-reported)" if c["self_reported"] else ""))
             if c["met"] and c["shows"]:
                 typer.echo(f"      {c['shows']}")
             if not c["met"]:
                 typer.echo(f"      hint: {c['hint']}")
         typer.echo(f"questions answered right: {j.answered}/{j.questions} (press a in the TUI)"
                    + ("" if found or progress is not None else f"; {_not_found(progress)}"))
+        if j.self_reported:
+            typer.echo("self-reported: met by what you did on screen (a view opened, a visit in time), which nothing "
+                       "can replay; 'lab verify' lists it apart and your instructor decides whether it counts")
     if not j.all_met:
         raise typer.Exit(1)
 
