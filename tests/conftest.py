@@ -40,6 +40,19 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+def journaled(live):
+    """``live`` (a LiveRun written to a file) keeping its journal in the file, as 'protolab lab start'
+    does: 'lab verify' makes a lab's run again from its journal, and a run without one is only its
+    story played to the end. Returns ``live``."""
+    import json
+
+    from sim.labs.resume import JOURNAL_KEY
+
+    live.on_journal = lambda journal: live.store.set_meta({JOURNAL_KEY: json.dumps(journal, separators=(",", ":"))})
+    live.store.set_meta({JOURNAL_KEY: "[]"})
+    return live
+
+
 @pytest.fixture
 def store():
     """A fresh in-memory protolab store with the default machine loaded."""

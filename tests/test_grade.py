@@ -247,6 +247,7 @@ def test_hint_rules_pick_the_most_specific_and_refuse_typos(tmp_path):
 def lab_class(tmp_path_factory):
     from sim.labs.catalog import labs
     from sim.labs.paths import play, reference
+    from conftest import journaled
     from sim.labs.session import LabSession
     from sim.live import LiveRun
     from sim.scenario import load_scenario
@@ -255,7 +256,7 @@ def lab_class(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("labs")
     lab = next(x for x in labs() if x.number == 4)
     db, prog = tmp / lab.default_db, tmp / "progress.db"
-    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    live = journaled(LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db))
     progress = ProgressStore.open(prog)
     session = LabSession(lab, live.store, progress)
     session.refresh()

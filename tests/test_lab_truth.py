@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import journaled, run_cli
 
 from sim.errors import InputError
 from sim.labs.catalog import labs, load_lab, texts
@@ -378,7 +378,7 @@ def test_a_hand_delivery_lab_declares_no_facts(tmp_path):
 def test_lab_check_prints_every_text_filled(tmp_path, capsys):
     lab = next(x for x in LABS if x.number == 14)
     db, prog = tmp_path / lab.default_db, tmp_path / "progress.db"
-    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    live = journaled(LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db))
     progress = ProgressStore.open(prog)
     session = LabSession(lab, live.store, progress)
     play(live, session, [{"do": "step", "until": "M-14"}])  # some checkpoints met, some not: hints too

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import journaled, run_cli
 
 from sim.labs.catalog import labs
 from sim.labs.paths import before_delivery_of, delivered, first_event_seq, play, reference, wrong_paths
@@ -29,7 +29,12 @@ _cli = run_cli  # conftest's: the one way tests call the CLI in-process
 
 
 def _live(lab, db=None) -> LiveRun:
-    return LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    """The lab's run (written to ``db``: journaled there as 'protolab lab start' does, so that 'lab
+    verify' can make it again and every event it holds is explained)."""
+    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    if db is not None:
+        journaled(live)
+    return live
 
 
 def _played(lab, tmp_path: Path, actions=None):

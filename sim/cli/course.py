@@ -691,7 +691,7 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
         typer.echo(f"wrote {', '.join(map(str, wrote))}")
 
 
-def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
+def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_reported: bool = False) -> None:
     from ..course.labgrade import collect_labs, grade_labs, write_lab_gradebook
     from ..labs.catalog import get_lab
 
@@ -700,7 +700,8 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))
-        results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done))
+        results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done),
+                             count_self_reported=count_self_reported)
     if csv_out is not None:
         write_lab_gradebook(csv_out, results)
     output_rows(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
@@ -708,7 +709,11 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool) -> None:
                 [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
                   f"{r['answered']}/{r['questions']}", r["note"]] for r in results],
                 caption="score: one point per checkpoint met and per question answered right, "
-                        "0 when re-delivering the run does not give the submitted state",
+                        "0 when re-delivering the run does not give the submitted state; "
+                        + ("self-reported checkpoints (met only by a screen action the file lists) counted"
+                           if count_self_reported else
+                           "self-reported checkpoints (met only by a screen action the file lists) left out, of the "
+                           "score and the max: --count-self-reported counts them"),
                 as_json=as_json, data=results, con=con)
     if csv_out is not None and not as_json:
         typer.echo(f"wrote {csv_out}")
@@ -731,6 +736,10 @@ def grade(
     sandbox: str = SANDBOX_OPT,
     rubric: Optional[Path] = typer.Option(None, "--rubric", help="Weigh the rules by this rubric file (protolab kit "
                                                                  "rubric N -o FILE writes one) instead of the course's."),
+    count_self_reported: bool = typer.Option(False, "--count-self-reported",
+                                             help="'grade lab': count checkpoints met only by a screen action the "
+                                                  "submission lists (a view opened, a visit in time; nothing can "
+                                                  "replay them). Default: left out of the score and the max."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
@@ -747,8 +756,11 @@ def grade(
         if explain or gradescope is not None or rubric is not None:
             raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
                              "or --json", code="E_USAGE")
-        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json)
+        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported)
         return
+    if count_self_reported:
+        raise InputError("--count-self-reported is for 'grade lab'; an exercise has no self-reported checkpoints",
+                         code="E_USAGE")
     from ..course.catalog import get_exercise
 
     ex = get_exercise(which)

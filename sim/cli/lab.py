@@ -306,13 +306,16 @@ def lab_check(
             typer.echo(f"  note: 'protolab lab start {lab.number}' did not make this run; what you did in the TUI on "
                        "the lab's own run does not count here")
         for c in summary["checkpoints"]:
-            typer.echo(f"  {'✓' if c['met'] else '✗'} {c['title']}")
+            typer.echo(f"  {'✓' if c['met'] else '✗'} {c['title']}" + (" (self-reported)" if c["self_reported"] else ""))
             if c["met"] and c["shows"]:
                 typer.echo(f"      {c['shows']}")
             if not c["met"]:
                 typer.echo(f"      hint: {c['hint']}")
         typer.echo(f"questions answered right: {j.answered}/{j.questions} (press a in the TUI)"
                    + ("" if found or progress is not None else f"; {_not_found(progress)}"))
+        if j.self_reported:
+            typer.echo("self-reported: met by what you did on screen (a view opened, a visit in time), which nothing "
+                       "can replay; 'lab verify' lists it apart and your instructor decides whether it counts")
     if not j.all_met:
         raise typer.Exit(1)
 
@@ -354,8 +357,10 @@ def lab_verify(
     submission: Path = typer.Argument(..., help="A lab submission (.protolab) to verify."),
     as_json: bool = JSON_OPT,
 ):
-    """(Instructors) re-deliver the submitted run through the reference runtime and re-check it:
-    exit 0 when the run is genuine and every checkpoint is met, 1 otherwise."""
+    """(Instructors) re-deliver the submitted run through the reference runtime, make it again from the
+    lab's start and its journal, and re-check it: exit 0 when the run is genuine (every event explained)
+    and every checkpoint is met, 1 otherwise. A checkpoint met only by a screen action the learner's file
+    lists (a view opened, a visit in time: nothing can replay it) is listed as self-reported."""
     from ..labs.submit import verify_submission
 
     with _progress(not as_json) as bar:
@@ -365,8 +370,17 @@ def lab_verify(
         typer.echo(json.dumps(result, indent=2))
     else:
         typer.echo(f"lab {result['lab']}: {result['title']}")
-        typer.echo(f"  run: {'genuine (re-delivery gives the same state digest)' if result['genuine'] else 'NOT genuine: ' + result['difference']}")
-        typer.echo(f"  checkpoints: {result['done']}/{result['total']}  questions: {result['answered']}/{result['questions']}")
+        genuine = "genuine (re-delivery gives the same state digest, and the lab's story explains every event)"
+        typer.echo(f"  run: {genuine if result['genuine'] else 'NOT genuine: ' + result['difference']}")
+        typer.echo(f"  checkpoints: {result['verified']}/{result['total']} verified from the run"
+                   + (f", {result['self_reported']} self-reported" if result["self_reported"] else "")
+                   + f"  questions: {result['answered']}/{result['questions']}")
+        reported = [c for c in result["checkpoints"] if c.get("self_reported")]
+        if reported:
+            typer.echo("  self-reported (met only by a screen action the file lists, which nothing can replay; "
+                       "'grade lab' counts these only with --count-self-reported):")
+            for c in reported:
+                typer.echo(f"    {c['id']}: {c['title']}")
     if not (result["genuine"] and result["done"] == result["total"]):
         raise typer.Exit(1)
 

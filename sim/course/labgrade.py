@@ -4,8 +4,15 @@ again from the run, never taken from what the file claims.
 
 A folder holds one ``.protolab`` file per student (``alice.protolab``) or one folder per student
 holding one. Score: a point per checkpoint met and per question answered right; 0 when the run
-is not genuine (re-delivery does not give the submitted state), when the file is another lab's,
-or when it is not a lab submission at all, each with the reason.
+is not genuine (re-delivery does not give the submitted state, or an event in it is explained by
+nothing the lab did), when the file is another lab's, or when it is not a lab submission at all,
+each with the reason.
+
+A checkpoint met only through a screen action the submission lists (a view opened, a visit in time)
+is self-reported: nothing can replay it, and a hand-edited manifest adds one as easily as a learner
+earns it. By default it is left out, of the score and of the maximum (the lab's checkpoints that
+only a screen action can meet), and the row says how many were left out; ``count_self_reported``
+(the instructor's ``--count-self-reported``) counts them as met.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from pathlib import Path
 from ..errors import InputError, ProtolabError
 from ..files import written_whole
 
-__all__ = ["collect_labs", "grade_labs", "write_lab_gradebook"]
+__all__ = ["collect_labs", "grade_labs", "screen_checkpoints", "write_lab_gradebook"]
 
 
 def collect_labs(path: Path) -> list[tuple[str, Path | None, str | None]]:
@@ -46,35 +53,55 @@ def collect_labs(path: Path) -> list[tuple[str, Path | None, str | None]]:
     return out
 
 
-def _one(lab, student: str, file: Path | None, problem: str | None) -> dict:
+def screen_checkpoints(lab) -> int:
+    """How many of ``lab``'s checkpoints only a screen action can meet (self-reported once met)."""
+    from ..labs.checks import self_reported
+
+    return sum(self_reported(c.check, c.args) for c in lab.checkpoints)
+
+
+def _one(lab, student: str, file: Path | None, problem: str | None, *, count_self_reported: bool = False) -> dict:
     from ..labs.submit import verify_submission
 
     total = len(lab.checkpoints)
-    maxs = total + len(lab.questions)
-    base = {"student": student, "file": str(file) if file else None, "score": 0, "max_score": maxs, "done": 0,
-            "total": total, "answered": 0, "questions": len(lab.questions), "genuine": False, "note": ""}
+    countable = total if count_self_reported else total - screen_checkpoints(lab)
+    base = {"student": student, "file": str(file) if file else None, "score": 0,
+            "max_score": countable + len(lab.questions), "done": 0, "total": total, "answered": 0,
+            "questions": len(lab.questions), "genuine": False, "self_reported": 0, "self_reported_left_out": 0,
+            "note": ""}
     if problem:
         return {**base, "note": problem}
     try:
         v = verify_submission(file)
     except ProtolabError as e:
         return {**base, "note": f"{e.code}: {e.message}"}
-    base.update(total=v["total"], max_score=v["total"] + v["questions"])
     if v["lab"] != lab.number:
         return {**base, "note": f"this is a submission of lab {v['lab']}, not lab {lab.number}"}
+    reported = v.get("self_reported", 0)
+    left_out = 0 if count_self_reported else reported
+    done = v["done"] - left_out
+    base.update(self_reported=reported, self_reported_left_out=left_out)
     if not v["genuine"]:
-        return {**base, "done": v["done"], "answered": v["answered"],
+        return {**base, "done": done, "answered": v["answered"],
                 "note": f"not genuine: re-delivering its messages does not give its state ({v['difference']})"}
     unmet = [c.get("title") or c.get("id") for c in v.get("checkpoints", []) if not c.get("met")]
-    note = ("unmet: " + "; ".join(map(str, unmet[:3])) + (" …" if len(unmet) > 3 else "")) if unmet else ""
-    return {**base, "genuine": True, "done": v["done"], "answered": v["answered"],
-            "score": v["done"] + v["answered"], "note": note}
+    notes = []
+    if unmet:
+        notes.append("unmet: " + "; ".join(map(str, unmet[:3])) + (" …" if len(unmet) > 3 else ""))
+    if left_out:
+        notes.append(f"{left_out} self-reported checkpoint{'s' if left_out != 1 else ''} left out "
+                     "(met only by a screen action the file lists; --count-self-reported counts them)")
+    elif reported:
+        notes.append(f"{reported} self-reported checkpoint{'s' if reported != 1 else ''} counted")
+    return {**base, "genuine": True, "done": done, "answered": v["answered"],
+            "score": done + v["answered"], "note": "; ".join(notes)}
 
 
-def grade_labs(lab, subs, progress=None) -> list[dict]:
+def grade_labs(lab, subs, progress=None, *, count_self_reported: bool = False) -> list[dict]:
+    """Each submission graded (``count_self_reported``: checkpoints met only by a screen action count)."""
     out = []
     for i, (student, file, problem) in enumerate(subs, 1):
-        out.append(_one(lab, student, file, problem))
+        out.append(_one(lab, student, file, problem, count_self_reported=count_self_reported))
         if progress is not None:
             progress(i, len(subs), student)
     return out
@@ -83,7 +110,7 @@ def grade_labs(lab, subs, progress=None) -> list[dict]:
 def write_lab_gradebook(path: Path, results: list[dict]) -> None:
     with written_whole(path, newline="", code="E_OUTPUT") as f:
         w = csv.writer(f)
-        w.writerow(["student", "score", "max", "checkpoints", "answers", "genuine", "note"])
+        w.writerow(["student", "score", "max", "checkpoints", "answers", "genuine", "self-reported left out", "note"])
         for r in results:
             w.writerow([r["student"], r["score"], r["max_score"], r["done"], r["answered"],
-                        "yes" if r["genuine"] else "no", r["note"]])
+                        "yes" if r["genuine"] else "no", r["self_reported_left_out"], r["note"]])

@@ -8,7 +8,10 @@ it saw (message ids, types, states) so that the lab's hint for that case can nam
 newer than the last look are read), so a check after each step does not rescan a long log.
 
 Register a new check with ``@check("name", codes=(...))`` (the codes it reports when unmet); a lab
-names it in ``lab.toml``.
+names it in ``lab.toml``. A check met only by what the learner's screen recorded (a view opened, a
+time-travel visit: actions the progress file or a submission's manifest carries, which nothing can
+replay) says so with ``screen=True`` (or a function of the checkpoint's arguments): such a
+checkpoint, once met, is *self-reported* (:func:`self_reported`), and verification lists it apart.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from ..events import StoredEvent
 from ..privacy import is_redacted
 from ..store import ProgressStore, Store
 
-__all__ = ["Seen", "Facts", "Ctx", "CHECKS", "check"]
+__all__ = ["Seen", "Facts", "Ctx", "CHECKS", "check", "self_reported"]
 
 _TERMINAL = frozenset({"succeeded", "failed", "denied", "canceled"})
 
@@ -235,16 +238,32 @@ def codes_in_source(name: str) -> frozenset[str]:
 CODES: dict[str, frozenset[str]] = {}
 
 
-def check(name: str, *, codes: tuple[str, ...]):
-    """Register a check under ``name`` with the ``codes`` it reports when unmet."""
+#: Each check's answer to "is a checkpoint of mine met only through the learner's recorded screen
+#: actions?": a bool, or a function of the checkpoint's arguments.
+SCREEN: dict[str, bool | Callable[[dict], bool]] = {}
+
+
+def check(name: str, *, codes: tuple[str, ...], screen: bool | Callable[[dict], bool] = False):
+    """Register a check under ``name`` with the ``codes`` it reports when unmet; ``screen``: it is met
+    only through the learner's recorded screen actions (``ctx.actions``), never by the run alone."""
     def register(fn):
         if name in CHECKS:
             raise ValueError(f"check {name!r} is declared twice")
         CHECKS[name] = fn
         CODES[name] = frozenset(codes)
+        SCREEN[name] = screen
         return fn
 
     return register
+
+
+def self_reported(check_name: str, args: dict) -> bool:
+    """Whether a checkpoint of ``check_name`` with ``args`` rests only on a screen action (a view
+    opened, a visit in time): what the learner's file says they did, which no replay of the run can
+    confirm. Verification reports such a checkpoint, met, as self-reported; ``grade lab`` counts it
+    only when the instructor says so."""
+    screen = SCREEN.get(check_name, False)
+    return bool(screen(dict(args)) if callable(screen) else screen)
 
 
 # ------------------------------------------------------------------------------------- the checks
@@ -443,7 +462,7 @@ def _reviewed(ctx: Ctx, *, decision: str | None = None, task: str | None = None)
     return _unmet("none")
 
 
-@check("visited", codes=("no-event", "none", "too-late"))
+@check("visited", codes=("no-event", "none", "too-late"), screen=True)
 def _visited(ctx: Ctx, *, before: str, field: str | None = None, value: str | None = None) -> Seen:
     """The learner travelled in time (``[``, ``]``, ``g``) to an event before the first event of
     type ``before`` (whose data ``field`` is ``value``, if given)."""
@@ -469,7 +488,7 @@ def _opened_deliveries(ctx: Ctx, a: dict) -> list[dict]:
     return list(rows)
 
 
-@check("opened", codes=("none", "other"))
+@check("opened", codes=("none", "other"), screen=True)
 def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | None = None,
             decision: str | None = None, state_after: str | None = None, task: str | None = None) -> Seen:
     """The learner opened a view (``what``: detail, conversation) on a delivery of this run of a
@@ -504,7 +523,8 @@ def _opened(ctx: Ctx, *, what: str, type: str | None = None, recipient: str | No
     return _unmet("none", wanted=wanted)
 
 
-@check("naive_run_breaks", codes=("empty", "holds", "not-opened", "not-yet", "safe-broken", "unknown"))
+@check("naive_run_breaks", codes=("empty", "holds", "not-opened", "not-yet", "safe-broken", "unknown"),
+       screen=lambda args: bool(args.get("opened")))
 def _naive_run_breaks(ctx: Ctx, *, invariant: str, problem: str | None = None, opened: bool = False) -> Seen:
     """The same scenario, seed and starting faults run by the naive runtime (its own transport and
     agents, not only its intake) breaks ``invariant`` (a witness whose problem contains
@@ -618,7 +638,7 @@ def _culprits(w: dict) -> list[tuple[str, int | None]]:
     return [(mid, None) for mid in ([w.get("message_id")] if w.get("message_id") else (w.get("message_ids") or []))]
 
 
-@check("opened_witness", codes=("holds", "not-opened"))
+@check("opened_witness", codes=("holds", "not-opened"), screen=True)
 def _opened_witness(ctx: Ctx, *, invariant: str, problem: str | None = None) -> Seen:
     """The learner opened a delivery that witnesses ``invariant`` broken in this run (a witness
     whose problem contains ``problem``, if given)."""

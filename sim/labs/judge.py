@@ -5,13 +5,19 @@ A lab is judged from two things only, its run and what the learner recorded besi
 actions the run's database cannot show: time-travel visits, views opened, refused reconciles; and
 the answers given):
 
-1. the run is re-delivered through the reference runtime (:func:`sim.labs.verify.verify_run`): a
-   run that does not come out with the same decisions, events and state digest is not genuine,
-   and a grade gives it nothing;
+1. the run is re-delivered through the reference runtime (:func:`sim.labs.verify.verify_run`) and
+   made again from the lab's start and its journal (:func:`sim.labs.verify.rederive_from_journal`):
+   a run that does not come out with the same decisions, events and state digest, or holds an event
+   nothing explains, is not genuine, and a grade gives it nothing;
 2. every checkpoint is evaluated afresh on the run, with the actions recorded on that run (its
    ``lab_run`` id): nothing is remembered from an earlier evaluation, so a checkpoint met on a run
    since started over, replaced or edited is not met;
 3. every answer given is compared with what is right for this run now.
+
+A checkpoint met only through a screen action (a view opened, a visit in time: what the learner's
+file says they did, which no replay confirms) is met for the learner, and *self-reported* for the
+instructor (``CheckpointState.self_reported``): ``lab verify`` lists it apart, ``grade lab`` counts it
+only with ``--count-self-reported``.
 
 The TUI's Guide runs steps 2 and 3 after every action on the live run it is writing itself
 (re-delivering its own writes after every step would prove nothing new); everything else runs all
@@ -44,6 +50,14 @@ class CheckpointState:
     @property
     def id(self) -> str:
         return self.checkpoint.id
+
+    @property
+    def self_reported(self) -> bool:
+        """Met only through what the learner's screen recorded (a view opened, a visit in time): no
+        replay of the run confirms it (:func:`sim.labs.checks.self_reported`)."""
+        from .checks import self_reported
+
+        return self.met and self_reported(self.checkpoint.check, self.checkpoint.args)
 
 
 def fill(template: str, saw: dict) -> str:
@@ -229,6 +243,16 @@ class Judgement:
         return len(self.states)
 
     @property
+    def self_reported(self) -> int:
+        """Checkpoints met only through the learner's recorded screen actions (counted in ``done``)."""
+        return sum(s.self_reported for s in self.states)
+
+    @property
+    def verified(self) -> int:
+        """Checkpoints met that the run itself shows (``done`` without the self-reported ones)."""
+        return self.done - self.self_reported
+
+    @property
     def answered(self) -> int:
         return sum(a["correct"] for a in self.answers.values())
 
@@ -252,11 +276,13 @@ class Judgement:
             "difference": self.difference,
             "made_by_lab": self.made_by_lab,
             "done": self.done,
+            "verified": self.verified,
+            "self_reported": self.self_reported,
             "total": self.total,
             "all_met": self.all_met,
             "answered": self.answered,
             "checkpoints": [
-                {"id": s.id, "title": cps[s.id].title, "met": s.met, "saw": s.seen.code,
+                {"id": s.id, "title": cps[s.id].title, "met": s.met, "self_reported": s.self_reported, "saw": s.seen.code,
                  "hint": None if s.met else hints.get(s.id),
                  "shows": fill(cps[s.id].shows, s.seen.saw) if s.met and cps[s.id].shows else None}
                 for s in self.states
@@ -282,7 +308,7 @@ def judge(lab: Lab, store: Store, actions, answers: dict, *, verify: bool = True
     ctx = context(lab, store, recorded)
     genuine, difference = None, None
     if verify:
-        verdict = verify_run(store, progress=progress)
+        verdict = verify_run(store, progress=progress, lab=lab)
         genuine, difference = verdict["ok"], verdict["difference"]
     states = evaluate(lab, ctx)
     given = {k: v for k, v in answers.items() if v is not None}

@@ -6,7 +6,8 @@ facts as ``{name}`` like every other text of the lab (:mod:`sim.labs.facts`), an
 
 ``{title}``      the lab's title;              ``{goal}``       its summary;
 ``{about}``      how long it takes and which lab comes first;
-``{steps}``      its steps and their checkpoints, as the Guide shows them;
+``{steps}``      its steps and their checkpoints, as the Guide shows them (a checkpoint only a screen
+                 action meets marked self-reported, :func:`sim.labs.checks.self_reported`);
 ``{questions}``  its questions, with their choices in the order the TUI shows them.
 
 Every fact is filled from the lab's reference run. ``python -m sim.labs.readme`` writes every lab's
@@ -33,11 +34,25 @@ def template_of(lab) -> Path:
     return lab.folder / TEMPLATE
 
 
+#: What the README says under the steps of a lab with self-reported checkpoints.
+SELF_REPORTED = ("Checkpoints marked *(self-reported)* are met by what you do on screen (a view opened, a visit in "
+                 "time): your file records it, and nothing can replay it, so `protolab lab verify` lists them apart "
+                 "from the ones your run shows, and your instructor decides whether they count.")
+
+
 def _steps(shown) -> str:
+    from .checks import self_reported
+
     out = []
+    screen = False
     for i, s in enumerate(shown.steps, 1):
         out.append(f"{i}. **{s.title}.** {s.text}")
-        out += [f"   - [ ] {c.title}" for c in s.checkpoints]
+        for c in s.checkpoints:
+            mark = self_reported(c.check, c.args)
+            screen = screen or mark
+            out.append(f"   - [ ] {c.title}" + (" *(self-reported)*" if mark else ""))
+    if screen:
+        out += ["", SELF_REPORTED]
     return "\n".join(out)
 
 

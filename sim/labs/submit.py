@@ -113,7 +113,9 @@ def _read(path: Path, run_to: Path) -> dict:
 def verify_submission(path: Path, progress=None) -> dict:
     """Re-deliver the submitted run, then re-check the lab from it: ``genuine`` (the run is what
     protolab's runtime makes of its own messages), ``difference`` (the first point where it is not),
-    checkpoints and answers as the run supports them."""
+    checkpoints and answers as the run supports them: ``done`` met in all, ``verified`` those the run
+    shows, ``self_reported`` those met only through a screen action the manifest lists (a view
+    opened, a visit in time: nothing can replay it; each checkpoint says which it is)."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "run.db"
         manifest = _read(path, db)
@@ -131,5 +133,6 @@ def verify_submission(path: Path, progress=None) -> dict:
             store.close()
     summary = j.to_dict()
     return {"lab": lab.number, "title": lab.title, "genuine": j.genuine, "difference": j.difference,
-            "done": j.done, "total": j.total, "answered": j.answered, "questions": len(lab.questions),
+            "done": j.done, "verified": j.verified, "self_reported": j.self_reported, "total": j.total,
+            "answered": j.answered, "questions": len(lab.questions),
             "checkpoints": summary["checkpoints"], "made_by_lab": j.made_by_lab}
