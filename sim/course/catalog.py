@@ -147,9 +147,8 @@ class Exercise:
     def hidden_points(self) -> int | None:
         """Points in hidden tests (``None``: unknown here, this install has no solutions)."""
         declared = _read_toml(self.folder / "exercise.toml").get("hidden_points")
-        hidden = self.hidden_tests()
-        if hidden:
-            return sum(t.points for t in hidden)
+        if self.solutions() is not None:  # the instructor's view: what the grader runs, weighed as it weighs
+            return sum(t.points for t in self.graded_tests(True) if t.hidden)
         return declared
 
 

@@ -278,9 +278,16 @@ README_END = "<!-- /weights -->"
 
 def toml_with_rubric(text: str, rubric: Rubric, public: list[str]) -> str:
     """exercise.toml's ``text`` with each public test's ``points``, ``cap`` and ``core`` lines set to
-    ``rubric``'s (the other lines kept as they are)."""
+    ``rubric``'s, and ``hidden_points`` to what its hidden rules weigh (the other lines kept as they are)."""
     out: list[str] = []
     current: str | None = None
+    hidden = _num(max(0, rubric.total - sum(rubric.weights.get(n, 0) for n in public)))
+    top = [i for i, line in enumerate(text.splitlines()) if line.startswith("[")]
+    head = text.splitlines()[:top[0]] if top else text.splitlines()
+    if not any(line.startswith("hidden_points = ") for line in head):  # the hidden rules' points, unnamed
+        at = next((i + 1 for i, line in enumerate(head) if line.startswith("files = ")), 0)
+        lines = text.splitlines()
+        text = "\n".join(lines[:at] + [f"hidden_points = {hidden}"] + lines[at:]) + ("\n" if text.endswith("\n") else "")
 
     def close() -> None:
         if current is None or current not in public:
@@ -302,6 +309,8 @@ def toml_with_rubric(text: str, rubric: Rubric, public: list[str]) -> str:
                 current = tomllib.loads(line)["name"]
             except tomllib.TOMLDecodeError:
                 current = None
+        elif current is None and line.startswith("hidden_points = "):
+            line = f"hidden_points = {hidden}"
         elif current in public and current is not None:
             if line.startswith("points = "):
                 line = f"points = {_num(rubric.weights[current])}"
