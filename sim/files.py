@@ -26,7 +26,7 @@ from typing import IO, Iterator
 
 from .errors import InputError
 
-__all__ = ["FILE_STEPS", "HOOK_ENV", "check_output", "hook_step", "not_a_file", "remove_stale_partials",
+__all__ = ["FILE_STEPS", "HOOK_ENV", "check_output", "files_under", "hook_step", "not_a_file", "remove_stale_partials",
            "write_json_fields", "written_whole"]
 
 HOOK_ENV = "PROTOLAB_RUNFILE_HOOK"
@@ -117,6 +117,22 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
+
+
+def files_under(paths) -> list[Path]:
+    """The files a command reads when it is handed ``paths``: a file itself, a folder's every file (its
+    subfolders' too); None entries skipped. What ``reads=`` wants of a command that reads folders."""
+    out: list[Path] = []
+    for p in paths:
+        if p is None:
+            continue
+        p = Path(p)
+        if p.is_dir():
+            out.append(p)
+            out.extend(q for q in p.rglob("*") if q.is_file())
+        else:
+            out.append(p)
+    return out
 
 
 def check_output(path: str | os.PathLike, reads=(), *, option: str = "-o") -> None:
