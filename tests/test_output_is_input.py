@@ -70,6 +70,8 @@ SAME_PATH = {
     "grade --csv": ["grade", "1", "good.db", "--csv", "good.db"],
     "run --db": ["run", "tiny.toml", "--db", "tiny.toml"],
     "deliver --db": ["deliver", "env.json", "--db", "env.json"],
+    "artifact put --db": ["artifact", "put", "env.json", "--db", "env.json"],
+    "machine load --db": ["machine", "load", "tiny.toml", "--db", "tiny.toml"],
 }
 
 
