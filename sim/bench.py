@@ -983,7 +983,7 @@ class _LabSubmitCrash(_CrashTarget):
         self.lab, self.run_db, self.progress = lab_setup(work)
         self.inputs = {p: p.read_bytes() for p in (self.run_db, self.progress)}
         self.out = work / "sub.protolab"
-        self.tmpdir = root / "lab-tmp"
+        self.tmpdir = root / "lab-tmp"  # $TMPDIR of the command: anything it leaves there is counted
         self.tmpdir.mkdir()
         t0 = time.perf_counter()
         _run_ok(self.argv(), "the lab submission to crash", env=self.env())
@@ -1008,7 +1008,7 @@ class _LabSubmitCrash(_CrashTarget):
                                       stderr=subprocess.DEVNULL)
             if verified.returncode != 0:
                 out["lost"] += 1
-        partial = bool(_partial_files(self.out))
+        partial = any(q.is_file() for q in _partial_files(self.out))  # (its working folder is there from the start)
         if any(p.read_bytes() != b for p, b in self.inputs.items()):
             out["inputs_changed"] += 1
         remove_stale_partials(self.out)  # what the next write of sub.protolab does first

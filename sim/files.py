@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager, suppress
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -67,17 +68,19 @@ def hook_step(name: str) -> None:
 
 
 def remove_stale_partials(path: str | os.PathLike) -> list[Path]:
-    """Remove the partial files (``.NAME.partial-PID`` and their -wal/-shm/-journal) that a write of
-    ``path`` left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
+    """Remove the partial files (``.NAME.partial-PID``, their -wal/-shm/-journal, and a working folder
+    ``.NAME.partial-PID-*``) that a write of ``path`` left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
+    import re
+    import shutil
+
     path = Path(path)
+    prefix = f".{path.name}.partial-"
     removed = []
-    for p in path.parent.glob(f".{path.name}.partial-*"):
-        base = p.name
-        for side in _SIDE_FILES:
-            base = base.removesuffix(side)
-        pid = base.rsplit("-", 1)[-1]
-        if not pid.isdigit() or int(pid) == os.getpid():
+    for p in path.parent.glob(f"{glob_escape(prefix)}*"):
+        m = re.match(r"(\d+)(?:-|$)", p.name[len(prefix):])  # .NAME.partial-PID, -PID-wal, -PID-tmpXXXX (a folder)
+        if m is None or int(m.group(1)) == os.getpid():
             continue
+        pid = m.group(1)
         try:
             os.kill(int(pid), 0)
             continue  # alive (or not ours to signal): leave it
@@ -85,7 +88,10 @@ def remove_stale_partials(path: str | os.PathLike) -> list[Path]:
             pass
         except PermissionError:
             continue
-        p.unlink(missing_ok=True)
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
         removed.append(p)
     return removed
 

@@ -73,5 +73,6 @@ def test_the_lab_submit_loop_leaves_no_submission_or_a_whole_one():
 
     r = bench_crash_all(6, commands=("lab-submit",), lab_setup=_played_lab, seed=2)
     o = _sound(r, "lab-submit", 6)
+    assert o["temporary_folders_left"] == 0  # its copy of the run is beside the submission, swept with its partial
     for step in FILE_STEPS:
         assert o["phases"].get(f"{step} (step)", 0) >= 1, (step, o["phases"])

@@ -210,8 +210,13 @@ def test_a_partial_file_a_killed_writer_left_is_swept_by_the_next_write(tmp_path
     dead.wait()
     stale = tmp_path / f".out.json.partial-{dead.pid}"
     stale.write_text("half")
+    (tmp_path / f".out.json.partial-{dead.pid}-wal").write_text("its side file")
+    work = tmp_path / f".out.json.partial-{dead.pid}-tmpab12"  # a working folder (lab submit's copy of the run)
+    work.mkdir()
+    (work / "run.db").write_text("a copy")
     live = tmp_path / f".out.json.partial-{os.getppid()}"
     live.write_text("another writer, still at work")
+    (tmp_path / ".out.json.partial-notapid").write_text("not ours to judge")
     with written_whole(tmp_path / "out.json") as fh:
         fh.write("whole")
-    assert sorted(os.listdir(tmp_path)) == [live.name, "out.json"]
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, ".out.json.partial-notapid", "out.json"])
