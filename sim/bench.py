@@ -718,6 +718,383 @@ def bench_crash(cycles: int = 200, tasks: int = 20_000, *, seed: int = 0, progre
             "python": sys.version.split()[0]}
 
 
+
+# ---------------------------------------------------------------------------------------------------
+# The crash loop over every command that writes a run or a submission (issue 43, part 6)
+
+#: The commands ``bench crash --command`` kills (``all``: each of them, the cycles shared).
+CRASH_COMMANDS = ("run", "deliver", "lab-submit")
+
+
+def _kill_minus_9(argv: list[str], *, step: str | None = None, after: float = 0.0, env: dict | None = None) -> bool:
+    """Start ``argv`` and SIGKILL it: at hook step ``step`` (it stops itself there with SIGSTOP, seen with
+    ``waitpid(WUNTRACED)``: a kill at a known point, no timing), else ``after`` seconds in. False if it
+    ended on its own first (then nothing was killed)."""
+    import signal
+
+    from .files import HOOK_ENV
+
+    env = dict(os.environ if env is None else env)
+    env.pop(HOOK_ENV, None)
+    if step is not None:
+        env[HOOK_ENV] = f"stop@{step}"
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        if step is not None:
+            _, status = os.waitpid(p.pid, os.WUNTRACED)
+            if not os.WIFSTOPPED(status):
+                p.returncode = os.waitstatus_to_exitcode(status)
+                return False
+        else:
+            try:
+                p.wait(timeout=after)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        return True
+    except BaseException:  # the bench itself stopped (Ctrl-C, SIGTERM): its child goes with it
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sim.cli", *args]
+
+
+def _run_ok(argv: list[str], what: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed on its own: {done.stderr.strip()[-300:]}")
+    return done
+
+
+def _partial_files(target: Path) -> list[Path]:
+    return sorted(target.parent.glob(f".{target.name}.partial-*"))
+
+
+class _CrashTarget:
+    """One command of the crash loop: how to start it, its hook steps, and what a kill must leave."""
+
+    name = ""
+    steps: tuple[str, ...] = ()
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.whole_seconds = 0.0
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict | None:
+        return None
+
+    def judge(self, out: dict, phase: str | None) -> str:
+        """Check what the kill left (counting problems into ``out``); return the phase it landed in."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Put the target back as it was before the cycle (a whole new file is the right outcome too)."""
+
+
+def _check_run_file(path: Path, out: dict) -> tuple[bool, int]:
+    """A run file a kill left (the partial one, or a database written in place): whole, every invariant
+    held, replayed to the same state. Returns (has the schema, deliveries in it); problems counted."""
+    from .invariants import check
+    from .replay import replay_report
+    from .store import Store, probe_file
+
+    ok, has_schema = probe_file(path)
+    if not ok:
+        out["corrupt"] += 1
+        return False, 0
+    if not has_schema:
+        return False, 0
+    try:
+        with Store.open(path, verify=False) as store:
+            n = store.last_delivery()
+            if not all(r.ok for r in check(store)):
+                out["invariant_failures"] += 1
+            if not replay_report(store, redeliver_messages=False)["match"]:
+                out["replay_mismatches"] += 1
+            return True, n
+    except Exception:  # a file protolab cannot even open counts as damaged
+        out["corrupt"] += 1
+        return False, 0
+
+
+class _RunCrash(_CrashTarget):
+    """``protolab run stress --tasks N --db out.db`` over a completed run: after a kill, out.db is the old
+    run byte for byte or the whole new one; a partial file left is whole and replays; the next run's sweep
+    leaves none. Hook steps: the first group commit and every step of put_in_place (sim/runfile.py)."""
+
+    name = "run"
+
+    def __init__(self, root: Path, tasks: int):
+        from .runfile import STEPS
+
+        super().__init__(root)
+        self.tasks = tasks
+        self.steps = ("committing#1", "committed#1") + STEPS
+        self.db = root / "out.db"
+        for n, target in ((50, self.db), (tasks, root / "timing.db")):  # the completed run; then one whole, timed
+            t0 = time.perf_counter()
+            _run_ok(self._argv(n, target), "the run to crash")
+            self.whole_seconds = time.perf_counter() - t0
+        (root / "timing.db").unlink()
+        self.kept = self.db.read_bytes()
+
+    @staticmethod
+    def _argv(n: int, target: Path) -> list[str]:
+        return _cli("run", "stress", "--tasks", str(n), "--db", str(target), "--json")
+
+    def argv(self) -> list[str]:
+        return self._argv(self.tasks, self.db)
+
+    def judge(self, out: dict, phase: str | None) -> str:
+        from .runfile import remove_stale_partials
+
+        db = self.db
+        new = False
+        if not db.exists():
+            out["lost"] += 1
+        elif db.read_bytes() != self.kept:
+            if _whole_run(db, self.tasks):
+                new = True
+            else:
+                out["lost"] += 1
+        main_partials = [q for q in _partial_files(db) if not q.name.endswith(("-wal", "-shm", "-journal"))]
+        seen = None
+        for part in main_partials:
+            has_schema, n = _check_run_file(part, out)
+            seen = "writing" if n else ("schema written" if has_schema else "creating the file")
+            out["deliveries_in_partials"].append(n)
+        remove_stale_partials(db)  # what the next run of out.db does first
+        if _partial_files(db):
+            out["partials_left"] += 1
+        if phase is None:
+            phase = "after the rename" if new else seen or "starting (no file yet)"
+        return phase
+
+    def reset(self) -> None:
+        from .store import SIDE_FILES
+
+        if not self.db.exists() or self.db.read_bytes() != self.kept:
+            self.db.write_bytes(self.kept)
+        for side in SIDE_FILES:
+            Path(f"{self.db}{side}").unlink(missing_ok=True)
+        for q in _partial_files(self.db):
+            q.unlink()
+
+
+class _DeliverCrash(_CrashTarget):
+    """``protolab deliver FILE --db out.db`` into a run holding the file's first envelopes: after a kill,
+    out.db is whole, holds every invariant, replays, and holds exactly a prefix of the file (each
+    delivery its own transaction); delivering the file again lands the rest (none lost). Hook steps:
+    just before and just after a commit (the first, one in the middle, the last)."""
+
+    name = "deliver"
+    FIRST = 20
+
+    def __init__(self, root: Path, n: int):
+        from .store import Store
+
+        super().__init__(root)
+        self.n = max(n, self.FIRST + 2)
+        self.file = root / "envelopes.json"
+        envs = writers_workload(0, self.n)
+        self.file.write_text(json.dumps(envs), encoding="utf-8")
+        first = root / "first.json"
+        first.write_text(json.dumps(envs[: self.FIRST]), encoding="utf-8")
+        self.db = root / "delivered.db"
+        Store.create(self.db).close()
+        _run_ok(_cli("deliver", str(first), "--db", str(self.db), "--json"), "the first deliveries")
+        self.kept = self.db.read_bytes()
+        with Store.open(self.db, readonly=True) as store:
+            self.base_deliveries = store.last_delivery()
+        t0 = time.perf_counter()
+        _run_ok(self.argv(), "the deliveries to crash")
+        self.whole_seconds = time.perf_counter() - t0
+        self.reset()
+        mid = self.n // 2
+        self.steps = tuple(f"{w}#{k}" for k in (1, mid, self.n) for w in ("committing", "committed"))
+
+    def argv(self) -> list[str]:
+        return _cli("deliver", str(self.file), "--db", str(self.db), "--json")
+
+    def judge(self, out: dict, phase: str | None) -> str:
+        from .envelope import parse_envelopes
+        from .files import remove_stale_partials
+        from .runtime import deliver
+        from .store import Store
+
+        has_schema, deliveries = _check_run_file(self.db, out)
+        landed = deliveries - self.base_deliveries if has_schema else -1
+        if landed < 0:
+            out["lost"] += 1
+            return phase or "unreadable"
+        with Store.open(self.db, verify=False) as store:
+            tasks = store.counts()["tasks"]
+            if tasks != self.FIRST + max(0, landed - self.FIRST):  # the file's first `landed` envelopes, no other
+                out["not_a_prefix"] += 1
+            if phase is not None and "#" in phase:  # stopped just before (after) commit k: k-1 (k) landed
+                step, k = phase.split("#")
+                if landed != int(k) - (step == "committing"):
+                    out["not_a_prefix"] += 1
+            for env in parse_envelopes(self.file.read_text(encoding="utf-8"), source=str(self.file)):
+                deliver(store, env)  # the file delivered again: the rest lands, what landed is a duplicate
+            if store.counts()["tasks"] != self.n:
+                out["lost"] += 1
+        remove_stale_partials(self.db)
+        if _partial_files(self.db):
+            out["partials_left"] += 1
+        out["deliveries_in_partials"].append(landed)
+        if phase is None:
+            phase = ("starting (none landed)" if landed == 0 else "every delivery landed" if landed >= self.n
+                     else "delivering")
+        return phase
+
+    def reset(self) -> None:
+        from .store import SIDE_FILES
+
+        self.db.write_bytes(self.kept)
+        for side in SIDE_FILES:
+            Path(f"{self.db}{side}").unlink(missing_ok=True)
+
+
+class _LabSubmitCrash(_CrashTarget):
+    """``protolab lab submit N -o sub.protolab`` of a played lab: after a kill, sub.protolab is absent (as
+    before) or a whole submission that ``lab verify`` accepts; the run and progress it read are byte for
+    byte as they were; the next write of it sweeps any partial file. Hook steps: those of
+    sim/files.py's written_whole."""
+
+    name = "lab-submit"
+
+    def __init__(self, root: Path, lab_setup):
+        from .files import FILE_STEPS
+
+        super().__init__(root)
+        self.steps = FILE_STEPS
+        work = root / "lab"
+        work.mkdir()
+        self.lab, self.run_db, self.progress = lab_setup(work)
+        self.inputs = {p: p.read_bytes() for p in (self.run_db, self.progress)}
+        self.out = work / "sub.protolab"
+        self.tmpdir = root / "lab-tmp"  # $TMPDIR of the command: anything it leaves there is counted
+        self.tmpdir.mkdir()
+        t0 = time.perf_counter()
+        _run_ok(self.argv(), "the lab submission to crash", env=self.env())
+        self.whole_seconds = time.perf_counter() - t0
+        self.reset()
+
+    def argv(self) -> list[str]:
+        return _cli("lab", "submit", str(self.lab), "-o", str(self.out), "--db", str(self.run_db),
+                    "--progress", str(self.progress))
+
+    def env(self) -> dict:
+        return dict(os.environ, TMPDIR=str(self.tmpdir))  # where its copy of the run is judged: counted below
+
+    def judge(self, out: dict, phase: str | None) -> str:
+        import shutil
+
+        from .files import remove_stale_partials
+
+        new = self.out.exists()
+        if new:
+            verified = subprocess.run(_cli("lab", "verify", str(self.out), "--json"), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            if verified.returncode != 0:
+                out["lost"] += 1
+        partial = any(q.is_file() for q in _partial_files(self.out))  # (its working folder is there from the start)
+        if any(p.read_bytes() != b for p, b in self.inputs.items()):
+            out["inputs_changed"] += 1
+        remove_stale_partials(self.out)  # what the next write of sub.protolab does first
+        if _partial_files(self.out):
+            out["partials_left"] += 1
+        left = list(self.tmpdir.iterdir())
+        out["temporary_folders_left"] += len(left)
+        for d in left:
+            shutil.rmtree(d, ignore_errors=True)
+        if phase is None:
+            phase = "after the rename" if new else "writing the file" if partial else "judging (no file yet)"
+        return phase
+
+    def reset(self) -> None:
+        self.out.unlink(missing_ok=True)
+        for q in _partial_files(self.out):
+            q.unlink()
+
+
+def bench_crash_all(cycles: int = 200, *, commands=CRASH_COMMANDS, tasks: int = 2000, envelopes: int = 2000,
+                    lab_setup=None, seed: int = 0, progress=None) -> dict:
+    """The crash loop over ``commands`` (of :data:`CRASH_COMMANDS`): ``cycles`` kill -9 shared between them.
+    Every other cycle kills at a hook step (each step in turn: for ``run`` every step of put_in_place,
+    the window between the checkpoint and the rename included), the rest at a seeded random moment of
+    the command's whole run. After each kill the command's target is checked (see each target's class);
+    ``corrupt``, ``lost``, ``replaced``, ``not_a_prefix``, ``invariant_failures``, ``replay_mismatches``,
+    ``partials_left`` and ``inputs_changed`` must all be 0. Counts per command and per phase.
+    ``lab_setup(folder) -> (lab number, run db, progress db)``: a played lab (the faces hand it in: the
+    engine does not import the labs)."""
+    import random
+
+    rng = random.Random(seed)
+    per = {c: cycles // len(commands) + (1 if i < cycles % len(commands) else 0) for i, c in enumerate(commands)}
+    result = {}
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-crash-") as tmp:
+        for command in commands:
+            root = Path(tmp) / command
+            root.mkdir()
+            job = progress.add_task(f"{command}: setting up", total=per[command]) if progress is not None else None
+            t0 = time.perf_counter()
+            if command == "run":
+                target = _RunCrash(root, tasks)
+            elif command == "deliver":
+                target = _DeliverCrash(root, envelopes)
+            elif command == "lab-submit":
+                if lab_setup is None:
+                    raise ValueError("lab-submit needs lab_setup")
+                target = _LabSubmitCrash(root, lab_setup)
+            else:
+                raise ValueError(f"unknown command {command!r}")
+            out = {"attempts": 0, "kills": 0, "finished_before_kill": 0, "corrupt": 0, "lost": 0, "not_a_prefix": 0,
+                   "invariant_failures": 0, "replay_mismatches": 0, "partials_left": 0, "inputs_changed": 0,
+                   "temporary_folders_left": 0, "deliveries_in_partials": [], "phases": {}}
+            if progress is not None:
+                progress.update(job, description=f"{command}: kill -9 and check")
+            i = 0
+            while out["kills"] < per[command] and out["attempts"] < 3 * per[command]:
+                out["attempts"] += 1
+                step = target.steps[(i // 2) % len(target.steps)] if i % 2 == 0 and target.steps else None
+                i += 1
+                killed = _kill_minus_9(target.argv(), step=step, env=target.env(),
+                                       after=rng.uniform(0.05, max(0.1, target.whole_seconds * 0.98)))
+                if not killed:  # it ended before its moment to die: that cycle tested no crash
+                    out["finished_before_kill"] += 1
+                    target.reset()
+                    continue
+                out["kills"] += 1
+                phase = target.judge(out, None if step is None else step)
+                key = f"{phase} (step)" if step is not None else phase
+                out["phases"][key] = out["phases"].get(key, 0) + 1
+                target.reset()
+                if progress is not None:
+                    progress.update(job, advance=1)
+            d = out.pop("deliveries_in_partials")
+            out["deliveries_min"], out["deliveries_max"] = min(d, default=0), max(d, default=0)
+            out["whole_seconds"] = round(target.whole_seconds, 2)
+            out["seconds"] = round(time.perf_counter() - t0, 1)
+            result[command] = out
+    bad = ("corrupt", "lost", "not_a_prefix", "invariant_failures", "replay_mismatches", "partials_left", "inputs_changed")
+    return {"benchmark": "crash", "cycles": cycles, "seed": seed, "tasks": tasks, "envelopes": envelopes,
+            "kills": sum(o["kills"] for o in result.values()),
+            "problems": sum(o[k] for o in result.values() for k in bad), "commands": result,
+            "seconds": round(time.perf_counter() - t_all, 1), "python": sys.version.split()[0]}
+
+
 if __name__ == "__main__":  # pragma: no cover - the child process of bench_sim
     from .errors import catch_termination
 

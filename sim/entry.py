@@ -62,8 +62,11 @@ def main(argv: list[str] | None = None) -> None:
             return
     except BrokenPipeError:  # 'protolab --help | head -1'
         sys.exit(0)
-    from .cli import main as cli_main
-
+    try:
+        from .cli import main as cli_main  # (Typer, click, rich: the longest moment before a command runs)
+    except KeyboardInterrupt:  # Ctrl-C while the command line loads: one line, as anywhere else
+        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C)\n")
+        sys.exit(130)
     cli_main(argv)
 
 

@@ -9,19 +9,91 @@ No command writes over what it reads: ``written_whole(path, reads=[...])`` (and 
 which a command calls first, before any work) refuses an output that is one of its inputs by the same
 path, a hard link (the same device and inode) or a symlink to it (or to a database input's -wal, -shm or
 -journal) with ``E_OUTPUT_IS_INPUT``, before anything is written.
+
+A partial file that a killed process (kill -9, power loss) could not remove is swept by the next
+write of the same destination (:func:`remove_stale_partials`: only those of processes that no longer
+exist). The test hook ``PROTOLAB_RUNFILE_HOOK=ACTION@STEP`` (:func:`hook_step`, see
+:mod:`sim.runfile`) also acts at the steps of :func:`written_whole` (:data:`FILE_STEPS`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Iterator
 
 from .errors import InputError
 
-__all__ = ["check_output", "not_a_file", "write_json_fields", "written_whole"]
+__all__ = ["FILE_STEPS", "HOOK_ENV", "check_output", "files_under", "hook_step", "not_a_file", "remove_stale_partials",
+           "write_json_fields", "written_whole"]
+
+HOOK_ENV = "PROTOLAB_RUNFILE_HOOK"
+#: The steps of :func:`written_whole`: the partial file opened; written whole and closed (the last moment
+#: before the rename); renamed into place.
+FILE_STEPS = ("file-opened", "file-written", "file-renamed")
+
+
+_HOOK_COUNTS: dict[str, int] = {}
+#: Is the hook set in this process (read once: the store asks at every commit)?
+HOOKED = HOOK_ENV in os.environ
+
+
+def hook_step(name: str) -> None:
+    """The test hook at step ``name`` (never set outside tests and benches): ``PROTOLAB_RUNFILE_HOOK=stop@NAME``
+    (``STEP#N``: the Nth time it is reached) sends this process SIGSTOP there (the parent waits for the stop with ``waitpid(WUNTRACED)`` and then
+    kills it: a kill at a known step, no timing); ``fail@NAME`` raises ``OSError(ENOSPC)`` there, as a
+    full disk would."""
+    hook = os.environ.get(HOOK_ENV)
+    if not hook:
+        return
+    action, _, at = hook.partition("@")
+    at, _, nth = at.partition("#")  # STEP#N: the Nth time the step is reached (a commit: the Nth commit)
+    if at != name:
+        return
+    if nth:
+        _HOOK_COUNTS[name] = _HOOK_COUNTS.get(name, 0) + 1
+        if str(_HOOK_COUNTS[name]) != nth:
+            return
+    if action == "stop":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "fail":
+        import errno
+
+        raise OSError(errno.ENOSPC, f"injected at step {name} ({HOOK_ENV})")
+
+
+def remove_stale_partials(path: str | os.PathLike) -> list[Path]:
+    """Remove the partial files (``.NAME.partial-PID``, their -wal/-shm/-journal, and a working folder
+    ``.NAME.partial-PID-*``) that a write of ``path`` left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
+    import re
+    import shutil
+
+    path = Path(path)
+    prefix = f".{path.name}.partial-"
+    removed = []
+    for p in path.parent.glob(f"{glob_escape(prefix)}*"):
+        m = re.match(r"(\d+)(?:-|$)", p.name[len(prefix):])  # .NAME.partial-PID, -PID-wal, -PID-tmpXXXX (a folder)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        pid = m.group(1)
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 def not_a_file(path: str | os.PathLike, what: str = "") -> InputError | None:
@@ -53,6 +125,22 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def files_under(paths) -> list[Path]:
+    """The files a command reads when it is handed ``paths``: a file itself, a folder's every file (its
+    subfolders' too); None entries skipped. What ``reads=`` wants of a command that reads folders."""
+    out: list[Path] = []
+    for p in paths:
+        if p is None:
+            continue
+        p = Path(p)
+        if p.is_dir():
+            out.append(p)
+            out.extend(q for q in p.rglob("*") if q.is_file())
+        else:
+            out.append(p)
+    return out
+
+
 def check_output(path: str | os.PathLike, reads=(), *, option: str = "-o") -> None:
     """Refuse (``E_OUTPUT_IS_INPUT``) an output ``path`` that is one of the files the command reads
     (``reads``; None entries skipped, a database's side files counted with it): the same path, a hard
@@ -82,10 +170,15 @@ def written_whole(path: str | os.PathLike, mode: str = "w", *, code: str = "E_FI
     path = Path(path)
     check_output(path, reads, option=option)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    with suppress(OSError):
+        remove_stale_partials(path)  # what a killed writer of the same file left
     try:
         with open(tmp, mode, newline=newline, encoding=None if "b" in mode else "utf-8") as fh:
+            hook_step("file-opened")
             yield fh
+        hook_step("file-written")
         os.replace(tmp, path)
+        hook_step("file-renamed")
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write {path}: {e.strerror or e}", code=code) from None

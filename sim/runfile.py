@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 from pathlib import Path
 
 from .errors import StoreError
-from .store import SIDE_FILES, remove_database
+from .files import HOOK_ENV, hook_step
+from .files import remove_stale_partials as _remove_stale
+from .store import remove_database
 
 __all__ = ["HOOK_ENV", "STEPS", "discard_partial", "partial_of", "put_in_place", "remove_stale_partials"]
 
-HOOK_ENV = "PROTOLAB_RUNFILE_HOOK"
 #: The steps of putting a run in place, in order: the run written and committed; its WAL checkpointed into
 #: the file; the file's integrity checked; the store closed with no side file left; the file fsynced; the old
 #: file's side files removed (the last moment before the rename); the rename done; the folder fsynced.
@@ -39,16 +39,7 @@ STEPS = ("written", "checkpointed", "checked", "closed", "synced", "replacing", 
 
 def _step(name: str) -> None:
     """The test hook at step ``name`` (see the module's docstring); nothing when it is not set."""
-    hook = os.environ.get(HOOK_ENV)
-    if not hook:
-        return
-    action, _, at = hook.partition("@")
-    if at != name:
-        return
-    if action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif action == "fail":
-        raise OSError(errno.ENOSPC, f"injected at step {name} ({HOOK_ENV})")
+    hook_step(name)
 
 
 def _fsync(path: Path, *, folder: bool = False) -> None:
@@ -109,21 +100,4 @@ def put_in_place(store, tmp: Path, db: Path) -> None:
 def remove_stale_partials(db: Path) -> list[Path]:
     """Remove the partial files (``.NAME.partial-PID`` and their -wal/-shm/-journal) that a run of ``db``
     left when its process died without cleaning up (kill -9, power loss); a live process's stay."""
-    removed = []
-    for p in db.parent.glob(f".{db.name}.partial-*"):
-        base = p.name
-        for side in SIDE_FILES:
-            base = base.removesuffix(side)
-        pid = base.rsplit("-", 1)[-1]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # alive (or not ours to signal): leave it
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        p.unlink(missing_ok=True)
-        removed.append(p)
-    return removed
+    return _remove_stale(db)

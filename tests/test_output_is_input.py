@@ -70,6 +70,8 @@ SAME_PATH = {
     "grade --csv": ["grade", "1", "good.db", "--csv", "good.db"],
     "run --db": ["run", "tiny.toml", "--db", "tiny.toml"],
     "deliver --db": ["deliver", "env.json", "--db", "env.json"],
+    "artifact put --db": ["artifact", "put", "env.json", "--db", "env.json"],
+    "machine load --db": ["machine", "load", "tiny.toml", "--db", "tiny.toml"],
 }
 
 
@@ -119,3 +121,102 @@ def test_the_helper_refuses_before_opening_anything(tmp_path):
     with written_whole(tmp_path / "new.json", reads=[src, None]) as fh:  # another file: written
         fh.write("new")
     assert (tmp_path / "new.json").read_text() == "new"
+
+
+# ---------------------------------------------------------------------------- the course's writers (issue 43, part 2)
+
+EX1 = ROOT / "exercises" / "01-envelope-design"
+
+
+def _link(how: str, target: Path, name: Path) -> None:
+    if how == "hard link":
+        try:
+            os.link(target, name)
+        except OSError as e:  # another file system: no hard link can be made there
+            pytest.skip(f"no hard link from {name.parent} to {target}: {e}")
+    else:
+        os.symlink(target, name)
+
+
+@pytest.fixture
+def klass(tmp_path) -> Path:
+    """A class of one: class/alice/ holding exercise 1's design.py."""
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    (tmp_path / "class" / "alice" / "design.py").write_bytes((EX1 / "design.py").read_bytes())
+    return tmp_path
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (os.readlink(p).encode() if p.is_symlink() else p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file() or p.is_symlink()}
+
+
+@pytest.mark.parametrize("how", ["same path", "hard link", "symlink"])
+def test_grade_csv_over_a_submitted_file_is_refused(klass, how):
+    sub = klass / "class" / "alice" / "design.py"
+    out = sub if how == "same path" else klass / "grades.csv"
+    if how != "same path":
+        _link(how, sub, out)
+    before = _tree(klass)
+    line = refused(cli("grade", "1", "class", "--csv", out, "--sandbox", "none", cwd=klass))
+    assert "--csv" in line and "design.py" in line
+    assert _tree(klass) == before
+
+
+@pytest.mark.parametrize("how", ["same path", "hard link", "symlink"])
+def test_grade_gradescope_over_a_submitted_file_is_refused(klass, how):
+    """--gradescope FOLDER writes FOLDER/STUDENT/results.json: never over a file a submission holds."""
+    alice = klass / "class" / "alice"
+    if how == "same path":  # the submissions' own folder, where alice submitted a results.json
+        (alice / "results.json").write_text('{"score": 100}\n')
+        gs = klass / "class"
+    else:
+        gs = klass / "gs"
+        (gs / "alice").mkdir(parents=True)
+        _link(how, alice / "design.py", gs / "alice" / "results.json")
+    before = _tree(klass)
+    line = refused(cli("grade", "1", "class", "--gradescope", gs, "--sandbox", "none", cwd=klass))
+    assert "--gradescope" in line and "results.json" in line
+    assert _tree(klass) == before
+
+
+@pytest.mark.parametrize("how", ["same path", "hard link", "symlink"])
+def test_autograder_zip_over_a_file_it_packs_is_refused(tmp_path, how):
+    packed = EX1 / "exercise.toml"
+    kept = packed.read_bytes()
+    out = packed if how == "same path" else tmp_path / "autograder.zip"
+    if how != "same path":
+        _link(how, packed, out)
+    before = _tree(tmp_path)
+    line = refused(cli("autograder", "1", "-o", out, cwd=tmp_path))
+    assert "exercise.toml" in line
+    assert _tree(tmp_path) == before and packed.read_bytes() == kept
+
+
+@pytest.mark.parametrize("how", ["hard link", "symlink"])
+def test_kit_rubric_over_the_rubric_it_shows_is_refused(tmp_path, how):
+    rubric = ROOT / "solutions" / "01-envelope-design" / "rubric.toml"
+    kept = rubric.read_bytes()
+    _link(how, rubric, tmp_path / "mine.toml")
+    before = _tree(tmp_path)
+    refused(cli("kit", "rubric", "1", "-o", tmp_path / "mine.toml", cwd=tmp_path))
+    assert _tree(tmp_path) == before and rubric.read_bytes() == kept
+
+
+def test_a_partial_file_a_killed_writer_left_is_swept_by_the_next_write(tmp_path):
+    """kill -9 leaves .NAME.partial-PID behind (nothing can remove it then): the next write of NAME
+    removes those of processes that no longer exist, and leaves a live one's."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".out.json.partial-{dead.pid}"
+    stale.write_text("half")
+    (tmp_path / f".out.json.partial-{dead.pid}-wal").write_text("its side file")
+    work = tmp_path / f".out.json.partial-{dead.pid}-tmpab12"  # a working folder (lab submit's copy of the run)
+    work.mkdir()
+    (work / "run.db").write_text("a copy")
+    live = tmp_path / f".out.json.partial-{os.getppid()}"
+    live.write_text("another writer, still at work")
+    (tmp_path / ".out.json.partial-notapid").write_text("not ours to judge")
+    with written_whole(tmp_path / "out.json") as fh:
+        fh.write("whole")
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, ".out.json.partial-notapid", "out.json"])

@@ -25,6 +25,9 @@ def artifact_put(
     from ..envelope import loads_strict
     from ..runtime import put_artifact
 
+    from ..files import check_output
+
+    check_output(db, [file], option="--db")  # the run written is not the artifact read
     value = loads_strict(_read_file(file, "artifact file"), source=str(file))
     with _open(db) as store:
         ref = put_artifact(store, value, kind=kind, task_id=task)

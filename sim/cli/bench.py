@@ -117,18 +117,77 @@ def bench_writers_cmd(
     )
 
 
+def _played_lab(folder: Path, number: int = 4):
+    """A lab played by its reference path into ``folder``: (its number, its run, its progress file)."""
+    from ..labs.catalog import get_lab
+    from ..labs.paths import play, reference
+    from ..labs.session import LabSession
+    from ..live import LiveRun
+    from ..scenario import load_scenario
+    from ..store import ProgressStore
+
+    lab = get_lab(str(number))
+    db, prog = folder / lab.default_db, folder / "progress.db"
+    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    progress = ProgressStore.open(prog)
+    try:
+        session = LabSession(lab, live.store, progress)
+        session.refresh()
+        play(live, session, reference(lab))
+    finally:
+        live.close()
+        progress.close()
+    return lab.number, db, prog
+
+
 @bench_app.command("crash")
 def bench_crash_cmd(
-    cycles: int = typer.Option(200, "--cycles", help="How many runs to kill (200 x 20,000 tasks takes about an hour)."),
+    cycles: int = typer.Option(200, "--cycles", help="How many kills (200 x 20,000 tasks takes about an hour; "
+                               "with --command all, shared between the commands)."),
     tasks: int = typer.Option(20_000, "--tasks", help="Tasks in the stress run that is killed."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seeds the moments of the kills."),
+    command: Optional[str] = typer.Option(None, "--command", help="run, deliver, lab-submit or all: kill that "
+                                          "command at every phase, half the kills at hook steps (every step of "
+                                          "putting a run in place, commits, the output file's rename), half at "
+                                          "random moments, and report per phase. Without it: the random kills of "
+                                          "'run stress' alone, as before."),
+    envelopes: int = typer.Option(2000, "--envelopes", help="With --command deliver or all: envelopes in the file delivered."),
     as_json: bool = JSON_OPT,
 ):
     """The crash loop: kill -9 a run at random moments; the partial file must be whole, hold every invariant and replay."""
-    from ..bench import bench_crash
+    from ..bench import CRASH_COMMANDS, bench_crash, bench_crash_all
 
     if cycles < 1 or tasks < 100:
         raise InputError("--cycles must be at least 1 and --tasks at least 100", code="E_USAGE")
+    if command is not None:
+        if command not in (*CRASH_COMMANDS, "all"):
+            raise InputError(f"--command must be one of {', '.join(CRASH_COMMANDS)} or all, not {command!r}",
+                             code="E_USAGE")
+        if envelopes < 30:
+            raise InputError("--envelopes must be at least 30", code="E_USAGE")
+        commands = CRASH_COMMANDS if command == "all" else (command,)
+        kw = dict(commands=commands, tasks=tasks, envelopes=envelopes, lab_setup=_played_lab, seed=seed)
+        if as_json:
+            r = bench_crash_all(cycles, **kw)
+        else:
+            from rich.progress import Progress
+
+            with Progress(console=_console(), transient=True) as bar:
+                r = bench_crash_all(cycles, progress=bar, **kw)
+        rows = []
+        for name, o in r["commands"].items():
+            for phase, n in sorted(o["phases"].items()):
+                rows.append([name, phase, n])
+        problems = ["corrupt", "lost", "not_a_prefix", "invariant_failures", "replay_mismatches", "partials_left",
+                    "inputs_changed"]
+        caption = "; ".join(
+            f"{name}: {o['kills']} kills of {o['attempts']} attempts ({o['finished_before_kill']} ended first), "
+            + ", ".join(f"{k.replace('_', ' ')} {o[k]}" for k in problems)
+            + f", temporary folders left {o['temporary_folders_left']}, whole run {o['whole_seconds']} s"
+            for name, o in r["commands"].items())
+        output_rows(f"bench crash: {r['kills']} x kill -9, {r['problems']} problems (must be 0), {r['seconds']} s",
+                    ["command", "phase", "kills"], rows, caption=caption, as_json=as_json, data=r)
+        return
     if as_json:
         r = bench_crash(cycles, tasks, seed=seed)
     else:

@@ -402,9 +402,11 @@ def kit_rubric(
     if output is not None:
         from ..files import written_whole
 
+        rubric_reads = [check, ex.solutions() / RUBRIC_FILE if ex.solutions() else None]
+        check_output(output, rubric_reads)  # not over the rubric it shows
         if output.exists():
             raise InputError(f"{output} already exists; nothing was written (name a new file)", code="E_OUTPUT_EXISTS")
-        with written_whole(output, code="E_OUTPUT") as fh:
+        with written_whole(output, code="E_OUTPUT", reads=rubric_reads) as fh:
             fh.write(rubric_toml(ex, rubric))
     rows = rubric_rows(ex, rubric)
     where = rubric.source or f"exercise.toml's points (no solutions/{ex.dirname}/{RUBRIC_FILE} in this course)"
@@ -578,8 +580,10 @@ def _explain(report, con) -> None:
         con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
 
 
-def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None) -> None:
+def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None,
+                    reads=()) -> None:
     from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
+    from ..files import written_whole
 
     cases = [t.name for t in ex.tests if t.hidden_cases]
     if (not ex.hidden_tests() and ex.hidden_points()) or (cases and not ex.extensions()):
@@ -596,6 +600,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                              f"(give one of them, e.g. {subs[0].source})", code="E_USAGE")
         if gradescope is not None and gradescope.exists() and not gradescope.is_dir():
             raise InputError(f"{gradescope} is a file; --gradescope names a folder", code="E_OUTPUT")
+        if gradescope is not None:  # before grading: no results.json over a file a submission holds
+            for s in subs:
+                check_output(gradescope / s.name / "results.json", reads, option="--gradescope")
         if csv_out is not None:  # a gradebook to merge into: refused now, before grading, if it cannot be
             from ..course.gradebook import check_gradebook, read_gradebook
 
@@ -608,7 +615,7 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         # each search's counterexample beside its submission (class/alice.counterexample.toml), where the
         # reproduce line --explain and --json print looks for it
         beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
-        merged = write_gradebook(csv_out, subs, reports) if csv_out is not None else None
+        merged = write_gradebook(csv_out, subs, reports, reads=reads) if csv_out is not None else None
         if gradescope is not None:
             from ..course.gradescope import results_json
 
@@ -619,7 +626,8 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 from ..course.autograder import note_sandbox
 
                 d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
-                (d / "results.json").write_text(json.dumps(d_json, indent=2) + "\n", encoding="utf-8")
+                with written_whole(d / "results.json", code="E_OUTPUT", reads=reads, option="--gradescope") as fh:
+                    fh.write(json.dumps(d_json, indent=2) + "\n")
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
     if merged and (merged["replaced"] or merged["kept"]) and not as_json:  # a regrade into an existing gradebook
         typer.echo(f"{csv_out}: {len(merged['replaced'])} row(s) replaced (each previous score kept in its history "
@@ -691,7 +699,8 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
         typer.echo(f"wrote {', '.join(map(str, wrote))}")
 
 
-def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_reported: bool = False) -> None:
+def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_reported: bool = False,
+                reads=()) -> None:
     from ..course.labgrade import collect_labs, grade_labs, write_lab_gradebook
     from ..labs.catalog import get_lab
 
@@ -703,7 +712,7 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_re
         results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done),
                              count_self_reported=count_self_reported)
     if csv_out is not None:
-        write_lab_gradebook(csv_out, results)
+        write_lab_gradebook(csv_out, results, reads=reads)
     output_rows(f"Lab {lab.number}: {lab.title} ({len(results)} submissions, each re-delivered)",
                 ["student", "score", "max", "checkpoints", "answers", "note"],
                 [[r["student"], f"{r['score']:g}", str(r["max_score"]), f"{r['done']}/{r['total']}",
@@ -747,8 +756,11 @@ def grade(
     processes (bubblewrap; without it grade refuses, E_NO_SANDBOX, unless --sandbox none, and then
     warns on every row), a table of scores; --csv, --gradescope and --explain for the rest. 'grade
     lab 3 FOLDER' grades lab submissions (protolab lab submit), each verified by re-delivering its run."""
+    from ..files import files_under
+
+    reads = files_under(paths)  # every submission's file: a gradebook or a results.json never over one of them
     if csv_out is not None:
-        check_output(csv_out, paths, option="--csv")  # a gradebook never over a submission
+        check_output(csv_out, reads, option="--csv")
     _course(course)
     if which == "lab":
         if len(paths) != 2:
@@ -756,7 +768,8 @@ def grade(
         if explain or gradescope is not None or rubric is not None:
             raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
                              "or --json", code="E_USAGE")
-        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported)
+        _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported,
+                    reads=reads)
         return
     if count_self_reported:
         raise InputError("--count-self-reported is for 'grade lab'; an exercise has no self-reported checkpoints",
@@ -773,5 +786,5 @@ def grade(
     weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
     require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
-                    rubric=weights)
+                    rubric=weights, reads=reads)
 

@@ -84,6 +84,9 @@ def machine_load(file: Path = typer.Argument(..., help="A machine file (TOML) wi
     """Load a new machine version: new tasks use it; existing tasks keep theirs."""
     from ..machine import load_rulebook
 
+    from ..files import check_output
+
+    check_output(db, [file], option="--db")  # the run written is not the machine read
     rb = load_rulebook(_machine_file(file))
     with _open(db) as store:
         with store.transaction():

@@ -151,6 +151,9 @@ def build_autograder(which, out_zip: Path, *, root: Path | None = None, sandbox:
     if not (sol / "hidden.toml").is_file():
         raise InputError(f"solutions/{ex.dirname} has no hidden.toml: the autograder grades with hidden tests",
                          code="E_NO_SOLUTIONS")
+    from ..files import check_output, files_under, written_whole
+
+    check_output(out_zip, files_under([ex.folder, sol]))  # first: never over a file the zip is made of
     if out_zip.exists() and (out_zip.is_dir() or not _is_ours(out_zip)):
         raise InputError(f"{out_zip} exists and is not a protolab autograder zip; nothing was written "
                          "(name a new file)", code="E_OUTPUT_EXISTS")
@@ -162,7 +165,6 @@ def build_autograder(which, out_zip: Path, *, root: Path | None = None, sandbox:
                 "sandbox": sandbox}
     fallback = ungradable(ex, "the autograder could not run (this is not a problem with your files): "
                               "tell your instructor")
-    tmp = out_zip.with_name(f".{out_zip.name}.partial-{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="protolab-autograder-") as staging:
         src = Path(staging) / "protolab"
         copy_project(root, src, solutions=[ex.dirname])
@@ -172,19 +174,18 @@ def build_autograder(which, out_zip: Path, *, root: Path | None = None, sandbox:
             (MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode(), 0o644),
             ("fallback-results.json", (json.dumps(fallback, indent=2) + "\n").encode(), 0o644),
         ]
+        copied = []
         for p in sorted(src.rglob("*")):
             if p.is_file():
+                copied.append(root / p.relative_to(src))  # what was read: the zip may not be written over it
                 entries.append((f"protolab/{p.relative_to(src).as_posix()}", p.read_bytes(), 0o644))
-        try:
-            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-                for name, data, mode in entries:
-                    info = zipfile.ZipInfo(name, date_time=_EPOCH)
-                    info.external_attr = (0o100000 | mode) << 16
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    z.writestr(info, data)
-            os.replace(tmp, out_zip)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with written_whole(out_zip, "wb", code="E_OUTPUT", reads=copied) as fh, \
+                zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for name, data, mode in entries:
+                info = zipfile.ZipInfo(name, date_time=_EPOCH)
+                info.external_attr = (0o100000 | mode) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, data)
     return {"zip": str(out_zip), "exercise": ex.number, "title": ex.title, "entries": len(entries),
             "bytes": out_zip.stat().st_size, "tests": len(ex.tests), "hidden_tests": len(ex.hidden_tests())}
 
@@ -311,9 +312,10 @@ def run(which, root: Path, sandbox: str = "bubblewrap") -> int:
         result = ungradable(ex, "the grader produced an invalid result; tell your instructor",
                             execution_time=time.monotonic() - started)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+    from ..files import files_under, written_whole
+
+    with written_whole(out, reads=files_under([root / "submission"]), option="results.json") as fh:
+        fh.write(json.dumps(result, indent=2) + "\n")
     # run_autograder's stdout is for the instructor (Gradescope keeps it in results/stdout)
     print(f"protolab {__version__} ({Path(__file__).resolve().parents[2]}): exercise {ex.number} ({ex.dirname}), "
           f"score {result['score']:g}/"

@@ -264,13 +264,13 @@ def keep_beside(sub: Submission, report: Report) -> list[str]:
     return [r.attachment["written"] for r in report.results if r.attachment and r.attachment.get("written")]
 
 
-def write_gradebook(path: Path, subs: list[Submission], reports: list[Report]) -> dict:
+def write_gradebook(path: Path, subs: list[Submission], reports: list[Report], *, reads=()) -> dict:
     """A CSV gradebook: student, score, max, one column per rule (its points, headed with its weight), a
     note and the history of earlier scores; merged into the gradebook already at ``path`` (a regrade of
-    one student replaces that row only). See :mod:`sim.course.gradebook`."""
+    one student replaces that row only; never over one of ``reads``). See :mod:`sim.course.gradebook`."""
     from .gradebook import write_gradebook as write
 
-    return write(path, subs, reports)
+    return write(path, subs, reports, reads=reads)
 
 
 def _num(x: float) -> str:

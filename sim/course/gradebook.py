@@ -140,7 +140,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
-def write_gradebook(path: Path, subs, reports, *, when: str | None = None) -> dict:
+def write_gradebook(path: Path, subs, reports, *, when: str | None = None, reads=()) -> dict:
     """Write the gradebook of ``reports`` (one per submission of ``subs``) to ``path``, merged into the
     gradebook already there (see the module's text). Returns what happened: ``{"replaced": [...],
     "added": [...], "kept": N}``."""
@@ -173,7 +173,7 @@ def write_gradebook(path: Path, subs, reports, *, when: str | None = None) -> di
             replaced.append(name)
     added = [n for n in fresh if n not in replaced]
     rows += [[*fresh[n], ""] for n in added]
-    with written_whole(path, newline="", code="E_OUTPUT") as f:
+    with written_whole(path, newline="", code="E_OUTPUT", reads=reads, option="--csv") as f:
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(rows)

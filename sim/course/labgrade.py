@@ -107,8 +107,8 @@ def grade_labs(lab, subs, progress=None, *, count_self_reported: bool = False) -
     return out
 
 
-def write_lab_gradebook(path: Path, results: list[dict]) -> None:
-    with written_whole(path, newline="", code="E_OUTPUT") as f:
+def write_lab_gradebook(path: Path, results: list[dict], *, reads=()) -> None:
+    with written_whole(path, newline="", code="E_OUTPUT", reads=reads, option="--csv") as f:
         w = csv.writer(f)
         w.writerow(["student", "score", "max", "checkpoints", "answers", "genuine", "self-reported left out", "note"])
         for r in results:

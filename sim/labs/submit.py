@@ -8,6 +8,7 @@ manifest passes.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import zipfile
 import zlib
@@ -44,7 +45,9 @@ def write_submission(lab, db: Path, progress_path: Path, out: Path) -> dict:
         raise
     progress = ProgressStore.open(progress_path, readonly=True) if Path(progress_path).exists() else ProgressStore.open(None)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        # the copy judged and packed, in a working folder beside the submission (.NAME.partial-PID-*): one a
+        # kill -9 leaves is swept by the next write of the same submission, like its partial file
+        with tempfile.TemporaryDirectory(dir=Path(out).resolve().parent, prefix=f".{Path(out).name}.partial-{os.getpid()}-") as tmp:
             copy = Path(tmp) / "run.db"
             store.save_copy(copy)  # judged as packed: a run still being written is judged as it is sent
             dump = progress.dump(lab.number)  # judged from what the manifest carries, as verification will

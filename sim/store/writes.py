@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..envelope import Envelope
 from ..errors import StoreError
+from .. import files as _files
 from ..events import EventDraft, MachineLoaded
 from ..machine import RuleBook
 from .schema import _dumps
@@ -54,10 +55,14 @@ class Writes:
 
     def _commit_group(self) -> None:
         if self._group_open:
+            if _files.HOOKED:
+                _files.hook_step("committing")
             try:
                 self.conn.execute("COMMIT")
             except sqlite3.Error as e:
                 raise _translate(e, self.path) from e
+            if _files.HOOKED:
+                _files.hook_step("committed")
             self._group_open = False
             self.commits += 1
         self._group_units = 0
@@ -295,10 +300,14 @@ class _Unit:
         store = self.store
         try:
             store._pre = None
+            if _files.HOOKED and self.END == "COMMIT":
+                _files.hook_step("committing")
             store.conn.run(self.END)
         except BaseException as failed:
             self._abort(failed)
             raise
+        if _files.HOOKED and self.END == "COMMIT":
+            _files.hook_step("committed")
         self._ended(store)
 
     def _ended(self, store: "Store") -> None:
