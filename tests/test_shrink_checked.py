@@ -99,6 +99,20 @@ def _same_story(sc, original) -> None:
 
 # ---------------------------------------------------------------- shrink: each property, recomputed
 
+def _small_gathers():
+    """Two reviewers of the gathers scenario that disagree (a QUORUM of 1 over them) and a finder alone in a
+    FIRST_SUCCESS gather: shrink drops the finder, and its gather must go with it (a gather naming a task
+    dropped does not load)."""
+    g = load_scenario("gathers")
+    review, first = g.gathers[0], g.gathers[1]
+    return dataclasses.replace(g, name="gathers-small", faults=(), tasks=(g.tasks[0], g.tasks[2], g.tasks[3]),
+                               gathers=(dataclasses.replace(review, over=("T-1", "T-3"), threshold=1),
+                                        dataclasses.replace(first, over=("T-4",))),
+                               workers=g.workers[:5], clocks=())
+
+
+CUSTOM = {"gathers-small": _small_gathers}
+
 #: failing naive runs: (scenario, faults, seed, invariant). Between them: a seed not the scenario's, tasks
 #: that depend on others, gathers, a scripted review, and runs whose pinned schedule needs fewer tasks
 #: than their own order did (publish-report and fan-out duplicate: SEQUENCE_KEPT).
@@ -107,6 +121,7 @@ SHRINK_CASES = [
     ("publish-report", ("duplicate",), 7, "SEQUENCE_KEPT"),
     ("fan-out", ("duplicate",), 0, "SEQUENCE_KEPT"),
     ("sensitive-source", ("duplicate",), 7, "EFFECT_AT_MOST_ONCE"),
+    ("gathers-small", (), 0, "DISSENT_KEPT"),
     pytest.param("gathers", (), 0, "DISSENT_KEPT", marks=pytest.mark.slow),  # (about 170 runs to shrink)
     ("reopened", (), 3, "CONFLICT_FROZEN"),
 ]
@@ -117,11 +132,12 @@ def _shrunk(case):
     """The case's failing run and its shrunk result (made once per case)."""
     if case not in _SHRUNK:
         name, faults, seed, invariant = case
-        original = load_scenario(name)
+        original = CUSTOM[name]() if name in CUSTOM else load_scenario(name)
         store = run_scenario(original, policy="naive", faults=list(faults), seed=seed)
         try:
             assert invariant in {r.name for r in check(store) if not r.ok}
-            _SHRUNK[case] = (original, shrink(store, invariant=invariant))
+            _SHRUNK[case] = (original, shrink(store, invariant=invariant,
+                                              scenario=original if name in CUSTOM else None))
         finally:
             store.close()
     return _SHRUNK[case]

@@ -217,7 +217,9 @@ def shrink(
     as_json: bool = JSON_OPT,
 ):
     """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
-    faults and deliveries (delta debugging; removing any one more fault or delivery mends it)."""
+    faults and deliveries (delta debugging; removing any one more task, fault or delivery mends it).
+    The result is checked before it is written (it loads, runs at the run's seed and policy, breaks the
+    same invariant, keeps what its tasks depend on, and is 1-minimal): otherwise E_SHRINK_UNCHECKED, exit 2."""
     from ..scenario import scenario_toml
     from ..shrink import shrink as run_shrink
     from ..shrinkcheck import require
@@ -241,7 +243,7 @@ def shrink(
     _write_new(out, scenario_toml(after, comment=(
         f"{result.invariant} still breaks in this run, shrunk from {db} ({result.deliveries_before} deliveries, "
         f"{len(result.before.tasks)} tasks, faults {', '.join(result.faults_before) or 'none'}).\n"
-        "Removing any one fault or delivery makes it hold." + ("" if not result.interrupted else
+        "Removing any one task, fault or delivery makes it hold (checked before this file was written)." + ("" if not result.interrupted else
                                                               "\n(interrupted: smaller than the run, maybe not minimal)")
         + f"\nReplay it: protolab run {out.name} --db minimal.db && protolab check --db minimal.db")), reads)
     if as_json:
