@@ -98,7 +98,9 @@ def explore(
     and prints what was reached (exit 130). Each state is a forked run of the real runtime and agents,
     its store the pure in-memory model (--engine model) or SQLite in memory (--engine sqlite; --machine
     always); a break is run again from the start on SQLite before it is shown (not for plugged-in code,
-    whose search confirms itself on its forks)."""
+    whose search confirms itself on its forks), and its counterexample is checked (it loads, runs at the
+    search's seed and policy, breaks the same invariant, needs each fault it places, and no shorter prefix
+    of its path breaks it): otherwise E_EXPLORE_UNCHECKED, exit 2, nothing shown or written."""
     from ..explore import Exploration, counterexample, explore as search, explore_args, refuse_unmatched
     from ..shrinkcheck import require
     from ..scenario import scenario_toml
