@@ -82,7 +82,7 @@ def _without_task(sc: Scenario, tid: str) -> Scenario:
 
 def problems(original: Scenario, scenario: Scenario, invariant: str, *, policy: str, seed: int, faults=(),
              plugins=None, minimal: str | None = "one") -> list[str]:
-    """What is wrong with ``minimal``, a scenario made from the run of ``original`` (at ``seed``, under
+    """What is wrong with ``scenario``, a scenario made from the run of ``original`` (at ``seed``, under
     ``policy``, with ``faults`` on top of its own) that claims to reproduce ``invariant``: empty when it
     has every property of this module's docstring (minimality as ``minimal`` says: "one", "shortest" or
     None). The first of properties 1-4 that fails ends the check (the later ones need it)."""
@@ -168,4 +168,4 @@ def require(original: Scenario, scenario: Scenario, invariant: str, *, policy: s
                      minimal=minimal)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise Unchecked(f"{what} failed its check, so it is not written: {found[0]}{more}", code=code)
+        raise Unchecked(f"{what} failed its check, so it is neither shown nor written: {found[0]}{more}", code=code)
