@@ -426,7 +426,7 @@ def confirm(scenario: Scenario, policy: str, found: Found, reached, *, seed: int
     from .model import agreement
     from .runner import run_scenario
 
-    store = run_scenario(counterexample(scenario, policy, found.path, found.faults), policy=policy, seed=seed)
+    store = run_scenario(counterexample(scenario, policy, found.path, found.faults, seed=seed), policy=policy, seed=seed)
     try:
         differ = agreement(reached, store, selectors=False)  # (a fault fired by its default names it so)
         broken = {r.name for r in check(store) if not r.ok}
@@ -450,10 +450,12 @@ def placed_faults(run: Run) -> tuple[str, ...]:
     return tuple(out)
 
 
-def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str = "counterexample") -> Scenario:
+def counterexample(scenario: Scenario, policy: str, path, faults, *, suffix: str = "counterexample",
+                   seed: int | None = None) -> Scenario:
     """The scenario that replays ``path``: the faults placed on the messages they hit, the path as
-    its delivery schedule, the policy pinned."""
+    its delivery schedule, the policy pinned, and the seed (``seed``: the search's, when not the scenario's)."""
     return dataclasses.replace(scenario, name=f"{scenario.name}-{suffix}", faults=tuple(faults), policy=policy,
+                               seed=scenario.seed if seed is None else seed,
                                deliveries=tuple((s.round, s.message_id) for s in path),
                                description=f"{len(path)} deliveries of {scenario.name} in one order")
 

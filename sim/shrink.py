@@ -9,9 +9,13 @@ for the smallest scenario whose run still breaks it:
    way (its own delivery order), while the invariant still breaks;
 3. the run is pinned down: its faults named by the message each hit, its deliveries as an explicit
    schedule (:class:`sim.schedule.DeliveryPlan`, which replays it exactly);
-4. faults and deliveries are shrunk by ddmin (Zeller and Hildebrandt) until neither loses one more
-   element: removing any one fault or any one delivery makes the failure go away (1-minimal). A
-   candidate whose schedule names a message that is not on the bus then is no failure.
+4. tasks (again, the schedule now pinned), faults and deliveries are shrunk by ddmin (Zeller and
+   Hildebrandt) until none loses one more element: removing any one task (with the tasks that wait for
+   it), fault or delivery makes the failure go away (1-minimal). A candidate whose schedule names a
+   message that is not on the bus then is no failure.
+
+The result is checked, not trusted, by :mod:`sim.shrinkcheck` (which shares no code with this search)
+before the CLI writes it.
 
 The result is a plain scenario (:func:`sim.scenario.scenario_toml`): ``protolab run`` replays it.
 """
@@ -42,6 +46,8 @@ class Shrunk:
     faults_before: tuple[str, ...]
     runs: int = 0
     interrupted: bool = False
+    policy: str = "safe"  # the run's policy and seed, which the result pins
+    seed: int = 0
 
     def to_dict(self) -> dict:
         return {"invariant": self.invariant, "deliveries_before": self.deliveries_before,
@@ -128,7 +134,8 @@ def breaks(scenario: Scenario, invariant: str, *, policy, seed, plugins=None) ->
 
 
 def _without_tasks(sc: Scenario, drop: set[str]) -> Scenario:
-    """``sc`` without the tasks in ``drop`` and every task that waits for one of them."""
+    """``sc`` without the tasks in ``drop``, every task that waits for one of them, and the gathers and
+    reviews that name one of those."""
     keep = []
     gone = set(drop)
     for t in sc.tasks:
@@ -136,7 +143,8 @@ def _without_tasks(sc: Scenario, drop: set[str]) -> Scenario:
             gone.add(t.id)
         else:
             keep.append(t)
-    return dataclasses.replace(sc, tasks=tuple(keep))
+    return dataclasses.replace(sc, tasks=tuple(keep), gathers=tuple(g for g in sc.gathers if not gone & set(g.over)),
+                               reviews=tuple(r for r in sc.reviews if r.task not in gone))
 
 
 def shrink_scenario(scenario: Scenario, invariant: str, *, policy: str, seed: int | None = None, faults=(),
@@ -162,7 +170,7 @@ def shrink_scenario(scenario: Scenario, invariant: str, *, policy: str, seed: in
     if invariant not in broken:
         raise InputError(f"the run of {scenario.name} does not break {invariant} (broken: {', '.join(broken) or 'none'})",
                          code="E_SHRINK_NOT_FAILING")
-    result = Shrunk(invariant, base, base, len(before), base.faults)
+    result = Shrunk(invariant, base, base, len(before), base.faults, policy=policy, seed=seed)
     try:
         # 2. tasks, each candidate in its own delivery order (ids move when a task goes)
         sc = base
@@ -178,20 +186,26 @@ def shrink_scenario(scenario: Scenario, invariant: str, *, policy: str, seed: in
                                          deliveries=tuple((d["tick"], d["message_id"]) for d in run.store.deliveries()))
             finally:
                 run.store.close()
-        # 4. faults and deliveries, until neither loses one more
+        # 4. tasks (now with the schedule pinned: a task none of its deliveries needs may go), faults and
+        # deliveries, until none loses one more
         while True:
-            size = (len(sc.faults), len(sc.deliveries))
+            size = (len(sc.tasks), len(sc.faults), len(sc.deliveries))
+            if len(sc.tasks) > 1:
+                pinned = sc
+                ids = ddmin([t.id for t in pinned.tasks], lambda kept: bool(kept) and fails(
+                    _without_tasks(pinned, {t.id for t in pinned.tasks} - set(kept))))
+                sc = _without_tasks(pinned, {t.id for t in pinned.tasks} - set(ids))
             fs = ddmin(sc.faults, lambda kept: fails(dataclasses.replace(sc, faults=tuple(kept))))
             sc = dataclasses.replace(sc, faults=tuple(fs))
             ds = ddmin(sc.deliveries, lambda kept: bool(kept) and fails(dataclasses.replace(sc, deliveries=tuple(kept))))
             sc = dataclasses.replace(sc, deliveries=tuple(ds))
             result.after = sc
-            if (len(sc.faults), len(sc.deliveries)) == size:
+            if (len(sc.tasks), len(sc.faults), len(sc.deliveries)) == size:
                 break
     except KeyboardInterrupt:
         result.interrupted = True
     result.runs = runs
-    result.after = dataclasses.replace(result.after, name=f"{scenario.name}-minimal", policy=policy,
+    result.after = dataclasses.replace(result.after, name=f"{scenario.name}-minimal", policy=policy, seed=seed,
                                        description=f"{scenario.name} shrunk: {len(result.after.deliveries)} deliveries "
                                                    f"that still break {invariant}")
     return result

@@ -98,8 +98,11 @@ def explore(
     and prints what was reached (exit 130). Each state is a forked run of the real runtime and agents,
     its store the pure in-memory model (--engine model) or SQLite in memory (--engine sqlite; --machine
     always); a break is run again from the start on SQLite before it is shown (not for plugged-in code,
-    whose search confirms itself on its forks)."""
+    whose search confirms itself on its forks), and its counterexample is checked (it loads, runs at the
+    search's seed and policy, breaks the same invariant, needs each fault it places, and no shorter prefix
+    of its path breaks it): otherwise E_EXPLORE_UNCHECKED, exit 2, nothing shown or written."""
     from ..explore import Exploration, counterexample, explore as search, explore_args, refuse_unmatched
+    from ..shrinkcheck import require
     from ..scenario import scenario_toml
 
     sc = _load_scenario(scenario, None)
@@ -147,7 +150,12 @@ def explore(
     found = result.found
     ce = None
     if found is not None:
-        ce = counterexample(sc, pol, found.path, found.faults)
+        ce = counterexample(sc, pol, found.path, found.faults, seed=seed)
+        # checked, not trusted (sim/shrinkcheck.py): it loads, runs at the search's seed and policy, breaks the
+        # same invariant, loses it with any one fault less, and no shorter prefix of its path breaks it (a shortest
+        # path); otherwise E_EXPLORE_UNCHECKED, and nothing is printed or written
+        require(sc, ce, found.invariant, policy=pol, seed=sc.seed if seed is None else seed, faults=fs,
+                plugins=plugins, minimal="shortest", what="explore's counterexample", code="E_EXPLORE_UNCHECKED")
         if out is not None:
             plugged = " ".join(f"--{k} {v}" for k, v in (("design", design), ("intake", intake), ("effects", effects),
                                                           ("machine", machine)) if v is not None)
@@ -211,9 +219,12 @@ def shrink(
     as_json: bool = JSON_OPT,
 ):
     """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
-    faults and deliveries (delta debugging; removing any one more fault or delivery mends it)."""
+    faults and deliveries (delta debugging; removing any one more task, fault or delivery mends it).
+    The result is checked before it is written (it loads, runs at the run's seed and policy, breaks the
+    same invariant, keeps what its tasks depend on, and is 1-minimal): otherwise E_SHRINK_UNCHECKED, exit 2."""
     from ..scenario import scenario_toml
     from ..shrink import shrink as run_shrink
+    from ..shrinkcheck import require
 
     if out.suffix != ".toml":
         raise InputError(f"--out {out} must name a .toml file (a scenario)", code="E_USAGE")
@@ -226,10 +237,15 @@ def shrink(
         result = run_shrink(store, scenario=sc, invariant=invariant, plugins=plugins,
                             progress=lambda n: bar.update(job, description=f"shrink {db}: {n} runs"))
     after = result.after
+    # checked, not trusted (sim/shrinkcheck.py, no code shared with the search): it loads, runs at the run's
+    # seed and policy, breaks the same invariant, keeps what its tasks depend on, and (unless interrupted)
+    # loses the failure with any one task, fault or delivery less; otherwise E_SHRINK_UNCHECKED, nothing written
+    require(result.before, after, result.invariant, policy=result.policy, seed=result.seed,
+            faults=result.faults_before, plugins=plugins, minimal=None if result.interrupted else "one")
     _write_new(out, scenario_toml(after, comment=(
         f"{result.invariant} still breaks in this run, shrunk from {db} ({result.deliveries_before} deliveries, "
         f"{len(result.before.tasks)} tasks, faults {', '.join(result.faults_before) or 'none'}).\n"
-        "Removing any one fault or delivery makes it hold." + ("" if not result.interrupted else
+        "Removing any one task, fault or delivery makes it hold (checked before this file was written)." + ("" if not result.interrupted else
                                                               "\n(interrupted: smaller than the run, maybe not minimal)")
         + f"\nReplay it: protolab run {out.name} --db minimal.db && protolab check --db minimal.db")), reads)
     if as_json:
