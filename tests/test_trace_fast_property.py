@@ -611,7 +611,34 @@ def cause_edit(draw, t):
             m["payloadDigest"] = _pd(m["payload"])
 
 
+OPTIONAL = ("expiresAt", "verificationRef", "gatherId", "payload", "stateDigestAfter")
+
+
+def fields_edit(draw, t):
+    """The optional fields: none anywhere (every message its twelve required fields only), a
+    GATHER_RESULT without its gatherId, a message turned into a GATHER_RESULT."""
+    msgs = t["messages"]
+    if not msgs:
+        return
+    what = draw(st.sampled_from(["bare", "result-without-gather", "to-result"]))
+    if what in ("bare", "result-without-gather") and draw(st.booleans()):
+        for m in msgs:
+            for k in OPTIONAL:
+                m.pop(k, None)
+        for g in t["gathers"]:
+            g.pop("result", None)
+    results = [m for m in msgs if m["kind"] == "GATHER_RESULT"]
+    if what == "result-without-gather" and results:
+        _where(draw, results).pop("gatherId", None)
+    elif what != "bare":
+        m = _where(draw, msgs)
+        m["kind"] = "GATHER_RESULT"
+        if draw(st.booleans()):
+            m.pop("gatherId", None)
+
+
 EDITS = {
+    "fields": [fields_edit],
     "generation": [gen_split, gen_value, gen_split, gen_declared],
     "epoch": [epoch_edit],
     "sequence": [seq_edit],
