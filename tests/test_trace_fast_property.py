@@ -33,13 +33,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sim import digest as _digest
@@ -73,9 +74,9 @@ AUDIENCES = {MANAGER: ["control", "results"]}
 
 
 @st.composite
-def conversations(draw, need: str | None = None) -> dict:
+def conversations(draw, need: str | tuple | None = None) -> dict:
     """A valid trace: tasks, gathers, replaced bodies, a fence and acknowledgements, every bound drawn
-    at the value the messages need or a second or a message past it. ``need``: a step it must hold
+    at the value the messages need or a second or a message past it. ``need``: steps it must hold
     ("gather", "crash"), or "fence"."""
     workers = [f"w{k}" for k in range(1, draw(st.integers(2, 4)) + 1)]
     epoch = draw(st.integers(1, 3))
@@ -121,8 +122,9 @@ def conversations(draw, need: str | None = None) -> dict:
         return mid
 
     steps = draw(st.lists(st.sampled_from(["gather", "task", "crash", "gather", "task"]), min_size=1, max_size=6))
-    if need in ("gather", "crash") and need not in steps:
-        steps.insert(draw(st.integers(0, len(steps))), need)
+    for step in (need,) if isinstance(need, str) else need or ():
+        if step in ("gather", "crash") and step not in steps:
+            steps.insert(draw(st.integers(0, len(steps))), step)
     for step in steps:
         if step == "task":
             w = draw(st.sampled_from(workers))
@@ -242,6 +244,12 @@ def _fresh_id(t, base: str) -> str:
     return f"{base}-{k}"
 
 
+def _insert(t, i: int, m: dict) -> None:
+    """``m`` inserted at ``i``, the ceiling raised to hold it (the ceiling has edits of its own)."""
+    t["messages"].insert(i, m)
+    t["messageCeiling"] = max(t["messageCeiling"], len(t["messages"]))
+
+
 def _fence_at(t):
     term = t.get("terminal")
     if not term:
@@ -328,17 +336,28 @@ def epoch_edit(draw, t):
 
 
 def seq_edit(draw, t):
-    """A sender's seq repeated, skipped, swapped with its neighbour's, or its body starting at 0, 1 or 2."""
-    by = _senders(t)
-    if not by:
+    """A body's seq repeated, skipped, swapped with its neighbour's (the numbers or the messages), or the
+    body numbered from 0, 1 or 2; the body of a replaced sender as often as any."""
+    bodies: dict = {}
+    for m in t["messages"]:
+        bodies.setdefault((m["sender"], m["generation"]), []).append(m)
+    if not bodies:
         return
-    s = draw(st.sampled_from(sorted(by)))
-    mine = by[s]
-    what = draw(st.sampled_from(["swap-places", "repeat", "skip", "swap", "start"]))
+    replaced = sorted(b for b in bodies if (_part(t, b[0]) or {}).get("earlierGenerations"))
+    mine = bodies[draw(st.sampled_from(replaced if replaced and draw(st.booleans()) else sorted(bodies)))]
+    what = draw(st.sampled_from(["repeat", "swap-places", "skip", "swap", "start"]))
     m = _where(draw, mine)
     k = mine.index(m)
-    if what == "repeat":
-        m["seq"] = mine[k - 1]["seq"] if k else m["seq"] - 1
+    if what == "repeat" and len(mine) > 1 and draw(st.booleans()):
+        k = max(k, 1)
+        mine[k]["seq"] = mine[k - 1]["seq"]
+    elif what == "repeat":  # another message of the body, right after this one, under the same number
+        f = _fence_at(t)
+        if f is not None and _index(t, m["id"]) >= f:
+            return
+        again = _new_message(t, m["sender"], draw(st.sampled_from(["RESPONSE", "REQUEST"])), [], m["at"])
+        again["generation"], again["seq"] = m["generation"], m["seq"]
+        _insert(t, _index(t, m["id"]) + 1, again)
     elif what == "skip":
         for x in mine[k:] if draw(st.booleans()) else [m]:
             x["seq"] += 1
@@ -351,9 +370,27 @@ def seq_edit(draw, t):
         t["messages"][i], t["messages"][j] = b, a
     elif what == "start":
         start = draw(st.sampled_from([2, 1, 0]))
-        body = [x for x in mine if x["generation"] == m["generation"]]
-        for n, x in enumerate(body):
+        for n, x in enumerate(mine):
             x["seq"] = start + n
+
+
+def seq_repeat_edit(draw, t):
+    """Another message of a body under a number the body used already: right after its last message
+    (where a check that only refuses numbers ahead lets it through), or after its first; a replaced
+    sender's body as often as any."""
+    f = _fence_at(t)
+    bodies: dict = {}
+    for i, m in enumerate(t["messages"]):
+        if f is None or i < f:
+            bodies.setdefault((m["sender"], m["generation"]), []).append(m)
+    if not bodies:
+        return
+    replaced = sorted(b for b in bodies if (_part(t, b[0]) or {}).get("earlierGenerations"))
+    mine = bodies[draw(st.sampled_from(replaced if replaced and draw(st.booleans()) else sorted(bodies)))]
+    m = mine[-1] if draw(st.integers(0, 3)) else mine[0]
+    again = _new_message(t, m["sender"], draw(st.sampled_from(["RESPONSE", "REQUEST"])), [], m["at"])
+    again["generation"], again["seq"] = m["generation"], m["seq"] - draw(st.sampled_from([0, 1]))
+    _insert(t, _index(t, m["id"]) + 1, again)
 
 
 def _new_message(t, sender, kind, caused, at, **extra) -> dict:
@@ -384,18 +421,23 @@ def fence_edit(draw, t):
     term = t["terminal"]
     what = draw(st.sampled_from(["insert", "insert", "move", "terminal", "required"]))
     if what == "insert":
+        acked = {m["sender"] for m in msgs[f + 1:] if m["kind"] == "ACK"}
         refs = [p["ref"] for p in t["participants"]]
-        sender = draw(st.sampled_from(refs))
-        kind = draw(st.sampled_from(["ACK", "ACK", "ACK", "REQUEST", "RESPONSE", "FENCE", "CONTRIBUTION"]))
-        caused = draw(st.sampled_from([[fence["id"]], [fence["id"]], [], [msgs[f - 1]["id"]] if f else []]))
-        m = _new_message(t, sender, kind, caused, msgs[-1]["at"])
+        groups = {"required, not yet acknowledged": [r for r in term["requiredAcks"] if r not in acked and r in refs],
+                  "required, acknowledged": [r for r in term["requiredAcks"] if r in acked],
+                  "not required": [r for r in refs if r not in term["requiredAcks"]]}
+        choices = [g for g in groups.values() if g]
+        if not choices:
+            return
+        sender = draw(st.sampled_from(draw(st.sampled_from(choices))))
+        kind = draw(st.sampled_from(["ACK", "FENCE", "REQUEST", "RESPONSE", "CONTRIBUTION"]))
+        cause = draw(st.sampled_from(["the fence", "nothing", "the message before"]))
+        caused = [fence["id"]] if cause == "the fence" else [] if cause == "nothing" or not f else [msgs[f - 1]["id"]]
+        m = _new_message(t, sender, kind, caused if kind != "FENCE" or cause != "the fence" else [], msgs[-1]["at"])
         where = draw(st.sampled_from(["right after", "at the end", "right before"]))
-        i = f + 1 if where == "right after" else len(msgs) if where == "at the end" else f
-        msgs.insert(i, m)
-        if draw(st.integers(0, 2)):
-            _renumber(t, sender)
+        _insert(t, f + 1 if where == "right after" else len(msgs) if where == "at the end" else f, m)
         if draw(st.integers(0, 3)):
-            t["messageCeiling"] = max(t["messageCeiling"], len(msgs))
+            _renumber(t, sender)
     elif what == "move" and f:
         msgs[f - 1], msgs[f] = msgs[f], msgs[f - 1]
         if draw(st.booleans()) and f + 1 < len(msgs):
@@ -412,12 +454,113 @@ def fence_edit(draw, t):
             term["requiredAcks"].remove(draw(st.sampled_from(term["requiredAcks"])))
 
 
+def ack_edit(draw, t):
+    """After the fence, from a required participant that has not acknowledged yet (one is made so when
+    none is left): an ACK citing the fence (valid), citing nothing or another message, two ACKs, an ACK
+    from someone outside the required set, another kind; right after the fence or at the end."""
+    f = _fence_at(t)
+    if f is None:
+        return
+    msgs, term = t["messages"], t["terminal"]
+    refs = [p["ref"] for p in t["participants"]]
+    acked = {m["sender"] for m in msgs[f + 1:] if m["kind"] == "ACK"}
+    waiting = [r for r in term["requiredAcks"] if r not in acked and r in refs]
+    if not waiting:
+        free = [r for r in refs if r not in acked and r not in term["requiredAcks"] and r != msgs[f]["sender"]]
+        if not free:
+            return
+        waiting = [draw(st.sampled_from(free))]
+        term["requiredAcks"].append(waiting[0])
+    who = draw(st.sampled_from(waiting))
+    what = draw(st.sampled_from(["cites nothing", "twice", "outsider", "cites another", "cites the fence", "another kind"]))
+    if what == "outsider":
+        outside = [r for r in refs if r not in term["requiredAcks"]]
+        if outside:
+            who = draw(st.sampled_from(outside))
+    caused = ([] if what == "cites nothing" else [msgs[f - 1]["id"] if f else "m-unknown"] if what == "cites another"
+              else [msgs[f]["id"]])
+    kind = draw(st.sampled_from(["RESPONSE", "REQUEST", "FENCE", "CONTRIBUTION"])) if what == "another kind" else "ACK"
+    m = _new_message(t, who, kind, caused, msgs[-1]["at"])
+    at_end = draw(st.booleans())
+    _insert(t, len(msgs) if at_end else f + 1, m)
+    if what == "twice":
+        again = dict(copy.deepcopy(m), id=_fresh_id(t, "a"))
+        _insert(t, len(msgs) if draw(st.booleans()) else msgs.index(m) + 1, again)
+    _renumber(t, who)
+
+
+def second_fence_edit(draw, t):
+    """A second FENCE: before the terminal fence (its first, middle or last place before it), or after it."""
+    f = _fence_at(t)
+    if f is None:
+        return
+    msgs = t["messages"]
+    fence = msgs[f]
+    where = draw(st.sampled_from(["right before", "before", "right after", "at the end"]))
+    i = (f if where == "right before" else draw(st.integers(0, f)) if where == "before" else f + 1 if where == "right after"
+         else len(msgs))
+    caused = [msgs[i - 1]["id"]] if i and where in ("right before", "before") and draw(st.booleans()) else []
+    m = _new_message(t, fence["sender"], "FENCE", caused, msgs[i - 1]["at"] if i else msgs[0]["at"])
+    m["recipients"], m["audienceLabels"] = list(fence["recipients"]), list(fence["audienceLabels"])
+    _insert(t, i, m)
+    _renumber(t, fence["sender"])
+
+
 def _contributions(t, gid=None):
     return [m for m in t["messages"] if m["kind"] == "CONTRIBUTION" and m.get("gatherId") is not None
             and (gid is None or m.get("gatherId") == gid)]
 
 
-def gather_edit(draw, t):
+def gather_message_edit(draw, t):
+    """A gather's messages: a contribution twice, after the result (a late reply), its own opener,
+    before its opener, to an unknown gather, from a non-member; a second result; a missing member's reply."""
+    gather_edit(draw, t, messages=True)
+
+
+def gather_closed_edit(draw, t):
+    """After a gather's result: a contribution moved there (a late reply), a missing member's reply, a
+    second result; right after the result, or later."""
+    closed = [g for g in t["gathers"] if any(m["kind"] == "GATHER_RESULT" and m.get("gatherId") == g["id"]
+                                             for m in t["messages"])]
+    if not closed:
+        return
+    g = draw(st.sampled_from(closed))
+    msgs = t["messages"]
+    res = next(m for m in msgs if m["kind"] == "GATHER_RESULT" and m.get("gatherId") == g["id"])
+    cs = _contributions(t, g["id"])
+    what = draw(st.sampled_from((["late"] if cs else []) + ["second result", "reply"]))
+    at = 1 if draw(st.integers(0, 2)) else draw(st.integers(1, max(1, len(msgs) - _index(t, res["id"]) - 1)))
+    f = _fence_at(t)
+    if what == "late":
+        c = _where(draw, cs)
+        msgs.remove(c)
+        res["causedBy"] = [x for x in res["causedBy"] if x != c["id"]] or ([g["opener"]] if res["causedBy"] else [])
+        i = min(_index(t, res["id"]) + at, f if f is not None and f > _index(t, res["id"]) else len(msgs))
+        msgs.insert(i, c)
+        c["at"] = max(c["at"], msgs[i - 1]["at"]) if c["at"] < msgs[i - 1]["at"] and msgs[i - 1]["at"] <= g["deadline"] else c["at"]
+        _renumber(t, c["sender"])
+    elif what == "second result":
+        again = dict(copy.deepcopy(res), id=_fresh_id(t, "r"))
+        _insert(t, _index(t, res["id"]) + 1, again)
+        _renumber(t, res["sender"])
+    else:
+        missing = [r for r in g["membership"] if r not in {c["sender"] for c in cs}]
+        who = draw(st.sampled_from(missing or g["membership"]))
+        payload = {"value": draw(st.integers(0, 2))}
+        m = _new_message(t, who, "CONTRIBUTION", [g["opener"]], res["at"], gatherId=g["id"], payload=payload,
+                         payloadDigest=_pd(payload))
+        m["audienceLabels"] = ["results"]
+        i = _index(t, res["id"]) + 1
+        _insert(t, i if f is None or i <= f else f, m)
+        _renumber(t, who)
+
+
+def gather_declaration_edit(draw, t):
+    """A gather's declaration: its rule, members, threshold or tie-break, opener or recorded result."""
+    gather_edit(draw, t, messages=False)
+
+
+def gather_edit(draw, t, messages: bool):
     """Gathers: a contribution from a non-member, twice, after the result (a late reply), before its
     opener, to an unknown gather; a second result; the rule, threshold, tie-break, members, opener or
     recorded result changed; a missing member's reply just before or after the result."""
@@ -431,25 +574,32 @@ def gather_edit(draw, t):
     refs = [p["ref"] for p in t["participants"]]
     missing = [r for r in g["membership"] if r not in {c["sender"] for c in cs}]
     options = []
-    if cs:
-        options += ["late", "late"] if res is not None else []
-        options += ["twice", "before-opener", "unknown"]
-        options += ["non-member"] if any(r not in g["membership"] for r in refs) else []
-    if res is not None:
-        options.append("second-result")
-    options += (["reply", "reply"] if missing else []) + ["rule", "members", "opener"] + (
-        ["threshold"] if g["rule"] != "ALL" else []) + (["result"] if "result" in g else [])
+    if messages:
+        if cs:
+            options += ["late"] if res is not None else []
+            options += ["twice", "own-opener", "before-opener", "unknown"]
+            options += ["non-member"] if any(r not in g["membership"] for r in refs) else []
+        if res is not None:
+            options += ["second-result"]
+        options += ["reply"] if missing else []
+    else:
+        options += ["rule", "members", "opener"] + (["threshold"] if g["rule"] != "ALL" else []) + (
+            ["result"] if "result" in g else [])
+    if not options:
+        return
     what = draw(st.sampled_from(options))
     if what == "non-member" and cs:
         c = _where(draw, cs)
         others = [r for r in refs if r not in g["membership"]]
         if others:
-            c["sender"] = draw(st.sampled_from(others))
+            was, c["sender"] = c["sender"], draw(st.sampled_from(others))
+            c["generation"] = _part(t, c["sender"])["generation"]
+            _renumber(t, was)
             _renumber(t, c["sender"])
     elif what == "twice" and cs:
         c = _where(draw, cs)
         again = dict(copy.deepcopy(c), id=_fresh_id(t, "c"))
-        msgs.insert(_index(t, c["id"]) + draw(st.integers(1, 2)), again)
+        _insert(t, _index(t, c["id"]) + 1, again)
         _renumber(t, c["sender"])
     elif what == "late" and cs and res is not None:
         c = _where(draw, cs)
@@ -470,20 +620,21 @@ def gather_edit(draw, t):
         m = _new_message(t, who, "CONTRIBUTION", [g["opener"]], at, gatherId=gid, payload=payload,
                          payloadDigest=_pd(payload))
         m["audienceLabels"], m["recipients"] = ["results"], [MANAGER] if _part(t, MANAGER) else m["recipients"]
-        msgs.insert(i, m)
+        _insert(t, i, m)
         _renumber(t, who)
-        t["messageCeiling"] = max(t["messageCeiling"], len(msgs))
     elif what == "before-opener" and cs:
         c = _where(draw, cs)
         msgs.remove(c)
         msgs.insert(_index(t, g["opener"]), c)
         c["causedBy"] = []
         _renumber(t, c["sender"])
+    elif what == "own-opener":
+        g["opener"] = _where(draw, cs)["id"]
     elif what == "unknown" and cs:
         _where(draw, cs)["gatherId"] = "g-nobody"
     elif what == "second-result" and res is not None:
         again = dict(copy.deepcopy(res), id=_fresh_id(t, "r"))
-        msgs.insert(_index(t, res["id"]) + 1, again)
+        _insert(t, _index(t, res["id"]) + draw(st.integers(1, 2)), again)
         _renumber(t, res["sender"])
     elif what == "rule":
         rule = draw(st.sampled_from([r for r in RULES if r != g["rule"]]))
@@ -495,9 +646,9 @@ def gather_edit(draw, t):
         if rule == "FIRST_SUCCESS" and draw(st.integers(0, 4)):
             g["tieBreak"] = draw(st.sampled_from(TIE_BREAKS))
     elif what == "threshold" and g["rule"] == "QUORUM":
-        g["threshold"] += draw(st.sampled_from([-1, 1]))
+        g["threshold"] = g.get("threshold", 1) + draw(st.sampled_from([-1, 1]))
     elif what == "threshold" and g["rule"] == "FIRST_SUCCESS":
-        g["tieBreak"] = draw(st.sampled_from([x for x in TIE_BREAKS if x != g["tieBreak"]]))
+        g["tieBreak"] = draw(st.sampled_from([x for x in TIE_BREAKS if x != g.get("tieBreak")]))
     elif what == "members":
         others = [r for r in refs if r not in g["membership"]]
         if others and draw(st.booleans()):
@@ -530,23 +681,40 @@ def time_edit(draw, t):
     msgs = t["messages"]
     if not msgs:
         return
-    d = draw(st.sampled_from([-1, 0, 1]))
-    what = draw(st.sampled_from(["expiry"] + (["gather", "gather"] if _contributions(t) else []) + ["deadline", "message"]))
+    d = draw(st.sampled_from([1, 0, -1]))
+    gathered = [g for g in t["gathers"] if _contributions(t, g["id"])]
+    what = draw(st.sampled_from(["message", "deadline", "expiry"] + (["gather", "gather"] if gathered else [])))
     if what == "deadline":
-        t["deadline"] = _shift(max(m["at"] for m in msgs), d)
+        t["deadline"] = _shift(max(m["at"] for m in msgs), -d)
     elif what == "message":
-        _where(draw, msgs)["at"] = _shift(t["deadline"], d)
+        m = _where(draw, msgs)
+        m["at"] = _shift(t["deadline"], d)
+        if draw(st.booleans()):
+            m.pop("expiresAt", None)
     elif what == "expiry":
         m = _where(draw, msgs)
-        m["expiresAt"] = _shift(m["at"], d)
+        m["expiresAt"] = _shift(m["at"], -d)
     else:
-        g = draw(st.sampled_from([g for g in t["gathers"] if _contributions(t, g["id"])]))
+        g = draw(st.sampled_from(gathered))
         cs = _contributions(t, g["id"])
-        if cs and draw(st.booleans()):
+        if cs and not draw(st.integers(0, 2)):
             c = _where(draw, cs)
             c["at"] = _shift(g["deadline"], d)
+            c.pop("expiresAt", None)
+            t["deadline"] = max(t["deadline"], c["at"])
         elif cs:
-            g["deadline"] = _shift(max(c["at"] for c in cs), d)
+            g["deadline"] = _shift(max(c["at"] for c in cs), -d)
+
+
+def expiry_edit(draw, t):
+    """A message's expiry at its date, a second before it (expired) or after; the message first, middle,
+    last or any, a contribution as often as any."""
+    msgs = t["messages"]
+    if not msgs:
+        return
+    cs = _contributions(t)
+    m = _where(draw, cs if cs and draw(st.booleans()) else msgs)
+    m["expiresAt"] = _shift(m["at"], draw(st.sampled_from([-1, 0, 1])))
 
 
 def ceiling_edit(draw, t):
@@ -563,9 +731,9 @@ def audience_edit(draw, t):
         return
     m = _where(draw, msgs)
     what = draw(st.sampled_from(["label", "unaccept", "stranger", "twice-label", "twice-recipient", "add", "scope"]))
-    if what == "label":
-        m["audienceLabels"] = m["audienceLabels"] + [draw(st.sampled_from(
-            [x for x in ("control", "research", "results", "drafting") if x not in m["audienceLabels"]]))]
+    others = [x for x in ("control", "research", "results", "drafting") if x not in m["audienceLabels"]]
+    if what == "label" and others:
+        m["audienceLabels"] = m["audienceLabels"] + [draw(st.sampled_from(others))]
     elif what == "unaccept":
         r = draw(st.sampled_from([m["recipients"][0], m["recipients"][-1]]))
         p = _part(t, r)
@@ -594,7 +762,7 @@ def cause_edit(draw, t):
         return
     m = _where(draw, msgs)
     i = msgs.index(m)
-    what = draw(st.sampled_from(["self", "later", "unknown", "twice", "same-id", "payload"]))
+    what = draw(st.sampled_from(["same-id", "self", "later", "unknown", "twice", "payload"]))
     if what == "self":
         m["causedBy"] = m["causedBy"] + [m["id"]]
     elif what == "later" and i + 1 < len(msgs):
@@ -604,11 +772,44 @@ def cause_edit(draw, t):
     elif what == "twice" and m["causedBy"]:
         m["causedBy"] = m["causedBy"] + m["causedBy"][:1]
     elif what == "same-id" and i:
-        m["id"] = msgs[draw(st.integers(0, i - 1))]["id"]
-    elif what == "payload" and "payload" in m:
+        was, m["id"] = m["id"], msgs[draw(st.integers(0, i - 1))]["id"]
+        if draw(st.integers(0, 3)):  # what cited it cites the id it now has
+            for x in msgs:
+                x["causedBy"] = [m["id"] if c == was else c for c in x["causedBy"]]
+            for g in t["gathers"]:
+                g["opener"] = m["id"] if g["opener"] == was else g["opener"]
+            if t.get("terminal") and t["terminal"]["fence"] == was:
+                t["terminal"]["fence"] = m["id"]
+    elif what == "payload" and any("payload" in x for x in msgs):
+        m = _where(draw, [x for x in msgs if "payload" in x])
         m["payload"] = dict(m["payload"], changed=1)
         if draw(st.booleans()):
             m["payloadDigest"] = _pd(m["payload"])
+
+
+def twice_edit(draw, t):
+    """A list of a message named twice: an audience label, a recipient, a cause."""
+    msgs = t["messages"]
+    if not msgs:
+        return
+    key = draw(st.sampled_from(["recipients", "audienceLabels", "causedBy"]))
+    m = _where(draw, [x for x in msgs if x[key]] or msgs)
+    m[key] = m[key] + m[key][-1:]
+
+
+def payload_edit(draw, t):
+    """A payload changed, its digest left as it was (or written again: valid); a digest changed on a
+    message carrying no payload (valid: only a payload's digest is checked)."""
+    msgs = t["messages"]
+    carrying = [x for x in msgs if "payload" in x]
+    if carrying and draw(st.integers(0, 3)):
+        m = _where(draw, carrying)
+        m["payload"] = dict(m["payload"], changed=draw(st.integers(0, 1)))
+        if not draw(st.integers(0, 3)):
+            m["payloadDigest"] = _pd(m["payload"])
+    elif msgs:
+        m = _where(draw, [x for x in msgs if "payload" not in x] or msgs)
+        m["payloadDigest"] = "sha256:" + hashlib.sha256(b"other" + m["id"].encode()).hexdigest()
 
 
 OPTIONAL = ("expiresAt", "verificationRef", "gatherId", "payload", "stateDigestAfter")
@@ -638,37 +839,47 @@ def fields_edit(draw, t):
 
 
 EDITS = {
-    "fields": [fields_edit],
     "generation": [gen_split, gen_value, gen_split, gen_declared],
     "epoch": [epoch_edit],
-    "sequence": [seq_edit],
-    "fence": [fence_edit],
-    "gather": [gather_edit],
-    "time": [time_edit],
+    "sequence": [seq_edit, seq_repeat_edit],
+    "fence": [fence_edit, second_fence_edit],
+    "acknowledgement": [ack_edit],
+    "gather-messages": [gather_message_edit, gather_closed_edit],
+    "gather-declaration": [gather_declaration_edit],
+    "time": [time_edit, expiry_edit],
     "ceiling": [ceiling_edit],
-    "audience": [audience_edit],
-    "cause": [cause_edit],
+    "audience": [audience_edit, twice_edit],
+    "cause": [cause_edit, payload_edit],
+    "fields": [fields_edit],
 }
 _ALL_EDITS = [f for fs in EDITS.values() for f in fs]
 
 
+#: every edit once (the generation's split is listed twice above, for its weight there)
+ONE_OF_EACH = list(dict.fromkeys(_ALL_EDITS))
+
+
 @st.composite
-def traces(draw, family: str | None = None) -> dict:
-    """A valid trace (built, or a sample) with zero, one or two boundary edits; with ``family``, one edit
-    of that family, and perhaps one of any before or after it."""
+def edited(draw) -> list:
+    """A valid trace (built, or a sample), and for each edit of :data:`ONE_OF_EACH` a copy moved by it
+    (one copy in five by one more edit of any kind, before or after it): ``[(edit name, trace)]``, the
+    valid trace first. One base feeds every edit: building it is most of an example's time."""
     if draw(st.integers(0, 4)):
-        t = draw(conversations({"gather": "gather", "fence": "fence", "generation": "crash"}.get(family)))
+        t = draw(conversations(tuple(n for n in ("gather", "crash") if draw(st.booleans()))))
     else:
         t = copy.deepcopy(SAMPLES[draw(st.sampled_from(sorted(SAMPLES)))])
-    if family is None:
-        edits = [draw(st.sampled_from(_ALL_EDITS)) for _ in range(draw(st.sampled_from([1, 1, 1, 0, 2])))]
-    else:
-        edits = [draw(st.sampled_from(EDITS[family]))]
-        if not draw(st.integers(0, 4)):
-            edits.insert(draw(st.integers(0, 1)), draw(st.sampled_from(_ALL_EDITS)))
-    for edit in edits:
-        edit(draw, t)
-    return t
+    out = [("none", t)]
+    for edit in ONE_OF_EACH:
+        c = copy.deepcopy(t)
+        extra = None if draw(st.integers(0, 4)) else draw(st.sampled_from(_ALL_EDITS))
+        first = extra is not None and draw(st.booleans())
+        if first:
+            extra(draw, c)
+        edit(draw, c)
+        if extra is not None and not first:
+            extra(draw, c)
+        out.append((edit.__name__ + (f" with {extra.__name__}" if extra else ""), c))
+    return out
 
 
 # --------------------------------------------------------------------------- the property
@@ -704,35 +915,35 @@ def test_the_generated_traces_start_valid():
     check()
 
 
-#: examples per family in the quick loop, and in the slow set (per family too)
-QUICK, MANY = 25, 1500
+#: examples (each a base trace and a copy of it per edit) in the quick loop, and in the slow set
+QUICK, MANY = 40, 600
+#: PROTOLAB_PROPERTY_NO_SHRINK=1: report the first failing trace as found, unshrunk (a run over bugs planted
+#: by hand asks only whether the property fails; shrinking a trace can take minutes)
+NO_SHRINK = {"phases": (Phase.explicit, Phase.reuse, Phase.generate)} if os.environ.get("PROTOLAB_PROPERTY_NO_SHRINK") else {}
 
 
-@pytest.mark.parametrize("family", sorted(EDITS))
-def test_the_fast_path_gives_the_careful_report_at_every_boundary(family):
-    @settings(max_examples=QUICK, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(traces(family))
-    def check(trace):
-        fast_agrees_with_careful(trace)
-
-    check()
+def _each(traces: list) -> None:
+    for name, trace in traces:
+        try:
+            fast_agrees_with_careful(trace)
+        except AssertionError as e:
+            raise AssertionError(f"after the edit {name}: {e}") from None
 
 
-def test_the_fast_path_gives_the_careful_report_after_any_edits():
-    @settings(max_examples=QUICK, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(traces())
-    def check(trace):
-        fast_agrees_with_careful(trace)
+def test_the_fast_path_gives_the_careful_report_at_every_boundary():
+    @settings(max_examples=QUICK, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow], **NO_SHRINK)
+    @given(edited())
+    def check(traces):
+        _each(traces)
 
     check()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", sorted(EDITS) + [None])
-def test_the_fast_path_gives_the_careful_report_at_every_boundary_many_more(family):
-    @settings(max_examples=MANY, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(traces(family))
-    def check(trace):
-        fast_agrees_with_careful(trace)
+def test_the_fast_path_gives_the_careful_report_at_every_boundary_many_more():
+    @settings(max_examples=MANY, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow], **NO_SHRINK)
+    @given(edited())
+    def check(traces):
+        _each(traces)
 
     check()
