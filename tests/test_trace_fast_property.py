@@ -368,10 +368,11 @@ def seq_edit(draw, t):
         a, b = (mine[k - 1], m) if k else (m, mine[1])
         i, j = _index(t, a["id"]), _index(t, b["id"])
         t["messages"][i], t["messages"][j] = b, a
-    elif what == "start":
+    elif what == "start":  # this body, or every body of its sender
         start = draw(st.sampled_from([2, 1, 0]))
-        for n, x in enumerate(mine):
-            x["seq"] = start + n
+        for body in [mine] if draw(st.booleans()) else [v for b, v in bodies.items() if b[0] == m["sender"]]:
+            for n, x in enumerate(body):
+                x["seq"] = start + n
 
 
 def seq_repeat_edit(draw, t):
