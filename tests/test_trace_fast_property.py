@@ -13,8 +13,8 @@ A trace starts valid: built from scratch by :func:`conversations` (a manager, tw
 gathers of every rule with or without their result, bodies replaced at a worker's own message or at the
 last message of the trace, payloads with their digests, expiries, a fence with some of its
 acknowledgements, deadline and ceiling at or just past what the messages need), or one of the valid
-samples in data/traces/. Then zero, one or two boundary edits drawn from :data:`EDITS` move it to the
-boundary of one rule or just over it: generations (a body's generation at its first, middle or last
+samples in data/traces/. Then each edit of :data:`EDITS` moves a copy of it (one copy in five by one more
+edit of any kind) to the boundary of one rule or just over it: generations (a body's generation at its first, middle or last
 message one below, equal, one above; the replacement point one message early or late, seqs renumbered
 so that only the generation is wrong), epochs, per-sender sequences (repeat, skip, swap, start at 0, 1
 or 2), the fence (a message right after it or at the end, an acknowledgement twice, from outside the
@@ -22,8 +22,8 @@ required set, not citing the fence), gathers (members, rules, thresholds, tie-br
 openers, a late reply, a second result), deadlines and expiries (at, one second before, one after), the
 ceiling (at, one above), audiences, scope, causes and ids.
 
-Bugs planted by hand in sim/protocol/fast.py, and what this test made of them: docs/performance.md
-("The fast trace path against the careful one"). Run:
+Bugs planted by hand in sim/protocol/fast.py (tests/fast_path_planted.py replays them), and what this test
+made of them: docs/performance.md ("the fast trace path held to the careful one by a property"). Run:
 ``.venv/bin/python -m pytest tests/test_trace_fast_property.py -q -n 0`` (the slow variant with
 ``--run-slow``).
 """
