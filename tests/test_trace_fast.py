@@ -270,6 +270,12 @@ def _planted_for_the_fast_path():
         t["epoch"] = 2
     variant("every message of an earlier epoch", later_epoch)
 
+    def result_without_gather(t, at):  # once read as valid by the fast path (issue 48): _optional skipped it
+        for k in ("gatherId", "payload", "verificationRef", "expiresAt", "stateDigestAfter"):
+            at["m4"].pop(k, None)
+        del t["gathers"][0]["result"]
+    variant("a GATHER_RESULT without a gatherId or any optional field, other messages carrying theirs", result_without_gather)
+
     from sim.protocol import synthetic_trace
 
     bare = synthetic_trace(12)  # no optional field in any message

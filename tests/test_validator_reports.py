@@ -192,6 +192,14 @@ def planted(valid: dict) -> dict[str, object]:
         m["id"], m["sender"] = "", 7  # no usable id: the sender's finding names no message
     variant("a message with an empty id and a numeric sender", nameless_and_senderless)
 
+    def result_without_gather(t):  # found by the fast path's property test (issue 48): once read as valid there
+        m = at(t, "m4")
+        for k in ("gatherId", "payload", "verificationRef", "expiresAt", "stateDigestAfter"):
+            m.pop(k, None)
+        del t["gathers"][0]["result"]
+    variant("a GATHER_RESULT without its gatherId or any optional field, other messages carrying theirs",
+            result_without_gather)
+
     # uniqueItems with JSON Schema's equality (false != 0, 1 == 1.0, nested arrays and objects by
     # value): the shape checker and jsonschema must agree on each (the damaged-trace test compares them)
     for odd in ([False, 0], [True, 1], [1, 1.0], [[1], [2]], [[1], [1.0]], [{"a": 1}, {"a": 2}], [{"a": [1]}, {"a": [1.0]}],

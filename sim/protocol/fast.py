@@ -205,10 +205,13 @@ def _judge(trace, raw: bytes, check_digests: bool):
         # optional fields (which add strings), or a repeated key (which takes some away): had there
         # been no optional field, the text could not hold more strings than were decoded
         strings += _optional(j, msgs, scan, check_digests)
-    elif "GATHER_RESULT" in kinds:
-        raise _Unusual  # a GATHER_RESULT without its gatherId
     if quotes != 2 * strings:
         raise _Unusual  # a repeated key somewhere
+    for i in _positions(kinds, "GATHER_RESULT"):
+        if msgs[i].gatherId is UNSET:
+            # a GATHER_RESULT without its gatherId, whether or not any message carries an optional field
+            # (_optional sees only the messages that carry one)
+            raise _Unusual
     j.accepted = ids
     j.positions = list(range(n))
     j.n_accepted = n
@@ -369,8 +372,6 @@ def _optional(j, msgs: list, scan, check_digests: bool) -> int:
                 if gth.closed_by is not None:
                     raise _Unusual
                 gth.closed_by = m.id
-        elif kind == "GATHER_RESULT":
-            raise _Unusual  # lacks its gatherId
         if payload is not UNSET:
             strings += 1 + _strings(payload)
             if check_digests:
