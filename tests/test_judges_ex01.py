@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from sim.course.rubric import course_rubric
+
 from sim.course.catalog import get_exercise, solutions_dir
 from sim.course.evaluate import evaluate
 from sim.course.judges import design as judges
@@ -53,7 +55,7 @@ def _share(report) -> float:
 
 def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
     assert [t.name for t in EX.tests] == RULES
-    assert {t.points for t in EX.tests} == {10} and EX.hidden_tests() == ()  # exercise.toml's; the rubric weighs them
+    assert {t.name: t.points for t in EX.tests} == course_rubric(EX).weights and EX.hidden_tests() == ()  # exercise.toml carries the rubric's weights
     # the search explores the same small run everywhere: it has no hidden cases
     assert set(EX.extensions()) == set(RULES) - {"search"} and all(t.hidden_cases for t in EX.tests if t.name != "search")
     assert set(judges.SYMPTOMS) >= {"key-differs-between-processes", "key-from-payload", "senders-share-key",

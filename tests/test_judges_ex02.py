@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from sim.course.rubric import course_rubric
+
 from sim.course.catalog import get_exercise
 from sim.course.evaluate import evaluate
 from sim.course.sandbox import judge_here
@@ -44,7 +46,7 @@ COUNTER_KEY = _with_key("    global _n\n    _n += 1\n    return f'{trace_id[:40]
 def test_the_rules_are_six_of_equal_weight_and_the_model_answer_holds_them_all(tmp_path):
     assert [t.name for t in EX.tests] == ["digest-under-its-scheme", "refusals", "same-intent-same-key", "key-injective",
                                           "key-is-an-id", "keys-in-the-run"]
-    assert {t.points for t in EX.tests} == {10} and all(t.hidden_cases for t in EX.tests)  # the rubric weighs them
+    assert {t.name: t.points for t in EX.tests} == course_rubric(EX).weights and all(t.hidden_cases for t in EX.tests)  # exercise.toml carries the rubric's weights
     r = evaluate(EX, _submission(tmp_path, MODEL), hidden=True, isolate=False)
     assert r.score == r.max_score == 60, [(x.name, x.message) for x in r.results if not x.passed]
 

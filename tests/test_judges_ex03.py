@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sim.course.rubric import course_rubric
+
 from sim.contracts.intake import CASES, check_tagged
 from sim.course.catalog import get_exercise, solutions_dir
 from sim.course.evaluate import evaluate
@@ -51,7 +53,7 @@ def _without(text: str, *blocks: tuple[str, str]) -> str:
 
 def test_one_test_per_rule_of_equal_weight_each_with_hidden_cases():
     assert tuple(t.name for t in EX.tests) == RULES
-    assert {t.points for t in EX.tests} == {10} and sum(t.points for t in EX.graded_tests(True)) == 110  # the rubric weighs them
+    assert {t.name: t.points for t in EX.tests} == course_rubric(EX).weights and sum(t.points for t in EX.graded_tests(True)) == 110  # exercise.toml carries the rubric's weights
     # the search explores the same small run everywhere: it has no hidden cases
     assert not EX.hidden_tests() and all(t.hidden_cases for t in EX.tests if t.name != "search")
     assert set(EX.extensions()) == set(RULES) - {"search"}

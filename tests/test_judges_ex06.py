@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from sim.course.rubric import course_rubric
+
 from sim.course.catalog import get_exercise, solutions_dir
 from sim.course.evaluate import evaluate
 from sim.course.judges import trace as J
@@ -38,7 +40,7 @@ def test_ten_rules_of_equal_weight_and_the_suite_grouped_by_rule():
     assert names == [r if r != J.CAUSAL else "causal-chain" for r in J.RULES]
     rule_of_test = dict(zip(names, J.RULES))
     nominal = (*EX.tests, *EX.hidden_tests())  # exercise.toml's and hidden.toml's points; the rubric weighs them
-    assert all(t.points == SHARE for t in nominal) and sum(t.points for t in TESTS.values()) == 100
+    assert {t.name: t.points for t in nominal} == course_rubric(EX).weights and sum(t.points for t in TESTS.values()) == 100
     graded = {name: t.args.get("mutations", []) for name, t in TESTS.items()}
     for name, muts in graded.items():  # each test runs exactly its rule's mutations, hidden cases included
         assert sorted(muts) == sorted(m for m, r in J.MUTATION_RULE.items() if r == rule_of_test[name]), name
