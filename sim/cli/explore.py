@@ -211,7 +211,8 @@ def shrink(
     as_json: bool = JSON_OPT,
 ):
     """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
-    faults and deliveries (delta debugging; removing any one more fault or delivery mends it)."""
+    faults and deliveries (delta debugging; removing any one more fault or delivery mends it). Ctrl-C
+    stops it and writes the smallest run found so far (exit 130)."""
     from ..scenario import scenario_toml
     from ..shrink import shrink as run_shrink
 
