@@ -254,12 +254,11 @@ CASES: list[Case] = [
     Case("bench instructions", 2, ["bench", "instructions", "-n", "0"], "E_USAGE"),
     Case("bench sim", 0, ["bench", "sim", "--sizes", "10", "-r", "1", "--json"], slow=True),
     Case("bench sim", 2, ["bench", "sim", "--sizes", "ten"], "E_USAGE"),
-    Case("bench writers", 0, ["bench", "writers", "--processes", "2", "-n", "5", "--json"], slow=True),
+    Case("bench writers", 0, ["bench", "writers", "--processes", "2", "-n", "10", "--json"], slow=True),
     Case("bench writers", 2, ["bench", "writers", "--processes", "0"], "E_USAGE"),
-    Case("bench crash", 0, ["bench", "crash", "--cycles", "1", "--tasks", "20", "--json"], slow=True),
+    Case("bench crash", 0, ["bench", "crash", "--cycles", "1", "--tasks", "100", "--json"], slow=True),
     Case("bench crash", 2, ["bench", "crash", "--cycles", "0"], "E_USAGE"),
     Case("bench lab", 2, ["bench", "lab", "--events", "0"], "E_USAGE"),
-    Case("bench grade", 0, ["bench", "grade", "-n", "2", "--json"], slow=True),
     Case("bench grade", 2, ["bench", "grade", "-n", "0"], "E_USAGE"),
     Case("bench trace", 0, ["bench", "trace", "-n", "200", "--json"], slow=True),
     Case("bench trace", 2, ["bench", "trace", "-n", "0"], "E_USAGE"),
@@ -281,6 +280,7 @@ ELSEWHERE: dict[tuple[str, int], str] = {
     ("lab start", 0): "tests/test_lab_runs.py::test_lab_start_resumes_and_fresh_starts_over_in_a_terminal",
     ("bench instructions", 0): "tests/test_bench.py::test_bench_instructions_counts_the_same_each_run",
     ("bench lab", 0): "tests/test_bench.py::test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start",
+    ("bench grade", 0): "tests/test_bench_grade.py::test_bench_grade_prints_the_graders_rate_beside_the_floor_and_names_the_sandbox",
     ("bench web", 0): "tests/test_bench.py::test_bench_web_reports_the_timeline_and_datasette_each_beside_its_floor",
 }
 
