@@ -247,6 +247,7 @@ CASES: list[Case] = [
     Case("lab submit", 2, ["lab", "submit", "99", "-o", "{tmp}/lab4.protolab"], "E_UNKNOWN_LAB"),
     Case("lab verify", 0, ["lab", "verify", "{lab4_submission}"]),
     Case("lab verify", 1, ["lab", "verify", "{lab4_tampered}"]),
+    Case("lab verify", 1, ["lab", "verify", "{lab4_unplayed_submission}"]),  # genuine, checkpoints unmet
     Case("lab verify", 2, ["lab", "verify", "{tmp}/missing.protolab"], "E_FILE_MISSING"),
     # benchmarks: at their smallest, in the slow set; bad input is quick
     Case("bench intake", 0, ["bench", "intake", "-n", "200", "-r", "1", "--json"], slow=True),
@@ -300,9 +301,12 @@ def _mutation_missed(monkeypatch) -> None:
 
     real = protocol.run_mutations
 
-    def missed(trace, mutations):
+    calls = [0]
+
+    def missed(trace, mutations):  # the CLI asks one mutation at a time: the first one is missed
         rows = real(trace, mutations)
-        return [dict(r, ok=False) for r in rows[:1]] + rows[1:]
+        calls[0] += 1
+        return [dict(r, ok=False) for r in rows] if calls[0] == 1 else rows
 
     monkeypatch.setattr(protocol, "run_mutations", missed)
 
@@ -536,6 +540,12 @@ class Inputs:
     def _lab4_submission(self):
         out = self.base / "lab4.protolab"
         _run_quiet("lab", "submit", "4", "-o", out, "--db", self.get("lab4_db"), "--progress", self.get("lab4_progress"))
+        return out
+
+    def _lab4_unplayed_submission(self):
+        out = self.base / "lab4-unplayed.protolab"
+        _run_quiet("lab", "submit", "4", "-o", out, "--db", self.get("lab4_unplayed_db"), "--progress",
+                   self.get("lab4_unplayed_progress"))
         return out
 
     def _lab4_tampered(self):
