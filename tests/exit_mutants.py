@@ -48,6 +48,8 @@ BUGS = [
     ("sim/cli/lab.py", "    if not j.all_met:\n        raise typer.Exit(1)", "    if not j.all_met:\n        pass", None),
     ("sim/cli/lab.py", "    if not (result[\"genuine\"] and result[\"done\"] == result[\"total\"]):\n        raise typer.Exit(1)",
      "    if not (result[\"genuine\"] or result[\"done\"] == result[\"total\"]):\n        raise typer.Exit(1)", None),
+    ("sim/cli/__init__.py", "sys.exit(rv if isinstance(rv, int) else 0)", "sys.exit(0)", None),
+    ("sim/cli/__init__.py", "    if rv == 130:", "    if rv == 131:", None),
 ]
 
 

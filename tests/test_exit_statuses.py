@@ -613,6 +613,18 @@ def _check(case: Case, inputs, tmp_path, capsys, monkeypatch):
         assert lines[0].startswith(f"error: {case.error}: "), (case.error, err)
 
 
+def test_ctrl_c_in_a_command_exits_130_with_one_line(inputs, capsys, monkeypatch):
+    """The house rule beside every command's own codes: Ctrl-C is 130 and one line, whatever the command."""
+    import sim.cli.inspect as inspect_cli
+
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(inspect_cli, "_judged", ctrl_c)
+    code, out, err = run_cli(capsys, "check", "--db", inputs.get("db"))
+    assert code == 130 and err == "error: E_ABORTED: interrupted (Ctrl-C)\n", (code, err)
+
+
 QUICK = [c for c in CASES if not c.slow]
 SLOW = [c for c in CASES if c.slow]
 
