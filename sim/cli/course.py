@@ -755,7 +755,8 @@ def grade(
     """(Instructors) grade a class: public and hidden tests, the students' code in the sandboxed host
     processes (bubblewrap; without it grade refuses, E_NO_SANDBOX, unless --sandbox none, and then
     warns on every row), a table of scores; --csv, --gradescope and --explain for the rest. 'grade
-    lab 3 FOLDER' grades lab submissions (protolab lab submit), each verified by re-delivering its run."""
+    lab 3 FOLDER' grades lab submissions (protolab lab submit), each verified by re-delivering its run.
+    Exit 0 when every test was graded, 1 when a judge failed (a grader error, the kit's fault)."""
     from ..files import files_under
 
     reads = files_under(paths)  # every submission's file: a gradebook or a results.json never over one of them

@@ -221,7 +221,8 @@ def shrink(
     """Shrink a failing run to a minimal scenario that still breaks the same invariant: fewer tasks,
     faults and deliveries (delta debugging; removing any one more task, fault or delivery mends it).
     The result is checked before it is written (it loads, runs at the run's seed and policy, breaks the
-    same invariant, keeps what its tasks depend on, and is 1-minimal): otherwise E_SHRINK_UNCHECKED, exit 2."""
+    same invariant, keeps what its tasks depend on, and is 1-minimal): otherwise E_SHRINK_UNCHECKED, exit 2.
+    Ctrl-C stops it and writes the smallest run found so far, checked but for minimality (exit 130)."""
     from ..scenario import scenario_toml
     from ..shrink import shrink as run_shrink
     from ..shrinkcheck import require

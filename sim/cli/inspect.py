@@ -259,7 +259,8 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT,
                                                  "--intake): the redelivery decides through it again.")):
     """Rebuild state from the event log alone and compare digests; redeliver every message and count effects.
     A run made with --intake or --effects is redelivered through the same files, given again (a plugged
-    design or machine needs nothing: the log holds its envelopes, the store its table)."""
+    design or machine needs nothing: the log holds its envelopes, the store its table). Exit 0 when the
+    states match and no effect is committed again, 1 otherwise."""
     from ..replay import replay_parts, replay_report
 
     import tempfile
@@ -307,7 +308,8 @@ def _what_reconciles(p: dict) -> str:
 
 @commands.command()
 def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
-    """Named invariants over a run, each holding or broken, with the rows that witness a failure."""
+    """Named invariants over a run, each holding or broken, with the rows that witness a failure.
+    Exit 0 when every invariant holds, 1 when one is broken."""
     with _open(db, readonly=True) as store:
         results = _judged(store, True)
         pending = store.open_reconciliations()

@@ -136,7 +136,8 @@ def trace_replay(
     file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file carrying reducer outputs."),
     as_json: bool = JSON_OPT,
 ):
-    """Re-run the reducers in the supplied order; recompute gathers and state digests; prove equivalence."""
+    """Re-run the reducers in the supplied order; recompute gathers and state digests; prove equivalence.
+    Exit 0 when equivalent, 1 when the replay diverges."""
     from ..protocol.replay import replay as run_replay
 
     trace = _load_trace(_resolve(file))
@@ -167,7 +168,8 @@ def trace_mutate(
     file: Path = typer.Argument("data/traces/valid-trace.json", help="A valid trace to mutate."),
     as_json: bool = JSON_OPT,
 ):
-    """The adversarial mutation suite: one mutation per rule, and the code each produced."""
+    """The adversarial mutation suite: one mutation per rule, and the code each produced.
+    Exit 0 when every mutation is caught, 1 otherwise."""
     from ..protocol import run_mutations, validate
 
     trace = _load_trace(_resolve(file))

@@ -1,0 +1,87 @@
+"""Bugs planted by hand in the CLI's exit-status paths (issue 48, part 5), one at a time, each run
+against tests/test_exit_statuses.py: a bug is caught when the module fails. Not a test (a benchmark
+of the tests, like the mutation runs in docs/performance.md).
+
+    python tests/exit_mutants.py            # every planted bug; about 10 minutes on 2 cores
+    python tests/exit_mutants.py 3 7        # only these (1-based)
+
+Each bug is one small change to a file of the checkout; the file is restored after its run, whatever
+happens. Bugs whose case is in the slow set run with --run-slow and only the cases of their command
+(-k), so a grade or kit verify case is not hidden behind the whole slow set.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (file, the text, the bug, slow: a -k expression for the slow set's cases of that command, or None)
+BUGS = [
+    ("sim/cli/course.py", "raise typer.Exit(1 if bad else 0)", "raise typer.Exit(0)", "kit-verify"),
+    ("sim/cli/course.py", "            typer.echo(f\"  ... and {len(errors) - 10} more (--json lists every one under grader_error)\", err=True)\n        raise typer.Exit(1)",
+     "            typer.echo(f\"  ... and {len(errors) - 10} more (--json lists every one under grader_error)\", err=True)\n        pass", "grade"),
+    ("sim/course/evaluate.py", "return [r for r in self.results if r.grader_error]", "return []", "grade"),
+    ("sim/course/kit.py", "row.ok, row.problem = False, f\"passes {', '.join(passing)}, which expect.toml says it fails\"",
+     "row.problem = f\"passes {', '.join(passing)}, which expect.toml says it fails\"", "kit-verify"),
+    ("sim/cli/inspect.py", "    if not all(r.ok for r in results):\n        raise typer.Exit(1)",
+     "    if not any(r.ok for r in results):\n        raise typer.Exit(1)", None),
+    ("sim/cli/inspect.py", "if not report[\"match\"] or not proof:", "if not report[\"match\"] and not proof:", None),
+    ("sim/cli/trace.py", "raise typer.Exit(0 if report.valid else 1)", "raise typer.Exit(0)", None),
+    ("sim/cli/trace.py", "raise typer.Exit(0 if result.equivalent else 1)", "raise typer.Exit(0)", None),
+    ("sim/cli/trace.py", "raise typer.Exit(0 if all(r[\"ok\"] for r in rows) else 1)",
+     "raise typer.Exit(0 if any(r[\"ok\"] for r in rows) else 1)", None),
+    ("sim/cli/__init__.py", "sys.exit(getattr(e, \"exit_status\", 2))", "sys.exit(getattr(e, \"exit_status\", 1))", None),
+    ("sim/cli/__init__.py", "        sys.stderr.write(f\"error: E_USAGE: {msg}\\n\")\n        sys.exit(2)",
+     "        sys.stderr.write(f\"error: E_USAGE: {msg}\\n\")\n        sys.exit(1)", None),
+    ("sim/cli/course.py", "    return 0 if report.all_passed else 1", "    return 0", None),
+    ("sim/cli/course.py", "        typer.echo(f\"raised {type(e).__name__}: {' '.join(str(e).split())[:300]}{raised_at(e)}\", err=True)\n        raise typer.Exit(1)",
+     "        typer.echo(f\"raised {type(e).__name__}: {' '.join(str(e).split())[:300]}{raised_at(e)}\", err=True)\n        raise typer.Exit(0)", None),
+    ("sim/cli/explore.py", "    if found is not None:\n        raise typer.Exit(1)", "    if found is not None:\n        raise typer.Exit(0)", None),
+    ("sim/cli/explore.py", "    if result.interrupted:  # (main says 'error: E_ABORTED: interrupted (Ctrl-C)' on stderr, once)\n        raise typer.Exit(130)",
+     "    if result.interrupted:  # (main says 'error: E_ABORTED: interrupted (Ctrl-C)' on stderr, once)\n        raise typer.Exit(0)", None),
+    ("sim/cli/explore.py", "            _console().print(\"interrupted: the smallest run found so far was written (maybe not minimal)\")\n        raise typer.Exit(130)",
+     "            _console().print(\"interrupted: the smallest run found so far was written (maybe not minimal)\")\n        raise typer.Exit(0)", "shrink"),
+    ("sim/cli/lab.py", "    if not j.all_met:\n        raise typer.Exit(1)", "    if not j.all_met:\n        pass", None),
+    ("sim/cli/lab.py", "    if not (result[\"genuine\"] and result[\"done\"] == result[\"total\"]):\n        raise typer.Exit(1)",
+     "    if not (result[\"genuine\"] or result[\"done\"] == result[\"total\"]):\n        raise typer.Exit(1)", None),
+    ("sim/cli/__init__.py", "sys.exit(rv if isinstance(rv, int) else 0)", "sys.exit(0)", None),
+    ("sim/cli/__init__.py", "    if rv == 130:", "    if rv == 131:", None),
+]
+
+
+def run(i: int) -> tuple[bool, float, str]:
+    path, old, new, slow = BUGS[i]
+    f = ROOT / path
+    text = f.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"bug {i + 1}: the text is not in {path} once"
+    cmd = [sys.executable, "-m", "pytest", "tests/test_exit_statuses.py", "-q", "-x", "-n", "0", "-p", "no:cacheprovider"]
+    if slow:
+        cmd += ["--run-slow", "-k", slow.replace("-", " and ") if " " in slow else slow]
+    start = time.monotonic()
+    try:
+        f.write_text(text.replace(old, new), encoding="utf-8")
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        f.write_text(text, encoding="utf-8")
+    failed = [line for line in p.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return p.returncode != 0, time.monotonic() - start, (failed[0] if failed else p.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> int:
+    chosen = [int(a) - 1 for a in argv] or list(range(len(BUGS)))
+    caught = 0
+    for i in chosen:
+        ok, took, what = run(i)
+        caught += ok
+        print(f"{i + 1:2} {'caught  ' if ok else 'SURVIVED'} {took:5.0f} s  {BUGS[i][0]}: {BUGS[i][2].strip()[:60]!r}  {what[:150]}",
+              flush=True)
+    print(f"caught {caught} of {len(chosen)}")
+    return 0 if caught == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
