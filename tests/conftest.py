@@ -196,3 +196,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_course():
+    """A command run in this process with ``--course DIR`` keeps that course for the rest of the process
+    (as one command should); a test must not hand it to the next test in the same worker."""
+    yield
+    from sim.course import catalog
+
+    catalog._COURSE.clear()

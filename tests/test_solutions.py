@@ -49,11 +49,11 @@ def test_every_exercise_has_a_solution_hidden_tests_and_at_least_two_wrong_answe
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.dirname)
-def test_every_test_of_an_exercise_is_a_rule_of_equal_nominal_points_the_rubric_weighs(ex):
-    tests = (*ex.tests, *ex.hidden_tests())  # exercise.toml's points: what a student's kit shows
-    assert len({t.points for t in tests}) == 1, {t.name: t.points for t in tests}
+def test_every_test_of_an_exercise_weighs_in_the_students_kit_what_the_grader_weighs(ex):
+    tests = (*ex.tests, *ex.hidden_tests())  # exercise.toml's (and hidden.toml's) points: what a student's kit shows
     graded = ex.graded_tests(True)  # the grader's: the course's rubric (tests/test_rubric.py holds it)
     assert [t.name for t in graded] == [t.name for t in tests]
+    assert {t.name: t.points for t in ex.tests} == {t.name: t.points for t in graded if not t.hidden}
     assert sum(t.points for t in graded) == sum(t.points for t in tests), "the rubric keeps each exercise's total"
 
 
