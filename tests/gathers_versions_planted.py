@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the tests run against each module's bugs (quick set, one process)
 TESTS = {
     "sim/gathers.py": ["tests/test_trace_gathers.py", "tests/test_timed_out.py", "tests/test_gather_reductions.py",
-                       "tests/test_gathers_planted.py"],
+                       "tests/test_gather_boundaries.py"],
     "sim/versions.py": ["tests/test_versions.py", "tests/test_envelope.py", "tests/test_undeclared_fields.py",
-                        "tests/test_closed_payloads.py", "tests/test_versions_planted.py"],
+                        "tests/test_closed_payloads.py", "tests/test_version_boundaries.py"],
 }
 
 G, V = "sim/gathers.py", "sim/versions.py"
