@@ -40,9 +40,9 @@ def test_the_shipped_story_waits_for_every_member_and_takes_results_in_delivery_
 
 @pytest.mark.parametrize("deadline, senders, tick", [
     (12, ["researcher-5", "researcher-6", "researcher-4"], 15),  # T-4's reply at round 14 = 2 + 12: in time
-    (11, ["researcher-5", "researcher-6"], 14),  # round 14 is past 2 + 11: late, not counted; reduced at 14
+    (11, ["researcher-5", "researcher-6"], 14),  # round 14 is past 2 + 11: reduced then, T-4's reply late
 ])
-def test_a_reply_at_the_deadline_counts_and_one_a_round_later_does_not(deadline, senders, tick):
+def test_a_gather_is_reduced_the_round_after_its_deadline_and_a_reply_after_it_does_not_count(deadline, senders, tick):
     store, reduced = _run(deadline=deadline)
     try:
         (e,) = reduced  # reduced once, never again when the late reply arrives
@@ -107,5 +107,22 @@ def test_a_refused_request_does_not_open_the_gather_the_accepted_one_does(deadli
     try:
         assert (e["data"]["status"], e["tick"]) == (status, tick)
         assert _senders(e) == (["researcher-4"] if status == "complete" else [])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("deadline, status, ids, tick", [
+    (4, "complete", ["M-22", "M-23", "M-24"], 7),  # results at round 6 = 2 + 4: at the deadline, counted
+    (3, "blocked", [], 6),  # past 2 + 3 at round 6, before the results of that round: none
+])
+def test_a_reply_at_the_deadline_round_counts_while_its_member_is_still_open(deadline, status, ids, tick):
+    # T-4's result at round 6 says retry: T-4 stays open, so the gather is reduced by its deadline, not
+    # because every member settled; what arrived by the deadline round (inclusive) is what it takes
+    store, (e,) = _run(faults=("transient:M-22",), deadline=deadline)
+    try:
+        assert (e["data"]["status"], e["tick"]) == (status, tick)
+        assert [c["id"] for c in e["data"]["contributions"]] == ids
+        if ids:
+            assert e["data"]["selected"] == "M-23"  # T-4's retry is no success
     finally:
         store.close()

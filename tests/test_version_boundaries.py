@@ -34,6 +34,10 @@ def test_a_json_true_is_no_lease_version():
     with pytest.raises(EnvelopeError) as e:
         build_envelope(**_result("1.1", lease_version=True))
     assert e.value.code == "E_FIELD_TYPE"
+    # and a consumer holding payloads to their shape says so of a message that got past its sender
+    env = build_envelope(**_result("1.1"))
+    env = dataclasses.replace(env, payload={**env.payload, "lease_version": True})
+    assert versions.shape_refusal(env) == "payload.lease_version of task_result must be int in schema 1.1, got bool"
 
 
 def test_a_field_the_run_declares_is_allowed_one_nobody_declares_is_not():
