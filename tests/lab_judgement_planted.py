@@ -7,7 +7,9 @@ docs/performance.md).
     python tests/lab_judgement_planted.py 3 7        # only these (1-based)
 
 Each bug is one small change to a file of the checkout; the file is restored after its run, whatever
-happens (``finally``), and the script checks the file is byte for byte as it was.
+happens (``finally``), and the script checks the file is byte for byte as it was. To keep working in
+the checkout meanwhile, run it in a copy: ``cp -r . /tmp/lj && PYTHONPATH=/tmp/lj python
+/tmp/lj/tests/lab_judgement_planted.py`` (the planted file is the copy's, never the checkout's).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TESTS = ["tests/test_lab_judgement.py", "tests/test_lab_forgery.py", "tests/test_lab_judgement_planted.py"]
+TESTS = ["tests/test_lab_judgement_planted.py", "tests/test_lab_forgery.py", "tests/test_lab_judgement.py"]
 
 J, V, S = "sim/labs/judge.py", "sim/labs/verify.py", "sim/labs/submit.py"
 
