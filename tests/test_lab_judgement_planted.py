@@ -122,3 +122,48 @@ def _fault_seq(sub) -> int:
     con.close()
     tmp.unlink()
     return seq
+
+
+def _played(tmp_path, number: int, actions: list[dict]):
+    """Lab ``number`` played through ``actions``: (its run, its progress file)."""
+    from sim.labs.paths import play
+    from sim.labs.resume import open_lab_run
+    from sim.labs.session import LabSession
+    from sim.store import ProgressStore
+
+    lab = get_lab(number)
+    db, prog_path = tmp_path / lab.default_db, tmp_path / "protolab-progress.db"
+    run = open_lab_run(lab, db)
+    progress = ProgressStore.open(prog_path)
+    progress.start_session(lab.number, lab.default_db)
+    session = LabSession(lab, run.store, progress)
+    session.refresh()
+    play(run.live, session, actions)
+    run.close()
+    progress.close()
+    return db, prog_path
+
+
+def test_lab_check_of_an_edited_run_meeting_every_checkpoint_is_not_all_met(tmp_path, capsys):
+    """Every checkpoint met, but the run edited by hand: 'lab check' says so and exits 1."""
+    import sqlite3
+
+    db, prog = _played(tmp_path, 3, reference(get_lab(3)))
+    code, out, _ = run_cli(capsys, "lab", "check", 3, "--db", db, "--progress", prog, "--json")
+    assert code == 0 and json.loads(out)["all_met"] is True
+    con = sqlite3.connect(db)
+    con.execute("UPDATE events SET data = json_set(data, '$.selector', 'edited') WHERE type = 'fault_injected'")
+    con.commit()
+    con.close()
+    code, out, _ = run_cli(capsys, "lab", "check", 3, "--db", db, "--progress", prog, "--json")
+    j = json.loads(out)
+    assert j["done"] == j["total"] and j["genuine"] is False
+    assert j["all_met"] is False and code == 1
+
+
+def test_a_run_lab_start_did_not_make_is_said_so(tmp_path, capsys):
+    sub = _submitted(tmp_path, capsys, 3, reference(get_lab(3)))
+    code, v, _ = _verify(capsys, sub)
+    assert v["made_by_lab"] is True
+    code, v, _ = _verify(capsys, _repacked(sub, sql=[("DELETE FROM meta WHERE key = 'lab'",)]))
+    assert v["made_by_lab"] is False
