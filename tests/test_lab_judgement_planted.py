@@ -167,3 +167,12 @@ def test_a_run_lab_start_did_not_make_is_said_so(tmp_path, capsys):
     assert v["made_by_lab"] is True
     code, v, _ = _verify(capsys, _repacked(sub, sql=[("DELETE FROM meta WHERE key = 'lab'",)]))
     assert v["made_by_lab"] is False
+
+
+def test_a_delivery_row_edited_by_hand_is_named(tmp_path, capsys):
+    """A delivery's recorded code changed (re-delivery re-derives its decision and state, not the row
+    itself): the journal's replay delivers otherwise, and verify names the delivery."""
+    sub = _submitted(tmp_path, capsys, 3, reference(get_lab(3)))
+    sub = _repacked(sub, sql=[("UPDATE deliveries SET code = 'E_EDITED' WHERE delivery_id = 2",)])
+    code, v, _ = _verify(capsys, sub)
+    assert code == 1 and v["genuine"] is False and v["difference"].startswith("delivery 2 (")
