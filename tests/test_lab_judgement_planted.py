@@ -176,3 +176,43 @@ def test_a_delivery_row_edited_by_hand_is_named(tmp_path, capsys):
     sub = _repacked(sub, sql=[("UPDATE deliveries SET code = 'E_EDITED' WHERE delivery_id = 2",)])
     code, v, _ = _verify(capsys, sub)
     assert code == 1 and v["genuine"] is False and v["difference"].startswith("delivery 2 (")
+
+
+def test_a_delivery_recorded_as_leaving_another_state_is_named(tmp_path, capsys):
+    sub = _submitted(tmp_path, capsys, 3, reference(get_lab(3)))
+    sub = _repacked(sub, sql=[("UPDATE deliveries SET state_after = 'failed' WHERE delivery_id = 2",)])
+    code, v, _ = _verify(capsys, sub)
+    assert code == 1 and v["genuine"] is False and v["difference"].startswith("delivery 2 (")
+    assert "recorded accepted -> failed" in v["difference"]
+
+
+def test_a_hand_delivery_run_with_its_state_edited_is_not_genuine(tmp_path):
+    """A hand-delivery lab has no journal to replay: its state is held to what its deliveries give."""
+    import sqlite3
+
+    from sim import samples
+    from sim.labs.catalog import load_lab
+    from sim.labs.judge import judge
+    from sim.labs.resume import open_lab_run
+    from sim.runtime import deliver
+    from sim.store import Store
+    from test_lab_by_hand import LAB
+
+    folder = tmp_path / "90-by-hand"
+    folder.mkdir()
+    (folder / "lab.toml").write_text(LAB)
+    lab = load_lab(folder)
+    db = tmp_path / "lab90.db"
+    open_lab_run(lab, db).close()
+    with Store.open(db) as s:
+        for env in (samples.m1(), samples.m2(), samples.m3()):
+            deliver(s, env)
+    with Store.open(db, readonly=True) as s:
+        assert judge(lab, s, [], {}).genuine is True
+    con = sqlite3.connect(db)
+    con.execute("UPDATE tasks SET goal = 'edited by hand'")
+    con.commit()
+    con.close()
+    with Store.open(db, readonly=True) as s:
+        j = judge(lab, s, [], {})
+    assert j.genuine is False and "state edited by hand" in j.difference
