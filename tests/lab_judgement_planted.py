@@ -3,7 +3,7 @@ submit.py, one at a time, each run against the quick lab-judgement tests: a bug 
 fail. Not a test (a benchmark of the tests, like tests/exit_mutants.py; figures in
 docs/performance.md).
 
-    python tests/lab_judgement_planted.py            # every planted bug; about 15 minutes on 2 cores
+    python tests/lab_judgement_planted.py            # every planted bug; about 10 minutes on 2 shared cores
     python tests/lab_judgement_planted.py 3 7        # only these (1-based)
 
 Each bug is one small change to a file of the checkout; the file is restored after its run, whatever
