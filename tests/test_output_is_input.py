@@ -175,7 +175,7 @@ def test_grade_gradescope_over_a_submitted_file_is_refused(klass, how):
         (gs / "alice").mkdir(parents=True)
         _link(how, alice / "design.py", gs / "alice" / "results.json")
     before = _tree(klass)
-    line = refused(cli("grade", "1", "class", "--gradescope", gs, "--sandbox", "none", cwd=klass))
+    line = refused(cli("grade", "1", "class", "--gradescope", gs, "--sandbox", "none", "--course", ROOT, cwd=klass))
     assert "--gradescope" in line and "results.json" in line
     assert _tree(klass) == before
 
@@ -188,7 +188,7 @@ def test_autograder_zip_over_a_file_it_packs_is_refused(tmp_path, how):
     if how != "same path":
         _link(how, packed, out)
     before = _tree(tmp_path)
-    line = refused(cli("autograder", "1", "-o", out, cwd=tmp_path))
+    line = refused(cli("autograder", "1", "-o", out, "--course", ROOT, cwd=tmp_path))
     assert "exercise.toml" in line
     assert _tree(tmp_path) == before and packed.read_bytes() == kept
 
@@ -199,7 +199,7 @@ def test_kit_rubric_over_the_rubric_it_shows_is_refused(tmp_path, how):
     kept = rubric.read_bytes()
     _link(how, rubric, tmp_path / "mine.toml")
     before = _tree(tmp_path)
-    refused(cli("kit", "rubric", "1", "-o", tmp_path / "mine.toml", cwd=tmp_path))
+    refused(cli("kit", "rubric", "1", "-o", tmp_path / "mine.toml", "--course", ROOT, cwd=tmp_path))
     assert _tree(tmp_path) == before and rubric.read_bytes() == kept
 
 
