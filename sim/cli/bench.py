@@ -121,21 +121,20 @@ def _played_lab(folder: Path, number: int = 4):
     """A lab played by its reference path into ``folder``: (its number, its run, its progress file)."""
     from ..labs.catalog import get_lab
     from ..labs.paths import play, reference
+    from ..labs.resume import open_lab_run
     from ..labs.session import LabSession
-    from ..live import LiveRun
-    from ..scenario import load_scenario
     from ..store import ProgressStore
 
     lab = get_lab(str(number))
     db, prog = folder / lab.default_db, folder / "progress.db"
-    live = LiveRun(load_scenario(lab.scenario), seed=lab.seed, policy=lab.policy, faults=list(lab.faults), db=db)
+    run = open_lab_run(lab, db)  # as 'protolab lab start' makes it: marked, with the journal verify replays
     progress = ProgressStore.open(prog)
     try:
-        session = LabSession(lab, live.store, progress)
+        session = LabSession(lab, run.store, progress)
         session.refresh()
-        play(live, session, reference(lab))
+        play(run.live, session, reference(lab))
     finally:
-        live.close()
+        run.close()
         progress.close()
     return lab.number, db, prog
 
