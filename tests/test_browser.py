@@ -9,14 +9,12 @@ present, the screen's pixels changed), with a time limit."""
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from servers import children_of as _children
+from servers import server as _server
 
 from sim import timeline
 from sim.palette import DECISION_STYLE, web_colour
@@ -139,45 +137,6 @@ def test_the_timeline_page_shows_an_arrow_per_delivery_and_a_duplicate_in_its_co
     assert f"delivery {pictures[0].rows[2]['d']} " in browser.find_element("id", "detail").text
 
 
-@contextmanager
-def _server(args: list[str]):
-    """A protolab server command running; yields (URL, process); Ctrl-C on the way out, which must stop
-    it cleanly and leave none of its children running."""
-    p = subprocess.Popen([sys.executable, "-m", "sim.cli", *args, "--port", "0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    children: list[int] = []
-    try:
-        line = p.stdout.readline()
-        assert "http://127.0.0.1:" in line, (line, p.stderr.read() if p.poll() is not None else "")
-        yield line[line.index("http://"):].split()[0], p, children
-    finally:
-        if p.poll() is None:
-            children += _children(p.pid)
-            p.send_signal(signal.SIGINT)
-        try:
-            _out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-            raise
-    assert p.returncode == 0, err
-    assert "Traceback" not in err, err
-    for pid in children:  # every app process the server started has ended (reaped: not even a zombie)
-        assert not Path(f"/proc/{pid}").exists(), f"process {pid} left running"
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 def test_datasette_pages_load_with_descriptions_facets_and_a_canned_query(browser, tmp_path, shots):
     from sim.store.browse import TABLES
 
@@ -245,7 +204,7 @@ def _press(driver, keys: str, what: str) -> None:
 def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path, shots):
     pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
     browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _TAP})
-    with _server(["demo", "regression", "--serve", "--paused"]) as (url, p, children):
+    with _server(["demo", "regression", "--serve", "--paused"]) as (url, p, served):
         t0 = time.perf_counter()
         browser.get(url)
         _wait(browser, lambda d: "naive: last write wins" in _tty(d) and _tty(d).count("(0 deliveries)") >= 2,
@@ -256,5 +215,5 @@ def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path,
         _press(browser, " ", what="space, once the terminal takes keys")  # space: step both sides
         _wait(browser, lambda d: _tty(d).count("(1 deliveries)") >= 2, what="both sides stepped once")
         shots(browser, "workshop-stepped")
-        children += _children(p.pid)
-        assert children, "each tab runs the workshop in its own process"
+        served.children += _children(p.pid)
+        assert served.children, "each tab runs the workshop in its own process"

@@ -5,15 +5,12 @@ one). Every wait is on what the server sends; Ctrl-C stops it and ends every tab
 import asyncio
 import json
 import re
-import signal
 import socket
-import subprocess
 import sys
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from servers import server
 
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
@@ -21,41 +18,9 @@ from sim.scenario import load_scenario
 pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-@contextmanager
 def serving(*args: str):
-    p = subprocess.Popen([sys.executable, "-m", "sim.cli", *args, "--serve", "--port", "0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    children: list[int] = []
-    try:
-        line = p.stdout.readline()  # printed once the server listens
-        assert "http://127.0.0.1:" in line, (line, p.stderr.read() if p.poll() is not None else "")
-        yield line[line.index("http://"):].split()[0], p, children
-    finally:
-        if p.poll() is None:
-            if Path("/proc").is_dir():
-                children += _children(p.pid)
-            p.send_signal(signal.SIGINT)
-        try:
-            _out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-            raise
-    assert p.returncode == 0 and "stopped" in err and "Traceback" not in err, err
-    for pid in children:
-        assert not Path(f"/proc/{pid}").exists(), f"the tab's process {pid} was left running"
+    """``protolab ARGS --serve`` running: see tests/servers.py."""
+    return server([*args, "--serve"])
 
 
 def _plain(raw: str) -> str:

@@ -12,15 +12,14 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from conftest import run_cli
+from servers import children_of as _children
+from servers import server as _server
 
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
@@ -112,48 +111,6 @@ def _raw(url: str, data: bytes) -> str:
     return got.split(b"\r\n", 1)[0].decode("latin-1")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-@contextmanager
-def _server(argv: list[str]):
-    """``protolab ARGV --port 0`` running; yields (URL, the process, a dict that gets its stderr once it
-    stopped). Stopped with Ctrl-C on the way out: it must stop cleanly, without a traceback."""
-    p = subprocess.Popen([sys.executable, "-m", "sim.cli", *argv, "--port", "0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    result: dict = {}
-    lines: list[str] = []
-    drain = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)  # read as it comes: never blocks it
-    drain.start()
-    try:
-        line = p.stdout.readline()  # printed once the server listens
-        assert "http://127.0.0.1:" in line, (line, p.wait(), drain.join(), "".join(lines))
-        yield line[line.index("http://"):].split()[0], p, result
-    finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise
-        finally:
-            drain.join()
-            result["err"] = "".join(lines)
-    err = result["err"]
-    assert p.returncode == 0 and "stopped" in err and "Traceback" not in err, err
-
-
 def _run(tmp_path: Path) -> Path:
     db = tmp_path / "run.db"
     run_scenario(load_scenario("publish-report"), db=db).close()
@@ -182,7 +139,7 @@ def test_browse_answers_localhost_only_and_refuses_any_other_host(tmp_path):
             "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
             "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": f"http://127.0.0.1:{port}"})
         assert status == 403
-    err = result["err"]
+    err = result.err
     refused = [x for x in err.splitlines() if x.startswith("protolab: refused GET")]
     assert len(refused) == 6, err
     assert "'evil.example'" in refused[0] and "\x1b" not in err  # the client's values quoted: no escapes
@@ -203,7 +160,7 @@ def test_browse_gives_clean_404s_and_refuses_writes_with_no_traceback(tmp_path):
             assert status == 405 and "read-only" in body, (method, path, status, body)
         status, _body = _request(url, "/run/tasks")
         assert status == 200
-    err = result["err"]
+    err = result.err
     assert "Traceback" not in err and "Error" not in err, err
     assert len(err.splitlines()) == 6, err  # one line per refused write, then "stopped"
     assert db.read_bytes() == before
@@ -271,7 +228,7 @@ def test_serve_refuses_a_foreign_host_and_a_websocket_from_another_page_and_star
             line = _raw(url, data)
             assert line.split(" ")[1:2][0].startswith(status) if line else status == "", (data, line)
         assert _children(p.pid) == []  # no demo process was started
-    err = result["err"]
+    err = result.err
     refused = [x for x in err.splitlines() if x.startswith("protolab: refused")]
     assert len(refused) == 8, err  # 7, and the request with no Host
     assert "\x1b" not in err
@@ -348,6 +305,6 @@ def test_own_origin_opens_tabs_up_to_the_cap_and_a_closed_socket_ends_its_proces
 
         two, ended = asyncio.run(scenario())
         assert ended == sorted(two), f"a closed tab's process was left running: {set(two) - set(ended)}"
-    err = result["err"]
+    err = result.err
     assert "refused a tab: 2 of --max-sessions 2 are open" in err, err
     assert "a tab ended on a bad message: JSONDecodeError" in err, err
