@@ -27,6 +27,7 @@ def _sound(r: dict, command: str, cycles: int) -> dict:
     return o
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 def test_the_deliver_loop_kills_at_its_commits_and_finds_every_delivery_made():
     r = bench_crash_all(4, commands=("deliver",), envelopes=40, seed=3)
     o = _sound(r, "deliver", 4)

@@ -103,6 +103,7 @@ def test_ctrl_c_ends_a_command_blocked_reading_its_input(tmp_path):
     assert _files(tmp_path) == before
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 def test_ctrl_c_in_the_middle_of_a_long_run_leaves_the_old_run_byte_for_byte(tmp_path):
     db = tmp_path / "x.db"
     assert _cli("run", "stress", "--tasks", "20", "--db", db, "--json").returncode == 0
@@ -114,6 +115,7 @@ def test_ctrl_c_in_the_middle_of_a_long_run_leaves_the_old_run_byte_for_byte(tmp
     assert _files(tmp_path) == before  # no partial file beside it either
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 @pytest.mark.parametrize("step", ["checked", "synced", "replacing"])
 def test_ctrl_c_between_the_checkpoint_and_the_rename_leaves_the_old_run(tmp_path, step):
     db = tmp_path / "x.db"
@@ -136,6 +138,7 @@ def test_ctrl_c_during_deliver_keeps_the_deliveries_made(tmp_path):
     assert "after 7 of 50 deliveries" in line
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 @pytest.mark.parametrize("step", ["file-opened", "file-written"])
 def test_ctrl_c_while_an_output_file_is_written_keeps_the_old_one(tmp_path, step):
     db = tmp_path / "run.db"

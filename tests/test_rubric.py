@@ -74,6 +74,7 @@ def _planted(n: int, name: str, tmp_path):
     return d
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 def test_a_rubric_round_trip_write_edit_grade_changes_the_score_as_computed(tmp_path, capsys):
     wrong = _planted(5, "by-target", tmp_path)  # breaks none-lost, and only it
     copy = tmp_path / "rubric.toml"
@@ -159,6 +160,7 @@ def test_a_cap_lowers_the_total_and_every_output_says_so():
     assert low.score == 10 and low.capped is None
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 def test_the_gradebook_and_explain_show_the_weights(tmp_path, capsys):
     grades = tmp_path / "grades.csv"
     wrong = _planted(3, "scheme-blind", tmp_path)
@@ -214,6 +216,7 @@ def test_the_readmes_say_the_weights_the_rubric_gives():
         assert "points each" not in (other.folder / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 def test_a_kit_carries_the_instructors_edited_rubric_to_the_students_check(tmp_path):
     """An instructor edits rubric.toml; the kit's exercise.toml and README then weigh as it does."""
     from sim.course.catalog import load_tests
