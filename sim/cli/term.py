@@ -206,12 +206,18 @@ def gradebook_show(
                     [[g["assignment"], "" if g["score"] is None else f"{g['score']:g}",
                       "" if g["max_score"] is None else f"{g['max_score']:g}", g["source"], g["why"] or ""]
                      for g in book.grades(student)])
-        output_rows(f"{student}: attempts", ["assignment", "#", "score", "raw", "late", "submitted", "sandbox",
-                                             "zero because"],
-                    [[a["assignment"], str(a["attempt"]), f"{a['score']:g}/{a['max_score']:g}", f"{a['raw_score']:g}",
-                      f"{a['late_days']}d -{a['penalty_percent']:g}%" if a["late_days"] else "",
-                      f"{a['submitted_at']} ({a['submitted_from']})" if a["submitted_at"] else "", a["sandbox"],
-                      a["zero_reason"]] for a in attempts])
+        typer.echo(f"{student}: attempts, oldest first (the latest of each assignment counts, unless overridden)")
+        for a in attempts:
+            late = (f", late {a['late_days']} day(s): -{a['penalty_percent']:g}%" if a["late_days"] else "")
+            typer.echo(f"  {a['assignment']} attempt {a['attempt']}: {a['score']:g}/{a['max_score']:g} "
+                       f"(raw {a['raw_score']:g}{late})")
+            typer.echo(f"    submitted {a['submitted_at'] or '?'} ({a['submitted_from'] or 'unknown'}) as "
+                       f"{a['submitted_as']}; graded {a['graded_at']}; sandbox: {a['sandbox']}")
+            rules = [f"{k} {v['points']:g}/{v['max']:g}" for k, v in a["breakdown"].items() if isinstance(v, dict)]
+            if rules:
+                typer.echo(f"    per rule: {', '.join(rules)}")
+            if a["zero_reason"]:
+                typer.echo(f"    zero because: {a['zero_reason']}")
         if overrides:
             output_rows(f"{student}: overrides", ["assignment", "score", "by", "at", "comment"],
                         [[o["assignment"], f"{o['score']:g}", o["by"], o["at"], o["comment"]] for o in overrides])

@@ -172,7 +172,7 @@ class Gradebook:
                            **{k: r[k] for k in ("submitted_at", "submitted_from", "raw_score", "max_score",
                                                 "late_days", "penalty_percent", "score", "sandbox", "zero_reason",
                                                 "note")},
-                           "breakdown": json.dumps(r["breakdown"], sort_keys=True, ensure_ascii=False)}
+                           "breakdown": json.dumps(r["breakdown"], ensure_ascii=False)}
                     self.db["attempts"].insert(row)
                     written.append({"student": student, "submitted_as": r["submitted_as"], "attempt": n})
         return written
