@@ -712,10 +712,14 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_re
     from ..labs.catalog import get_lab
 
     lab = get_lab(which)
-    subs = collect_labs(path)
     from .term import course_grading
 
     term = course_grading(course_file, "lab", lab.number, submitted_at)  # checked before anything is graded
+    if term is not None:  # the CSV never over the course file, its roster or its gradebook
+        reads = [*reads, term.course.path, term.course.roster_path, term.course.gradebook_path]
+        if csv_out is not None:
+            check_output(csv_out, reads, option="--csv")
+    subs = collect_labs(path)
     con = _console()
     with _progress(not as_json) as bar:
         job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))

@@ -148,7 +148,7 @@ def course_init(
     typer.echo(f"  grade into its gradebook: protolab grade 1 SUBMISSIONS --course-file {folder / 'course.toml'}")
 
 
-def _book(course_file: Optional[Path], *, readonly: bool):
+def _book(course_file: Optional[Path], *, readonly: bool, create: bool = False):
     from ..course.term import find_course_file, load_course
     from ..store.gradebook import open_gradebook
 
@@ -157,7 +157,7 @@ def _book(course_file: Optional[Path], *, readonly: bool):
         raise InputError("no course file: name it with --course-file, or run where course.toml is",
                          code="E_COURSE_FILE")
     course = load_course(found)
-    return course, open_gradebook(course.gradebook_path, readonly=readonly)
+    return course, open_gradebook(course.gradebook_path, readonly=readonly, create=course.name if create else None)
 
 
 @gradebook_app.command("show")
@@ -248,9 +248,12 @@ def gradebook_override(
             who = getpass.getuser()
         except (KeyError, OSError):
             who = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    _course, book = _book(course_file, readonly=False)
+    from ..course.term import assignment_rows
+
+    course, book = _book(course_file, readonly=False, create=True)
     try:
-        book.override(student, assignment, float(score), clean_text(comment, lines=False), clean_name(who), _now())
+        book.override(student, assignment, float(score), clean_text(comment, lines=False), clean_name(who), _now(),
+                      students=course.roster.students, assignments=assignment_rows(course))
     finally:
         book.close()
     typer.echo(f"override: {student} {assignment} = {score:g} (by {clean_name(who)}: {clean_text(comment, lines=False)}); "

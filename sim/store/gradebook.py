@@ -177,8 +177,13 @@ class Gradebook:
                     written.append({"student": student, "submitted_as": r["submitted_as"], "attempt": n})
         return written
 
-    def override(self, student: str, assignment: str, score: float, comment: str, by: str, at: str) -> int:
-        """A manual score, kept beside the attempts. Unknown student or assignment: E_USAGE."""
+    def override(self, student: str, assignment: str, score: float, comment: str, by: str, at: str, *,
+                 students=None, assignments=None) -> int:
+        """A manual score, kept beside the attempts (the roster and assignments brought up to date first
+        when given). Unknown student or assignment: E_USAGE, nothing written."""
+        if students is not None:
+            with self.transaction():
+                self._sync_course(students, assignments or [])
         if not self.db.execute("SELECT 1 FROM students WHERE id = ?", [student]).fetchone():
             raise InputError(f"{student!r} is not on the gradebook's roster (protolab gradebook show lists it)",
                              code="E_USAGE")
@@ -250,6 +255,15 @@ class Gradebook:
                           "WHERE student = '' ORDER BY assignment, submitted_as, attempt")
 
 
+def _writable(path: Path) -> bool:
+    """Writable by this process, and not marked read-only (no owner write bit: root writes through any
+    mode, and a gradebook made read-only by its owner is refused for root too)."""
+    try:
+        return os.access(path, os.W_OK) and bool(os.stat(path).st_mode & 0o200)
+    except OSError:
+        return False
+
+
 def _check(path: Path, *, write: bool) -> None:
     try:
         with open(path, "rb") as fh:
@@ -287,7 +301,7 @@ def _check(path: Path, *, write: bool) -> None:
     missing = {"students", "assignments", "attempts", "overrides"} - tables
     if missing:
         raise _refuse(path, f"lacks the table(s) {', '.join(sorted(missing))}; it is damaged")
-    if write and (not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK)):
+    if write and (not _writable(path) or not _writable(path.parent)):
         raise _refuse(path, "is read-only (the file or its folder); make it writable or copy it",
                       code="E_GRADEBOOK_READONLY")
 
@@ -310,7 +324,7 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
             raise InputError(f"{path} does not exist; 'protolab grade ... --course-file' writes it", code="E_GRADEBOOK")
         if not path.parent.is_dir():
             raise InputError(f"folder {path.parent} does not exist; nothing was written", code="E_GRADEBOOK")
-        if not os.access(path.parent, os.W_OK):
+        if not _writable(path.parent):
             raise _refuse(path, "cannot be created (its folder is read-only)", code="E_GRADEBOOK_READONLY")
         tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
         tmp.unlink(missing_ok=True)
