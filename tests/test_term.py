@@ -432,3 +432,34 @@ def test_a_scripted_term_with_an_exercise_a_late_submission_and_a_regrade(tmp_pa
     book = open_gradebook(path.parent / "gradebook.db", readonly=True)
     assert [x["score"] for x in book.attempts("alice", "ex1")] == [round(a["max_score"] * 0.9, 2), a["max_score"]]
     book.close()
+
+
+def test_browse_serves_a_gradebook_with_its_facets_and_queries(tmp_path, capsys):
+    import asyncio
+
+    from sim.web.datasette import make_app
+
+    course, book, assignments = _book(tmp_path, capsys)
+    book.record(course.roster.students, assignments, "ex1",
+                [_row(["alice"], "alice", 7, late=1, pct=10), _row(["bob"], "bob", 0, zero="no design.py"),
+                 _row([], "mallory", 9)], "t1")
+    book.close()
+    gb = course.gradebook_path
+
+    async def pages():
+        app = make_app(gb, None)
+        await app.invoke_startup()
+        attempts = (await app.client.get("/gradebook/attempts.json?_extra=facet_results")).json()
+        zeros = (await app.client.get("/gradebook/zeros.json?_shape=objects")).json()
+        unmatched = (await app.client.get("/gradebook/unmatched.json?_shape=objects")).json()
+        return attempts, zeros, unmatched
+
+    attempts, zeros, unmatched = asyncio.run(pages())
+    facets = attempts["facet_results"]["results"] if "results" in attempts["facet_results"] else attempts["facet_results"]
+    assert {"assignment", "late_days", "submitted_from", "sandbox"} <= set(facets)
+    assert [(r["student"], r["zero_reason"]) for r in zeros["rows"]] == [("bob", "no design.py")]
+    assert [r["submitted_as"] for r in unmatched["rows"]] == ["mallory"]
+    # a file that is neither a run nor a gradebook is refused in one line
+    (tmp_path / "x.db").write_bytes(b"not a database")
+    code, _, err = _cli(capsys, "browse", tmp_path / "x.db", "--port", "0")
+    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1

@@ -351,3 +351,49 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
         return Gradebook(_connect(path, readonly=readonly), path)
     except sqlite3.Error as e:
         raise _refuse(path, f"cannot be opened ({e})") from None
+
+
+#: What ``protolab browse GRADEBOOK.db`` shows (Datasette's metadata): table -> (description, columns, facets)
+BROWSE_TABLES: dict[str, tuple[str, dict[str, str], list[str]]] = {
+    "attempts": ("One row per student x assignment x attempt: a regrade adds one, the latest counts (unless "
+                 "overridden). A submission matched to nobody on the roster has student empty.", {
+        "student": "The roster id ('' when the submission matched nobody).",
+        "submitted_as": "The submission's folder or zip name.",
+        "attempt": "1, 2, ... per student and assignment.",
+        "submitted_from": "How the submission time is known: submission_metadata.json created_at, --submitted-at "
+                          "or file mtime.",
+        "raw_score": "The score before the late penalty.", "score": "The score after it.",
+        "late_days": "Started days past the due date and its grace.", "penalty_percent": "The late penalty.",
+        "breakdown": "Per rule: points, max, passed, why (JSON).", "sandbox": "What judged it.",
+        "zero_reason": "Why the score is 0 (empty when it is not).",
+    }, ["assignment", "late_days", "submitted_from", "sandbox"]),
+    "overrides": ("Manual grades, with who and why; kept beside the attempts, which they never change. The "
+                  "newest override of a student and assignment is the grade.", {}, ["assignment", "by"]),
+    "students": ("The roster.", {}, ["section"]),
+    "assignments": ("The course file's assignments, due dates and points possible.", {}, ["kind"]),
+    "grades": ("The grade that counts per student and assignment: the newest override, else the latest attempt.",
+               {}, ["assignment", "source"]),
+}
+
+BROWSE_QUERIES = {
+    "zeros": ("Every zero and its reason", "The latest attempts that scored 0, with why.",
+              "SELECT student, submitted_as, assignment, attempt, zero_reason FROM attempts a WHERE score = 0 AND "
+              "attempt = (SELECT MAX(attempt) FROM attempts b WHERE b.student = a.student AND b.submitted_as = "
+              "a.submitted_as AND b.assignment = a.assignment) ORDER BY assignment, student, submitted_as"),
+    "unmatched": ("Unmatched submissions", "Submissions matched to nobody on the roster (kept, never dropped).",
+                  "SELECT submitted_as, assignment, attempt, score, max_score, graded_at FROM attempts "
+                  "WHERE student = '' ORDER BY assignment, submitted_as, attempt"),
+    "late": ("Late submissions", "Attempts past their due date, with the penalty applied.",
+             "SELECT student, submitted_as, assignment, attempt, submitted_at, submitted_from, late_days, "
+             "penalty_percent, raw_score, score FROM attempts WHERE late_days > 0 ORDER BY assignment, student"),
+}
+
+
+def browse_metadata(database: str, *, title: str) -> dict:
+    """Datasette's metadata for a gradebook opened under the name ``database``."""
+    tables = {name: {"description": d, "columns": dict(cols), "facets": list(f)}
+              for name, (d, cols, f) in BROWSE_TABLES.items()}
+    queries = {n: {"title": t, "description": d, "sql": q} for n, (t, d, q) in BROWSE_QUERIES.items()}
+    return {"title": title, "description": "A protolab course gradebook, read-only: attempts, overrides, the roster, "
+                                           "and the grade that counts (grades).",
+            "databases": {database: {"tables": tables, "queries": queries}}}
