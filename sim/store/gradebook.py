@@ -69,6 +69,13 @@ ORDER BY s.id, g.position
 """
 
 
+def _uri(path: Path) -> str:
+    """SQLite's URI of ``path`` (a name holding ? or # stays a name)."""
+    import urllib.parse
+
+    return "file:" + urllib.parse.quote(str(Path(path).resolve()))
+
+
 def _refuse(path, why: str, code: str = "E_GRADEBOOK") -> InputError:
     return InputError(f"{path}: {why}; nothing was written", code=code)
 
@@ -79,7 +86,8 @@ def is_gradebook(path: str | os.PathLike) -> bool:
         with open(path, "rb") as fh:
             if fh.read(16) != _SQLITE_MAGIC:
                 return False
-        conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        # immutable: a run in WAL mode gets no -wal or -shm beside it from being asked
+        conn = sqlite3.connect(f"{_uri(Path(path))}?mode=ro&immutable=1", uri=True)
         try:
             row = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
         finally:
@@ -275,7 +283,7 @@ def _check(path: Path, *, write: bool) -> None:
     if head != _SQLITE_MAGIC:
         raise _refuse(path, "is not a protolab gradebook (not an SQLite database)")
     try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
         try:
             ok = conn.execute("PRAGMA quick_check").fetchone()
             if not ok or ok[0] != "ok":
@@ -307,7 +315,7 @@ def _check(path: Path, *, write: bool) -> None:
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite_utils.Database:
-    uri = f"file:{path.resolve()}?mode={'ro' if readonly else 'rw'}"
+    uri = f"{_uri(path)}?mode={'ro' if readonly else 'rw'}"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     conn.execute("PRAGMA busy_timeout = 5000")
     if not readonly:
