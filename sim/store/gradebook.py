@@ -32,7 +32,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from ..errors import InputError
+from ..errors import InputError, StoreError
+from .driver import _Connection
 
 __all__ = ["GRADEBOOK_APP", "GRADEBOOK_SCHEMA", "Gradebook", "open_gradebook", "is_gradebook"]
 
@@ -87,13 +88,13 @@ def is_gradebook(path: str | os.PathLike) -> bool:
             if fh.read(16) != _SQLITE_MAGIC:
                 return False
         # immutable: a run in WAL mode gets no -wal or -shm beside it from being asked
-        conn = sqlite3.connect(f"{_uri(Path(path))}?mode=ro&immutable=1", uri=True)
+        conn = sqlite3.connect(f"{_uri(Path(path))}?mode=ro&immutable=1", uri=True, factory=_Connection)
         try:
             row = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
         finally:
             conn.close()
         return bool(row) and row[0] == GRADEBOOK_APP
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, StoreError):
         return False
 
 
@@ -131,12 +132,12 @@ class Gradebook:
             conn.execute("BEGIN IMMEDIATE")
             yield
             conn.execute("COMMIT")
-        except sqlite3.Error as e:
-            with suppress(sqlite3.Error):
+        except (sqlite3.Error, StoreError) as e:
+            with suppress(sqlite3.Error, StoreError):
                 conn.execute("ROLLBACK")
             raise _refuse(self.path, f"cannot be written ({e})") from None
         except BaseException:
-            with suppress(sqlite3.Error):
+            with suppress(sqlite3.Error, StoreError):
                 conn.execute("ROLLBACK")
             raise
 
@@ -283,7 +284,7 @@ def _check(path: Path, *, write: bool) -> None:
     if head != _SQLITE_MAGIC:
         raise _refuse(path, "is not a protolab gradebook (not an SQLite database)")
     try:
-        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True, factory=_Connection)
         try:
             ok = conn.execute("PRAGMA quick_check").fetchone()
             if not ok or ok[0] != "ok":
@@ -295,7 +296,7 @@ def _check(path: Path, *, write: bool) -> None:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         finally:
             conn.close()
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, StoreError) as e:
         raise _refuse(path, f"is damaged or not a gradebook ({e})") from None
     if meta.get("app") != GRADEBOOK_APP:
         raise _refuse(path, "is an SQLite database but not a protolab gradebook")
@@ -316,7 +317,8 @@ def _check(path: Path, *, write: bool) -> None:
 
 def _connect(path: Path, *, readonly: bool) -> sqlite_utils.Database:
     uri = f"{_uri(path)}?mode={'ro' if readonly else 'rw'}"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, factory=_Connection)
+    conn.path = str(path)
     conn.execute("PRAGMA busy_timeout = 5000")
     if not readonly:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -337,7 +339,7 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
         tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
         tmp.unlink(missing_ok=True)
         try:
-            conn = sqlite3.connect(str(tmp), isolation_level=None)
+            conn = sqlite3.connect(str(tmp), isolation_level=None, factory=_Connection)
             try:
                 db = sqlite_utils.Database(conn, execute_plugins=False)
                 conn.execute("BEGIN")
@@ -348,7 +350,7 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
             finally:
                 conn.close()
             os.replace(tmp, path)
-        except (OSError, sqlite3.Error) as e:
+        except (OSError, sqlite3.Error, StoreError) as e:
             tmp.unlink(missing_ok=True)
             raise _refuse(path, f"cannot be created ({e})") from None
         except BaseException:
@@ -357,7 +359,7 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
     _check(path, write=not readonly)
     try:
         return Gradebook(_connect(path, readonly=readonly), path)
-    except sqlite3.Error as e:
+    except (sqlite3.Error, StoreError) as e:
         raise _refuse(path, f"cannot be opened ({e})") from None
 
 
