@@ -463,3 +463,23 @@ def test_browse_serves_a_gradebook_with_its_facets_and_queries(tmp_path, capsys)
     (tmp_path / "x.db").write_bytes(b"not a database")
     code, _, err = _cli(capsys, "browse", tmp_path / "x.db", "--port", "0")
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_an_exercise_not_in_the_course_file_or_a_bad_rubric_override_is_refused_before_grading(tmp_path, capsys):
+    path = _term(tmp_path, capsys)
+    (tmp_path / "class").mkdir()
+    before = {p.name for p in path.parent.iterdir()}
+    code, _, err = _cli(capsys, "grade", "2", tmp_path / "class", "--course-file", path, "--course", ROOT)
+    assert code == 2 and err.startswith("error: E_COURSE_FILE:") and "exercise 2" in err, err
+    path.write_text(path.read_text().replace('# rubric = "rubrics/ex1.toml"', 'rubric = "rubrics/ex1.toml"'))
+    assert load_course(path).assignments[0].rubric == path.parent / "rubrics" / "ex1.toml"
+    code, _, err = _cli(capsys, "grade", "1", tmp_path / "class", "--course-file", path, "--course", ROOT)
+    assert code == 2 and err.startswith("error: E_FILE_MISSING:") and "ex1.toml" in err, err
+    (path.parent / "rubrics").mkdir()
+    (path.parent / "rubrics" / "ex1.toml").write_text("[rules]\nno-such-rule = 5\n")
+    code, _, err = _cli(capsys, "grade", "1", tmp_path / "class", "--course-file", path, "--course", ROOT)
+    assert code == 2 and err.startswith("error: E_RUBRIC:"), err
+    _nothing_new(path.parent, before | {"rubrics"})
+    code, _, err = _cli(capsys, "grade", "lab", "1", tmp_path / "class", "--submitted-at", "yesterday",
+                        "--course-file", path)
+    assert code == 2 and err.startswith("error: E_USAGE:") and "ISO 8601" in err
