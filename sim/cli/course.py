@@ -815,6 +815,9 @@ def grade(
 
     from .term import course_grading
 
+    if explain and course_file is not None:
+        raise InputError("--explain shows one submission and records nothing; grade without --explain to record it in "
+                         "the course's gradebook", code="E_USAGE")
     term = None if explain else course_grading(course_file, "exercise", ex.number, submitted_at)
     if term is not None and rubric is None and term.rubric is not None:
         rubric = term.rubric  # the course file's rubric override for this exercise
