@@ -283,6 +283,14 @@ ELSEWHERE: dict[tuple[str, int], str] = {
     ("bench lab", 0): "tests/test_bench.py::test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start",
     ("bench grade", 0): "tests/test_bench_grade.py::test_bench_grade_prints_the_graders_rate_beside_the_floor_and_names_the_sandbox",
     ("bench web", 0): "tests/test_bench.py::test_bench_web_reports_the_timeline_and_datasette_each_beside_its_floor",
+    ("course init", 0): "tests/test_term.py::test_course_init_writes_a_course_file_with_due_dates_and_a_checked_roster",
+    ("course init", 2): "tests/test_term.py::test_a_bad_roster_is_refused_in_one_line_and_nothing_is_written",
+    ("gradebook export", 0): "tests/test_term.py::test_exports_follow_the_canvas_and_moodle_column_specs",
+    ("gradebook export", 2): "tests/test_term.py::test_exports_follow_the_canvas_and_moodle_column_specs",
+    ("gradebook override", 0): "tests/test_term.py::test_a_newer_a_damaged_a_foreign_or_a_read_only_gradebook_is_refused_and_left_as_it_was",
+    ("gradebook override", 2): "tests/test_term.py::test_a_newer_a_damaged_a_foreign_or_a_read_only_gradebook_is_refused_and_left_as_it_was",
+    ("gradebook show", 0): "tests/test_term.py::test_a_lab_term_matched_late_regraded_overridden_and_exported",
+    ("gradebook show", 2): "tests/test_term.py::test_the_course_file_is_the_named_one_else_course_toml_here_else_none",
 }
 
 

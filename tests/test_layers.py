@@ -9,7 +9,8 @@ SIM = Path(__file__).resolve().parent.parent / "sim"
 CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench",
         "sim.labs.catalog", "sim.labs.checks", "sim.labs.session", "sim.labs.verify", "sim.labs.submit", "sim.labs.paths",
         "sim.labs.facts", "sim.labs.explain", "sim.labs.readme", "sim.labs.judge",
-        "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote", "sim.timeline", "sim.store.browse"]
+        "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote", "sim.timeline", "sim.store.browse",
+        "sim.course.term", "sim.store.gradebook"]
 SQL_WORDS = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "CREATE TABLE", "PRAGMA ")
 
 

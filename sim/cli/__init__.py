@@ -15,6 +15,7 @@ The groups (a new command goes in its group's module):
     artifact.py  artifact put, show
     bench.py     bench intake, instructions, sim, writers, crash, lab, grade, trace, tui, startup
     course.py    exercise list, start, check, hint; kit student, classroom, rubric, verify; autograder; grade
+    term.py      course init; gradebook show, override, export (the instructor's term)
     lab.py       lab (the menu), list, status, start, check, submit, verify
     explore.py   explore (every delivery order to a depth), shrink (a failing run made minimal); bench explore
     browser.py   timeline (a run as one HTML page), browse (Datasette over a run); --serve lives on demo and tui
@@ -30,7 +31,7 @@ import sys
 import typer
 
 from ..errors import ProtolabError
-from . import a2a, artifact, bench, browser, course, explore, inspect, lab, machine, run, trace
+from . import a2a, artifact, bench, browser, course, explore, inspect, lab, machine, run, term, trace
 from .common import _click_errors, _interrupted
 
 __all__ = ["app", "main"]
@@ -81,7 +82,8 @@ app.registered_commands = sorted(
 )
 for _group, _group_name in ((machine.machine_app, "machine"), (artifact.artifact_app, "artifact"),
                             (bench.bench_app, "bench"), (course.exercise_app, "exercise"), (trace.trace_app, "trace"),
-                            (course.kit_app, "kit"), (lab.lab_app, "lab"), (a2a.a2a_app, "a2a")):
+                            (course.kit_app, "kit"), (lab.lab_app, "lab"), (a2a.a2a_app, "a2a"),
+                            (term.course_app, "course"), (term.gradebook_app, "gradebook")):
     app.add_typer(_group, name=_group_name)
 
 

@@ -63,23 +63,36 @@ def _label(db: Path, store, dbs: list[Path]) -> str:
 
 @commands.command()
 def browse(
-    db: Path = typer.Option(Path("protolab.db"), "--db", help="The run to browse (never written)."),
+    path: Optional[Path] = typer.Argument(None, metavar="[FILE]", help="A run or a course gradebook (the same as --db)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="The run (default protolab.db) or course gradebook to browse "
+                                                         "(never written)."),
     port: int = PORT_OPT,
     allow_host: List[str] = ALLOW_HOST_OPT,
 ):
     """Datasette over a run, read-only, on localhost: every table described, facets on decision,
     type, task and state, canned queries (every delivery of one intent, tasks in needs_review with
-    both payloads, effects per key, the transitions of one task). Ctrl-C stops it."""
+    both payloads, effects per key, the transitions of one task). Over a course gradebook
+    (gradebook.db): attempts, overrides, the roster and the grades that count, with facets on
+    assignment, late days and sandbox, and canned queries (zeros and why, unmatched, late). Ctrl-C stops it."""
+    from ..store.gradebook import is_gradebook, open_gradebook
     from ..web import datasette
     from ..web.guard import check_allowed_host
 
+    if path is not None and db is not None:
+        raise InputError("name the file once: protolab browse FILE, or --db FILE", code="E_USAGE")
+    db = path or db or Path("protolab.db")
     names = [check_allowed_host(n) for n in allow_host]
-    store = _open(db, readonly=True)  # a protolab run this program knows, or one line and exit 2
+    if is_gradebook(db):
+        open_gradebook(db, readonly=True).close()  # checked: a newer or damaged gradebook is one line and exit 2
+        store = None
+    else:
+        store = _open(db, readonly=True)  # a protolab run this program knows, or one line and exit 2
     try:
         def ready(url: str) -> None:
             print(f"browsing {db} (read-only) at {url}  (Ctrl-C stops it)", flush=True)
 
         datasette.serve(db, store, port=port, ready=ready, allow_hosts=names)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     sys.stderr.write("stopped\n")

@@ -581,7 +581,7 @@ def _explain(report, con) -> None:
 
 
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None,
-                    reads=()) -> None:
+                    reads=(), term=None) -> None:
     from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
     from ..files import written_whole
 
@@ -616,6 +616,11 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         # reproduce line --explain and --json print looks for it
         beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
         merged = write_gradebook(csv_out, subs, reports, reads=reads) if csv_out is not None else None
+        if term is not None:  # the course gradebook: an attempt per submission, one transaction
+            from ..course.term import exercise_row
+
+            term_rows = [exercise_row(term.course, term.assignment, s, r, given=term.given)
+                         for s, r in zip(subs, reports)]
         if gradescope is not None:
             from ..course.gradescope import results_json
 
@@ -629,6 +634,8 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 with written_whole(d / "results.json", code="E_OUTPUT", reads=reads, option="--gradescope") as fh:
                     fh.write(json.dumps(d_json, indent=2) + "\n")
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+    if term is not None:
+        term.record(term_rows, as_json=as_json)
     if merged and (merged["replaced"] or merged["kept"]) and not as_json:  # a regrade into an existing gradebook
         typer.echo(f"{csv_out}: {len(merged['replaced'])} row(s) replaced (each previous score kept in its history "
                    f"column), {len(merged['added'])} added, {merged['kept']} other row(s) kept as they were")
@@ -700,11 +707,18 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
 
 
 def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_reported: bool = False,
-                reads=()) -> None:
+                reads=(), course_file=None, submitted_at=None) -> None:
     from ..course.labgrade import collect_labs, grade_labs, write_lab_gradebook
     from ..labs.catalog import get_lab
 
     lab = get_lab(which)
+    from .term import course_grading
+
+    term = course_grading(course_file, "lab", lab.number, submitted_at)  # checked before anything is graded
+    if term is not None:  # the CSV never over the course file, its roster or its gradebook
+        reads = [*reads, term.course.path, term.course.roster_path, term.course.gradebook_path]
+        if csv_out is not None:
+            check_output(csv_out, reads, option="--csv")
     subs = collect_labs(path)
     con = _console()
     with _progress(not as_json) as bar:
@@ -726,6 +740,13 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_re
                 as_json=as_json, data=results, con=con)
     if csv_out is not None and not as_json:
         typer.echo(f"wrote {csv_out}")
+    if term is not None:
+        from ..course.term import lab_row
+
+        rows = [lab_row(term.course, term.assignment, student, file, r,
+                        folder=path / student if Path(path).is_dir() and (path / student).is_dir() else None,
+                        given=term.given) for (student, file, _p), r in zip(subs, results)]
+        term.record(rows, as_json=as_json)
 
 
 @commands.command()
@@ -749,6 +770,14 @@ def grade(
                                              help="'grade lab': count checkpoints met only by a screen action the "
                                                   "submission lists (a view opened, a visit in time; nothing can "
                                                   "replay them). Default: left out of the score and the max."),
+    course_file: Optional[Path] = typer.Option(None, "--course-file", metavar="FILE",
+                                               help="Record every submission in the course's gradebook (an attempt "
+                                                    "each, late days applied; protolab course init writes the file). "
+                                                    "Default: course.toml in the current folder, when there is one."),
+    submitted_at: Optional[str] = typer.Option(None, "--submitted-at", metavar="TIME",
+                                               help="With a course file: when these were submitted (ISO 8601 with "
+                                                    "offset), for those without Gradescope's submission_metadata.json; "
+                                                    "default: their files' modification time, said as such."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
@@ -770,7 +799,7 @@ def grade(
             raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
                              "or --json", code="E_USAGE")
         _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported,
-                    reads=reads)
+                    reads=reads, course_file=course_file, submitted_at=submitted_at)
         return
     if count_self_reported:
         raise InputError("--count-self-reported is for 'grade lab'; an exercise has no self-reported checkpoints",
@@ -784,8 +813,21 @@ def grade(
     from ..course.rubric import load_rubric
     from ..course.sandbox import require
 
+    from .term import course_grading
+
+    if explain and course_file is not None:
+        raise InputError("--explain shows one submission and records nothing; grade without --explain to record it in "
+                         "the course's gradebook", code="E_USAGE")
+    term = None if explain else course_grading(course_file, "exercise", ex.number, submitted_at)
+    if term is not None and rubric is None and term.rubric is not None:
+        rubric = term.rubric  # the course file's rubric override for this exercise
     weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
     require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
+    if term is not None:
+        reads = [*reads, term.course.path, term.course.roster_path, term.course.gradebook_path]
+        for r in (csv_out, gradescope):
+            if r is not None:
+                check_output(r, reads, option="--csv" if r is csv_out else "--gradescope")
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
-                    rubric=weights, reads=reads)
+                    rubric=weights, reads=reads, term=term)
 

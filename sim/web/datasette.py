@@ -38,13 +38,21 @@ def _register_plugins() -> None:
 
 
 def make_app(db: Path, store):
-    """The Datasette instance for ``db`` (``store``: the run, already opened read-only and checked)."""
+    """The Datasette instance for ``db`` (``store``: the run, already opened read-only and checked; None:
+    ``db`` is a course gradebook, checked by :func:`sim.store.gradebook.open_gradebook`)."""
     from datasette.app import Datasette
 
     from ..store.browse import BIG_RUN, metadata
 
     _register_plugins()
     path = Path(db).resolve()
+    if store is None:
+        from ..store.gradebook import browse_metadata
+
+        return Datasette(immutables=[str(path)], metadata=browse_metadata(path.stem, title=f"protolab gradebook {path.name}"),
+                         settings={"default_page_size": 50, "facet_time_limit_ms": 5000, "sql_time_limit_ms": 5000,
+                                   "allow_download": False, "suggest_facets": True},
+                         cors=False)
     wal = Path(str(path) + "-wal")
     live = wal.exists() and wal.stat().st_size > 0
     name = path.stem
