@@ -580,8 +580,17 @@ def _explain(report, con) -> None:
         con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
 
 
+def _similarity_report(ex, csv_out, gradescope, feedback) -> Path:
+    """Where copydetect's report goes: beside the gradebook, else in the results' or the feedback's
+    folder, else in the current folder."""
+    if csv_out is not None:
+        return csv_out.with_name(f"{csv_out.stem}.similarity.html")
+    folder = gradescope if gradescope is not None else feedback if feedback is not None else Path(".")
+    return folder / f"similarity-{ex.dirname}.html"
+
+
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None,
-                    reads=()) -> None:
+                    reads=(), feedback=None, similarity=None) -> None:
     from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
     from ..files import written_whole
 
@@ -603,6 +612,11 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         if gradescope is not None:  # before grading: no results.json over a file a submission holds
             for s in subs:
                 check_output(gradescope / s.name / "results.json", reads, option="--gradescope")
+        if feedback is not None and feedback.exists() and not feedback.is_dir():
+            raise InputError(f"{feedback} is a file; --feedback names a folder", code="E_OUTPUT")
+        sim_report = _similarity_report(ex, csv_out, gradescope, feedback) if similarity is not None else None
+        if sim_report is not None:
+            check_output(sim_report, reads, option="--similarity")
         if csv_out is not None:  # a gradebook to merge into: refused now, before grading, if it cannot be
             from ..course.gradebook import check_gradebook, read_gradebook
 
@@ -612,6 +626,15 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
             reports = grade_all(ex, subs, jobs=jobs, rubric=rubric,
                                 progress=lambda done, total, name: bar.update(job, completed=done,
                                                                               description=f"graded {name}"))
+        found = None
+        if similarity is not None:  # the files read as text, never run; flags go in each report's note
+            from ..course.similarity import check_similarity
+
+            if sim_report.parent != Path("."):
+                sim_report.parent.mkdir(parents=True, exist_ok=True)
+            found = check_similarity(ex, subs, threshold=similarity, report=sim_report, reads=reads)
+            for s, r in zip(subs, reports):
+                r.flags = found.notes(s.name)
         # each search's counterexample beside its submission (class/alice.counterexample.toml), where the
         # reproduce line --explain and --json print looks for it
         beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
@@ -628,7 +651,25 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
                 with written_whole(d / "results.json", code="E_OUTPUT", reads=reads, option="--gradescope") as fh:
                     fh.write(json.dumps(d_json, indent=2) + "\n")
-    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+        if feedback is not None:
+            from ..course.feedback import write_feedback
+
+            write_feedback(feedback, [{"student": s.name, **r.to_dict()} for s, r in zip(subs, reports)],
+                           assignment=ex, reads=reads)
+    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain,
+                 wrote=[x for x in (csv_out, gradescope, feedback) if x])
+    if found is not None and not as_json:
+        pairs = {tuple(sorted((f.student, f.other))) for f in found.flags if f.kind == "pair"}
+        model = [f.student for f in found.flags if f.kind == "model"]
+        starter = [f.student for f in found.flags if f.kind == "starter"]
+        typer.echo(f"similarity (copydetect, threshold {similarity:.0%}): {found.compared} submissions compared; "
+                   f"{len(pairs)} pair(s) flagged, {len(model)} copy(ies) of the model answer, {len(starter)} of the "
+                   f"starter; skipped or cut: {len(found.skipped)}")
+        for f in found.flags[:20]:
+            typer.echo(f"  {f.student}: {f.text}")
+        for student, why in found.skipped[:10]:
+            typer.echo(f"  {student}: {why}")
+        typer.echo(f"  the matching lines: {found.report}" if found.report else "  no report (nothing was compared)")
     if merged and (merged["replaced"] or merged["kept"]) and not as_json:  # a regrade into an existing gradebook
         typer.echo(f"{csv_out}: {len(merged['replaced'])} row(s) replaced (each previous score kept in its history "
                    f"column), {len(merged['added'])} added, {merged['kept']} other row(s) kept as they were")
@@ -749,6 +790,18 @@ def grade(
                                              help="'grade lab': count checkpoints met only by a screen action the "
                                                   "submission lists (a view opened, a visit in time; nothing can "
                                                   "replay them). Default: left out of the score and the max."),
+    feedback: Optional[Path] = typer.Option(None, "--feedback", metavar="DIR",
+                                            help="Write DIR/STUDENT/NN-slug.html, the feedback to hand back to each "
+                                                 "student (score, each rule, what broke, the command, the hint; "
+                                                 "never the answer). 'protolab feedback export' writes it later."),
+    similarity: bool = typer.Option(False, "--similarity", help="Compare the submissions' files with each other "
+                                                                "and with the model answer and the starter "
+                                                                "(copydetect; the starter's own code is left out); "
+                                                                "flags go in the table, the note and --json, with an "
+                                                                "HTML report of the matching lines."),
+    similarity_threshold: float = typer.Option(0.6, "--similarity-threshold", min=0.01, max=1.0,
+                                               help="With --similarity: the share of a file's own code that must "
+                                                    "match to flag it (0.01 to 1)."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
@@ -766,9 +819,9 @@ def grade(
     if which == "lab":
         if len(paths) != 2:
             raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")
-        if explain or gradescope is not None or rubric is not None:
-            raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
-                             "or --json", code="E_USAGE")
+        if explain or gradescope is not None or rubric is not None or feedback is not None or similarity:
+            raise InputError("--explain, --gradescope, --rubric, --feedback and --similarity are for exercises; lab "
+                             "grading writes a table, --csv or --json", code="E_USAGE")
         _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported,
                     reads=reads)
         return
@@ -786,6 +839,47 @@ def grade(
 
     weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
     require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
-    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
-                    rubric=weights, reads=reads)
+    if similarity:
+        from ..course.similarity import _require
 
+        _require()  # no copydetect: E_NO_SIMILARITY before anything is graded
+    _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
+                    rubric=weights, reads=reads, feedback=feedback,
+                    similarity=similarity_threshold if similarity else None)
+
+
+
+feedback_app = typer.Typer(help="(Instructors) feedback to hand back: one self-contained file per student and "
+                                "assignment, made from a grading run's results.", no_args_is_help=True)
+
+
+@feedback_app.command("export")
+def feedback_export(
+    results: Path = typer.Option(..., "--results", help="What 'protolab grade N DIR --json' printed (saved to a "
+                                                       "file: protolab grade 1 class1 --json > results.json)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The folder to write OUT/STUDENT/NN-slug.html (or .md) in."),
+    fmt: str = typer.Option("html", "--format", metavar="html|md", help="html: one self-contained page (no script, "
+                                                                        "no link out); md: Markdown."),
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) write each student's feedback file: the score, every rule's result and points, and
+    for each broken rule what broke, the command that shows it and the hint, the text the student sees
+    in results.json; never the model answer. Student text is cleaned, capped and escaped."""
+    from ..course.feedback import FORMATS, read_results, write_feedback
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
+    check_output(out, [results], option="--out")
+    reports = read_results(results)
+    assignment = None
+    try:  # the exercise's title from the course, when it is at hand (else what the results name)
+        from ..course.catalog import get_exercise
+
+        _course(course)
+        assignment = get_exercise(str(reports[0]["exercise"]))
+    except InputError:
+        assignment = None
+    if len({r.get("exercise") for r in reports}) > 1:
+        assignment = None
+    written = write_feedback(out, reports, fmt=fmt, assignment=assignment, reads=[results])
+    typer.echo(f"wrote {len(written)} feedback file(s) in {out}/ ({written[0]}{' ...' if len(written) > 1 else ''})")
