@@ -535,8 +535,10 @@ def autograder_cmd(
                    "anyway, knowingly")
 
 
-def _grid_table(report):
-    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which faults."""
+def _grid_tables(report, width: int) -> list:
+    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which
+    faults. Each column as wide as its label (the legend's), so no header is cut; when the invariants do
+    not fit ``width`` side by side they are split over as many tables as it takes."""
     from rich import box
     from rich.table import Table
 
@@ -544,49 +546,68 @@ def _grid_table(report):
 
     names, rows = fault_grid(report)
     if not rows:
-        return None
-    t = Table(title="faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)",
-              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
-    t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis")
+        return []
+    label = {n: SHORT.get(n, n.lower()[:5]) for n in names}
+    cell = {n: max(3, len(label[n])) for n in names}
+    faults_w = min(40, max(len("scenario / faults"), *(2 + len(" + ".join(r.get("faults") or ()) or "(no faults)")
+                                                       for r in rows), *(len(r.get("scenario") or "") for r in rows)))
+    room = max(20, width - faults_w - 1 - 5)  # the faults column, a gap, and 'end'
+    chunks, chunk, used = [], [], 0
     for n in names:
-        t.add_column(SHORT.get(n, n.lower()[:5]), justify="center", no_wrap=True, width=5)
-    t.add_column("end", justify="center", no_wrap=True, width=4)
-    scenario = None
-    for r in rows:
-        sc = r.get("scenario") or ""
-        if sc != scenario:
-            scenario = sc
-            t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(names) + 1))
-        label = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
-        cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"] else "·"
-                 for n in names]
-        held = all(r["invariants"].values())
-        end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
-        t.add_row(label, *cells, end)
-    return t
+        if chunk and used + cell[n] + 1 > room:
+            chunks.append(chunk)
+            chunk, used = [], 0
+        chunk.append(n)
+        used += cell[n] + 1
+    chunks.append(chunk)
+    tables = []
+    for k, part in enumerate(chunks):
+        title = "faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)"
+        if len(chunks) > 1:
+            title += f", part {k + 1} of {len(chunks)}"
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+        t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis", max_width=faults_w)
+        for n in part:
+            t.add_column(label[n], justify="center", no_wrap=True, min_width=cell[n])
+        t.add_column("end", justify="center", no_wrap=True, min_width=3)
+        scenario = None
+        for r in rows:
+            sc = r.get("scenario") or ""
+            if sc != scenario:
+                scenario = sc
+                t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(part) + 1))
+            fl = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
+            cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"]
+                     else "·" for n in part]
+            held = all(r["invariants"].values())
+            end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
+            t.add_row(fl, *cells, end)
+        tables.append(t)
+    return tables
 
 
 def _explain(report, con) -> None:
     _render_report(report, con)
     if report.problem:
         return
-    grid = _grid_table(report)
-    if grid is not None:
-        con.print()
-        con.print(grid)
+    grids = _grid_tables(report, con.width)
+    if grids:
+        for grid in grids:
+            con.print()
+            con.print(grid)
         from ..course.grade import SHORT, fault_grid
 
         names, _rows = fault_grid(report)
         con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
 
 
-def _similarity_report(ex, csv_out, gradescope, feedback) -> Path:
-    """Where copydetect's report goes: beside the gradebook, else in the results' or the feedback's
-    folder, else in the current folder."""
+def _similarity_report(ex, csv_out) -> Path:
+    """Where copydetect's report goes: beside the gradebook (grades.similarity.html), else in the current
+    folder; never in the feedback or results folders, which go to students (it quotes the model answer)."""
     if csv_out is not None:
         return csv_out.with_name(f"{csv_out.stem}.similarity.html")
-    folder = gradescope if gradescope is not None else feedback if feedback is not None else Path(".")
-    return folder / f"similarity-{ex.dirname}.html"
+    return Path(f"similarity-{ex.dirname}.html")
 
 
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None,
@@ -601,7 +622,7 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         raise InputError(f"exercise {ex.number}'s {what} are not in this install, so a grade would cover the public "
                          "tests only: run from your protolab checkout, name it with --course DIR, or set "
                          "PROTOLAB_SOLUTIONS to its solutions/ folder", code="E_NO_SOLUTIONS")
-    con = _console()
+    con = _console(wide=True)  # off a terminal: lines as long as they are, never wrapped at 80 columns
     with workdir() as tmp:
         subs = collect(ex, path, Path(tmp))
         if explain and len(subs) != 1:
@@ -614,7 +635,7 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 check_output(gradescope / s.name / "results.json", reads, option="--gradescope")
         if feedback is not None and feedback.exists() and not feedback.is_dir():
             raise InputError(f"{feedback} is a file; --feedback names a folder", code="E_OUTPUT")
-        sim_report = _similarity_report(ex, csv_out, gradescope, feedback) if similarity is not None else None
+        sim_report = _similarity_report(ex, csv_out) if similarity is not None else None
         if sim_report is not None:
             check_output(sim_report, reads, option="--similarity")
         if csv_out is not None:  # a gradebook to merge into: refused now, before grading, if it cannot be
@@ -714,6 +735,8 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
                         for x in r.results)
         first = r.problem or next((f"{x.name}: {x.message.splitlines()[0] if x.message else ''}" for x in r.results
                                    if not x.passed), "")
+        if r.flags:  # similarity flagged it: said first, the test's problem after
+            first = "; ".join([*r.flags, first] if first else r.flags)
         rows.append([s.name, f"{r.score:g}", marks, first])  # names and messages come cleaned (sim.course.safetext)
     unboxed = [bool(warning(r.sandbox)) for r in reports]
     if any(unboxed):  # graded without an OS sandbox: every row says so, first
@@ -733,9 +756,12 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
     from rich.markup import escape
 
     rows = [[escape(c) if i in (0, 3) else c for i, c in enumerate(row)] for row in rows]  # text, never markup
-    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
+    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption, width=con.width)
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
-    con.print(t)
+    from rich.measure import Measurement
+
+    # as wide as the table is (off a terminal the console is very wide: no line padded out to it)
+    con.print(t, width=min(con.width, Measurement.get(con, con.options, t).maximum))
     if wrote:
         typer.echo(f"wrote {', '.join(map(str, wrote))}")
 
@@ -747,7 +773,7 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_re
 
     lab = get_lab(which)
     subs = collect_labs(path)
-    con = _console()
+    con = _console(wide=True)
     with _progress(not as_json) as bar:
         job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))
         results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done),
