@@ -551,7 +551,7 @@ def _grid_tables(report, width: int) -> list:
     cell = {n: max(3, len(label[n])) for n in names}
     faults_w = min(40, max(len("scenario / faults"), *(2 + len(" + ".join(r.get("faults") or ()) or "(no faults)")
                                                        for r in rows), *(len(r.get("scenario") or "") for r in rows)))
-    room = max(20, width - faults_w - 1 - 5)  # the faults column, a gap, and 'end'
+    room = max(20, width - faults_w - 1 - 4)  # the faults column, its gap, and 'end' with its gap
     chunks, chunk, used = [], [], 0
     for n in names:
         if chunk and used + cell[n] + 1 > room:
@@ -566,7 +566,7 @@ def _grid_tables(report, width: int) -> list:
         if len(chunks) > 1:
             title += f", part {k + 1} of {len(chunks)}"
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  padding=(0, 1, 0, 0))
+                  padding=(0, 0))
         t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis", max_width=faults_w)
         for n in part:
             t.add_column(label[n], justify="center", no_wrap=True, min_width=cell[n])
