@@ -863,12 +863,12 @@ def grade(
     from ..course.rubric import load_rubric
     from ..course.sandbox import require
 
-    weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
-    require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
     if similarity:
         from ..course.similarity import _require
 
         _require()  # no copydetect: E_NO_SIMILARITY before anything is graded
+    weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
+    require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
                     rubric=weights, reads=reads, feedback=feedback,
                     similarity=similarity_threshold if similarity else None)

@@ -250,11 +250,16 @@ def check_similarity(ex, subs, *, threshold: float = DEFAULT_THRESHOLD, report: 
                 if float(a) >= STARTER_THRESHOLD:
                     out.flags.append(Flag(student, "starter", STARTER, float(a), float(b), f))
         if report is not None:
-            html = detector.generate_html_report(output_mode="return") if len(detector.similarity_matrix) else None
+            import warnings
+
+            with warnings.catch_warnings():  # copydetect 0.5 reads its template with a deprecated importlib call
+                warnings.simplefilter("ignore", DeprecationWarning)
+                html = detector.generate_html_report(output_mode="return") if len(detector.similarity_matrix) else None
             if html is not None:
                 from ..files import written_whole
 
                 html = html.replace(str(students) + "/", "").replace(str(root) + "/", "")
+                Path(report).parent.mkdir(parents=True, exist_ok=True)
                 with written_whole(Path(report), code="E_OUTPUT", reads=reads, option="--similarity") as fh:
                     fh.write(html)
                 out.report = Path(report)
