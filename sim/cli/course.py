@@ -156,6 +156,8 @@ def _render_report(report, con) -> None:
     con.print(f"score: {report.score:g}/{report.max_score:g}" + (
         f" (capped at {capped[0]:g}% of the total: {', '.join(capped[1])} broke; the rules that hold add up to "
         f"{sum(r.points for r in report.results):g})" if capped else ""), highlight=False)
+    for flag in getattr(report, "flags", None) or ():  # what --similarity noticed
+        con.print(flag, highlight=False, markup=False)
     said = _sandbox_line(report)
     if said:
         con.print(said, highlight=False, markup=False, style="dim")
@@ -679,6 +681,9 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                            assignment=ex, reads=reads)
     _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain,
                  wrote=[x for x in (csv_out, gradescope, feedback) if x])
+    if found is not None and as_json:  # stdout is the JSON (each student's flags in it): the report's path on stderr
+        typer.echo(f"similarity: the matching lines: {found.report}" if found.report else
+                   "similarity: no report (nothing was compared)", err=True)
     if found is not None and not as_json:
         pairs = {tuple(sorted((f.student, f.other))) for f in found.flags if f.kind == "pair"}
         model = [f.student for f in found.flags if f.kind == "model"]
