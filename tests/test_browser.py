@@ -217,3 +217,29 @@ def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path,
         shots(browser, "workshop-stepped")
         served.children += _children(p.pid)
         assert served.children, "each tab runs the workshop in its own process"
+
+
+def test_a_feedback_page_shows_the_score_and_every_rule(browser, tmp_path, shots):
+    """What 'protolab feedback export' hands a student, opened as they open it: a file, no server."""
+    from sim.course.catalog import get_exercise, solutions_dir
+    from sim.course.evaluate import evaluate
+    from sim.course.feedback import write_feedback
+
+    ex = get_exercise(1)
+    rep = evaluate(ex, solutions_dir(ex) / "wrong" / "no-attempt", hidden=True, isolate=False)  # the kit's own file
+    report = {"student": "alice", **rep.to_dict()}
+    [page] = write_feedback(tmp_path / "feedback", [report], assignment=ex)
+    browser.get(page.resolve().as_uri())
+    assert browser.find_element("css selector", "h1").text == f"Exercise 1: {ex.title}"
+    assert browser.find_element("id", "score").text == f"Score: {rep.score:g} / {rep.max_score:g}"
+    rows = browser.find_elements("css selector", "#rules tbody tr")
+    assert [r.find_element("css selector", "code").text for r in rows] == [x.name for x in rep.results]
+    for r, x in zip(rows, rep.results):
+        cells = r.find_elements("tag name", "td")
+        assert cells[1].text == ("passed" if x.passed else "failed") and cells[2].text == f"{x.points:g} / {x.max_points:g}"
+        assert cells[0].is_displayed() and cells[1].is_displayed()
+    body = browser.find_element("tag name", "body").text
+    broken = [x for x in rep.results if not x.passed]
+    assert broken and all(x.hint.split(".")[0] in body for x in broken)  # each hint, on the page
+    assert "To see it yourself" in body
+    shots(browser, "feedback")

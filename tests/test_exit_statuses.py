@@ -226,6 +226,8 @@ CASES: list[Case] = [
     Case("kit verify", 1, ["kit", "verify", "-e", "7", "--course", "{course_wrong_verdict}"], slow=True,
          subprocess=True),
     Case("kit verify", 2, ["kit", "verify", "-e", "99"], "E_UNKNOWN_EXERCISE"),
+    Case("feedback export", 0, ["feedback", "export", "--results", "{results7}", "--out", "{tmp}/fb"]),
+    Case("feedback export", 2, ["feedback", "export", "--results", "{not_json}", "--out", "{tmp}/fb"], "E_RESULTS"),
     Case("autograder", 0, ["autograder", "7", "-o", "{tmp}/ag.zip"]),
     Case("autograder", 2, ["autograder", "99", "-o", "{tmp}/ag.zip"], "E_UNKNOWN_EXERCISE"),
     Case("grade", 0, ["grade", "7", "{class7}"], slow=True),
@@ -454,6 +456,15 @@ class Inputs:
     def _bad_toml(self):
         p = self.base / "bad.toml"
         p.write_text("this is = = not toml\n")
+        return p
+
+    def _results7(self):
+        """What 'grade 7 DIR --json' prints, one student, written by hand (nothing graded)."""
+        p = self.base / "results7.json"
+        p.write_text(json.dumps([{"student": "alice", "exercise": 7, "slug": "self-check", "submission": "class/alice",
+                                  "score": 0, "max_score": 10, "tests": [
+                                      {"name": "choices", "title": "Choices", "passed": False, "points": 0,
+                                       "max_points": 10, "message": "question 1: not that one", "hint": "reread"}]}]))
         return p
 
     def _not_json(self):

@@ -6,6 +6,7 @@ student sees (the Gradescope files, the explanation), and nothing hostile escape
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import sqlite3
 from pathlib import Path
@@ -17,6 +18,8 @@ from sim.course.catalog import exercises, solutions_dir, use_course
 from sim.course.corpus import build_corpus
 from sim.course.kit import copy_project
 from sim.course.grade import collect, grade_all
+from sim.course.feedback import render
+from sim.course.gradebook import _note
 from sim.course.gradescope import results_json, validate_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,6 +105,14 @@ def _check_class(ex, tmp_path: Path, *, slow: bool) -> None:
         text = json.dumps(d)
         leaked = [line for line in secret if json.dumps(line)[1:-1] in text]
         assert not leaked, (s.name, leaked[:2])
+        # the feedback handed back (issue 44): no line of the model answer either, in HTML or Markdown
+        for fmt in ("html", "md"):
+            page = render({"student": s.name, **r.to_dict()}, ex, fmt)
+            leaked = [line for line in secret if line in page or html.escape(line, quote=True) in page]
+            assert not leaked, (s.name, fmt, leaked[:2])
+        # every 0 says why in the gradebook's note (issue 44: 28 of 30 hostile zeros had an empty one)
+        if r.score == 0:
+            assert _note(r).strip(), s.name
 
 
 @pytest.mark.slow

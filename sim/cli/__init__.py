@@ -82,8 +82,8 @@ app.registered_commands = sorted(
 )
 for _group, _group_name in ((machine.machine_app, "machine"), (artifact.artifact_app, "artifact"),
                             (bench.bench_app, "bench"), (course.exercise_app, "exercise"), (trace.trace_app, "trace"),
-                            (course.kit_app, "kit"), (lab.lab_app, "lab"), (a2a.a2a_app, "a2a"),
-                            (term.course_app, "course"), (term.gradebook_app, "gradebook")):
+                            (course.kit_app, "kit"), (course.feedback_app, "feedback"), (lab.lab_app, "lab"),
+                            (a2a.a2a_app, "a2a"), (term.course_app, "course"), (term.gradebook_app, "gradebook")):
     app.add_typer(_group, name=_group_name)
 
 

@@ -31,7 +31,14 @@ COURSE_OPT = typer.Option(None, "--course", metavar="DIR", help="(Instructors) t
                           "or its parents).")
 
 
-def _console():
+#: The width of output that is not a terminal (a file, a pipe) when the caller asks for it wide: no line
+#: is wrapped or cut to fit a screen nobody is looking at.
+WIDE = 10_000
+
+
+def _console(wide: bool = False):
+    """The console of stdout. ``wide``: when stdout is not a terminal (and COLUMNS does not say a width),
+    lines are as long as they are (:data:`WIDE`) rather than wrapped at Rich's 80 columns."""
     from rich.console import Console
 
     class _Console(Console):
@@ -44,7 +51,10 @@ def _console():
             except SystemExit:
                 raise BrokenPipeError from None
 
-    return _Console(highlight=False, soft_wrap=False, emoji=False)
+    width = None
+    if wide and not os.environ.get("COLUMNS") and not sys.stdout.isatty():
+        width = WIDE
+    return _Console(highlight=False, soft_wrap=False, emoji=False, width=width)
 
 
 def _json_default(value):
@@ -228,7 +238,7 @@ def _plain(text: str):
 
 
 def _table(title: str, columns: list[str], rows: list[list], *, caption: str | None = None,
-           optional: tuple[str, ...] = ()):
+           optional: tuple[str, ...] = (), width: int | None = None):
     """A plain table for the views. ``optional`` names columns, least important first, that are left
     out (and said so under the table) when the table would not fit the terminal or pipe width."""
     from rich import box
@@ -276,7 +286,7 @@ def _table(title: str, columns: list[str], rows: list[list], *, caption: str | N
     n = len(columns)
     shorts = [i for i in range(n) if widest(i) <= 18]
     con = _console()
-    width = con.width
+    width = width or con.width  # the console's the table is printed on, when it is not stdout's usual one
     probe = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for _ in range(n):
         probe.add_column(width=1)
@@ -368,10 +378,12 @@ def _progress(enabled: bool = True, *, redirect_stdout: bool = True):
     ``redirect_stdout`` off when the command's output goes to stdout while the bar runs (Rich would
     otherwise print it through the bar's console, on stderr)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(),
                     console=console, transient=True, disable=not (enabled and console.is_terminal),
                     redirect_stdout=redirect_stdout)
 

@@ -156,6 +156,8 @@ def _render_report(report, con) -> None:
     con.print(f"score: {report.score:g}/{report.max_score:g}" + (
         f" (capped at {capped[0]:g}% of the total: {', '.join(capped[1])} broke; the rules that hold add up to "
         f"{sum(r.points for r in report.results):g})" if capped else ""), highlight=False)
+    for flag in getattr(report, "flags", None) or ():  # what --similarity noticed
+        con.print(flag, highlight=False, markup=False)
     said = _sandbox_line(report)
     if said:
         con.print(said, highlight=False, markup=False, style="dim")
@@ -535,8 +537,10 @@ def autograder_cmd(
                    "anyway, knowingly")
 
 
-def _grid_table(report):
-    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which faults."""
+def _grid_tables(report, width: int) -> list:
+    """The submission's runs (rows, grouped by scenario) by invariant (columns): what held under which
+    faults. Each column as wide as its label (the legend's), so no header is cut; when the invariants do
+    not fit ``width`` side by side they are split over as many tables as it takes."""
     from rich import box
     from rich.table import Table
 
@@ -544,44 +548,72 @@ def _grid_table(report):
 
     names, rows = fault_grid(report)
     if not rows:
-        return None
-    t = Table(title="faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)",
-              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
-    t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis")
+        return []
+    label = {n: SHORT.get(n, n.lower()[:5]) for n in names}
+    cell = {n: max(3, len(label[n])) for n in names}
+    faults_w = min(40, max(len("scenario / faults"), *(2 + len(" + ".join(r.get("faults") or ()) or "(no faults)")
+                                                       for r in rows), *(len(r.get("scenario") or "") for r in rows)))
+    room = max(20, width - faults_w - 1 - 4)  # the faults column, its gap, and 'end' with its gap
+    chunks, chunk, used = [], [], 0
     for n in names:
-        t.add_column(SHORT.get(n, n.lower()[:5]), justify="center", no_wrap=True, width=5)
-    t.add_column("end", justify="center", no_wrap=True, width=4)
-    scenario = None
-    for r in rows:
-        sc = r.get("scenario") or ""
-        if sc != scenario:
-            scenario = sc
-            t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(names) + 1))
-        label = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
-        cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"] else "·"
-                 for n in names]
-        held = all(r["invariants"].values())
-        end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
-        t.add_row(label, *cells, end)
-    return t
+        if chunk and used + cell[n] + 1 > room:
+            chunks.append(chunk)
+            chunk, used = [], 0
+        chunk.append(n)
+        used += cell[n] + 1
+    chunks.append(chunk)
+    tables = []
+    for k, part in enumerate(chunks):
+        title = "faults by invariant (✓ held, ✗ broke; end: the run ended as the reference's did)"
+        if len(chunks) > 1:
+            title += f", part {k + 1} of {len(chunks)}"
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 0))
+        t.add_column("scenario / faults", no_wrap=True, overflow="ellipsis", max_width=faults_w)
+        for n in part:
+            t.add_column(label[n], justify="center", no_wrap=True, min_width=cell[n])
+        t.add_column("end", justify="center", no_wrap=True, min_width=3)
+        scenario = None
+        for r in rows:
+            sc = r.get("scenario") or ""
+            if sc != scenario:
+                scenario = sc
+                t.add_row(f"[bold]{sc}[/]" if sc else "", *[""] * (len(part) + 1))
+            fl = "  " + (" + ".join(r.get("faults") or ()) or "(no faults)")
+            cells = ["[green]✓[/]" if r["invariants"].get(n, True) else "[bold red]✗[/]" if n in r["invariants"]
+                     else "·" for n in part]
+            held = all(r["invariants"].values())
+            end = "[green]✓[/]" if r["ok"] else ("[bold red]✗[/]" if held else "·")
+            t.add_row(fl, *cells, end)
+        tables.append(t)
+    return tables
 
 
 def _explain(report, con) -> None:
     _render_report(report, con)
     if report.problem:
         return
-    grid = _grid_table(report)
-    if grid is not None:
-        con.print()
-        con.print(grid)
+    grids = _grid_tables(report, con.width)
+    if grids:
+        for grid in grids:
+            con.print()
+            con.print(grid)
         from ..course.grade import SHORT, fault_grid
 
         names, _rows = fault_grid(report)
         con.print("  " + "  ".join(f"{SHORT.get(n, n)}={n}" for n in names), highlight=False, style="dim")
 
 
+def _similarity_report(ex, csv_out) -> Path:
+    """Where copydetect's report goes: beside the gradebook (grades.similarity.html), else in the current
+    folder; never in the feedback or results folders, which go to students (it quotes the model answer)."""
+    if csv_out is not None:
+        return csv_out.with_name(f"{csv_out.stem}.similarity.html")
+    return Path(f"similarity-{ex.dirname}.html")
+
+
 def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_json: bool, jobs, rubric=None,
-                    reads=(), term=None) -> None:
+                    reads=(), term=None, feedback=None, similarity=None) -> None:
     from ..course.grade import collect, grade_all, keep_beside, workdir, write_gradebook
     from ..files import written_whole
 
@@ -592,7 +624,7 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         raise InputError(f"exercise {ex.number}'s {what} are not in this install, so a grade would cover the public "
                          "tests only: run from your protolab checkout, name it with --course DIR, or set "
                          "PROTOLAB_SOLUTIONS to its solutions/ folder", code="E_NO_SOLUTIONS")
-    con = _console()
+    con = _console(wide=True)  # off a terminal: lines as long as they are, never wrapped at 80 columns
     with workdir() as tmp:
         subs = collect(ex, path, Path(tmp))
         if explain and len(subs) != 1:
@@ -603,6 +635,11 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
         if gradescope is not None:  # before grading: no results.json over a file a submission holds
             for s in subs:
                 check_output(gradescope / s.name / "results.json", reads, option="--gradescope")
+        if feedback is not None and feedback.exists() and not feedback.is_dir():
+            raise InputError(f"{feedback} is a file; --feedback names a folder", code="E_OUTPUT")
+        sim_report = _similarity_report(ex, csv_out) if similarity is not None else None
+        if sim_report is not None:
+            check_output(sim_report, reads, option="--similarity")
         if csv_out is not None:  # a gradebook to merge into: refused now, before grading, if it cannot be
             from ..course.gradebook import check_gradebook, read_gradebook
 
@@ -612,6 +649,15 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
             reports = grade_all(ex, subs, jobs=jobs, rubric=rubric,
                                 progress=lambda done, total, name: bar.update(job, completed=done,
                                                                               description=f"graded {name}"))
+        found = None
+        if similarity is not None:  # the files read as text, never run; flags go in each report's note
+            from ..course.similarity import check_similarity
+
+            if sim_report.parent != Path("."):
+                sim_report.parent.mkdir(parents=True, exist_ok=True)
+            found = check_similarity(ex, subs, threshold=similarity, report=sim_report, reads=reads)
+            for s, r in zip(subs, reports):
+                r.flags = found.notes(s.name)
         # each search's counterexample beside its submission (class/alice.counterexample.toml), where the
         # reproduce line --explain and --json print looks for it
         beside = [w for s, r in zip(subs, reports) for w in keep_beside(s, r)]
@@ -633,9 +679,30 @@ def _grade_exercise(ex, path: Path, *, csv_out, gradescope, explain: bool, as_js
                 d_json = note_sandbox(results_json(r, shown_dir=ex.dirname), r.sandbox)
                 with written_whole(d / "results.json", code="E_OUTPUT", reads=reads, option="--gradescope") as fh:
                     fh.write(json.dumps(d_json, indent=2) + "\n")
-    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain, wrote=[x for x in (csv_out, gradescope) if x])
+        if feedback is not None:
+            from ..course.feedback import write_feedback
+
+            write_feedback(feedback, [{"student": s.name, **r.to_dict()} for s, r in zip(subs, reports)],
+                           assignment=ex, reads=reads)
+    _show_grades(ex, subs, reports, con, as_json=as_json, explain=explain,
+                 wrote=[x for x in (csv_out, gradescope, feedback) if x])
     if term is not None:
         term.record(term_rows, as_json=as_json)
+    if found is not None and as_json:  # stdout is the JSON (each student's flags in it): the report's path on stderr
+        typer.echo(f"similarity: the matching lines: {found.report}" if found.report else
+                   "similarity: no report (nothing was compared)", err=True)
+    if found is not None and not as_json:
+        pairs = {tuple(sorted((f.student, f.other))) for f in found.flags if f.kind == "pair"}
+        model = [f.student for f in found.flags if f.kind == "model"]
+        starter = [f.student for f in found.flags if f.kind == "starter"]
+        typer.echo(f"similarity (copydetect, threshold {similarity:.0%}): {found.compared} submissions compared; "
+                   f"{len(pairs)} pair(s) flagged, {len(model)} copy(ies) of the model answer, {len(starter)} of the "
+                   f"starter; skipped or cut: {len(found.skipped)}")
+        for f in found.flags[:20]:
+            typer.echo(f"  {f.student}: {f.text}")
+        for student, why in found.skipped[:10]:
+            typer.echo(f"  {student}: {why}")
+        typer.echo(f"  the matching lines: {found.report}" if found.report else "  no report (nothing was compared)")
     if merged and (merged["replaced"] or merged["kept"]) and not as_json:  # a regrade into an existing gradebook
         typer.echo(f"{csv_out}: {len(merged['replaced'])} row(s) replaced (each previous score kept in its history "
                    f"column), {len(merged['added'])} added, {merged['kept']} other row(s) kept as they were")
@@ -680,6 +747,8 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
                         for x in r.results)
         first = r.problem or next((f"{x.name}: {x.message.splitlines()[0] if x.message else ''}" for x in r.results
                                    if not x.passed), "")
+        if r.flags:  # similarity flagged it: said first, the test's problem after
+            first = "; ".join([*r.flags, first] if first else r.flags)
         rows.append([s.name, f"{r.score:g}", marks, first])  # names and messages come cleaned (sim.course.safetext)
     unboxed = [bool(warning(r.sandbox)) for r in reports]
     if any(unboxed):  # graded without an OS sandbox: every row says so, first
@@ -699,9 +768,12 @@ def _show_grades(ex, subs, reports, con, *, as_json: bool, explain: bool, wrote:
     from rich.markup import escape
 
     rows = [[escape(c) if i in (0, 3) else c for i, c in enumerate(row)] for row in rows]  # text, never markup
-    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption)
+    t = _table(t.title, ["student", "score", "tests", "first problem"], rows, caption=t.caption, width=con.width)
     t.columns[0].overflow, t.columns[0].max_width = "fold", 28
-    con.print(t)
+    from rich.measure import Measurement
+
+    # as wide as the table is (off a terminal the console is very wide: no line padded out to it)
+    con.print(t, width=min(con.width, Measurement.get(con, con.options, t).maximum))
     if wrote:
         typer.echo(f"wrote {', '.join(map(str, wrote))}")
 
@@ -720,7 +792,7 @@ def _grade_labs(which: str, path: Path, *, csv_out, as_json: bool, count_self_re
         if csv_out is not None:
             check_output(csv_out, reads, option="--csv")
     subs = collect_labs(path)
-    con = _console()
+    con = _console(wide=True)
     with _progress(not as_json) as bar:
         job = bar.add_task(f"verifying lab {lab.number} submissions", total=len(subs))
         results = grade_labs(lab, subs, progress=lambda done, total, name: bar.update(job, completed=done),
@@ -778,6 +850,18 @@ def grade(
                                                help="With a course file: when these were submitted (ISO 8601 with "
                                                     "offset), for those without Gradescope's submission_metadata.json; "
                                                     "default: their files' modification time, said as such."),
+    feedback: Optional[Path] = typer.Option(None, "--feedback", metavar="DIR",
+                                            help="Write DIR/STUDENT/NN-slug.html, the feedback to hand back to each "
+                                                 "student (score, each rule, what broke, the command, the hint; "
+                                                 "never the answer). 'protolab feedback export' writes it later."),
+    similarity: bool = typer.Option(False, "--similarity", help="Compare the submissions' files with each other "
+                                                                "and with the model answer and the starter "
+                                                                "(copydetect; the starter's own code is left out); "
+                                                                "flags go in the table, the note and --json, with an "
+                                                                "HTML report of the matching lines."),
+    similarity_threshold: float = typer.Option(0.6, "--similarity-threshold", min=0.01, max=1.0,
+                                               help="With --similarity: the share of a file's own code that must "
+                                                    "match to flag it (0.01 to 1)."),
     as_json: bool = JSON_OPT,
     course: Optional[Path] = COURSE_OPT,
 ):
@@ -795,9 +879,9 @@ def grade(
     if which == "lab":
         if len(paths) != 2:
             raise InputError("grade lab takes the lab and a folder: protolab grade lab 3 submissions/", code="E_USAGE")
-        if explain or gradescope is not None or rubric is not None:
-            raise InputError("--explain, --gradescope and --rubric are for exercises; lab grading writes a table, --csv "
-                             "or --json", code="E_USAGE")
+        if explain or gradescope is not None or rubric is not None or feedback is not None or similarity:
+            raise InputError("--explain, --gradescope, --rubric, --feedback and --similarity are for exercises; lab "
+                             "grading writes a table, --csv or --json", code="E_USAGE")
         _grade_labs(str(paths[0]), paths[1], csv_out=csv_out, as_json=as_json, count_self_reported=count_self_reported,
                     reads=reads, course_file=course_file, submitted_at=submitted_at)
         return
@@ -821,6 +905,10 @@ def grade(
     term = None if explain else course_grading(course_file, "exercise", ex.number, submitted_at)
     if term is not None and rubric is None and term.rubric is not None:
         rubric = term.rubric  # the course file's rubric override for this exercise
+    if similarity:
+        from ..course.similarity import _require
+
+        _require()  # no copydetect: E_NO_SIMILARITY before anything is graded
     weights = load_rubric(ex, rubric) if rubric is not None else None  # a bad rubric: E_RUBRIC before anything is graded
     require(sandbox)  # fail closed: no OS sandbox, no student code run (unless --sandbox none), never as root
     if term is not None:
@@ -829,5 +917,42 @@ def grade(
             if r is not None:
                 check_output(r, reads, option="--csv" if r is csv_out else "--gradescope")
     _grade_exercise(ex, paths[0], csv_out=csv_out, gradescope=gradescope, explain=explain, as_json=as_json, jobs=jobs,
-                    rubric=weights, reads=reads, term=term)
+                    rubric=weights, reads=reads, term=term, feedback=feedback,
+                    similarity=similarity_threshold if similarity else None)
 
+
+
+feedback_app = typer.Typer(help="(Instructors) feedback to hand back: one self-contained file per student and "
+                                "assignment, made from a grading run's results.", no_args_is_help=True)
+
+
+@feedback_app.command("export")
+def feedback_export(
+    results: Path = typer.Option(..., "--results", help="What 'protolab grade N DIR --json' printed (saved to a "
+                                                       "file: protolab grade 1 class1 --json > results.json)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The folder to write OUT/STUDENT/NN-slug.html (or .md) in."),
+    fmt: str = typer.Option("html", "--format", metavar="html|md", help="html: one self-contained page (no script, "
+                                                                        "no link out); md: Markdown."),
+    course: Optional[Path] = COURSE_OPT,
+):
+    """(Instructors) write each student's feedback file: the score, every rule's result and points, and
+    for each broken rule what broke, the command that shows it and the hint, the text the student sees
+    in results.json; never the model answer. Student text is cleaned, capped and escaped."""
+    from ..course.feedback import FORMATS, read_results, write_feedback
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
+    check_output(out, [results], option="--out")
+    reports = read_results(results)
+    assignment = None
+    try:  # the exercise's title from the course, when it is at hand (else what the results name)
+        from ..course.catalog import get_exercise
+
+        _course(course)
+        assignment = get_exercise(str(reports[0]["exercise"]))
+    except InputError:
+        assignment = None
+    if len({r.get("exercise") for r in reports}) > 1:
+        assignment = None
+    written = write_feedback(out, reports, fmt=fmt, assignment=assignment, reads=[results])
+    typer.echo(f"wrote {len(written)} feedback file(s) in {out}/ ({written[0]}{' ...' if len(written) > 1 else ''})")

@@ -58,6 +58,7 @@ class Report:
     hidden_points: int | None = None  # points in hidden tests (None: unknown in this install)
     problem: str | None = None  # why the submission could not be graded at all (every test 0)
     sandbox: str = ""  # which sandbox judged it: "bubblewrap" or "fallback: <why>" (sim.course.sandbox.describe)
+    flags: list[str] = field(default_factory=list)  # what the grading run noticed beyond the tests (similarity)
 
     @property
     def score(self) -> float:
@@ -103,8 +104,16 @@ class Report:
             "all_passed": self.all_passed,
             "problem": clean_text(self.problem),
             "sandbox": self.sandbox,
+            "zero_reason": _zero_reason(self),
+            "flags": [clean_text(f) for f in self.flags],
             "tests": [r.to_dict() for r in self.results],
         }
+
+
+def _zero_reason(report: Report) -> str:
+    from .gradebook import zero_reason
+
+    return report.problem and f"0: {report.problem}" or zero_reason(report)
 
 
 def to_result(test: Test, v: dict, shown_dir: str, hints=()) -> TestResult:

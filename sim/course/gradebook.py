@@ -28,7 +28,7 @@ from ..errors import InputError
 from ..files import written_whole
 from .safetext import csv_cell
 
-__all__ = ["Gradebook", "read_gradebook", "check_gradebook", "write_gradebook", "rule_columns"]
+__all__ = ["Gradebook", "read_gradebook", "check_gradebook", "write_gradebook", "rule_columns", "zero_reason"]
 
 _HEAD = ["student", "score", "max"]
 _WEIGHT = re.compile(r"^(?P<name>.+) /(?P<points>[0-9.]+)$")
@@ -132,8 +132,26 @@ def _note(report) -> str:
 
     capped = getattr(report, "capped", None)
     why = report.problem or (f"capped at {_num(capped[0])}% of the total: {', '.join(capped[1])} broke"
-                             if capped else "")
-    return "; ".join(x for x in (why, warning(report.sandbox)) if x)
+                             if capped else "") or zero_reason(report)
+    flags = list(getattr(report, "flags", None) or ())  # similarity (sim.course.similarity), when it was asked for
+    return "; ".join(x for x in (why, *flags, warning(report.sandbox)) if x)
+
+
+def zero_reason(report) -> str:
+    """Why a report scored 0, in one line (empty when it did not): the one cause every failing test
+    gave (the file does not import, the sandbox refused what the code did, it ran out of memory), or
+    the first broken rule and how many broke."""
+    if report.score > 0 or not report.results:
+        return ""
+    failed = [r for r in report.results if not r.passed]
+    if not failed:
+        return ""
+    firsts = [(r.message or "").splitlines()[0] if r.message else "" for r in failed]
+    if len(set(firsts)) == 1 and firsts[0]:
+        return f"0: every test failed for one reason: {firsts[0]}"
+    first = next(((r, m) for r, m in zip(failed, firsts) if m), (failed[0], "no reason given"))
+    return (f"0: {len(failed)} of {len(report.results)} rules broke, none earned points; first: {first[0].name}: "
+            f"{first[1]}")
 
 
 def _now() -> str:

@@ -1,0 +1,420 @@
+"""Issue 44's parts 3 to 5: similarity over a class (copydetect), feedback files to hand back, and the
+grader's output off a terminal (no wrap at 80 columns, every zero's reason in the note, the progress
+bar's ETA, the --explain grid's headers as its legend names them).
+
+The quick tests read text only (similarity never runs code) or judge the kit's own planted wrong
+answer in-process; the whole command line (`grade --similarity --feedback --csv`, piped) and the
+feedback page in Chromium are in the slow set."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+from sim.course.catalog import get_exercise, solutions_dir
+from sim.course.evaluate import Report
+from sim.course.evaluate import TestResult as Result
+
+EX = get_exercise(1)
+SOL = solutions_dir(EX)
+
+ALICE = '''"""Alice's envelope design."""
+
+DIGEST_SCHEME = "jcs-v2"
+
+
+def idempotency_key(intent) -> str:
+    parts = [intent.trace_id, intent.task_id, str(intent.step), str(intent.attempt), str(intent.retry)]
+    if intent.answers:
+        parts.append("ack-" + str(intent.answers))
+    parts.append(intent.sender)
+    return "|".join(parts)
+
+
+def payload(intent) -> dict:
+    kept = {}
+    for name, value in intent.body.items():
+        kept[name] = value
+    return kept
+
+
+def evidence_refs(intent) -> list[str]:
+    refs = []
+    for r in intent.refs:
+        if r not in refs:
+            refs.append(r)
+    return refs
+'''
+
+BOB = '''# bob's design
+DIGEST_SCHEME = "jcs-v2"
+
+_FIELDS = ("trace_id", "task_id", "step", "attempt", "retry", "answers", "sender")
+
+
+def idempotency_key(intent) -> str:
+    values = []
+    for field_name in _FIELDS:
+        value = getattr(intent, field_name, None)
+        values.append("-" if value is None else str(value))
+    key = "/".join(values)
+    while "//" in key:
+        key = key.replace("//", "/-/")
+    return key
+
+
+def payload(intent) -> dict:
+    body = intent.body
+    result = {key: body[key] for key in sorted(body)}
+    return result
+
+
+def evidence_refs(intent) -> list[str]:
+    return sorted(set(intent.refs), key=lambda ref: (not ref.startswith("sha256:"), ref))
+'''
+
+
+def _renamed(text: str) -> str:
+    """``text`` with every identifier of its own renamed (what a student hides a copy behind)."""
+    for a, b in (("_FIELDS", "WANTED"), ("values", "pieces"), ("field_name", "fname"), ("value", "v"),
+                 ("result", "out"), ("body = intent.body", "b0dy = intent.body"), ("body[key]", "b0dy[key]"),
+                 ("sorted(body)", "sorted(b0dy)"), ("lambda ref", "lambda cit"), ("ref.startswith", "cit.startswith"),
+                 ("), ref)", "), cit)"), ("# bob's design", "# my own design")):
+        text = text.replace(a, b)
+    return text
+
+
+def _class(root: Path) -> Path:
+    """alice and bob wrote their own; carol copied bob, dave copied bob and renamed everything; eve
+    handed in the model answer, frank the starter; huge, binary and linked files beside them."""
+    files = {"alice": ALICE, "bob": BOB, "carol": BOB, "dave": _renamed(BOB),
+             "eve": (SOL / "design.py").read_text(encoding="utf-8"),
+             "frank": (EX.folder / "design.py").read_text(encoding="utf-8"),
+             "huge": "".join(f"table_{i} = [{i}, {i * 7 % 13}, '{i:x}']\n" for i in range(12_000))}  # 330 KB, his own
+    for name, text in files.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "design.py").write_text(text, encoding="utf-8")
+    (root / "binary").mkdir()
+    (root / "binary" / "design.py").write_bytes(b"\x7fELF\x00\x00" + os.urandom(4000))
+    return root
+
+
+def _collect(root: Path, work: Path):
+    from sim.course.grade import collect
+
+    work.mkdir(exist_ok=True)
+    return collect(EX, root, work)
+
+
+# ------------------------------------------------------------------------------------------ similarity
+
+
+def test_similarity_flags_the_copies_the_renamed_copy_and_the_model_answer_and_not_the_honest_answer(tmp_path):
+    pytest.importorskip("copydetect", reason="copydetect is not installed (pip install -e '.[test]')")
+    from sim.course.similarity import check_similarity
+
+    subs = _collect(_class(tmp_path / "class"), tmp_path / "work")
+    got = check_similarity(EX, subs, threshold=0.6, report=tmp_path / "out" / "similarity.html")
+    pairs = {frozenset((f.student, f.other)) for f in got.flags if f.kind == "pair"}
+    assert pairs == {frozenset(("bob", "carol")), frozenset(("bob", "dave")), frozenset(("carol", "dave"))}
+    assert [f.student for f in got.flags if f.kind == "model"] == ["eve"]
+    assert [f.student for f in got.flags if f.kind == "starter"] == ["frank"]
+    assert not got.of("alice") and not got.of("huge")  # their own work: nothing
+    assert all(f.similarity >= 0.6 for f in got.flags)
+    assert "model answer" in got.of("eve")[0].text and "dave" in " ".join(f.text for f in got.of("bob"))
+    # the hostile files: said, not compared (binary) or compared on their first 256 KB (huge)
+    skipped = dict(got.skipped)
+    assert "binary" in skipped["binary"] and "not compared" in skipped["binary"]
+    assert "only its first 256 KB compared" in skipped["huge"]
+    assert got.compared == 7  # every student but the binary one
+    # copydetect's report of the matching lines: written, naming students, not the private copies' paths
+    html = (tmp_path / "out" / "similarity.html").read_text(encoding="utf-8")
+    assert got.report == tmp_path / "out" / "similarity.html"
+    assert "highlight-red" in html and "bob/design.py" in html and "protolab-similarity-" not in html
+
+
+def test_a_higher_threshold_flags_less_and_a_bad_one_is_refused(tmp_path):
+    pytest.importorskip("copydetect", reason="copydetect is not installed (pip install -e '.[test]')")
+    from sim.course.similarity import check_similarity
+    from sim.errors import InputError
+
+    root = tmp_path / "class"
+    for name, text in (("alice", ALICE), ("bob", BOB), ("half", BOB.split("def payload")[0] + ALICE.split("def payload")[1])):
+        (root / name).mkdir(parents=True)
+        (root / name / "design.py").write_text(text, encoding="utf-8")
+    subs = _collect(root, tmp_path / "work")
+    low = check_similarity(EX, subs, threshold=0.3)
+    high = check_similarity(EX, subs, threshold=0.99)
+    assert any(f.kind == "pair" for f in low.flags) and not any(f.kind == "pair" for f in high.flags)
+    assert low.report is None  # none asked for
+    with pytest.raises(InputError) as e:
+        check_similarity(EX, subs, threshold=0)
+    assert e.value.code == "E_USAGE"
+
+
+def test_similarity_reads_no_link_and_nothing_outside_the_submissions_folder(tmp_path):
+    from sim.course.similarity import FILE_CAP, _vet
+
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "design.py").symlink_to(SOL / "design.py")
+    text, why = _vet(folder / "design.py", folder)
+    assert text is None and "symbolic link" in why
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "design.py").write_text("x = 1\n")
+    (folder / "sub").symlink_to(outside)  # a folder link: the file's real path leaves the folder
+    text, why = _vet(folder / "sub" / "design.py", folder)
+    assert text is None and "outside the submission's folder" in why
+    (folder / "big.py").write_text("é" * FILE_CAP)  # 2 bytes a character: cut in the middle of one, still text
+    text, why = _vet(folder / "big.py", folder)
+    assert text is not None and len(text.encode()) <= FILE_CAP and "first 256 KB" in why
+    (folder / "latin.py").write_bytes(b"caf\xe9 = 1\n")
+    assert _vet(folder / "latin.py", folder) == (None, "latin.py is not UTF-8 text: not compared")
+
+
+def test_without_copydetect_similarity_is_refused_before_anything_is_graded(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_copydetect(name, *a, **kw):
+        if name == "copydetect" or name.startswith("copydetect."):
+            raise ImportError("no copydetect")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_copydetect)
+    root = _class(tmp_path / "class")
+    code, out, err = run_cli(capsys, "grade", "1", root, "--similarity", "--csv", tmp_path / "g.csv")
+    assert code == 2 and out == "" and err.startswith("error: E_NO_SIMILARITY: ") and len(err.strip().splitlines()) == 1
+    assert "pip install 'protolab[similarity]'" in err
+    assert not (tmp_path / "g.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------ zero reasons
+
+
+def _report(results, problem=None) -> Report:
+    rep = Report(EX, Path("class/x"), results=results, hidden_ran=True, hidden_points=0, problem=problem)
+    rep.sandbox = "bubblewrap"
+    return rep
+
+
+def _result(name, points, message, passed=None, max_points=10):
+    return Result(name=name, title=name, hidden=False, points=points, max_points=max_points,
+                      passed=points >= max_points if passed is None else passed, message=message)
+
+
+def test_every_zero_says_why_in_the_gradebook_note_and_in_json():
+    from sim.course.gradebook import _note
+
+    one_cause = _report([_result("a", 0, "your code tried to start a process (os.fork) at design.py line 44"),
+                         _result("b", 0, "your code tried to start a process (os.fork) at design.py line 44")])
+    many = _report([_result("a", 0, "the key changed\nmore lines"), _result("b", 0, "a conflict was missed")])
+    not_graded = _report([_result("a", 0, "not graded: no design.py")], problem="no design.py in the submission")
+    some = _report([_result("a", 10, "ok"), _result("b", 0, "a conflict was missed")])
+    assert _note(one_cause) == "0: every test failed for one reason: your code tried to start a process (os.fork) at design.py line 44"
+    assert _note(many) == "0: 2 of 2 rules broke, none earned points; first: a: the key changed"
+    assert _note(not_graded) == "no design.py in the submission"
+    assert _note(some) == ""  # not a zero: the rule columns say what broke
+    assert one_cause.to_dict()["zero_reason"].startswith("0: every test failed for one reason")
+    assert not_graded.to_dict()["zero_reason"] == "0: no design.py in the submission"
+    assert some.to_dict()["zero_reason"] == ""
+    flagged = _report([_result("a", 10, "ok")])
+    flagged.flags = ["similarity: 100% of design.py matches the model answer"]
+    assert _note(flagged) == "similarity: 100% of design.py matches the model answer"
+    assert flagged.to_dict()["flags"] == flagged.flags
+
+
+# ------------------------------------------------------------------------------------------ feedback
+
+
+def _secret_lines() -> list[str]:
+    """Lines of the model answer a student cannot read elsewhere (the starter, the exercise's texts)."""
+    known = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(EX.folder.rglob("*")) if p.is_file())
+    out = []
+    for line in (SOL / "design.py").read_text(encoding="utf-8").splitlines():
+        text = line.strip().lstrip("#").strip()
+        if len(text) > 20 and text not in known:
+            out.append(text)
+    assert len(out) > 5
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """A planted wrong answer (the kit's own file, so judged in this process) as 'grade --json' gives it,
+    and a hostile one made by hand: markup, a control character, a U+202E, 6 MB."""
+    from sim.course.evaluate import evaluate
+
+    rep = evaluate(EX, SOL / "wrong" / "no-attempt", hidden=True, isolate=False)
+    real = {"student": "no-attempt", **rep.to_dict()}
+    evil = "<script>alert(1)</script>\u202e\x1b[31m" + "B" * 6_000_000
+    hostile = _report([_result("keys-name-intents", 0, f"your key {evil} changed", max_points=20),
+                       _result("payload-conflict", 10, "ok")])
+    hostile = {"student": "<img src=x onerror=alert(1)>`**x**`", **hostile.to_dict()}
+    hostile["tests"][0]["reproduce"] = "protolab exercise try 1 class/x -c \"print('```')\""
+    hostile["tests"][0]["hint"] = "look at <b>this</b>"
+    return real, hostile
+
+
+def test_the_feedback_page_says_the_score_each_rule_what_broke_the_command_and_the_hint(graded):
+    from sim.course.feedback import render
+
+    real, _ = graded
+    page = render(real, EX)
+    assert page.startswith("<!DOCTYPE html>") and f"Score: {real['score']:g} / {real['max_score']:g}" in page
+    for t in real["tests"]:
+        assert f"<code>{t['name']}</code>" in page
+    broken = [t for t in real["tests"] if not t["passed"]]
+    assert broken
+    for t in broken:
+        assert t["hint"] and _esc(t["hint"]) in page
+        assert t["reproduce"] and "To see it yourself" in page
+        assert _esc(t["reproduce"].replace(real["submission"], EX.dirname)) in page  # the student's folder, not ours
+    assert real["submission"] not in page  # no instructor's path
+    assert "<script" not in page and "http" not in page.split("</style>")[1]  # self-contained: nothing fetched
+    md = render(real, EX, "md")
+    assert md.startswith("# Exercise 1") and f"**Score: {real['score']:g} / {real['max_score']:g}**" in md
+    assert all(f"`{t['name']}`" in md for t in real["tests"])
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_the_feedback_never_holds_the_model_answer(graded, tmp_path):
+    from sim.course.feedback import render
+
+    real, _ = graded
+    for fmt in ("html", "md"):
+        text = render(real, EX, fmt)
+        leaked = [line for line in _secret_lines() if line in text or _esc(line) in text]
+        assert not leaked, leaked[:3]
+
+
+def test_student_text_in_the_feedback_is_escaped_capped_and_cleaned(graded):
+    from sim.course.feedback import render
+
+    _, hostile = graded
+    page = render(hostile, EX)
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert "&lt;script&gt;" in page and "\u202e" not in page and "\x1b" not in page
+    assert len(page) < 100_000 and "(cut: " in page
+    md = render(hostile, EX, "md")
+    assert "\u202e" not in md and len(md) < 100_000
+    # the student's text sits in fenced blocks no backquote run of theirs can close
+    fences = re.findall(r"(?m)^(`{3,})text$", md)
+    assert fences and all(len(f) >= 4 for f in fences if "```" in md.split(f + "text", 1)[1].split("\n" + f, 1)[0])
+    assert "\\<img src=x onerror=alert\\(1\\)\\>" in md  # the name: escaped, not markup
+
+
+def test_feedback_export_writes_a_file_per_student_from_grade_json(graded, tmp_path, capsys):
+    real, hostile = graded
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([real, hostile]), encoding="utf-8")
+    code, out, err = run_cli(capsys, "feedback", "export", "--results", results, "--out", tmp_path / "fb")
+    assert code == 0, err
+    pages = sorted((tmp_path / "fb").rglob("*.html"))
+    assert [p.relative_to(tmp_path / "fb").as_posix() for p in pages] == [
+        "_img_src_x_onerror_alert_1_____x___/01-envelope-design.html", "no-attempt/01-envelope-design.html"]
+    assert "wrote 2 feedback file(s)" in out
+    code, out, err = run_cli(capsys, "feedback", "export", "--results", results, "--out", tmp_path / "md", "--format", "md")
+    assert code == 0 and len(list((tmp_path / "md").rglob("*.md"))) == 2
+
+
+@pytest.mark.parametrize("content, code", [("not json", "E_RESULTS"), ('{"a": 1}', "E_RESULTS"), ("[]", "E_RESULTS"),
+                                           (None, "E_FILE_MISSING")])
+def test_bad_results_are_refused_in_one_line_and_nothing_is_written(tmp_path, capsys, content, code):
+    results = tmp_path / "results.json"
+    if content is not None:
+        results.write_text(content)
+    rc, out, err = run_cli(capsys, "feedback", "export", "--results", results, "--out", tmp_path / "fb")
+    assert rc == 2 and out == "" and err.startswith(f"error: {code}: ") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "fb").exists()
+
+
+def test_feedback_export_refuses_a_format_it_does_not_know(graded, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([graded[0]]))
+    rc, out, err = run_cli(capsys, "feedback", "export", "--results", results, "--out", tmp_path / "fb", "--format", "pdf")
+    assert rc == 2 and err.startswith("error: E_USAGE: ") and not (tmp_path / "fb").exists()
+
+
+# ------------------------------------------------------------------------------------------ off a terminal
+
+
+def test_the_progress_bar_has_an_eta():
+    from rich.progress import TimeRemainingColumn
+
+    from sim.cli.common import _progress
+
+    assert any(isinstance(c, TimeRemainingColumn) for c in _progress().columns)
+
+
+def test_the_explain_grid_heads_each_column_with_its_legend_label_whole(graded):
+    from rich.console import Console
+
+    from sim.cli.course import _grid_tables
+    from sim.course.grade import SHORT, fault_grid
+
+    rep = Report(EX, Path("x"))
+    names = list(SHORT)
+    rep.results = [Result(name="fault-matrix", title="", hidden=False, points=0, max_points=8, passed=False,
+                              message="", grid=[{"run": "r1", "scenario": "publish-report", "faults": ["resend:task_request"],
+                                                 "invariants": {n: True for n in names}, "ok": True}])]
+    assert fault_grid(rep)[0] == names
+    for width in (80, 120, 10_000):
+        con = Console(width=width, file=io.StringIO(), color_system=None)
+        heads = []
+        for t in _grid_tables(rep, width):
+            con.print(t)
+            heads += [c.header for c in t.columns[1:-1]]
+        text = con.file.getvalue()
+        assert heads == [SHORT[n] for n in names]  # every invariant once, in order, under its legend's label
+        assert "…" not in "\n".join(line for line in text.splitlines() if "regr" in line or "scenario" in line)
+        for label in heads:
+            assert re.search(rf"(?<!\S){re.escape(label)}(?!\S)", text), (width, label)
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+
+
+@pytest.mark.slow
+def test_grade_off_a_terminal_similarity_feedback_and_notes_end_to_end(tmp_path, capsys):
+    """The whole command, piped: one line per student however long its problem, the flags in the
+    table, the CSV's note and --json, the report's path printed, a feedback page per student."""
+    pytest.importorskip("copydetect", reason="copydetect is not installed (pip install -e '.[test]')")
+    root = _class(tmp_path / "class")
+    shutil.rmtree(root / "huge")  # 330 KB of tables is for the similarity test alone
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = run_cli(capsys, "grade", "1", root, "--csv", out_dir / "grades.csv", "--feedback", out_dir / "fb",
+                             "--similarity")
+    assert code == 0, err
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("student"))
+    rows = {line.split()[0]: line for line in lines[head + 2:head + 2 + 7]}
+    assert set(rows) == {"alice", "binary", "bob", "carol", "dave", "eve", "frank"}  # one line each: nothing wrapped
+    assert "…" not in rows["frank"] and len(rows["frank"]) > 200  # the problem whole, past 80 columns
+    assert "matches the model answer" in rows["eve"] and "starter unchanged" in rows["frank"]
+    assert f"the matching lines: {out_dir / 'grades.similarity.html'}" in out
+    assert (out_dir / "grades.similarity.html").is_file()
+    book = {r["student"]: r for r in csv.DictReader(io.StringIO((out_dir / "grades.csv").read_text()))}
+    assert "matches carol's" in book["dave"]["note"] and "matches dave's" in book["bob"]["note"]
+    for name, r in book.items():
+        if float(r["score"]) == 0:
+            assert r["note"].startswith(("0: ", "no design.py")) or "0: " in r["note"], (name, r["note"])
+    assert not any("similarity" in r["note"] for n, r in book.items() if n == "alice")
+    pages = sorted(p.parent.name for p in (out_dir / "fb").rglob("01-envelope-design.html"))
+    assert pages == sorted(book)
+    assert not list((out_dir / "fb").rglob("*similarity*"))  # the report quotes the model answer: never handed back
