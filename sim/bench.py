@@ -315,7 +315,8 @@ def sim_one(n: int, seed: int = 0) -> dict:
                 captured = run_scenario(sc, seed=seed, db=Path(tmp) / f"capture-{mode}.db", tracer=write_recorder(fh), **kw)
                 captured_digest = captured.state_digest()
                 captured.close()
-            floor = StatementReplayer(str(Path(tmp) / f"floor-{mode}.db"), open(sql_path, encoding="utf-8"))
+            floor_path = str(Path(tmp) / f"floor-{mode}.db")
+            floor = StatementReplayer(floor_path, open(sql_path, encoding="utf-8"))
             if group == 1:
                 # One transaction per delivery (the ratio the target is about): the project's run and the floor
                 # alternate, SIM_SLICE deliveries of the run and then the floor's statements up to the same
@@ -338,6 +339,9 @@ def sim_one(n: int, seed: int = 0) -> dict:
                 store = run_scenario(sc, seed=seed, db=Path(tmp) / f"project-{mode}.db", **kw)
                 project_s = clock() - t0
             floor.play()
+            # the durable end the project's run pays inside its timing (put_in_place: checkpoint, fsync of the
+            # file and its folder); before 2026-12-07 the floor stopped at its last COMMIT, doing less
+            floor.finish(floor_path)
             floor.close()  # (and the statements' file)
             sql_path.unlink()
             counts = store.counts()
