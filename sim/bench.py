@@ -339,8 +339,9 @@ def sim_one(n: int, seed: int = 0) -> dict:
                 store = run_scenario(sc, seed=seed, db=Path(tmp) / f"project-{mode}.db", **kw)
                 project_s = clock() - t0
             floor.play()
-            # the durable end the project's run pays inside its timing (put_in_place: checkpoint, fsync of the
-            # file and its folder); before 2026-12-07 the floor stopped at its last COMMIT, doing less
+            # the durable end the project's run pays inside its timing (put_in_place): its checkpoint and check
+            # are recorded statements the floor replayed; before 2026-12-07 it stopped there, without the
+            # fsyncs of the file and its folder that the project pays
             floor.finish(floor_path)
             floor.close()  # (and the statements' file)
             sql_path.unlink()

@@ -352,3 +352,33 @@ def test_bench_instructions_counts_the_same_each_run():
     # the ratio is project over floor, as every bench's: instructions, so over 1
     assert 0 < a["floor_per_delivery"] < a["project_per_delivery"] and a["ratio"] > 1
     assert a["floor_batches"] == 20
+
+
+def test_the_sim_floor_ends_its_file_as_a_run_is_put_in_place_and_times_it(tmp_path):
+    """The floor's durable end (issue 50): the run's own checkpoint and check are among the statements it
+    replays; ``finish`` adds what a run's file gets after them (closed, the file and its folder fsynced), timed
+    into ``spent``; the file holds the run's rows alone afterwards."""
+    import dataclasses
+    import io
+    import sqlite3
+
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from sim.store import StatementReplayer, write_recorder
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=5))
+    fh = io.StringIO()
+    store = run_scenario(sc, seed=0, db=tmp_path / "run.db", tracer=write_recorder(fh), group_commits=1)
+    deliveries = store.counts()["deliveries"]
+    store.close()
+    path = str(tmp_path / "floor.db")
+    floor = StatementReplayer(path, fh.getvalue().splitlines())
+    floor.play()
+    played = floor.spent
+    floor.finish(path)
+    floor.close()
+    assert floor.spent > played
+    wal = tmp_path / "floor.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM deliveries").fetchone()[0] == deliveries

@@ -77,10 +77,11 @@ class StatementReplayer:
                 return
 
     def finish(self, path: str) -> None:
-        """The durable end a run's file gets before it is put in place (:func:`sim.runfile.put_in_place`),
-        the plainest way, timed into ``spent``: the WAL checkpointed into the file (TRUNCATE), the connection
-        closed, the file and its folder fsynced. (The project's end also checks the file's integrity: a check,
-        not durability, so the floor leaves it out.)"""
+        """The rest of the durable end a run's file gets before it is put in place
+        (:func:`sim.runfile.put_in_place`), the plainest way, timed into ``spent``. The run's checkpoint and
+        integrity check are statements it recorded, so the floor has replayed them already; what they leave
+        is done here: the WAL checkpointed (again: a no-op after the replayed one, so this stands alone), the
+        connection closed, the file and its folder fsynced."""
         t0 = time.perf_counter()
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         self.conn.close()
