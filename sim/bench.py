@@ -236,7 +236,7 @@ def bench_instructions(n: int = 1000, *, progress: bool = False) -> dict:
         "warm": warm,
         "project_per_delivery": round(project),
         "floor_per_delivery": round(floor),
-        "ratio": round(floor / project, 3),
+        "ratio": round(project / floor, 3),  # project over floor, as every bench: here instructions, so over 1
         "floor_batches": counted,
         "counts": {"project": [p0, pn], "floor": [f0, fn]},
         "python": sys.version.split()[0],
@@ -263,8 +263,9 @@ def bench_startup(repeat: int = 7) -> dict:
         "help_ms": round(help_s * 1000, 1),
         "version_ms": round(version_s * 1000, 1),
         "floor_ms": round(floor_s * 1000, 1),
-        "ratio": round(floor_s / help_s, 3),
-        "version_ratio": round(floor_s / version_s, 3),
+        # project over floor, as every bench: here milliseconds, so over 1 (the target: at most 3)
+        "ratio": round(help_s / floor_s, 3),
+        "version_ratio": round(version_s / floor_s, 3),
         "budget_ms": 300,
         "within_budget": help_s < 0.300,
         # the target: each within 3x a bare interpreter's start
@@ -314,7 +315,8 @@ def sim_one(n: int, seed: int = 0) -> dict:
                 captured = run_scenario(sc, seed=seed, db=Path(tmp) / f"capture-{mode}.db", tracer=write_recorder(fh), **kw)
                 captured_digest = captured.state_digest()
                 captured.close()
-            floor = StatementReplayer(str(Path(tmp) / f"floor-{mode}.db"), open(sql_path, encoding="utf-8"))
+            floor_path = str(Path(tmp) / f"floor-{mode}.db")
+            floor = StatementReplayer(floor_path, open(sql_path, encoding="utf-8"))
             if group == 1:
                 # One transaction per delivery (the ratio the target is about): the project's run and the floor
                 # alternate, SIM_SLICE deliveries of the run and then the floor's statements up to the same
@@ -337,6 +339,10 @@ def sim_one(n: int, seed: int = 0) -> dict:
                 store = run_scenario(sc, seed=seed, db=Path(tmp) / f"project-{mode}.db", **kw)
                 project_s = clock() - t0
             floor.play()
+            # the durable end the project's run pays inside its timing (put_in_place): its checkpoint and check
+            # are recorded statements the floor replayed; before 2026-12-07 it stopped there, without the
+            # fsyncs of the file and its folder that the project pays
+            floor.finish(floor_path)
             floor.close()  # (and the statements' file)
             sql_path.unlink()
             counts = store.counts()

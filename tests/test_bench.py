@@ -55,6 +55,50 @@ def test_bench_sim_refuses_bad_sizes(capsys):
     assert capsys.readouterr().err.startswith("error: E_USAGE:")
 
 
+@pytest.mark.parametrize("argv", [
+    ["intake", "-n", "9"], ["intake", "--repeat", "0"], ["instructions", "-n", "9"],
+    ["sim", "--sizes", "0"], ["sim", "--sizes", "ten"], ["sim", "--repeat", "0"],
+    ["startup", "--repeat", "0"], ["startup", "--repeat", "-3"], ["startup", "--repeat", "x"],
+    ["tui", "--events", "0"], ["tui", "--samples", "0"], ["tui", "--samples", "9"],
+    ["grade", "-n", "9"], ["grade", "--jobs", "0"],
+    ["writers", "--processes", "0"], ["writers", "-n", "9"], ["crash", "--cycles", "0"], ["crash", "--tasks", "99"],
+    ["lab", "--events", "99"], ["lab", "--steps", "9"], ["trace", "-n", "11"], ["trace", "--repeat", "0"],
+    ["web", "--deliveries", "9"], ["web", "--repeat", "0"],
+])
+def test_every_benchs_numeric_options_refuse_bad_input_in_one_line_with_exit_2(argv, capsys):
+    """Before any work: one line ``error: E_USAGE: ...`` on stderr, exit 2 (``bench startup --repeat 0`` once ran
+    and exited 0)."""
+    with pytest.raises(SystemExit) as e:
+        main(["bench", *argv])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: E_USAGE: "), captured.err
+
+
+def test_bench_startup_prints_its_ratio_project_over_floor_and_the_machines_load(capsys, monkeypatch):
+    """The ratio is --help's time over the floor's (over 1: the project is slower), as every bench prints it."""
+    import sim.bench as b
+
+    monkeypatch.setattr(b, "bench_startup", lambda repeat: {
+        "help_ms": 30.0, "version_ms": 24.0, "floor_ms": 15.0, "ratio": 2.0, "version_ratio": 1.6,
+        "within_3x": True})
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "startup", "--repeat", "1"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "ratio 2.00" in out and "--version 1.60" in out and " on " in out and "load " in out
+
+
+def test_bench_startups_figures_put_the_project_over_the_floor():
+    from sim.bench import bench_startup
+
+    r = bench_startup(1)
+    assert r["ratio"] > 0 and abs(r["ratio"] - r["help_ms"] / r["floor_ms"]) < 0.05
+    assert abs(r["version_ratio"] - r["version_ms"] / r["floor_ms"]) < 0.05
+
+
 def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start(capsys):
     try:
         main(["bench", "lab", "--events", "400", "--steps", "10", "--json"])
@@ -305,5 +349,36 @@ def test_bench_instructions_counts_the_same_each_run():
     a, b = bench_instructions(20), bench_instructions(20)
     for side in ("project_per_delivery", "floor_per_delivery"):
         assert abs(a[side] - b[side]) <= a[side] / 1000, (a, b)
-    assert 0 < a["floor_per_delivery"] < a["project_per_delivery"] and 0 < a["ratio"] < 1
+    # the ratio is project over floor, as every bench's: instructions, so over 1
+    assert 0 < a["floor_per_delivery"] < a["project_per_delivery"] and a["ratio"] > 1
     assert a["floor_batches"] == 20
+
+
+def test_the_sim_floor_ends_its_file_as_a_run_is_put_in_place_and_times_it(tmp_path):
+    """The floor's durable end (issue 50): the run's own checkpoint and check are among the statements it
+    replays; ``finish`` adds what a run's file gets after them (closed, the file and its folder fsynced), timed
+    into ``spent``; the file holds the run's rows alone afterwards."""
+    import dataclasses
+    import io
+    import sqlite3
+
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from sim.store import StatementReplayer, write_recorder
+
+    sc = load_scenario("stress")
+    sc = dataclasses.replace(sc, stress=dataclasses.replace(sc.stress, tasks=5))
+    fh = io.StringIO()
+    store = run_scenario(sc, seed=0, db=tmp_path / "run.db", tracer=write_recorder(fh), group_commits=1)
+    deliveries = store.counts()["deliveries"]
+    store.close()
+    path = str(tmp_path / "floor.db")
+    floor = StatementReplayer(path, fh.getvalue().splitlines())
+    floor.play()
+    played = floor.spent
+    floor.finish(path)
+    floor.close()
+    assert floor.spent > played
+    wal = tmp_path / "floor.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM deliveries").fetchone()[0] == deliveries

@@ -265,7 +265,7 @@ CASES: list[Case] = [
     Case("bench grade", 2, ["bench", "grade", "-n", "0"], "E_USAGE"),
     Case("bench trace", 0, ["bench", "trace", "-n", "200", "--json"], slow=True),
     Case("bench trace", 2, ["bench", "trace", "-n", "0"], "E_USAGE"),
-    Case("bench tui", 0, ["bench", "tui", "--events", "300", "--samples", "5", "--json"], slow=True),
+    Case("bench tui", 0, ["bench", "tui", "--events", "300", "--samples", "10", "--json"], slow=True),
     Case("bench tui", 2, ["bench", "tui", "--db", MISSING_DB], "E_DB_MISSING"),
     Case("bench startup", 0, ["bench", "startup", "--repeat", "1", "--json"], slow=True),
     Case("bench startup", 2, ["bench", "startup", "--repeat", "x"], "E_USAGE"),

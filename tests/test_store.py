@@ -589,3 +589,18 @@ def test_what_rests_on_a_task_is_found_by_key_lookups_and_answers_as_the_lists_d
     scans = [step for step in plan if step.startswith("SCAN") and " r " not in f" {step} "]
     assert scans == ["SCAN e USING INDEX sqlite_autoindex_effects_1"], plan
     s.close()
+
+
+def test_time_at_is_each_ticks_own_second_whatever_order_ticks_are_asked_in():
+    """time_at remembers each minute it formatted: asked for a delivery's tick and its conversation's deadline,
+    minutes apart, in turn (as a run under declared bounds does), each answer is still start + tick seconds."""
+    import random
+    from datetime import timedelta
+
+    store = Store.create(None)
+    start = store._start
+    rng = random.Random(5)
+    ticks = [t for k in range(400) for t in (k, k + 900, rng.randrange(0, 100_000))]
+    for tick in ticks:
+        assert store.time_at(tick) == (start + timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ"), tick
+    store.close()

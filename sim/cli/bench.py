@@ -11,6 +11,32 @@ from ..errors import InputError
 from .common import output_rows, COURSE_OPT, JSON_OPT, _console, _course, _print_json, _progress
 
 
+def _machine_load() -> float:
+    """The machine's load average over the last minute (a figure is only worth reading beside it)."""
+    import os
+
+    return round(os.getloadavg()[0], 2)
+
+
+def _load_after(before: float) -> dict:
+    import os
+
+    return {"before": before, "after": _machine_load(), "cores": os.cpu_count()}
+
+
+def _loaded(run, *args, **kw) -> dict:
+    """``run(*args, **kw)``'s figures with the machine's load before and after them (``load``)."""
+    before = _machine_load()
+    result = run(*args, **kw)
+    result["load"] = _load_after(before)
+    return result
+
+
+def _load_text(result: dict) -> str:
+    load = result["load"]
+    return f"load {load['before']:.2f} -> {load['after']:.2f} on {load['cores']} cores"
+
+
 bench_app = typer.Typer(help="Benchmarks: the project's figure beside a bare-sqlite3 floor measured in the same run.", no_args_is_help=True)
 
 
@@ -27,7 +53,7 @@ def bench_intake(
 
     if n < 10:
         raise InputError("-n must be at least 10", code="E_USAGE")
-    result = run(n, progress=not as_json, repeat=repeat)
+    result = _loaded(run, n, progress=not as_json, repeat=repeat)
     if as_json:
         _print_json(result)
         return
@@ -35,7 +61,7 @@ def bench_intake(
     typer.echo(
         f"intake: {result['project_per_s']:,.0f} deliveries/s (protolab)  |  floor {result['floor_per_s']:,.0f}/s "
         f"(bare sqlite3, same rows)  |  ratio {result['ratio']:.2f}  (n={n}, median of {result['repeat']}{spread}; "
-        "target >= 0.6)"
+        f"target >= 0.6)  |  {_load_text(result)}"
     )
 
 
@@ -50,13 +76,13 @@ def bench_instructions(
 
     if n < 10:
         raise InputError("-n must be at least 10", code="E_USAGE")
-    result = run(n, progress=not as_json)
+    result = _loaded(run, n, progress=not as_json)
     if as_json:
         _print_json(result)
         return
     typer.echo(
         f"intake: {result['project_per_delivery']:,} instructions a delivery (protolab)  |  floor "
-        f"{result['floor_per_delivery']:,} (bare sqlite3, same rows)  |  ratio {result['ratio']:.3f}  (n={n}, after "
+        f"{result['floor_per_delivery']:,} (bare sqlite3, same rows)  |  ratio {result['ratio']:.3f} (project over floor)  (n={n}, after "
         f"{result['warm']} uncounted; user-space instructions, not time: bench intake times the same work)"
     )
 
@@ -78,7 +104,7 @@ def bench_sim(
         raise InputError(f"--sizes {sizes!r} must be comma-separated integers", code="E_USAGE") from None
     if not ns or min(ns) < 1:
         raise InputError("--sizes needs at least one positive task count", code="E_USAGE")
-    result = run(ns, progress=not as_json, repeat=repeat)
+    result = _loaded(run, ns, progress=not as_json, repeat=repeat)
     output_rows(
         "bench sim: stress scenario (5% duplicates, 1% conflicting digests)",
         ["tasks", "deliveries", "protolab/s", "floor/s", "ratio", "grouped: protolab/s", "floor/s", "ratio",
@@ -90,7 +116,8 @@ def bench_sim(
                 "transaction per delivery, the run and its floor timed alternately every 250 deliveries (target "
                 "ratio >= 0.5; up to 10,000 tasks the median of --repeat runs, "
                 "each run's ratio in --json), then grouped commits as 'protolab run' makes them; "
-                "'protolab run': the whole command (simulation, summary, invariants) in its own process",
+                "'protolab run': the whole command (simulation, summary, invariants) in its own process; "
+                f"ratios project over floor; {_load_text(result)}",
         as_json=as_json, data=result,
     )
 
@@ -248,7 +275,7 @@ def bench_grade_cmd(
     if n < 10:
         raise InputError("-n must be at least 10", code="E_USAGE")
     if as_json:
-        _print_json(bench_grade(n, jobs))
+        _print_json(_loaded(bench_grade, n, jobs))
         return
     from rich.progress import Progress
 
@@ -261,13 +288,13 @@ def bench_grade_cmd(
                                             total=total)
             bar.update(tasks[stage], completed=done)
 
-        r = bench_grade(n, jobs, progress=step)
+        r = _loaded(bench_grade, n, jobs, progress=step)
     typer.echo(f"grader: {r['submissions']} submissions x {r['tests_each']} tests in {r['seconds']} s = "
                f"{r['per_minute']} per minute on {r['jobs']} jobs in {r['sandbox']}  |  peak memory {r['grader_peak_mb']} MB "
                f"(largest child {r['largest_child_mb']} MB)")
     typer.echo(f"floor: {r['floor_submissions']} submissions in {r['floor_seconds']} s = {r['floor_per_minute']} per "
                f"minute, one process, no isolation ({r['floor_skipped']} hostile ones skipped: they would end it)  |  "
-               f"isolation costs {r['ratio']}x per submission")
+               f"ratio {r['ratio']} (time per submission, grader over floor: what isolation costs)  |  {_load_text(r)}")
     for line in r["unexpected_scores"]:
         typer.echo(f"  unexpected: {line}")
 
@@ -275,7 +302,7 @@ def bench_grade_cmd(
 @bench_app.command("trace")
 def bench_trace(
     n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),
-    repeat: int = typer.Option(1, "--repeat", "-r", help="Time each command this many times, interleaved; the best counts."),
+    repeat: int = typer.Option(1, "--repeat", "-r", min=1, help="Time each command this many times, interleaved; the best counts."),
     as_json: bool = JSON_OPT,
 ):
     """Validate a generated trace beside json.load of the same file, in process and as the command a user
@@ -304,7 +331,7 @@ def bench_trace(
 def bench_tui_cmd(
     events: int = typer.Option(100_000, "--events", help="Build a finished stress run with about this many events."),
     db: Optional[Path] = typer.Option(None, "--db", help="Measure this finished run instead of building one."),
-    samples: int = typer.Option(300, "--samples", help="Random scroll positions to draw."),
+    samples: int = typer.Option(300, "--samples", help="Random scroll positions to draw (at least 10)."),
     datatable: bool = typer.Option(False, "--datatable", help="Also time Textual's DataTable holding every event row."),
     as_json: bool = JSON_OPT,
 ):
@@ -313,6 +340,9 @@ def bench_tui_cmd(
 
     from ..tui.bench import bench_tui, make_run
 
+    if events < 100 or samples < 10:
+        raise InputError("--events must be at least 100 and --samples at least 10", code="E_USAGE")
+    load = _machine_load()
     with tempfile.TemporaryDirectory() as tmp:
         path = db
         if path is None:
@@ -324,6 +354,7 @@ def bench_tui_cmd(
 
             Store.open(path, readonly=True).close()  # refuses a missing, corrupt or foreign file
         out = bench_tui(path, samples=samples, datatable=datatable)
+    out["load"] = _load_after(load)
     if as_json:  # (the rows below read keys a JSON reader does not need)
         _print_json(out)
         return
@@ -337,22 +368,24 @@ def bench_tui_cmd(
     ]
     if "datatable_open_s" in out:
         rows.append(["DataTable with every row (avoided)", f"{out['datatable_open_s']} s", "", ""])
-    output_rows(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows)
+    output_rows(f"bench tui: {out['events']:,} events at {out['terminal']}", ["", "protolab", "floor", "note"], rows,
+                caption=f"ratios project over floor: open {out['open_ratio']}, frame {out['frame_ratio']}; {_load_text(out)}")
 
 
 @bench_app.command("startup")
-def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", help="Runs; the best is kept.")):
+def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", min=1, help="Runs; the best is kept.")):
     """Wall time of 'protolab --help' and '--version' beside a bare 'python -c pass' (target: within 3x)."""
     from ..bench import bench_startup as run
 
-    result = run(max(1, repeat))
+    result = _loaded(run, repeat)
     if as_json:
         _print_json(result)
         return
     typer.echo(
         f"startup: protolab --help {result['help_ms']:.0f} ms, --version {result['version_ms']:.0f} ms  |  "
-        f"floor python -c pass {result['floor_ms']:.0f} ms  |  ratio {result['ratio']:.2f}  |  "
-        f"target 3x the floor: {'within' if result['within_3x'] else 'OVER'}"
+        f"floor python -c pass {result['floor_ms']:.0f} ms  |  ratio {result['ratio']:.2f} (--help over the floor; "
+        f"--version {result['version_ratio']:.2f})  |  target at most 3: {'within' if result['within_3x'] else 'OVER'}  |  "
+        f"{_load_text(result)}"
     )
 
 

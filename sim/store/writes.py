@@ -118,10 +118,23 @@ class Writes:
             if first <= tick < first + 60:
                 text = minute + _SECONDS[tick - first]
             else:
+                # Another minute: formatted once and kept (a delivery asks for its own tick and, under declared
+                # bounds, its conversation's deadline, minutes apart: one remembered minute thrashed between them)
                 assert self._start is not None
                 t = self._start + timedelta(seconds=tick)
-                text = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-                self._minute = (tick - t.second, text[:-3])
+                first = tick - t.second
+                minutes = self._minutes
+                if minutes.get("start") is not self._start:  # (formatted from another start time: forgotten)
+                    minutes.clear()
+                    minutes["start"] = self._start
+                minute = minutes.get(first)
+                if minute is None:
+                    if len(minutes) > 256:
+                        minutes.clear()
+                        minutes["start"] = self._start
+                    minute = minutes[first] = t.strftime("%Y-%m-%dT%H:%M:%SZ")[:-3]
+                self._minute = (first, minute)
+                text = minute + _SECONDS[t.second]
             self._time_cache = (tick, text)
         return self._time_cache[1]
 
