@@ -1033,7 +1033,7 @@ def _conversation(name: str):
             run._conversation = _conversation_findings(run._store, run)
         found = list(run._conversation[name])
         if name == "FENCE_FINAL":
-            found += _changed_after_fence(run.deliveries, run.message_of, run.events)
+            found += _changed_after_fence(_kinds(run.deliveries, run.message_of), run.events)
         return found
     return judged
 
@@ -1044,29 +1044,34 @@ def _across(name: str):
             lookups._conversation = _conversation_findings(store, None)
         found = list(lookups._conversation[name])
         if name == "FENCE_FINAL":
-            found += _changed_after_fence(store.iter_deliveries(), lambda d: store.message_at(d["msg_seq"]),
-                                          store.iter_events())
+            found += _changed_after_fence(store.iter_delivered_kinds(), store.iter_events())
         return found
     return judged
 
 
-def _changed_after_fence(deliveries, message_of, events) -> list[dict]:
-    """Deliveries after an accepted fence (before a reviewer's decision reopened the conversation) whose
-    events changed a task or its effects: the fence closed semantic mutation, and these mutated."""
-    after: dict[int, dict] = {}
-    fenced = False
+def _kinds(deliveries, message_of):
+    """Each delivery with a message as ``Reads.iter_delivered_kinds`` gives it: (delivery_id, decision,
+    message_id, type, task_id, trace_id)."""
     for d in deliveries:
         msg = message_of(d)
-        if msg is None:
-            continue
-        t = msg["type"]
-        if t == "fence" and d["decision"] == "accepted":
+        if msg is not None:
+            yield d["delivery_id"], d["decision"], msg["message_id"], msg["type"], msg["task_id"], msg["trace_id"]
+
+
+def _changed_after_fence(kinds, events) -> list[dict]:
+    """Deliveries after an accepted fence (before a reviewer's decision reopened the conversation) whose
+    events changed a task or its effects: the fence closed semantic mutation, and these mutated. ``kinds``:
+    each delivery as (delivery_id, decision, message_id, type, task_id, trace_id), in order."""
+    after: dict[int, dict] = {}
+    fenced = False
+    for did, decision, mid, t, task_id, trace_id in kinds:
+        if t == "fence" and decision == "accepted":
             fenced = True
-        elif fenced and t == "review_decision" and d["decision"] == "accepted":
+        elif fenced and t == "review_decision" and decision == "accepted":
             fenced = False  # reopened: the next epoch
-        elif fenced and msg["task_id"] != msg["trace_id"]:
-            after[d["delivery_id"]] = {"message_id": msg["message_id"], "delivery_id": d["delivery_id"],
-                                       "task_id": msg["task_id"], "type": t, "decision": d["decision"], "changed": []}
+        elif fenced and task_id != trace_id:
+            after[did] = {"message_id": mid, "delivery_id": did, "task_id": task_id, "type": t, "decision": decision,
+                          "changed": []}
     if not after:
         return []
     for e in events:
