@@ -259,18 +259,12 @@ def test_the_readmes_timeline_commands_work_as_written(tmp_path, capsys, monkeyp
 
 
 def _stress(tmp_path: Path, name: str, policy: str, tasks: int) -> Path:
+    from dataclasses import replace
+
+    sc = load_scenario("stress")
     db = tmp_path / name
-    code = run_cli_quiet("run", "stress", "--tasks", str(tasks), "--policy", policy, "--db", str(db))
-    assert code in (0, 1)
+    run_scenario(replace(sc, stress=replace(sc.stress, tasks=tasks)), policy=policy, db=db).close()
     return db
-
-
-def run_cli_quiet(*args) -> int:
-    from typer.testing import CliRunner
-
-    from sim.cli import app
-
-    return CliRunner().invoke(app, list(args)).exit_code
 
 
 def test_a_window_shows_exactly_the_rows_the_whole_page_shows_for_those_deliveries(tmp_path):

@@ -794,6 +794,15 @@ class Reads:
             "SELECT d.delivery_id, d.decision, m.message_id, m.type, m.task_id, m.trace_id FROM deliveries d "
             "JOIN messages m ON m.msg_seq = d.msg_seq ORDER BY d.delivery_id")
 
+    def iter_event_clocks(self) -> Iterator[tuple]:
+        """Each event in order as (seq, tick, type, task_id, message_id, delivery_id): the log's clock,
+        streamed from one cursor without the events' data."""
+        yield from self.conn.execute("SELECT seq, tick, type, task_id, message_id, delivery_id FROM events ORDER BY seq")
+
+    def iter_delivery_clocks(self) -> Iterator[tuple]:
+        """Each delivery in delivery_id order as (delivery_id, tick, message_id, task_id), from one cursor."""
+        yield from self.conn.execute("SELECT delivery_id, tick, message_id, task_id FROM deliveries ORDER BY delivery_id")
+
     # ---------------------------------------------------------------- a window of a big run (the timeline)
     # A page of a run of millions of deliveries shows some thousands of them: each read below costs the
     # window (or one pass of SQL over a table), never a Python list of the whole run.
