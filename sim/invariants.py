@@ -610,8 +610,8 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
 @invariant(
     "CLOCK_MONOTONIC",
     short="clock",
-    across_tasks=lambda store, lookups, intervals: _clock_over(store.iter_events(), store.iter_deliveries(),
-                                                               store.events_naming_no_delivery()),
+    across_tasks=lambda store, lookups, intervals: _clock_over(store.iter_event_clocks(), store.iter_delivery_clocks(),
+                                                               _event_clocks(store.events_naming_no_delivery())),
     description=(
         "The logical clock never goes backwards and no delivery is lost or doubled, whoever wrote the run (one "
         "process or many at once): event ticks are non-decreasing in seq order, delivery ticks in delivery_id "
@@ -621,42 +621,53 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
     ),
 )
 def _clock_monotonic(run: _Run) -> list[dict]:
-    return _clock_over(run.events, sorted(run.deliveries, key=lambda d: d["delivery_id"]),
-                       (e for e in run.events if e["delivery_id"] is not None and e["delivery_id"] not in run.delivery_by_id))
+    return _clock_over(_event_clocks(run.events),
+                       ((d["delivery_id"], d["tick"], d["message_id"], d["task_id"])
+                        for d in sorted(run.deliveries, key=lambda d: d["delivery_id"])),
+                       _event_clocks(e for e in run.events
+                                     if e["delivery_id"] is not None and e["delivery_id"] not in run.delivery_by_id))
+
+
+def _event_clocks(events):
+    """Events as ``Reads.iter_event_clocks`` gives them: (seq, tick, type, task_id, message_id, delivery_id)."""
+    for e in events:
+        yield e["seq"], e["tick"], e["type"], e["task_id"], e["message_id"], e["delivery_id"]
 
 
 def _clock_over(events, deliveries_by_id, events_naming_no_delivery) -> list[dict]:
-    """CLOCK_MONOTONIC over streams (events in seq order, deliveries in delivery_id order): one
-    row of memory, whatever the run's size."""
+    """CLOCK_MONOTONIC over streams of tuples (events in seq order as (seq, tick, type, task_id,
+    message_id, delivery_id), deliveries in delivery_id order as (delivery_id, tick, message_id,
+    task_id)): one row of memory, whatever the run's size."""
     out = []
     prev = None
     for e in events:
-        if prev is not None and e["tick"] < prev["tick"]:
-            out.append({"problem": "an event's tick is before the previous event's", "event_seq": e["seq"],
-                        "tick": e["tick"], "previous_event_seq": prev["seq"], "previous_tick": prev["tick"],
-                        "type": e["type"], "task_id": e["task_id"], "message_id": e["message_id"],
-                        "delivery_id": e["delivery_id"]})
+        if prev is not None and e[1] < prev[1]:
+            seq, tick, type_, task_id, message_id, delivery_id = e
+            out.append({"problem": "an event's tick is before the previous event's", "event_seq": seq,
+                        "tick": tick, "previous_event_seq": prev[0], "previous_tick": prev[1],
+                        "type": type_, "task_id": task_id, "message_id": message_id,
+                        "delivery_id": delivery_id})
         prev = e
     prev = None
     for d in deliveries_by_id:
-        i = d["delivery_id"]
-        if prev is not None and i == prev["delivery_id"]:  # in id order a reused id follows its first use
-            out.append({"problem": "a delivery id is used twice", "delivery_id": i, "message_id": d["message_id"],
-                        "other_message_id": prev["message_id"], "task_id": d["task_id"]})
+        i, tick, message_id, task_id = d
+        if prev is not None and i == prev[0]:  # in id order a reused id follows its first use
+            out.append({"problem": "a delivery id is used twice", "delivery_id": i, "message_id": message_id,
+                        "other_message_id": prev[2], "task_id": task_id})
             continue
-        expected = 1 if prev is None else prev["delivery_id"] + 1
+        expected = 1 if prev is None else prev[0] + 1
         if i != expected:
             out.append({"problem": "delivery ids skip", "delivery_id": expected, "missing": list(range(expected, i))[:10],
-                        "next_delivery_id": i, "previous_delivery_id": prev["delivery_id"] if prev else None})
-        if prev is not None and d["tick"] < prev["tick"]:
+                        "next_delivery_id": i, "previous_delivery_id": prev[0] if prev else None})
+        if prev is not None and tick < prev[1]:
             out.append({"problem": "a delivery's tick is before the previous delivery's", "delivery_id": i,
-                        "tick": d["tick"], "previous_delivery_id": prev["delivery_id"], "previous_tick": prev["tick"],
-                        "message_id": d["message_id"], "task_id": d["task_id"]})
+                        "tick": tick, "previous_delivery_id": prev[0], "previous_tick": prev[1],
+                        "message_id": message_id, "task_id": task_id})
         prev = d
-    for e in events_naming_no_delivery:
-        out.append({"problem": "an event names a delivery that is not recorded", "event_seq": e["seq"],
-                    "delivery_id": e["delivery_id"], "type": e["type"], "task_id": e["task_id"],
-                    "message_id": e["message_id"]})
+    for seq, _tick, type_, task_id, message_id, delivery_id in events_naming_no_delivery:
+        out.append({"problem": "an event names a delivery that is not recorded", "event_seq": seq,
+                    "delivery_id": delivery_id, "type": type_, "task_id": task_id,
+                    "message_id": message_id})
     return out
 
 
@@ -1033,7 +1044,7 @@ def _conversation(name: str):
             run._conversation = _conversation_findings(run._store, run)
         found = list(run._conversation[name])
         if name == "FENCE_FINAL":
-            found += _changed_after_fence(run.deliveries, run.message_of, run.events)
+            found += _changed_after_fence(_kinds(run.deliveries, run.message_of), run.events)
         return found
     return judged
 
@@ -1044,29 +1055,34 @@ def _across(name: str):
             lookups._conversation = _conversation_findings(store, None)
         found = list(lookups._conversation[name])
         if name == "FENCE_FINAL":
-            found += _changed_after_fence(store.iter_deliveries(), lambda d: store.message_at(d["msg_seq"]),
-                                          store.iter_events())
+            found += _changed_after_fence(store.iter_delivered_kinds(), store.iter_events())
         return found
     return judged
 
 
-def _changed_after_fence(deliveries, message_of, events) -> list[dict]:
-    """Deliveries after an accepted fence (before a reviewer's decision reopened the conversation) whose
-    events changed a task or its effects: the fence closed semantic mutation, and these mutated."""
-    after: dict[int, dict] = {}
-    fenced = False
+def _kinds(deliveries, message_of):
+    """Each delivery with a message as ``Reads.iter_delivered_kinds`` gives it: (delivery_id, decision,
+    message_id, type, task_id, trace_id)."""
     for d in deliveries:
         msg = message_of(d)
-        if msg is None:
-            continue
-        t = msg["type"]
-        if t == "fence" and d["decision"] == "accepted":
+        if msg is not None:
+            yield d["delivery_id"], d["decision"], msg["message_id"], msg["type"], msg["task_id"], msg["trace_id"]
+
+
+def _changed_after_fence(kinds, events) -> list[dict]:
+    """Deliveries after an accepted fence (before a reviewer's decision reopened the conversation) whose
+    events changed a task or its effects: the fence closed semantic mutation, and these mutated. ``kinds``:
+    each delivery as (delivery_id, decision, message_id, type, task_id, trace_id), in order."""
+    after: dict[int, dict] = {}
+    fenced = False
+    for did, decision, mid, t, task_id, trace_id in kinds:
+        if t == "fence" and decision == "accepted":
             fenced = True
-        elif fenced and t == "review_decision" and d["decision"] == "accepted":
+        elif fenced and t == "review_decision" and decision == "accepted":
             fenced = False  # reopened: the next epoch
-        elif fenced and msg["task_id"] != msg["trace_id"]:
-            after[d["delivery_id"]] = {"message_id": msg["message_id"], "delivery_id": d["delivery_id"],
-                                       "task_id": msg["task_id"], "type": t, "decision": d["decision"], "changed": []}
+        elif fenced and task_id != trace_id:
+            after[did] = {"message_id": mid, "delivery_id": did, "task_id": task_id, "type": t, "decision": decision,
+                          "changed": []}
     if not after:
         return []
     for e in events:

@@ -13,6 +13,12 @@ beside row ``n`` of the other. The page needs no network: inline SVG, CSS and a 
 the details of every row as JSON in the page. Everything is read through the store, in delivery
 order, a page at a time; the output is a function of the runs alone (no clock), so the same run
 gives the same bytes.
+
+A run of more than :data:`WHOLE_UP_TO` deliveries is never drawn whole (its page would be too big to open):
+:func:`read_runs` draws a window of :data:`WINDOW_ROWS` deliveries around the first delivery where an
+invariant broke (or from the start), says so on the page, and names the command that shows another window
+(``--from N --count K``, ``--around DELIVERY``). A window is read a page of rows at a time, in flat memory,
+beside the whole run's invariant check (a shard of tasks at a time for a big run).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
-__all__ = ["RunPicture", "read_run", "render", "write", "DECISIONS", "LANE_ORDER"]
+__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "DECISIONS", "LANE_ORDER",
+           "WHOLE_UP_TO", "WINDOW_ROWS"]
 
 #: the intake's decisions, in the legend's order
 DECISIONS = ("accepted", "duplicate", "conflict", "late", "rejected")
@@ -40,6 +47,12 @@ LANE_ORDER = ("manager", "researcher", "writer", "reviewer")
 PAYLOAD_CAP = 4000
 #: witnesses of one invariant placed on the page (the rest are counted)
 WITNESS_CAP = 200
+
+#: a run with more deliveries than this is shown a window at a time (a 10,000-delivery page is about 11 MB
+#: and opens in about 1.5 s: docs/performance.md); no page ever holds more rows than this
+WHOLE_UP_TO = 10_000
+#: the deliveries a window shows unless --count says otherwise
+WINDOW_ROWS = 2_000
 
 ROW = 18          # px per delivery
 LANE_W = 150      # px between lanes
@@ -59,6 +72,20 @@ class RunPicture:
     faults: list[dict] = field(default_factory=list)    # {"row", "fault", "summary", "message_id"}
     breaks: list[dict] = field(default_factory=list)    # {"name", "description", "witnesses": [(row|None, witness)], "more"}
     decisions: dict = field(default_factory=dict)       # decision -> count
+    window: "Window | None" = None                      # the deliveries shown, when not the whole run
+    total: int | None = None                            # the run's deliveries (a window shows some of them)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The deliveries a page shows of a big run: ``first``..``last`` (delivery ids), why these
+    (``why``: a sentence), and the command that shows another window (``again``: the command without
+    its window options)."""
+
+    first: int
+    last: int
+    why: str
+    again: str = "protolab timeline"
 
 
 def _lane_key(agent: str) -> tuple:
@@ -78,9 +105,10 @@ _ENVELOPE = ("message_id", "trace_id", "task_id", "sender", "recipient", "type",
              "idempotency_key", "payload_digest", "digest_scheme", "payload", "evidence_refs")
 
 
-def read_run(store, label: str, *, check: bool = True) -> RunPicture:
+def read_run(store, label: str, *, check: bool = True, results=None) -> RunPicture:
     """Read a run for the page: each delivery with its envelope and events, the faults injected,
-    and (``check``) every broken invariant with the rows its witnesses name."""
+    and (``check``) every broken invariant with the rows its witnesses name (``results``: the
+    invariants' verdicts already in hand)."""
     meta = {k: store.get_meta(k) for k in ("scenario", "seed", "policy", "faults", "schema_version")}
     rows: list[dict] = []
     row_of_delivery: dict[int, int] = {}
@@ -136,9 +164,11 @@ def read_run(store, label: str, *, check: bool = True) -> RunPicture:
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions=decisions)
     if check:
-        from .invariants import check as check_invariants
+        if results is None:
+            from .invariants import check as check_invariants
 
-        for r in check_invariants(store):
+            results = check_invariants(store)
+        for r in results:
             if r.ok:
                 continue
             placed = [(_witness_row(w, row_of_delivery, first_row_of_message, row_of_event), w)
@@ -148,9 +178,9 @@ def read_run(store, label: str, *, check: bool = True) -> RunPicture:
     return picture
 
 
-def _witness_row(w, by_delivery: dict, by_message: dict, by_event: dict) -> int | None:
-    """The row a witness points at: a delivery it names, else the first delivery of a message it
-    names, else the delivery of an event it names (searched through nested values)."""
+def _named(w) -> dict[str, list]:
+    """The deliveries, messages and events a witness names (searched through nested values), in the
+    order :func:`_witness_row` tries them."""
     found: dict[str, list] = {"delivery": [], "message": [], "event": []}
 
     def walk(v) -> None:
@@ -169,6 +199,178 @@ def _witness_row(w, by_delivery: dict, by_message: dict, by_event: dict) -> int 
                 walk(x)
 
     walk(w)
+    return found
+
+
+def _witness_deliveries(store, results) -> dict[str, list[int | None]]:
+    """For each broken invariant, the delivery each of its first :data:`WITNESS_CAP` witnesses points at
+    (as :func:`_witness_row` places it on a whole page), looked up in the store in a few reads."""
+    named = {r.name: [_named(w) for w in r.witnesses[:WITNESS_CAP]] for r in results if not r.ok}
+    last = store.last_delivery()
+    by_message = store.first_deliveries_of_messages(m for ws in named.values() for f in ws for m in f["message"])
+    by_event = store.deliveries_of_events(s for ws in named.values() for f in ws for s in f["event"])
+    out: dict[str, list[int | None]] = {}
+    for name, ws in named.items():
+        out[name] = []
+        for f in ws:
+            at = next((d for d in f["delivery"] if 1 <= d <= last), None)
+            if at is None:
+                at = next((by_message[m] for m in f["message"] if m in by_message), None)
+            if at is None:
+                at = next((by_event[s] for s in f["event"] if s in by_event), None)
+            out[name].append(at)
+    return out
+
+
+def read_window(store, label: str, first: int, last: int, *, results=None) -> RunPicture:
+    """Read deliveries ``first``..``last`` of a run for the page, as :func:`read_run` reads a whole one
+    (the same rows, envelopes, events, faults, states moved), in flat memory: the deliveries a page at a
+    time from ``first``, the events of just those deliveries. ``results``: the invariants' verdicts on the
+    whole run (None: not checked); each broken one is listed, its witnesses placed on the rows they name
+    in the window, and the delivery named for those outside it."""
+    meta = {k: store.get_meta(k) for k in ("scenario", "seed", "policy", "faults", "schema_version")}
+    rows: list[dict] = []
+    row_of_delivery: dict[int, int] = {}
+    agents: set[str] = set()
+    deliveries = store.iter_deliveries(min(5000, max(1, last - first + 1)), after=first - 1)
+    joined = store.iter_deliveries_with_messages(min(5000, max(1, last - first + 1)), after=first - 1)
+    for d, m in zip(deliveries, joined):
+        if d["delivery_id"] > last:
+            break
+        if d["delivery_id"] != m["delivery_id"]:  # pragma: no cover - the store's order is one order
+            raise AssertionError("deliveries read out of step")
+        row_of_delivery[d["delivery_id"]] = len(rows)
+        agents.update((m["sender"], m["recipient"]))
+        env = {k: m[k] for k in _ENVELOPE}
+        env["payload"] = _payload(env["payload"])
+        rows.append({
+            "d": d["delivery_id"], "t": d["tick"], "dec": d["decision"], "code": d["code"], "reason": d["reason"],
+            "state": d["state_after"], "sv": d["state_version_after"], "moved": None,
+            "from": m["sender"], "to": m["recipient"], "type": m["type"], "mid": m["message_id"], "task": d["task_id"],
+            "env": env, "ev": [],
+        })
+    # a state 'moved' when its version differs from the task's last delivery's, before the window too
+    last_version = store.state_versions_before(first, (r["task"] for r in rows if r["state"] is not None)) if rows else {}
+    for r in rows:
+        if r["state"] is not None and r["sv"] != last_version.get(r["task"]):
+            r["moved"] = r["state"]
+            last_version[r["task"]] = r["sv"]
+    faults: list[dict] = []
+    if rows:
+        after = store.last_event_of_deliveries_upto(first - 1) if first > 1 else 0
+        upto = None if rows[-1]["d"] >= store.last_delivery() else store.last_event_of_deliveries_upto(rows[-1]["d"])
+        loose: list = []
+
+        def place(e, i: int) -> None:
+            rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
+            if e["type"] == "fault_injected":
+                faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
+                               "summary": summarize(e["type"], e["data"])})
+
+        for e in store.iter_events_between(after, upto):
+            if e["delivery_id"] is not None and e["delivery_id"] not in row_of_delivery and \
+                    first <= e["delivery_id"] <= rows[-1]["d"]:
+                i = None  # names a delivery in the window that is not recorded: placed as a loose event
+            elif e["delivery_id"] is not None:
+                i = row_of_delivery.get(e["delivery_id"])
+                if i is None:
+                    continue  # another window's
+            else:
+                i = None
+            if i is None:
+                loose.append(e)
+                continue
+            for held in loose:
+                place(held, i)
+            loose.clear()
+            place(e, i)
+        for held in loose:
+            place(held, len(rows) - 1)
+    picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
+                         decisions={d: 0 for d in DECISIONS} | store.deliveries_by_decision(),
+                         total=store.last_delivery())
+    if results is not None:
+        at = _witness_deliveries(store, results)
+        for r in results:
+            if r.ok:
+                continue
+            ws = r.witnesses[:WITNESS_CAP]
+            placed = [(row_of_delivery.get(d) if d is not None else None, w) for d, w in zip(at[r.name], ws)]
+            picture.breaks.append({"name": r.name, "description": r.description, "witnesses": placed,
+                                   "more": max(0, len(r.witnesses) - WITNESS_CAP), "deliveries": at[r.name]})
+    return picture
+
+
+def first_break(store, results) -> tuple[int, str] | None:
+    """The earliest delivery a broken invariant's witness points at, and that invariant's name (of the
+    first :data:`WITNESS_CAP` witnesses of each); None when every invariant holds (or none points at a delivery)."""
+    best = None
+    for name, ds in _witness_deliveries(store, results).items():
+        for d in ds:
+            if d is not None and (best is None or d < best[0]):
+                best = (d, name)
+    return best
+
+
+def read_runs(stores, labels, *, check: bool = True, first: int | None = None, around: int | None = None,
+              count: int | None = None, again: str = "protolab timeline", progress=None) -> list[RunPicture]:
+    """Read runs for one page: whole, as :func:`read_run` does, when each has at most :data:`WHOLE_UP_TO`
+    deliveries and no window is asked for; else one window of the same deliveries of each (``first``:
+    the first delivery shown; ``around``: a delivery in the middle of it; neither: around the first delivery
+    where an invariant broke, or from the start), ``count`` deliveries (default :data:`WINDOW_ROWS`, at
+    most :data:`WHOLE_UP_TO`). ``again``: the command, without its window options, the page names for
+    another window. ``progress(done, total)``: the invariants' check, shard by shard."""
+    from .errors import InputError
+
+    if count is not None and not 1 <= count <= WHOLE_UP_TO:
+        raise InputError(f"--count {count}: a page shows 1 to {WHOLE_UP_TO:,} deliveries", code="E_USAGE")
+    if first is not None and around is not None:
+        raise InputError("--from and --around both given; give one", code="E_USAGE")
+    for name, v in (("--from", first), ("--around", around)):
+        if v is not None and v < 1:
+            raise InputError(f"{name} {v}: deliveries are numbered from 1", code="E_USAGE")
+    results = []
+    for s in stores:
+        if check:
+            from .invariants import check as check_invariants
+
+            results.append(check_invariants(s, progress=progress))
+        else:
+            results.append(None)
+    total = max(s.last_delivery() for s in stores)
+    if first is None and around is None and count is None and total <= WHOLE_UP_TO:
+        return [read_run(s, label, check=check, results=r) for s, label, r in zip(stores, labels, results)]
+    n = count or WINDOW_ROWS
+    if first is not None:
+        why = f"from delivery {first:,}, as asked"
+    elif around is not None:
+        first = max(1, around - n // 2)
+        why = f"around delivery {around:,}, as asked"
+    else:
+        broke = [b for s, r in zip(stores, results) if r is not None for b in [first_break(s, r)] if b is not None]
+        if broke:
+            at, name = min(broke)
+            first = max(1, at - n // 2)
+            why = f"around delivery {at:,}, where {name} first broke"
+        else:
+            first = 1
+            why = ("from the start: every invariant holds" if check else "from the start (--no-check: the "
+                   "invariants were not checked)")
+    if first > total:
+        raise InputError(f"delivery {first:,} is past the last delivery ({total:,}); choose --from 1 to {total:,}",
+                         code="E_USAGE")
+    last = min(total, first + n - 1)
+    window = Window(first, last, why, again)
+    pictures = [read_window(s, label, first, last, results=r) for s, label, r in zip(stores, labels, results)]
+    for p in pictures:
+        p.window = window
+    return pictures
+
+
+def _witness_row(w, by_delivery: dict, by_message: dict, by_event: dict) -> int | None:
+    """The row a witness points at: a delivery it names, else the first delivery of a message it
+    names, else the delivery of an event it names (searched through nested values)."""
+    found = _named(w)
     for d in found["delivery"]:
         if d in by_delivery:
             return by_delivery[d]
@@ -252,7 +454,11 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
     bits.append(" · ".join(_e(f"{k2} {v}") for k2, v in (("scenario", m.get("scenario")), ("policy", m.get("policy")),
                                                           ("seed", m.get("seed")), ("faults", m.get("faults") or "none"))
                            if v is not None))
-    bits.append(f'</p><p class="meta">{len(p.rows)} deliveries: ')
+    if p.window is None:
+        bits.append(f'</p><p class="meta">{len(p.rows)} deliveries: ')
+    else:
+        shown = f"{p.rows[0]['d']:,}-{p.rows[-1]['d']:,}" if p.rows else "none"
+        bits.append(f'</p><p class="meta">deliveries {shown} of {p.total:,} shown; the whole run\'s: ')
     bits.append(", ".join(f'<span style="color:{colours["decision"][d]}">{n} {d}</span>'
                           for d, n in p.decisions.items() if n))
     bits.append("</p>")
@@ -261,9 +467,12 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
                     f'{_e(", ".join(b["name"] for b in p.breaks))}</summary><ul>')
         for b in p.breaks:
             bits.append(f'<li><b>{_e(b["name"])}</b>: {_e(b["description"])}<ul>')
-            for row, w in b["witnesses"][:20]:
+            at = b.get("deliveries") or ()
+            for j, (row, w) in enumerate(b["witnesses"][:20]):
                 where = (f'<a href="#" data-goto="{row}" data-run="{k}">delivery {p.rows[row]["d"]}</a>: '
-                         if row is not None else "")
+                         if row is not None else
+                         f'delivery {at[j]} (not in this window: --around {at[j]}): '
+                         if j < len(at) and at[j] is not None else "")
                 bits.append(f'<li>{where}<code>{_e(json.dumps(w, sort_keys=True, ensure_ascii=False))}</code></li>')
             rest = len(b["witnesses"]) - 20 + b["more"]
             if rest > 0:
@@ -377,6 +586,20 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
         "<p class=\"meta\">one row per delivery, time running down; click a row for its envelope and events</p></header>",
         f'<main class="runs" style="grid-template-columns:repeat({n},max-content)">',
     ]
+    w = next((p.window for p in pictures if p.window is not None), None)
+    if w is not None:
+        total = max(p.total or 0 for p in pictures)
+        step = w.last - w.first + 1
+        cmds = []
+        if w.first > 1:
+            cmds.append(("earlier", f"{w.again} --from {max(1, w.first - step)} --count {step}"))
+        if w.last < total:
+            cmds.append(("later", f"{w.again} --from {w.last + 1} --count {step}"))
+        cmds.append(("around a delivery", f"{w.again} --around DELIVERY --count {step}"))
+        parts.insert(5, f'<p class="window" style="margin:0;padding:6px 12px;background:#fff8c5;'
+                        f'border-bottom:1px solid #d0d7de"><b>A window of the run</b>: deliveries {w.first:,} to {w.last:,} of '
+                        f'{total:,}, {_e(w.why)}. A run this big is never drawn whole on one page; another window: '
+                        + "; ".join(f"{_e(what)}: <code>{_e(c)}</code>" for what, c in cmds) + "</p>")
     parts += [f'<div class="head">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
     parts += [f'<div class="body">{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
     parts.append("</main><aside id=\"detail\"></aside>")

@@ -255,6 +255,8 @@ CASES: list[Case] = [
     Case("bench intake", 0, ["bench", "intake", "-n", "200", "-r", "1", "--json"], slow=True),
     Case("bench intake", 2, ["bench", "intake", "-n", "3"], "E_USAGE"),
     Case("bench instructions", 2, ["bench", "instructions", "-n", "0"], "E_USAGE"),
+    Case("bench memory", 0, ["bench", "memory", "--sizes", "20", "--dir", "{tmp}/bench-memory", "--json"], slow=True),
+    Case("bench memory", 2, ["bench", "memory", "--sizes", "0"], "E_USAGE"),
     Case("bench sim", 0, ["bench", "sim", "--sizes", "10", "-r", "1", "--json"], slow=True),
     Case("bench sim", 2, ["bench", "sim", "--sizes", "ten"], "E_USAGE"),
     Case("bench writers", 0, ["bench", "writers", "--processes", "2", "-n", "10", "--json"], slow=True),

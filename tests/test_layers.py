@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 SIM = Path(__file__).resolve().parent.parent / "sim"
-CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench",
+CORE = ["sim.digest", "sim.envelope", "sim.machine", "sim.intake", "sim.store", "sim.runtime", "sim.samples", "sim.bench", "sim.benchmem",
         "sim.labs.catalog", "sim.labs.checks", "sim.labs.session", "sim.labs.verify", "sim.labs.submit", "sim.labs.paths",
         "sim.labs.facts", "sim.labs.explain", "sim.labs.readme", "sim.labs.judge",
         "sim.course.evaluate", "sim.course.sandbox", "sim.course.remote", "sim.timeline", "sim.store.browse",
@@ -56,7 +56,7 @@ FLOORS = [
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
-                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.samples", "sim.tour",
+                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour",
                 "sim.world", "sim.schedule", "sim.session", "sim.recovery", "sim.gathers", "sim.runfile", "sim.explore", "sim.model", "sim.shrink", "sim.shrinkcheck", "sim.timeline", "sim.a2a",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),

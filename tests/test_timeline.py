@@ -251,3 +251,85 @@ def test_the_readmes_timeline_commands_work_as_written(tmp_path, capsys, monkeyp
         assert code == 0, (line, err)
         page = tmp_path / args[args.index("-o") + 1]
         assert page.exists() and f"wrote {page.name}" in out
+
+
+# ------------------------------------------------------------------ a big run: a window at a time
+
+
+
+
+def _stress(tmp_path: Path, name: str, policy: str, tasks: int) -> Path:
+    from dataclasses import replace
+
+    sc = load_scenario("stress")
+    db = tmp_path / name
+    run_scenario(replace(sc, stress=replace(sc.stress, tasks=tasks)), policy=policy, db=db).close()
+    return db
+
+
+def test_a_window_shows_exactly_the_rows_the_whole_page_shows_for_those_deliveries(tmp_path):
+    db = _stress(tmp_path, "naive.db", "naive", 60)
+    with Store.open(db, readonly=True) as store:
+        whole = timeline.read_run(store, "x")
+        n = len(whole.rows)
+        from sim.invariants import check
+
+        results = check(store)
+        for first, last in ((1, 37), (41, 250), (n - 90, n), (n // 2, n // 2)):
+            part = timeline.read_window(store, "x", first, last, results=results)
+            assert [r["d"] for r in part.rows] == list(range(first, last + 1))
+            assert part.rows == whole.rows[first - 1:last], (first, last)  # envelopes, events, states moved
+            assert part.faults == [dict(f, row=f["row"] - (first - 1)) for f in whole.faults
+                                   if first - 1 <= f["row"] < last]
+            assert part.decisions == whole.decisions and part.total == n
+            assert [b["name"] for b in part.breaks] == [b["name"] for b in whole.breaks]
+            for pb, wb in zip(part.breaks, whole.breaks):  # each witness on the row the whole page puts it
+                assert [None if r is None else r + first - 1 for r, _w in pb["witnesses"]] == \
+                    [r if r is not None and first - 1 <= r < last else None for r, _w in wb["witnesses"]]
+                assert [d for d in pb["deliveries"]] == [None if r is None else whole.rows[r]["d"]
+                                                         for r, _w in wb["witnesses"]]
+
+
+def test_a_big_run_is_drawn_a_window_at_a_time_around_its_first_broken_invariant(tmp_path, capsys, monkeypatch):
+    db = _stress(tmp_path, "naive.db", "naive", 60)
+    monkeypatch.setattr(timeline, "WHOLE_UP_TO", 100)  # this run stands in for one of a million deliveries
+    monkeypatch.setattr(timeline, "WINDOW_ROWS", 40)
+    out = tmp_path / "big.html"
+    code, stdout, err = run_cli(capsys, "timeline", "--db", db, "-o", out)
+    assert code == 0, err
+    with Store.open(db, readonly=True) as store:
+        n = store.count_of("deliveries")
+        from sim.invariants import check
+
+        results = check(store)
+        at, name = timeline.first_break(store, results)
+        whole = timeline.read_run(store, "x", results=results)
+    earliest = min(whole.rows[r]["d"] for b in whole.breaks for r, _w in b["witnesses"] if r is not None)
+    assert at == earliest and n > 100
+    page = Page(out.read_text())
+    arrows = [int(a["data-delivery"]) for a in page.with_class("arrow")]
+    first = max(1, at - 20)
+    assert arrows == list(range(first, first + 40))  # the window, and nothing else of the run
+    text = out.read_text()
+    assert f"where {name} first broke" in text and f"around delivery {at:,}" in text
+    assert f"--from {first + 40} --count 40" in text  # the command for the next window
+    assert f"deliveries {first:,} to {first + 39:,} of {n:,}" in stdout
+    # the command the page names draws that window
+    nxt = tmp_path / "next.html"
+    code, stdout, err = run_cli(capsys, "timeline", "--db", db, "-o", nxt, "--from", str(first + 40), "--count", "40")
+    assert code == 0, err
+    assert [int(a["data-delivery"]) for a in Page(nxt.read_text()).with_class("arrow")] == \
+        list(range(first + 40, min(n, first + 79) + 1))
+
+
+def test_a_window_is_asked_for_in_range_and_never_bigger_than_a_whole_page(tmp_path, capsys):
+    db = _run(tmp_path, "r.db")
+    out = tmp_path / "w.html"
+    for args in (["--count", str(timeline.WHOLE_UP_TO + 1)], ["--count", "0"], ["--from", "0"],
+                 ["--from", "999"], ["--from", "1", "--around", "2"]):
+        code, _o, err = run_cli(capsys, "timeline", "--db", db, "-o", out, *args)
+        assert code == 2 and err.startswith("error: E_USAGE: ") and err.count("\n") == 1, (args, err)
+        assert not out.exists()
+    code, stdout, err = run_cli(capsys, "timeline", "--db", db, "-o", out, "--around", "3", "--count", "3")
+    assert code == 0, err
+    assert [int(a["data-delivery"]) for a in Page(out.read_text()).with_class("arrow")] == [2, 3, 4]

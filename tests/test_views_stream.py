@@ -174,3 +174,16 @@ def test_a_long_output_to_a_file_shows_a_progress_bar_on_the_terminal_and_the_sa
     code, out, _ = run_cli(capsys, *command, "--db", db)
     assert code == 0 and out == plain
     assert label in term.getvalue() and label not in out
+
+
+def test_a_streamed_table_prints_each_cell_as_the_drawn_table_shows_it(capsys):
+    """Only a cell holding a bracket is read as markup (a styled state prints its word); any other cell is
+    printed exactly, an emoji code included (the drawn table's console replaces none)."""
+    from sim.cli import common
+
+    rows = [["[green]succeeded[/]", "T-1:smile:x", "a\nb"], ["[bold red]NO[/]", ":smile:", 7], [None, "plain", "[/]oops"]]
+    common._stream_table("t", ["state", "key", "note"], iter(rows))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].split() == ["succeeded", "T-1:smile:x", "a", "b"]
+    assert lines[4].split() == ["NO", ":smile:", "7"]
+    assert lines[5].split() == ["plain", "[/]oops"]  # not markup after all: as written

@@ -432,3 +432,46 @@ def bench_web_cmd(
         caption=f"median of {result['repeat']}; floor: the page's 51 rows and the table's count, bare sqlite3, "
                 "no facets, no HTML",
     )
+
+
+@bench_app.command("memory")
+def bench_memory_cmd(
+    sizes: str = typer.Option("10000,100000", "--sizes", help="Comma-separated task counts of the stress runs "
+                              "(100,000 tasks: about half an hour on 2 busy cores; 1,000,000: hours)."),
+    folder: Optional[Path] = typer.Option(None, "--dir", help="Keep the runs in this folder, and reuse those already "
+                                          "there (a reused run's own figures are the ones kept beside it); default: "
+                                          "a scratch folder, removed after."),
+    as_json: bool = JSON_OPT,
+):
+    """Each command's whole peak memory and CPU (wait4) beside 'protolab run''s, at each size, and each
+    command's CPU factor from one size to the next (linear: about the sizes' ratio; issue 50 asks under 1.1x it)."""
+    import tempfile
+
+    from ..benchmem import bench_memory as run
+
+    try:
+        ns = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--sizes {sizes!r} must be comma-separated integers", code="E_USAGE") from None
+    if not ns or min(ns) < 1:
+        raise InputError("--sizes needs at least one positive task count", code="E_USAGE")
+    with tempfile.TemporaryDirectory(prefix="protolab-bench-memory-") as scratch, \
+            _progress(not as_json, redirect_stdout=False) as bar:
+        result = run(ns, folder or Path(scratch), progress=bar)
+    names = list(result["sizes"][0]["commands"])
+    columns = ["command"] + [f"{r['tasks']:,} tasks" for r in result["sizes"]] + \
+              [f"CPU x ({f['from']:,} to {f['to']:,})" for f in result["factors"]]
+    rows = []
+    for name in names:
+        cells = []
+        for r in result["sizes"]:
+            f = r["commands"][name]
+            cells.append(f"{f['peak_mb']:,.0f} MB, {f['cpu_s']:,.1f} s" + (" (kept)" if f.get("reused") else "")
+                         + (" FAILED" if f.get("failed") else ""))
+        rows.append([name] + cells + [f"{f['cpu'][name]:.2f} (runs x{f['size_ratio']:g})" for f in result["factors"]])
+    output_rows("bench memory: each command's peak RSS and CPU (user + system), in its own process",
+                columns, rows, as_json=as_json, data=result,
+                caption="stress runs: " + ", ".join(f"{r['tasks']:,} tasks = {r['deliveries']:,} deliveries"
+                                                    for r in result["sizes"]) + "; "
+                        "'run' is the whole command (simulation, summary, invariants); kept: figures recorded when "
+                        "the run was made (--dir)")

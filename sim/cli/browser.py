@@ -28,10 +28,21 @@ def timeline(
     check: bool = typer.Option(True, "--check/--no-check", help="Mark broken invariants (--no-check: skip the "
                                "check, for a very big run)."),
     title: Optional[str] = typer.Option(None, "--title", help="The page's title."),
+    first: Optional[int] = typer.Option(None, "--from", metavar="N", help="Show a window from delivery N "
+                                        "(a run of more than 10,000 deliveries is always shown a window at a time)."),
+    around: Optional[int] = typer.Option(None, "--around", metavar="DELIVERY", help="Show a window with this "
+                                         "delivery in its middle (default for a big run: around the first delivery "
+                                         "where an invariant broke, or from the start)."),
+    count: Optional[int] = typer.Option(None, "--count", metavar="K", help="Deliveries in the window (default "
+                                        "2,000; at most 10,000)."),
 ):
     """One self-contained HTML page of a run: lanes per agent, an arrow per delivery coloured by the
-    intake's decision, faults, task states and broken invariants; click a row for its envelope and events."""
+    intake's decision, faults, task states and broken invariants; click a row for its envelope and events.
+    A big run is shown a window of deliveries at a time; the page says which and how to see another."""
+    import shlex
+
     from .. import timeline as tl
+    from .common import _progress
 
     dbs = list(db or [Path("protolab.db")])
     if len(dbs) > 4:
@@ -45,12 +56,29 @@ def timeline(
     try:
         for d in dbs:  # every file checked before anything is read or written
             stores.append(_open(d, readonly=True))
-        pictures = [tl.read_run(s, _label(d, s, dbs), check=check) for d, s in zip(dbs, stores)]
+        again = " ".join(["protolab timeline"] + [f"--db {shlex.quote(str(d))}" for d in dbs]
+                         + [f"-o {shlex.quote(str(out))}"] + ([] if check else ["--no-check"]))
+        with _progress() as bar:
+            job = None
+
+            def step(done: int, total: int) -> None:
+                nonlocal job
+                if job is None:
+                    job = bar.add_task("judging the invariants, 500 tasks at a time", total=total)
+                bar.update(job, completed=done)
+
+            pictures = tl.read_runs(stores, [_label(d, s, dbs) for d, s in zip(dbs, stores)], check=check,
+                                    first=first, around=around, count=count, again=again, progress=step)
     finally:
         for s in stores:
             s.close()
     size = tl.write(pictures, out, reads=dbs, title=title or "protolab timeline: " + " beside ".join(p.label for p in pictures))
-    rows = ", ".join(f"{p.label}: {len(p.rows)} deliveries" for p in pictures)
+    w = pictures[0].window
+    if w is None:
+        rows = ", ".join(f"{p.label}: {len(p.rows)} deliveries" for p in pictures)
+    else:
+        rows = (f"deliveries {w.first:,} to {w.last:,} of {max(p.total or 0 for p in pictures):,}, {w.why}; "
+                "the page says how to see another window")
     typer.echo(f"wrote {out} ({size / 1024:,.0f} KB; {rows}): open it in a browser, no network needed")
 
 

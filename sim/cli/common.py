@@ -5,6 +5,7 @@ JSON, progress bars on stderr, and signals. Nothing here imports the store or Ri
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -144,15 +145,13 @@ def _stream_table(title: str, columns: list[str], rows, widths: dict[str, int] |
     (a wider value pushes its line out rather than being cut: nothing is hidden)."""
     from itertools import chain, islice
 
-    from rich.text import Text
-
     def plain(v) -> str:
         if v is None:
             return ""
-        try:
-            return Text.from_markup(str(v)).plain.replace("\n", " ")
-        except Exception:
-            return str(v).replace("\n", " ")
+        s = str(v)
+        # only a cell with a bracket can hold markup: the rest is printed as it is (parsing every
+        # cell of a million rows as markup was most of a big table's time)
+        return (_markup_plain(s) if "[" in s else s).replace("\n", " ")
 
     rows = iter(rows)
     head = [[plain(v) for v in r] for r in islice(rows, sample)]
@@ -168,6 +167,19 @@ def _stream_table(title: str, columns: list[str], rows, widths: dict[str, int] |
     out(" ".join("-" * max(w, len(c)) for c, w in zip(columns, widths)) + "\n")
     for r in chain(head, ([plain(v) for v in r] for r in rows)):
         out(line(r))
+
+
+@functools.lru_cache(maxsize=4096)
+def _markup_plain(text: str) -> str:
+    """A cell's text without its markup (``[green]holds[/]``: ``holds``), as the drawn table shows it
+    (no emoji codes replaced, as :func:`_console` draws); text that is not markup after all, as written.
+    Cached: a long view repeats a few styled cells (states, decisions) a million times."""
+    from rich.text import Text
+
+    try:
+        return Text.from_markup(text, emoji=False).plain
+    except Exception:
+        return text
 
 
 def _resolve(path: Path) -> Path:

@@ -776,15 +776,108 @@ class Reads:
                                 (delivery_id,)).fetchone()
         return row[0] or 0
 
-    def iter_deliveries(self, batch: int = 5000) -> Iterator[Delivery]:
-        """Every delivery in delivery_id order, a page at a time."""
+    def iter_deliveries(self, batch: int = 5000, *, after: int = 0) -> Iterator[Delivery]:
+        """Every delivery in delivery_id order (those after delivery ``after``), a page at a time."""
         return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",
-                           "delivery_id", batch, Delivery)
+                           "delivery_id", batch, Delivery, after=after)
 
     def events_naming_no_delivery(self) -> list[StoredEvent]:
         """Events whose delivery_id names no recorded delivery (a broken writer's), in order."""
         return self._events(f"SELECT {_EVENT_COLS} FROM events WHERE delivery_id IS NOT NULL AND delivery_id NOT IN "
                             "(SELECT delivery_id FROM deliveries) ORDER BY seq")
+
+    def iter_delivered_kinds(self) -> Iterator[tuple]:
+        """Each delivery in order as (delivery_id, decision, message_id, type, task_id, trace_id) of the
+        envelope it delivered: what a judge of the conversation's order reads of every delivery, streamed
+        from one cursor without the payloads."""
+        yield from self.conn.execute(
+            "SELECT d.delivery_id, d.decision, m.message_id, m.type, m.task_id, m.trace_id FROM deliveries d "
+            "JOIN messages m ON m.msg_seq = d.msg_seq ORDER BY d.delivery_id")
+
+    def iter_event_clocks(self) -> Iterator[tuple]:
+        """Each event in order as (seq, tick, type, task_id, message_id, delivery_id): the log's clock,
+        streamed from one cursor without the events' data."""
+        yield from self.conn.execute("SELECT seq, tick, type, task_id, message_id, delivery_id FROM events ORDER BY seq")
+
+    def iter_delivery_clocks(self) -> Iterator[tuple]:
+        """Each delivery in delivery_id order as (delivery_id, tick, message_id, task_id), from one cursor."""
+        yield from self.conn.execute("SELECT delivery_id, tick, message_id, task_id FROM deliveries ORDER BY delivery_id")
+
+    # ---------------------------------------------------------------- a window of a big run (the timeline)
+    # A page of a run of millions of deliveries shows some thousands of them: each read below costs the
+    # window (or one pass of SQL over a table), never a Python list of the whole run.
+
+    def deliveries_by_decision(self) -> dict[str, int]:
+        """How many deliveries each decision got (decisions in name order)."""
+        return dict(self.conn.execute("SELECT decision, COUNT(*) FROM deliveries GROUP BY decision ORDER BY decision"))
+
+    def iter_events_between(self, after: int, upto: int | None = None, batch: int = 5000) -> Iterator[StoredEvent]:
+        """The events numbered above ``after`` and at most ``upto`` (None: to the end), in order, a page at a time."""
+        while True:
+            rows = self._events(f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                                (after, upto if upto is not None else (1 << 62), batch))
+            if not rows:
+                return
+            yield from rows
+            after = rows[-1].seq
+
+    def last_event_of_deliveries_upto(self, delivery_id: int) -> int:
+        """The newest event that names a delivery numbered at most ``delivery_id`` (0: none). The runtime
+        appends a delivery's events in delivery order, so this is a search over the log (a few point
+        reads, whatever its size), not a scan; a log out of that order (CLOCK_MONOTONIC's to judge) is
+        answered by a scan."""
+        q = self.conn.execute
+
+        def next_named(seq: int):  # the first event at or after seq that names a delivery: (seq, delivery)
+            return q("SELECT seq, delivery_id FROM events WHERE seq >= ? AND delivery_id IS NOT NULL "
+                     "ORDER BY seq LIMIT 1", (seq,)).fetchone()
+
+        lo, hi = 1, self.last_event() + 1  # the first event naming a later delivery is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = next_named(mid)
+            if row is None or row[1] > delivery_id:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        row = q("SELECT seq FROM events WHERE seq < ? AND delivery_id IS NOT NULL ORDER BY seq DESC LIMIT 1",
+                (lo,)).fetchone()
+        found = row[0] if row else 0
+        later = next_named(found + 1) if found else next_named(1)
+        if later is not None and later[1] <= delivery_id:  # out of order: the plain question
+            return q("SELECT COALESCE(MAX(seq), 0) FROM events WHERE delivery_id IS NOT NULL AND delivery_id <= ?",
+                     (delivery_id,)).fetchone()[0]
+        return found
+
+    def first_deliveries_of_messages(self, message_ids) -> dict[str, int]:
+        """The first delivery of each of ``message_ids`` that was delivered (one pass over the deliveries)."""
+        ids = sorted(set(message_ids))
+        if not ids:
+            return {}
+        return dict(self.conn.execute("SELECT message_id, MIN(delivery_id) FROM deliveries WHERE message_id IN "
+                                      "(SELECT value FROM json_each(?)) GROUP BY message_id", (json.dumps(ids),)))
+
+    def deliveries_of_events(self, seqs) -> dict[int, int]:
+        """The delivery each of these events belongs to on a page of the log: the delivery it names, else
+        (an event naming none) the delivery of the next event that names one."""
+        out = {}
+        for s in sorted(set(seqs)):
+            row = self.conn.execute("SELECT delivery_id FROM events WHERE seq >= ? AND delivery_id IS NOT NULL "
+                                    "ORDER BY seq LIMIT 1", (s,)).fetchone()
+            if row is not None and self.conn.execute("SELECT 1 FROM events WHERE seq = ?", (s,)).fetchone():
+                out[s] = row[0]
+        return out
+
+    def state_versions_before(self, delivery_id: int, task_ids) -> dict[str, int]:
+        """For each of ``task_ids``, the state_version_after of its last delivery before ``delivery_id`` that
+        left one (one pass over the deliveries before it)."""
+        ids = sorted(set(task_ids))
+        if not ids:
+            return {}
+        return {t: v for t, v, _d in self.conn.execute(
+            "SELECT task_id, state_version_after, MAX(delivery_id) FROM deliveries WHERE delivery_id < ? AND "
+            "state_after IS NOT NULL AND task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
+            (delivery_id, json.dumps(ids)))}
 
 
 class ScratchMap:
