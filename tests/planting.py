@@ -11,7 +11,7 @@ For each bug chosen (by id on the command line, or a 1-based number; all when no
 writes the bug into the file, runs the given pytest files in one process (``-p no:cacheprovider -x -q -n 0``,
 no ``.pyc`` written, so no stale bytecode of a bug survives it) or the script's own ``run``, restores the
 file in a ``finally`` whatever happens, and at the end checks every file it touched is byte for byte the
-original. It prints one table row per bug as it goes, then a JSON summary (per file: planted, equivalent,
+original (also when stopped by SIGTERM or SIGINT). It prints one table row per bug as it goes, then a JSON summary (per file: planted, equivalent,
 caught, non-equivalent caught, score) on the last line.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -126,6 +127,12 @@ def main(argv: list[str], bugs: list[Bug], tests: list[str] | dict[str, list[str
     for b in chosen:  # every text checked before anything runs
         replaced(originals[b.file].decode("utf-8"), b.text, b.replacement, f"{b.file} (bug {b.id})")
     results = []
+
+    def stopped(signum, frame):  # kill (TERM) or Ctrl-C of a background run: the finally below still restores
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGINT, stopped)  # (a background job of a script starts with SIGINT ignored)
     try:
         for b in chosen:
             t0 = time.monotonic()
