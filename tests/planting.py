@@ -131,8 +131,8 @@ def main(argv: list[str], bugs: list[Bug], tests: list[str] | dict[str, list[str
     def stopped(signum, frame):  # kill (TERM) or Ctrl-C of a background run: the finally below still restores
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, stopped)
-    signal.signal(signal.SIGINT, stopped)  # (a background job of a script starts with SIGINT ignored)
+    before = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # (SIGINT too: a background job of a shell script starts with SIGINT ignored)
     try:
         for b in chosen:
             t0 = time.monotonic()
@@ -148,6 +148,8 @@ def main(argv: list[str], bugs: list[Bug], tests: list[str] | dict[str, list[str
             mark = "caught  " if caught else ("equiv.  " if b.equivalent else "SURVIVED")
             print(f"{b.id:6} {mark} {took:5.0f} s  {b.file}: {b.what[:70]}  | {by[:110]}", flush=True)
     finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
         for f, data in originals.items():
             if (root / f).read_bytes() != data:
                 (root / f).write_bytes(data)
