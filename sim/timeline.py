@@ -59,6 +59,7 @@ class RunPicture:
     faults: list[dict] = field(default_factory=list)    # {"row", "fault", "summary", "message_id"}
     breaks: list[dict] = field(default_factory=list)    # {"name", "description", "witnesses": [(row|None, witness)], "more"}
     decisions: dict = field(default_factory=dict)       # decision -> count
+    checked: bool = True                                # the invariants were judged (--no-check: not)
 
 
 def _lane_key(agent: str) -> tuple:
@@ -134,7 +135,7 @@ def read_run(store, label: str, *, check: bool = True) -> RunPicture:
         for held in loose:
             place(held, len(rows) - 1)
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
-                         decisions=decisions)
+                         decisions=decisions, checked=check)
     if check:
         from .invariants import check as check_invariants
 
@@ -270,7 +271,7 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
                 bits.append(f"<li>… {rest} more witnesses ('protolab check --db' lists them)</li>")
             bits.append("</ul></li>")
         bits.append("</ul></details>")
-    elif p.breaks == [] and p.rows:
+    elif p.checked and p.breaks == [] and p.rows:  # (unchecked, --no-check: nothing said either way)
         bits.append('<p class="meta ok">every invariant holds</p>')
     lanes = "".join(f'<span class="lane-name" style="left:{GUTTER + j * LANE_W}px;width:{LANE_W}px">{_e(a)}</span>'
                     for j, a in enumerate(p.lanes))
