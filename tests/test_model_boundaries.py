@@ -82,6 +82,8 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
                          msg["schema_version"], msg["created_at"], msg["idempotency_key"], msg["payload_digest"],
                          msg["digest_scheme"], msg["payload"], tuple(msg["evidence_refs"]))
         other = dataclasses.replace(first, payload_digest="sha256:" + "0" * 64)
+        cites = next(m for m in store.messages() if m["evidence_refs"] and m["task_id"])
+        citing = (cites["task_id"], cites["message_id"])
         writes = [
             lambda s: s.record_message(first, msg["envelope_digest"]),
             lambda s: s.record_message(other, "sha256:" + "1" * 64, (msg["sender_seq"], msg["sender_generation"])),
@@ -97,6 +99,9 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
             lambda s: s.append_event(ev_.FenceRecorded(to=["researcher"], terminal="M-4").draft(msg["trace_id"], "M-4")),
             lambda s: s.append_event(ev_.DigestSchemeAssumed(scheme="json-sorted-v1").draft(review["task_id"], "M-new"),
                                      delivery_id=env["delivery_id"]),
+            # a retraction made by a message that cites another task's products rests on nothing
+            lambda s: s.append_event(ev_.EffectCommitted(effect_key="retract:R-9", kind="retract", target="R-9",
+                                                         result_digest="sha256:" + "2" * 64).draft(*citing)),
         ]
         for write in writes:
             with store.transaction():
@@ -110,5 +115,7 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
         assert store.fenced_now(msg["trace_id"]) and store.conversation_epoch(msg["trace_id"])[0] == 2
         assert model.first_outcome(review["task_id"], "M-new") == store.first_outcome(review["task_id"], "M-new") is None
         assert model.get_task(review["task_id"]) == store.get_task(review["task_id"])
+        for t in store.tasks():
+            assert model.effects_resting_on(t["task_id"]) == store.effects_resting_on(t["task_id"])
     finally:
         store.close()
