@@ -37,3 +37,12 @@ def test_a_fault_is_placed_anywhere_only_on_the_types_it_can_touch():
         for t in types:
             assert eligible(name, SimpleNamespace(type=t), anywhere=True) == (t in REGISTRY[name].only), (name, t)
     assert all(eligible("duplicate", SimpleNamespace(type=t), anywhere=True) for t in types)
+
+
+def test_a_rate_is_refused_and_a_message_id_a_type_or_a_name_taken():
+    from sim.explore import explore_args
+
+    with pytest.raises(InputError) as e:
+        explore_args(["duplicate", "late-failure:0.5"])
+    assert e.value.code == "E_USAGE" and "late-failure:0.5 is a rate" in str(e.value)
+    explore_args(["duplicate", "duplicate:task_result", "late-failure:M-3"])  # no refusal
