@@ -82,8 +82,8 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
                          msg["schema_version"], msg["created_at"], msg["idempotency_key"], msg["payload_digest"],
                          msg["digest_scheme"], msg["payload"], tuple(msg["evidence_refs"]))
         other = dataclasses.replace(first, payload_digest="sha256:" + "0" * 64)
-        cites = next(m for m in store.messages() if m["evidence_refs"] and m["task_id"])
-        citing = (cites["task_id"], cites["message_id"])
+        another = "T-other"  # (the review holds the only task this run made)
+        citing = dataclasses.replace(first, message_id="M-cite", task_id=another, evidence_refs=(msg["message_id"],))
         writes = [
             lambda s: s.record_message(first, msg["envelope_digest"]),
             lambda s: s.record_message(other, "sha256:" + "1" * 64, (msg["sender_seq"], msg["sender_generation"])),
@@ -99,9 +99,10 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
             lambda s: s.append_event(ev_.FenceRecorded(to=["researcher"], terminal="M-4").draft(msg["trace_id"], "M-4")),
             lambda s: s.append_event(ev_.DigestSchemeAssumed(scheme="json-sorted-v1").draft(review["task_id"], "M-new"),
                                      delivery_id=env["delivery_id"]),
-            # a retraction made by a message that cites another task's products rests on nothing
+            # a retraction made by a message that cites another task's message rests on nothing
+            lambda s: s.record_message(citing, "sha256:" + "3" * 64),
             lambda s: s.append_event(ev_.EffectCommitted(effect_key="retract:R-9", kind="retract", target="R-9",
-                                                         result_digest="sha256:" + "2" * 64).draft(*citing)),
+                                                         result_digest="sha256:" + "2" * 64).draft(another, "M-cite")),
         ]
         for write in writes:
             with store.transaction():
