@@ -120,3 +120,22 @@ def test_the_model_answers_as_the_store_after_the_same_writes():
             assert model.effects_resting_on(t["task_id"]) == store.effects_resting_on(t["task_id"])
     finally:
         store.close()
+
+
+def test_the_senders_number_is_read_back_with_a_messages_first_delivery_only():
+    """As the transport hands it to the runtime: a copy delivered again (a duplicate) comes with no number, so
+    the model judges the copy's numbering as the engine did (not as a second send of that number)."""
+    story = load_scenario("publish-report")
+    store = run_scenario(story, policy="safe", faults=["duplicate"])
+    try:
+        delivers = [op for op in ops_of(store)[0] if op.kind == "deliver"]
+        seen: dict[str, int] = {}
+        for op in delivers:
+            seen[op.env.message_id] = seen.get(op.env.message_id, 0) + 1
+            row = next(m for m in store.messages() if m["message_id"] == op.env.message_id)
+            want = (row["sender_seq"], row["sender_generation"]) if row["sender_seq"] is not None else None
+            assert op.sent == (want if seen[op.env.message_id] == 1 else None), op.env.message_id
+        again = [mid for mid, n in seen.items() if n > 1]
+        assert again and any(next(m for m in store.messages() if m["message_id"] == mid)["sender_seq"] for mid in again)
+    finally:
+        store.close()
