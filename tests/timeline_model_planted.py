@@ -77,7 +77,9 @@ BUGS = [
         '        elif e.from_state == "needs_review":\n            t["trusted"] = 1',
         '        elif False:\n            t["trusted"] = 1'),
     Bug("M7", M, "a conflicting intent recorded trusted",
-        '"trusted": 0 if e.decision == "conflict" else 1,', '"trusted": 1,'),
+        '"trusted": 0 if e.decision == "conflict" else 1,', '"trusted": 1,',
+        equivalent="an intent recorded with decision conflict is always followed, in the same delivery, by "
+                   "conflict_recorded for the same task and key, which sets trusted = 0 on every intent of that key"),
     Bug("M8", M, "an intent recorded again keeps its first message (naive's last write does not win)",
         '            row.update(seen=row["seen"] + 1, message_id=message_id, result=_json(e.result))',
         '            row.update(seen=row["seen"] + 1, result=_json(e.result))'),
