@@ -46,3 +46,47 @@ def test_a_rate_is_refused_and_a_message_id_a_type_or_a_name_taken():
         explore_args(["duplicate", "late-failure:0.5"])
     assert e.value.code == "E_USAGE" and "late-failure:0.5 is a rate" in str(e.value)
     explore_args(["duplicate", "duplicate:task_result", "late-failure:M-3"])  # no refusal
+
+
+def test_a_type_the_run_never_sends_is_refused_as_run_refuses_it():
+    from sim.explore import refuse_unmatched
+
+    with pytest.raises(InputError) as e:
+        refuse_unmatched(TINY, "safe", None, ["duplicate:cancel"])
+    assert e.value.code == "E_FAULT_NO_MATCH"
+    with pytest.raises(InputError) as e:
+        refuse_unmatched(TINY, "safe", None, ["duplicate:M-99"])
+    assert e.value.code == "E_FAULT_NO_MATCH"
+    refuse_unmatched(TINY, "safe", None, ["duplicate:task_result", "duplicate"])  # sent: no refusal
+
+
+def test_each_fault_is_placed_at_most_once_and_named_once_on_every_path():
+    from sim.explore import placed_faults, settle, starts, successors
+
+    level, names_seen = list(starts(TINY, policy="safe", faults=["duplicate", "late-failure"])), set()
+    for _ in range(4):
+        nxt = []
+        for node in level:
+            for child in successors(node):
+                placed = placed_faults(child.run)
+                names = [p.split(":", 1)[0] for p in placed]
+                assert len(names) == len(set(names)) and len(placed) == len(set(placed)), placed
+                names_seen.update(names)
+                nxt.append(settle(child))
+        level = [n for n in nxt if not n.ended]
+    assert names_seen == {"duplicate", "late-failure"}
+
+
+def test_the_break_reported_is_the_first_invariant_broken_in_the_registrys_order():
+    from sim.explore import counterexample
+    from sim.invariants import STATE_INVARIANTS, check
+    from sim.runner import run_scenario
+
+    r = explore(TINY, policy="naive", faults=["duplicate"], depth=8)
+    assert r.found is not None
+    store = run_scenario(counterexample(TINY, "naive", r.found.path, r.found.faults), policy="naive")
+    try:
+        broken = [x.name for x in check(store, only=frozenset(STATE_INVARIANTS)) if not x.ok]
+    finally:
+        store.close()
+    assert list(r.found.broken) == broken and r.found.invariant == broken[0]
