@@ -90,3 +90,24 @@ def test_the_break_reported_is_the_first_invariant_broken_in_the_registrys_order
     finally:
         store.close()
     assert list(r.found.broken) == broken and r.found.invariant == broken[0]
+
+
+@pytest.mark.parametrize("rounds", [3, 5])
+def test_no_state_of_the_search_goes_past_the_runs_last_round(rounds):
+    import dataclasses
+
+    from sim.explore import settle, starts, successors
+
+    short = dataclasses.replace(TINY, settings=dataclasses.replace(TINY.settings, max_rounds=rounds))
+    level, seen = list(starts(short, policy="safe", faults=[])), 0
+    for _ in range(6):
+        nxt = []
+        for node in level:
+            assert node.run.now <= rounds
+            for child in successors(node):
+                settle(child)
+                seen += 1
+                assert child.run.now <= rounds, (child.run.now, rounds)
+                nxt.append(child)
+        level = [n for n in nxt if not n.ended]
+    assert seen and not level  # the run ended by its last round in every order
