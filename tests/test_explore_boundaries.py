@@ -83,8 +83,8 @@ def test_the_break_reported_is_the_first_invariant_broken_in_the_registrys_order
     from sim.invariants import STATE_INVARIANTS, check
     from sim.runner import run_scenario
 
-    r = explore(TINY, policy="naive", faults=["duplicate"], depth=8)
-    assert r.found is not None
+    r = explore(TINY, policy="naive", faults=["late-failure"], depth=8)  # (two break at once: a regression, a move)
+    assert r.found is not None and len(r.found.broken) == 2
     store = run_scenario(counterexample(TINY, "naive", r.found.path, r.found.faults), policy="naive")
     try:
         broken = [x.name for x in check(store, only=frozenset(STATE_INVARIANTS)) if not x.ok]
