@@ -74,6 +74,7 @@ class RunPicture:
     decisions: dict = field(default_factory=dict)       # decision -> count
     window: "Window | None" = None                      # the deliveries shown, when not the whole run
     total: int | None = None                            # the run's deliveries (a window shows some of them)
+    checked: bool = True                                # the invariants were judged (--no-check: not)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
         for held in loose:
             place(held, len(rows) - 1)
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
-                         decisions=decisions)
+                         decisions=decisions, checked=check)
     if check:
         if results is None:
             from .invariants import check as check_invariants
@@ -288,7 +289,7 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
             place(held, len(rows) - 1)
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions={d: 0 for d in DECISIONS} | store.deliveries_by_decision(),
-                         total=store.last_delivery())
+                         total=store.last_delivery(), checked=results is not None)
     if results is not None:
         at = _witness_deliveries(store, results)
         for r in results:
@@ -479,7 +480,7 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
                 bits.append(f"<li>… {rest} more witnesses ('protolab check --db' lists them)</li>")
             bits.append("</ul></li>")
         bits.append("</ul></details>")
-    elif p.breaks == [] and p.rows:
+    elif p.checked and p.breaks == [] and p.rows:  # (unchecked, --no-check: nothing said either way)
         bits.append('<p class="meta ok">every invariant holds</p>')
     lanes = "".join(f'<span class="lane-name" style="left:{GUTTER + j * LANE_W}px;width:{LANE_W}px">{_e(a)}</span>'
                     for j, a in enumerate(p.lanes))

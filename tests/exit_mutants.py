@@ -3,21 +3,20 @@ against tests/test_exit_statuses.py: a bug is caught when the module fails. Not 
 of the tests, like the mutation runs in docs/performance.md).
 
     python tests/exit_mutants.py            # every planted bug; about 10 minutes on 2 cores
-    python tests/exit_mutants.py 3 7        # only these (1-based)
+    python tests/exit_mutants.py 3 7        # only these (1-based, or ids E3 E7)
 
-Each bug is one small change to a file of the checkout; the file is restored after its run, whatever
-happens. Bugs whose case is in the slow set run with --run-slow and only the cases of their command
+Each bug is one small change to a file of the checkout; the loop is tests/planting.py's: the file is
+restored after its run, whatever happens, and checked byte for byte. Bugs whose case is in the slow set run with --run-slow and only the cases of their command
 (-k), so a grade or kit verify case is not hidden behind the whole slow set.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import planting  # noqa: E402
 
 #: (file, the text, the bug, slow: a -k expression for the slow set's cases of that command, or None)
 BUGS = [
@@ -53,34 +52,26 @@ BUGS = [
 ]
 
 
-def run(i: int) -> tuple[bool, float, str]:
-    path, old, new, slow = BUGS[i]
-    f = ROOT / path
-    text = f.read_text(encoding="utf-8")
-    assert text.count(old) == 1, f"bug {i + 1}: the text is not in {path} once"
-    cmd = [sys.executable, "-m", "pytest", "tests/test_exit_statuses.py", "-q", "-x", "-n", "0", "-p", "no:cacheprovider"]
-    if slow:
-        cmd += ["--run-slow", "-k", slow.replace("-", " and ") if " " in slow else slow]
-    start = time.monotonic()
-    try:
-        f.write_text(text.replace(old, new), encoding="utf-8")
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    finally:
-        f.write_text(text, encoding="utf-8")
-    failed = [line for line in p.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    return p.returncode != 0, time.monotonic() - start, (failed[0] if failed else p.stdout.strip().splitlines()[-1])
+#: what each bug does, as docs/performance.md lists them ("Exit statuses")
+WHAT = ["kit verify's 1 if bad else 0 made 0", "grade's exit after grader errors dropped",
+        "Report.grader_errors made empty", "a wrong expect.toml verdict kept ok", "check's not all made not any",
+        "replay's or made and", "trace validate's exit made 0", "trace replay's exit made 0",
+        "trace mutate's all made any", "main's error exit 2 made 1", "main's usage-error exit 2 made 1",
+        "exercise check's 1 made 0", "exercise try's exit after code that raised made 0",
+        "explore's exit on a break made 0", "explore's exit on Ctrl-C made 0", "shrink's 130 made 0",
+        "lab check's exit dropped", "lab verify's and made or", "main's sys.exit(rv) made sys.exit(0)",
+        "the Ctrl-C line's rv == 130 made 131"]
+TESTS = ["tests/test_exit_statuses.py"]
+
+
+def _args(slow: str | None) -> tuple[str, ...]:
+    return () if not slow else ("--run-slow", "-k", slow.replace("-", " and ") if " " in slow else slow)
 
 
 def main(argv: list[str]) -> int:
-    chosen = [int(a) - 1 for a in argv] or list(range(len(BUGS)))
-    caught = 0
-    for i in chosen:
-        ok, took, what = run(i)
-        caught += ok
-        print(f"{i + 1:2} {'caught  ' if ok else 'SURVIVED'} {took:5.0f} s  {BUGS[i][0]}: {BUGS[i][2].strip()[:60]!r}  {what[:150]}",
-              flush=True)
-    print(f"caught {caught} of {len(chosen)}")
-    return 0 if caught == len(chosen) else 1
+    bugs = [planting.Bug(f"E{i}", path, what, old, new, args=_args(slow))
+            for i, ((path, old, new, slow), what) in enumerate(zip(BUGS, WHAT, strict=True), 1)]
+    return planting.main(argv, bugs, TESTS)
 
 
 if __name__ == "__main__":

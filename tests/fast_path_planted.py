@@ -1,21 +1,21 @@
 """Bugs planted by hand in sim/protocol/fast.py, one at a time, against the fast path's property test
 (tests/test_trace_fast_property.py; issue 48, part 2). Not a test: a measure, as tests/mutmut_undecorate.py
-is a tool. Each bug is one small change (an off-by-one, < for <=, a dropped condition) compiled into the
-loaded module in memory (the file is never changed), the property run against it, the original restored.
+is a tool. Each bug is one small change (an off-by-one, < for <=, a dropped condition), planted by
+tests/planting.py's loop (written to the file, restored and checked byte for byte after), compiled into the
+loaded module, the property run against it in this process, the original compiled back.
 
     .venv/bin/python tests/fast_path_planted.py               # the quick loop's examples
     .venv/bin/python tests/fast_path_planted.py --many        # the slow set's
     .venv/bin/python tests/fast_path_planted.py --lenient-only   # only "the fast report is the careful one",
                                                              # without "the fast path takes every valid trace"
-    .venv/bin/python tests/fast_path_planted.py 1 5 --many    # some of them
+    .venv/bin/python tests/fast_path_planted.py 1 5 --many    # some of them (numbers, or ids F1 F5)
 
-One JSON line per bug: caught or not, and the first failure. Results: docs/performance.md.
+One table row per bug (caught or not, and the first failure), then a JSON summary. Results: docs/performance.md.
 """
 
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ["PROTOLAB_PROPERTY_NO_SHRINK"] = "1"  # whether it fails, not the smallest trace that makes it
@@ -134,11 +134,13 @@ def main(argv: list[str]) -> int:
 
     warnings.simplefilter("ignore")
     import conftest  # noqa: F401  (the suite's Hypothesis profile)
+    import planting
     import sim.protocol.fast as fast
     import test_trace_fast_property as prop
     from sim.protocol import validate
 
-    src = Path(fast.__file__).read_text()
+    path = Path(fast.__file__)
+    src = path.read_text()
     if "--many" in argv:
         prop.QUICK = prop.MANY
     if "--lenient-only" in argv:
@@ -151,30 +153,21 @@ def main(argv: list[str]) -> int:
                     assert quick.to_dict() == careful.to_dict(), (quick.reason, careful.reason)
                     assert quick == careful
         prop.fast_agrees_with_careful = lenient_only
-    only = {int(a) for a in argv if a.isdigit()}
-    caught = 0
-    try:
-        for k, (name, old, new) in enumerate(BUGS, 1):
-            if only and k not in only:
-                continue
-            assert src.count(old) == 1, name
-            exec(compile(src.replace(old, new), fast.__file__, "exec"), fast.__dict__)
-            t0 = time.time()
-            first = None
-            try:
-                prop.test_the_fast_path_gives_the_careful_report_at_every_boundary()
-            except Exception as e:  # the property failed (or the fast path raised): caught
-                first = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            finally:
-                exec(compile(src, fast.__file__, "exec"), fast.__dict__)
-            caught += first is not None
-            print(json.dumps({"bug": k, "name": name, "caught": first is not None, "first": first,
-                              "seconds": round(time.time() - t0, 1)}), flush=True)
-    finally:
-        exec(compile(src, fast.__file__, "exec"), fast.__dict__)
-    assert Path(fast.__file__).read_text() == src
-    print(f"caught {caught} of {len(only) if only else len(BUGS)}")
-    return 0
+
+    def run(bug) -> tuple[bool, str]:
+        # the planted file compiled into the loaded module, the property run in this process, the original back
+        exec(compile(path.read_text(), fast.__file__, "exec"), fast.__dict__)
+        try:
+            prop.test_the_fast_path_gives_the_careful_report_at_every_boundary()
+        except Exception as e:  # the property failed (or the fast path raised): caught
+            return True, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        finally:
+            exec(compile(src, fast.__file__, "exec"), fast.__dict__)
+        return False, "the property held"
+
+    bugs = [planting.Bug(f"F{k}", str(path.relative_to(planting.ROOT)), name, old, new)
+            for k, (name, old, new) in enumerate(BUGS, 1)]
+    return planting.main([a for a in argv if not a.startswith("--")], bugs, run=run)
 
 
 if __name__ == "__main__":
