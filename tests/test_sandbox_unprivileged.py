@@ -293,6 +293,13 @@ for name, path in targets.items():
 status = open('/proc/self/status').read()
 said['uid'] = os.getuid()
 said['caps'] = status.split('CapEff:')[1].split()[0]
+said['copy'] = sorted(os.listdir('.'))
+said['pids'] = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+said['own session'] = os.getsid(0) != 0  # 0: a session outside the box's PID namespace (the grader's)
+import socket, ctypes
+said['ifaces'] = sorted(n for _i, n in socket.if_nameindex())
+libc = ctypes.CDLL(None, use_errno=True)
+said['nested user namespace'] = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER: root of a namespace of its own
 print(json.dumps(said))
 """
 
@@ -306,6 +313,9 @@ def test_as_an_unprivileged_user_the_box_keeps_the_graders_own_files_read_only(w
     sub = world.top / "walls-class" / "alice"
     sub.mkdir(parents=True)
     (sub / "design.py").write_text("x = 1\n")
+    (sub / ".secret").write_text("a dot file is not copied\n")
+    (sub / "big.bin").write_bytes(b"x" * (9 << 20))  # past copy_mb (8 MB) with design.py: not copied
+    (sub / "peek.py").symlink_to(course / "solutions" / EX1 / "design.py")  # a link is never followed
     world.own(sub.parent)
     venv_packages = next((world.top / "venv" / "lib").glob("python*/site-packages"))
     targets = {
@@ -335,6 +345,9 @@ def test_as_an_unprivileged_user_the_box_keeps_the_graders_own_files_read_only(w
     assert box["kind"] == "bubblewrap" and box["rc"] == 0, box
     said = json.loads(box["out"])
     assert said["uid"] == 65534 and said["caps"] == "0000000000000000", said  # never root, no capability
+    assert said["copy"] == ["design.py", "scratch.txt"], said  # no dot file, nothing past copy_mb, no link
+    assert said["pids"] == [1, 2] and said["own session"] and said["ifaces"] == ["lo"], said
+    assert said["nested user namespace"] is False, said
     assert said["own copy"] == said["scratch"] == said["private tmp"] == "wrote", said
     # what the box shows of the grader's files is bound read-only (the rest it does not show at all:
     # a write to such a path lands in the box's private /tmp, if anywhere); outside, nothing changed
@@ -471,7 +484,24 @@ def test_without_user_namespaces_an_unprivileged_grader_refuses_then_grades_on_t
 
 # ------------------------------------------------------------------------------- a root grader
 
-_ROOT_GRADER = """
+_REPORT = """import errno, os, resource
+
+
+def report():
+    limits = {n: list(resource.getrlimit(getattr(resource, n))) for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CORE",
+                                                                          "RLIMIT_NPROC")}
+    return {"resuid": list(os.getresuid()), "resgid": list(os.getresgid()), "groups": os.getgroups(), "limits": limits}
+
+
+def big(mb):
+    try:
+        with open("big.bin", "wb") as f:
+            f.write(b"x" * (mb << 20))
+        return "wrote"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+"""
+_HOST_SAYS = """
 import json, os, sys
 from sim.course import sandbox
 from sim.course.remote import RemoteModule
@@ -479,12 +509,52 @@ b = sandbox.box()
 user = sandbox.sandbox_user()
 mod = RemoteModule(sys.argv[1], processes=1)
 try:
-    host = mod.call('uid')
+    said = mod.call('report')
+    file_mb = sandbox.LIMITS['file_mb']
+    said['past file_mb'] = mod.call('big', file_mb + 1)
+    said['within file_mb'] = mod.call('big', file_mb - 1)
 finally:
     mod.close()
-print(json.dumps({'describe': b.describe(), 'as_user': b.as_user, 'drop_to': b.drop_to, 'run_as': user,
-                  'host_uid': host}))
+print(json.dumps({'describe': b.describe(), 'as_user': b.as_user, 'drop_to': b.drop_to, 'run_as': user, 'host': said,
+                  'limits': sandbox.LIMITS}))
 """
+
+
+def _host_says(world: World, tag: str, *, as_user: bool, env: dict | None = None) -> dict:
+    """What a host reports of itself (uids, groups, limits in force, a write past the file limit),
+    started by a judge run as the unprivileged user (``as_user``) or as this process's user."""
+    course = world.course(tag)
+    sub = world.top / f"{tag}-class"
+    sub.mkdir()
+    (sub / "design.py").write_text(_REPORT)
+    world.own(sub)
+    os.chmod(sub, 0o777)  # on the fallback a host works in this folder itself, as the sandbox's user
+    argv = [world.python, "-c", _HOST_SAYS, str(sub / "design.py")]
+    if as_user:
+        done = world.run(argv, cwd=course, env=env)
+    else:
+        done = subprocess.run(argv, cwd=course, env={**world.env, **(env or {})}, capture_output=True, text=True,
+                              timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _walled(said: dict, uid: int) -> None:
+    """A host's uids, groups and limits as the sandbox promises them."""
+    host, lim = said["host"], said["limits"]
+    assert host["resuid"] == [uid] * 3 and 0 not in host["resgid"] and 0 not in host["groups"], host
+    mb = 1024 * 1024
+    assert host["limits"] == {"RLIMIT_AS": [lim["memory_mb"] * mb] * 2, "RLIMIT_FSIZE": [lim["file_mb"] * mb] * 2,
+                              "RLIMIT_CORE": [0, 0], "RLIMIT_NPROC": [0, 0]}, host["limits"]
+    # a write past the file limit fails as an error the code can catch (not a SIGXFSZ that kills the host)
+    assert host["past file_mb"] == "EFBIG" and host["within file_mb"] == "wrote", host
+
+
+def test_as_an_unprivileged_user_a_hosts_uid_and_limits_are_the_sandboxs(world):
+    _needs_bwrap(world)
+    said = _host_says(world, "limits-user", as_user=True)
+    assert said["describe"] == "bubblewrap" and said["run_as"] is None, said
+    _walled(said, 65534)
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="needs root")
@@ -492,24 +562,56 @@ print(json.dumps({'describe': b.describe(), 'as_user': b.as_user, 'drop_to': b.d
 def test_a_root_grader_with_a_python_the_sandbox_user_can_run_never_runs_student_code_as_root(world, fallback):
     """Root grading with an interpreter the sandbox's user can run (the portable venv): bwrap is started
     as that user through setpriv (no bwrap as root), judges run as it, and on the fallback each host
-    drops to it: the student's code is never uid 0."""
+    drops to it: the student's code is never uid 0, in no group 0, with the sandbox's limits."""
     if not fallback:
         _needs_bwrap(world)
-    course = world.course(f"root-{'fallback' if fallback else 'bwrap'}")
-    sub = world.top / f"root-class-{int(fallback)}"
-    sub.mkdir()
-    (sub / "design.py").write_text("import os\n\n\ndef uid():\n    return os.getuid()\n")
-    os.chmod(sub, 0o755)
-    env = {"PROTOLAB_SANDBOX": "fallback"} if fallback else {}
-    done = subprocess.run([world.python, "-c", _ROOT_GRADER, str(sub / "design.py")], cwd=course,
-                          env={**world.env, **env}, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    said = json.loads(done.stdout)
+    said = _host_says(world, f"root-{'fallback' if fallback else 'bwrap'}", as_user=False,
+                      env={"PROTOLAB_SANDBOX": "fallback"} if fallback else None)
     name = os.environ.get("PROTOLAB_SANDBOX_USER", "protolab-sandbox")
-    uid = pwd.getpwnam(name).pw_uid
-    assert said["run_as"] == [uid, pwd.getpwnam(name).pw_gid], said  # judges run as the sandbox's user
+    pw = pwd.getpwnam(name)
+    assert said["run_as"] == [pw.pw_uid, pw.pw_gid], said  # judges run as the sandbox's user
     if fallback:
-        assert said["describe"] == "fallback: PROTOLAB_SANDBOX=fallback" and said["host_uid"] == uid, said
+        assert said["describe"] == "fallback: PROTOLAB_SANDBOX=fallback", said
+        _walled(said, pw.pw_uid)
     else:
         assert said["describe"] == f"bubblewrap (as {name})" and said["as_user"][0] == name, said
-        assert said["drop_to"] is None and said["host_uid"] == 65534, said
+        assert said["drop_to"] is None, said
+        _walled(said, 65534)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root")
+def test_bwrap_as_root_drops_to_the_sandboxs_user_with_no_way_back(world, monkeypatch):
+    """The root branch kept for a Python the sandbox's user cannot run (bwrap as root, the host
+    dropping to the user itself): every uid the user's, no group 0, the same limits."""
+    _needs_bwrap(world)
+    from sim.course import sandbox
+
+    acct = sandbox._account()
+    assert acct is not None
+    monkeypatch.setattr(sandbox, "_BOX", [sandbox.Box("bubblewrap", "test", shutil.which("bwrap"), drop_to=acct)])
+    from sim.course.remote import RemoteModule
+
+    sub = world.top / "drop-class"
+    sub.mkdir()
+    (sub / "design.py").write_text(_REPORT)
+    os.chmod(sub, 0o777)
+    mod = RemoteModule(sub / "design.py", processes=1)
+    try:
+        host = mod.call("report")
+        past = mod.call("big", sandbox.LIMITS["file_mb"] + 1)
+    finally:
+        mod.close()
+    _walled({"host": {**host, "past file_mb": past, "within file_mb": "wrote"}, "limits": sandbox.LIMITS}, acct[1])
+
+
+def test_a_bubblewrap_that_would_run_the_code_as_root_is_not_the_box(tmp_path):
+    """The probe refuses a box whose code runs as uid 0 (here a "bwrap" that ignores its options)."""
+    from sim.course import sandbox
+
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    if not IS_ROOT:
+        pytest.skip("needs root: the fake box runs the code as the grader")
+    said = sandbox._try(sandbox.Box("bubblewrap", "", str(fake), drop_to=("x", 0, 0)))
+    assert said == "the code would run as root inside it"
