@@ -615,3 +615,25 @@ def test_a_bubblewrap_that_would_run_the_code_as_root_is_not_the_box(tmp_path):
         pytest.skip("needs root: the fake box runs the code as the grader")
     said = sandbox._try(sandbox.Box("bubblewrap", "", str(fake), drop_to=("x", 0, 0)))
     assert said == "the code would run as root inside it"
+
+
+# ------------------------------------------------------------------------------- the judge's own limits
+
+
+def test_a_judge_process_runs_with_the_sandboxs_limits_but_cpu_time():
+    """A warm judge process (pool): the address space and file size of LIMITS, no core file, as the
+    kernel holds it (/proc/PID/limits), whoever runs the grader."""
+    from sim.course import pool, sandbox
+
+    w = pool._Worker()
+    try:
+        rows = {}
+        for line in Path(f"/proc/{w.proc.pid}/limits").read_text().splitlines()[1:]:
+            name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+            rows[name] = (soft, hard)
+    finally:
+        w.close()
+    mb = 1024 * 1024
+    assert rows["Max address space"] == (str(sandbox.LIMITS["memory_mb"] * mb),) * 2, rows
+    assert rows["Max file size"] == (str(sandbox.LIMITS["file_mb"] * mb),) * 2, rows
+    assert rows["Max core file size"] == ("0", "0") and rows["Max cpu time"][0] == "unlimited", rows
