@@ -87,7 +87,14 @@ BUGS = [
 ]
 
 
+def _stop(signum, _frame):
+    raise SystemExit(128 + signum)  # a kill (SIGTERM) still runs the finally that restores the file
+
+
 def main(argv: list[str]) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, _stop)
     before = "--before" in argv
     only = {a for a in argv if not a.startswith("--")}
     tests = [t for t in (TESTS if before else NEW + TESTS) if (ROOT / t).exists()]
