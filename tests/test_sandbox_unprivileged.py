@@ -314,7 +314,7 @@ def test_as_an_unprivileged_user_the_box_keeps_the_graders_own_files_read_only(w
     sub.mkdir(parents=True)
     (sub / "design.py").write_text("x = 1\n")
     (sub / ".secret").write_text("a dot file is not copied\n")
-    (sub / "big.bin").write_bytes(b"x" * (9 << 20))  # past copy_mb (8 MB) with design.py: not copied
+    (sub / "zz-big.bin").write_bytes(b"x" * (9 << 20))  # past copy_mb (8 MB), last: the files before it are copied
     (sub / "peek.py").symlink_to(course / "solutions" / EX1 / "design.py")  # a link is never followed
     world.own(sub.parent)
     venv_packages = next((world.top / "venv" / "lib").glob("python*/site-packages"))
