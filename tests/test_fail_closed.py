@@ -189,7 +189,8 @@ def test_as_root_with_no_user_to_drop_to_the_fallback_refuses_students_code(monk
 def test_as_root_with_a_user_to_drop_to_the_fallback_host_runs_as_that_user(monkeypatch, tmp_path):
     """Where the sandbox's user can run this Python, the fallback host is that user, not root."""
     if sandbox.sandbox_user() is None:
-        pytest.skip(f"no unprivileged user can run this Python here ({sandbox.RUN_AS_NOTE})")
+        pytest.skip(f"no unprivileged user can run this Python here ({sandbox.RUN_AS_NOTE}); tests/"
+                    "test_sandbox_unprivileged.py runs this case with a venv of a system Python that user can run")
     from sim.course.remote import RemoteModule
 
     monkeypatch.setattr(sandbox, "_BOX", [sandbox.Box("fallback", "PROTOLAB_SANDBOX=fallback")])
