@@ -133,8 +133,9 @@ def test_a_report_scores_the_sum_of_its_fractional_points_to_two_places():
     assert d["submission"] == "/sandbox/alice" and d["public_only"] is True and d["problem"] is None
     assert [t["points"] for t in d["tests"]] == [5.55, 14.99, 0.1, 0.2]
     assert d["all_passed"] is False and d["hidden_points"] is None
-    assert d["sandbox"] == "" and sorted(d) == ["all_passed", "capped", "exercise", "hidden_points", "max_score", "problem",
-                                                "public_only", "sandbox", "score", "slug", "submission", "tests"]
+    assert d["sandbox"] == "" and sorted(d) == ["all_passed", "capped", "exercise", "flags", "hidden_points", "max_score",
+                                                "problem", "public_only", "sandbox", "score", "slug", "submission",
+                                                "tests", "zero_reason"]
     rep.sandbox = "bubblewrap"
     assert rep.to_dict()["sandbox"] == "bubblewrap"  # the report says which sandbox judged it
     assert _report().score == 0 and _report().max_score == 0
