@@ -42,6 +42,80 @@ def _parse_trace(box: list, file: Path) -> dict:
     return loads_trace(text, f"trace file {file}")
 
 
+#: a trace file larger than this is read a message at a time (``sim.protocol.stream``), never whole
+STREAM_AT = 16 << 20
+#: ``trace diagram`` draws at most this many messages at once (a window; ``--from``/``--count`` for another)
+DIAGRAM_WINDOW = 2000
+
+
+class _Source:
+    """A trace file named on the command line, as bytes on disk: the path, or stdin spooled to a
+    temporary file in chunks (so a big trace piped in is streamed too). A context manager."""
+
+    def __init__(self, file: Path):
+        import tempfile
+
+        self.file, self._tmp = file, None
+        if str(file) == "-":
+            self._tmp = tempfile.NamedTemporaryFile(prefix="protolab-trace-", suffix=".json")
+            src = sys.stdin.buffer
+            while chunk := src.read(1 << 20):
+                self._tmp.write(chunk)
+            self._tmp.flush()
+            self.path = Path(self._tmp.name)
+        else:
+            self.path = _resolve(file)
+            from ..files import not_a_file
+
+            special = not_a_file(self.path, "trace file")
+            if special is not None and not self.path.is_dir():
+                raise special
+            if self.path.is_dir():
+                raise InputError(f"trace file {self.path} is a folder, not a file", code="E_FILE_MISSING")
+            if not self.path.exists():
+                raise InputError(f"trace file {self.path} does not exist", code="E_FILE_MISSING")
+        self.size = self.path.stat().st_size
+
+    @property
+    def big(self) -> bool:
+        return self.size > STREAM_AT
+
+    def bytes(self) -> bytes:
+        if self._tmp is not None:
+            return self.path.read_bytes()
+        return _read_file(self.file, "trace file")
+
+    def stream(self):
+        from ..protocol.stream import TraceFile
+
+        path = self.path
+
+        def opener():
+            try:
+                return open(path, "rb")
+            except OSError as e:
+                raise InputError(f"cannot read trace file {path}: {e.strerror}", code="E_FILE_MISSING") from None
+
+        return TraceFile(opener, f"trace file {self.file}", str(self.file))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._tmp is not None:
+            self._tmp.close()
+
+
+def _streamed_report(source: _Source, on_accepted=None):
+    """The validator's Report of a big trace, read a message at a time; the ids seen and accepted
+    kept exactly in a scratch table on disk (``sim.store.scratch``)."""
+    from ..protocol.stream import validate_file
+    from ..store.scratch import scratch_ids
+
+    with scratch_ids() as tables:
+        return validate_file(source.stream(), tables=tables, on_accepted=on_accepted)
+
+
 @trace_app.command("validate")
 def trace_validate(
     file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file ('-' for stdin)."),
@@ -54,20 +128,42 @@ def trace_validate(
     from ..protocol.fast import validate_bytes
 
     gc.disable()  # parsing and validating build millions of objects and free none: no cycles to look for
+    spilled = None  # a big trace's accepted ids, written to a scratch file as they come (one JSON string a line)
     try:
-        # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
-        # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
-        box = [_read_file(file, "trace file")]
-        try:
-            report = validate_bytes(box[0])
-        except Exception:  # a fault of the fast path itself: the careful path still answers
-            report = None
-        quick = report is not None
-        if not quick:
-            report = validate(_parse_trace(box, file))
-        del box
+        with _Source(file) as source:
+            if source.big:  # a message at a time: flat memory at any size, the same report
+                import tempfile
+
+                spilled = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
+                put = spilled.write
+                dumps = json.dumps
+                report = _streamed_report(source, lambda i, mid: put(dumps(mid, ensure_ascii=False) + "\n"))
+                quick = False
+            else:
+                # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
+                # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
+                box = [source.bytes()]
+                try:
+                    report = validate_bytes(box[0])
+                except Exception:  # a fault of the fast path itself: the careful path still answers
+                    report = None
+                quick = report is not None
+                if not quick:
+                    report = validate(_parse_trace(box, file))
+                del box
     finally:
         gc.enable()
+    if as_json and spilled is not None:
+        from .common import _print_json_fields
+
+        spilled.seek(0)
+        d = report.to_dict()
+        d["accepted"] = (json.loads(line) for line in spilled)
+        _print_json_fields(d.items())
+        spilled.close()
+        raise typer.Exit(0 if report.valid else 1)
+    if spilled is not None:
+        spilled.close()
     if as_json:
         if quick:  # no float, no integer past 64 bits, no lone surrogate: msgspec writes _print_json's bytes
             import msgspec
