@@ -72,6 +72,9 @@ class TraceFile:
 
         self._hook = one_value_per_key
         self._scan = json.JSONDecoder(parse_constant=refuse, object_pairs_hook=one_value_per_key).scan_once
+        # after the survey proved the document whole (no repeated key, no NaN), the plain C scanner
+        # gives the very same values, several times faster
+        self._plain = json.JSONDecoder().scan_once
 
     # ---- the passes
 
@@ -116,7 +119,7 @@ class TraceFile:
     def messages(self) -> Iterator:
         """Each element of the document's ``messages`` array, in order (after :meth:`survey` proved
         the document whole)."""
-        for i, m in self._document():
+        for i, m in self._document(plain=True):
             if i >= 0:
                 yield m
 
@@ -136,12 +139,12 @@ class TraceFile:
 
     # ---- the walk
 
-    def _document(self) -> Iterator[tuple[int, object]]:
+    def _document(self, plain: bool = False) -> Iterator[tuple[int, object]]:
         """Parse the document as ``json.loads`` would; yield ``(i, message)`` per element of the first
         top-level ``messages`` array (and ``(-1, header so far)`` as it begins, when every key naming
         ids came before it). Sets ``_result`` (the header, or a marker for a non-object) and
         ``_streamed``."""
-        r = _Reader(self)
+        r = _Reader(self, plain)
         self._result, self._streamed = None, False
         try:
             r.skip_ws()
@@ -206,7 +209,7 @@ class _Reader:
     character offset of ``s[0]`` in the whole text (after a byte-order mark, as ``loads_trace`` drops
     it), with the lines before it counted for an error's line and column."""
 
-    def __init__(self, tf: TraceFile):
+    def __init__(self, tf: TraceFile, plain: bool = False):
         self.tf = tf
         self.fh = tf.opener()
         self.dec = codecs.getincrementaldecoder("utf-8")("strict")
@@ -215,7 +218,7 @@ class _Reader:
         self.bytes_read = 0
         self.eof = False
         self.first = True
-        self.scan = tf._scan
+        self.scan = tf._plain if plain else tf._scan
 
     def close(self) -> None:
         self.fh.close()
