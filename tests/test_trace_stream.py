@@ -133,3 +133,23 @@ def test_a_truncated_big_trace_is_an_error_not_a_verdict(tmp_path, capsys, strea
     code, out, err = _run(capsys, "trace", "validate", p)
     assert code == 2 and out == ""
     assert err.startswith("error: E_JSON: trace file") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra", [[], ["--text"], ["--from", "2", "--count", "3"], ["--count", "4", "--text"]])
+@pytest.mark.parametrize("name", ["quorum-trace.json", "invalid/sequence-gap.json"])
+def test_a_diagram_is_the_same_read_a_message_at_a_time(capsys, monkeypatch, name, extra):
+    argv = ["trace", "diagram", DATA / name, *extra]
+    whole = _run(capsys, *argv)
+    monkeypatch.setattr(trace_cli, "STREAM_AT", -1)
+    assert _run(capsys, *argv) == whole
+
+
+def test_a_long_trace_is_drawn_a_window_at_a_time_and_says_so(capsys):
+    code, out, _ = _run(capsys, "trace", "diagram", DATA / "quorum-trace.json", "--count", "3", "--text")
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("messages 1-3 of ") and "--from N --count K" in first
+    code, out, _ = _run(capsys, "trace", "diagram", DATA / "invalid" / "sequence-gap.json", "--count", "2")
+    lines = out.splitlines()
+    assert lines[0] == "sequenceDiagram" and lines[1].startswith("  %% messages ")
+    assert "rejected E_SEQUENCE_GAP" in out  # the default window holds the first rejected message

@@ -57,6 +57,8 @@ class TraceFile:
 
     def __init__(self, opener: Callable[[], BinaryIO], what: str, label: str, *, chunk: int = CHUNK):
         self.opener, self.what, self.label, self.chunk = opener, what, label, chunk
+        self.header: object = None  # what validate_file's survey found: the header (or the whole
+        self.scan: Scan | None = None  # document, with scan None) and the Scan
         what_ = what
 
         def refuse(name):
@@ -416,6 +418,7 @@ def validate_file(tf: TraceFile, *, tables: Callable[[str], object] | None = Non
     from .trace import validate
 
     header, scan = tf.survey()
+    tf.header, tf.scan = header, scan  # for a caller that reads the messages again (a diagram's window)
     if scan is None:  # nothing streamed: the document is small, or not a trace
         report = validate(header, check_payload_digests=check_payload_digests)
         if on_accepted is not None:
