@@ -45,7 +45,7 @@ def _parse_trace(box: list, file: Path) -> dict:
 _PTR = __import__("re").compile(r"^/messages/(\d+)")
 
 #: a trace file larger than this is read a message at a time (``sim.protocol.stream``), never whole
-STREAM_AT = 16 << 20
+STREAM_AT = int(__import__("os").environ.get("PROTOLAB_TRACE_STREAM_AT", 16 << 20))
 #: ``trace diagram`` draws at most this many messages at once (a window; ``--from``/``--count`` for another)
 DIAGRAM_WINDOW = 2000
 
