@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..errors import StoreError
+from .driver import _Connection
 
 __all__ = ["ScratchIds", "scratch_ids"]
 
@@ -47,7 +48,8 @@ class _Scratch:
 
     def __init__(self):
         try:
-            self.conn = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+            self.conn = sqlite3.connect("", isolation_level=None, factory=_Connection)
+            self.conn.path = "(scratch)"
             self.conn.execute("PRAGMA journal_mode=OFF")
             self.conn.execute("PRAGMA synchronous=OFF")
             self.conn.execute("BEGIN")  # one transaction: nothing here must survive a crash
