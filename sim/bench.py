@@ -504,6 +504,54 @@ def trace_one(n: int, repeat: int = 1) -> dict:
     }
 
 
+#: runs argv[1:] and says on its last stderr line its peak resident KB, exit status and CPU seconds
+_LAUNCHER = ("import os, sys\npid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)\n"
+             "_, st, ru = os.wait4(pid, 0)\n"
+             "print('PEAK', ru.ru_maxrss, os.waitstatus_to_exitcode(st), ru.ru_utime, ru.ru_stime, file=sys.stderr)")
+
+
+def trace_memory(sizes=(10_000, 100_000, 1_000_000)) -> dict:
+    """Peak resident memory (``wait4``) of ``trace validate --json`` and ``trace diagram`` on a generated
+    valid trace of each size, beside two floors doing the same reading the plainest way: ``json.load``
+    of the file and a loop over its messages (the whole parse), and the file read a megabyte at a time
+    (the least a reader of it can hold). ``trace export`` needs a run of that size: see
+    docs/performance.md's figures for it."""
+    rows = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="protolab-bench-trace-mem-") as tmp:
+            path = Path(tmp) / "trace.json"
+            subprocess.run([sys.executable, "-c", "import json, sys; from sim.protocol import synthetic_trace; "
+                            "json.dump(synthetic_trace(int(sys.argv[2])), open(sys.argv[1], 'w', encoding='utf-8'))",
+                            str(path), str(n)], check=True)
+            runs = {
+                "validate": [sys.executable, "-m", "sim.cli", "trace", "validate", str(path), "--json"],
+                "diagram": [sys.executable, "-m", "sim.cli", "trace", "diagram", str(path)],
+                "floor_json_load": [sys.executable, "-c", "import json, sys\nt = json.load(open(sys.argv[1], encoding='utf-8'))"
+                                    "\nn = 0\nfor m in t['messages']:\n    n += 1", str(path)],
+                "floor_read": [sys.executable, "-c", "import sys\nf = open(sys.argv[1], 'rb')\nwhile f.read(1 << 20):\n    pass",
+                               str(path)],
+            }
+            row: dict = {"messages": n, "file_mb": round(path.stat().st_size / 2**20, 1)}
+            for name, argv in runs.items():
+                t = time.perf_counter()
+                # through a small launcher: a child forked from this process would count this process's
+                # pages in its peak (the kernel keeps the larger of the forked copy's and the program's)
+                proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, *argv], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, check=False)
+                last = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+                parts = last[0].split()
+                if len(parts) != 5 or parts[0] != "PEAK" or int(parts[2]) not in (0, 1):
+                    raise RuntimeError(f"{name} failed: {proc.stderr.decode(errors='replace').strip()[-300:]}")
+                row[f"{name}_mb"] = round(int(parts[1]) / 1024, 1)
+                row[f"{name}_seconds"] = round(time.perf_counter() - t, 1)
+                row[f"{name}_cpu_seconds"] = round(float(parts[3]) + float(parts[4]), 1)
+            for name in ("validate", "diagram"):
+                row[f"{name}_vs_json_load"] = round(row[f"{name}_mb"] / row["floor_json_load_mb"], 3)
+                row[f"{name}_vs_read"] = round(row[f"{name}_mb"] / row["floor_read_mb"], 2)
+            rows.append(row)
+    return {"benchmark": "trace-memory", "sizes": rows, "python": sys.version.split()[0]}
+
+
 def bench_trace(n: int = 1_000_000, repeat: int = 1) -> dict:
     out = _child([sys.executable, "-m", "sim.bench", "trace-one", str(n), str(repeat)])
     if out.returncode != 0:

@@ -303,11 +303,37 @@ def bench_grade_cmd(
 def bench_trace(
     n: int = typer.Option(1_000_000, "-n", help="Messages in the generated trace."),
     repeat: int = typer.Option(1, "--repeat", "-r", min=1, help="Time each command this many times, interleaved; the best counts."),
+    memory: Optional[str] = typer.Option(None, "--memory", help="Instead: peak memory of trace validate and trace diagram "
+                                         "at these sizes (e.g. 10000,100000,1000000) beside the floors."),
     as_json: bool = JSON_OPT,
 ):
     """Validate a generated trace beside json.load of the same file, in process and as the command a user
-    runs; the command beside two floors: python -c json.load, and msgspec's raw decode (collector off)."""
+    runs; the command beside two floors: python -c json.load, and msgspec's raw decode (collector off).
+    With --memory: each command's peak resident memory at each size, beside the floors."""
     from ..bench import bench_trace as run
+
+    if memory is not None:
+        from ..bench import trace_memory
+
+        try:
+            sizes = tuple(int(x) for x in memory.split(",") if x.strip())
+        except ValueError:
+            raise InputError(f"--memory takes sizes like 10000,100000: {memory!r}", code="E_USAGE") from None
+        if not sizes or min(sizes) < 12:
+            raise InputError("--memory: each size must be at least 12", code="E_USAGE")
+        r = trace_memory(sizes)
+        if as_json:
+            _print_json(r)
+            return
+        typer.echo("peak resident memory (MB), each command a process of its own:")
+        typer.echo(f"{'messages':>10} {'file':>8} {'validate':>9} {'diagram':>8} {'json.load':>10} {'read':>6}"
+                   "  validate/json.load  validate/read  diagram/read")
+        for row in r["sizes"]:
+            typer.echo(f"{row['messages']:>10,} {row['file_mb']:>7}M {row['validate_mb']:>9} {row['diagram_mb']:>8} "
+                       f"{row['floor_json_load_mb']:>10} {row['floor_read_mb']:>6}  {row['validate_vs_json_load']:>18}"
+                       f"  {row['validate_vs_read']:>13}  {row['diagram_vs_read']:>12}")
+        typer.echo("(trace export needs a run of that size: docs/performance.md has its figures)")
+        return
 
     if n < 12:
         raise InputError("-n must be at least 12", code="E_USAGE")

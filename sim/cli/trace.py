@@ -42,6 +42,82 @@ def _parse_trace(box: list, file: Path) -> dict:
     return loads_trace(text, f"trace file {file}")
 
 
+_PTR = __import__("re").compile(r"^/messages/(\d+)")
+
+#: a trace file larger than this is read a message at a time (``sim.protocol.stream``), never whole
+STREAM_AT = int(__import__("os").environ.get("PROTOLAB_TRACE_STREAM_AT", 16 << 20))
+#: ``trace diagram`` draws at most this many messages at once (a window; ``--from``/``--count`` for another)
+DIAGRAM_WINDOW = 2000
+
+
+class _Source:
+    """A trace file named on the command line, as bytes on disk: the path, or stdin spooled to a
+    temporary file in chunks (so a big trace piped in is streamed too). A context manager."""
+
+    def __init__(self, file: Path):
+        import tempfile
+
+        self.file, self._tmp = file, None
+        if str(file) == "-":
+            self._tmp = tempfile.NamedTemporaryFile(prefix="protolab-trace-", suffix=".json")
+            src = sys.stdin.buffer
+            while chunk := src.read(1 << 20):
+                self._tmp.write(chunk)
+            self._tmp.flush()
+            self.path = Path(self._tmp.name)
+        else:
+            self.path = _resolve(file)
+            from ..files import not_a_file
+
+            special = not_a_file(self.path, "trace file")
+            if special is not None and not self.path.is_dir():
+                raise special
+            if self.path.is_dir():
+                raise InputError(f"trace file {self.path} is a folder, not a file", code="E_FILE_MISSING")
+            if not self.path.exists():
+                raise InputError(f"trace file {self.path} does not exist", code="E_FILE_MISSING")
+        self.size = self.path.stat().st_size
+
+    @property
+    def big(self) -> bool:
+        return self.size > STREAM_AT
+
+    def bytes(self) -> bytes:
+        if self._tmp is not None:
+            return self.path.read_bytes()
+        return _read_file(self.file, "trace file")
+
+    def stream(self):
+        from ..protocol.stream import TraceFile
+
+        path = self.path
+
+        def opener():
+            try:
+                return open(path, "rb")
+            except OSError as e:
+                raise InputError(f"cannot read trace file {path}: {e.strerror}", code="E_FILE_MISSING") from None
+
+        return TraceFile(opener, f"trace file {self.file}", str(self.file))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._tmp is not None:
+            self._tmp.close()
+
+
+def _streamed_report(source: _Source, on_accepted=None, tf=None):
+    """The validator's Report of a big trace, read a message at a time; the ids seen and accepted
+    kept exactly in a scratch table on disk (``sim.store.scratch``)."""
+    from ..protocol.stream import validate_file
+    from ..store.scratch import scratch_ids
+
+    with scratch_ids() as tables:
+        return validate_file(tf or source.stream(), tables=tables, on_accepted=on_accepted)
+
+
 @trace_app.command("validate")
 def trace_validate(
     file: Path = typer.Argument(..., help="A conversation-trace-v2 JSON file ('-' for stdin)."),
@@ -54,20 +130,42 @@ def trace_validate(
     from ..protocol.fast import validate_bytes
 
     gc.disable()  # parsing and validating build millions of objects and free none: no cycles to look for
+    spilled = None  # a big trace's accepted ids, written to a scratch file as they come (one JSON string a line)
     try:
-        # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
-        # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
-        box = [_read_file(file, "trace file")]
-        try:
-            report = validate_bytes(box[0])
-        except Exception:  # a fault of the fast path itself: the careful path still answers
-            report = None
-        quick = report is not None
-        if not quick:
-            report = validate(_parse_trace(box, file))
-        del box
+        with _Source(file) as source:
+            if source.big:  # a message at a time: flat memory at any size, the same report
+                import tempfile
+
+                spilled = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
+                put = spilled.write
+                dumps = json.dumps
+                report = _streamed_report(source, lambda i, mid: put(dumps(mid, ensure_ascii=False) + "\n"))
+                quick = False
+            else:
+                # the fast path (msgspec, typed) when the whole trace is the common case; else, or without
+                # msgspec, the careful parse and the validator (the same report either way: sim/protocol/fast.py)
+                box = [source.bytes()]
+                try:
+                    report = validate_bytes(box[0])
+                except Exception:  # a fault of the fast path itself: the careful path still answers
+                    report = None
+                quick = report is not None
+                if not quick:
+                    report = validate(_parse_trace(box, file))
+                del box
     finally:
         gc.enable()
+    if as_json and spilled is not None:
+        from .common import _print_json_fields
+
+        spilled.seek(0)
+        d = report.to_dict()
+        d["accepted"] = (json.loads(line) for line in spilled)
+        _print_json_fields(d.items())
+        spilled.close()
+        raise typer.Exit(0 if report.valid else 1)
+    if spilled is not None:
+        spilled.close()
     if as_json:
         if quick:  # no float, no integer past 64 bits, no lone surrogate: msgspec writes _print_json's bytes
             import msgspec
@@ -211,21 +309,95 @@ def trace_diagram(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the Mermaid source here (a .md file gets a mermaid fence)."),
     as_text: bool = typer.Option(False, "--text", help="Draw it in plain text for the terminal instead of Mermaid."),
     width: int = typer.Option(100, "--width", help="With --text: the width to draw in."),
+    start: Optional[int] = typer.Option(None, "--from", min=1, help="Draw from this message (1 = the first; default: "
+                                        "the whole trace, or for one past --count messages a window around its first "
+                                        "rejected message)."),
+    count: int = typer.Option(DIAGRAM_WINDOW, "--count", min=1, help="Draw at most this many messages."),
 ):
-    """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked."""
+    """A Mermaid sequence diagram of a trace: fences, acknowledgements and rejected messages marked.
+    A trace longer than --count messages is drawn a window at a time (said on the diagram)."""
     from ..protocol import mermaid, text_sequence, validate
+    from ..protocol.trace import Report
 
     if output is not None:
         check_output(output, [file, _resolve(file)])
-    trace = _load_trace(_resolve(file))
+    with _Source(file) as source:
+        whole = None
+        if source.big:  # a message at a time: judged once (which were accepted: a bit each), then the window read
+            tf = source.stream()
+            bits = bytearray()
+
+            def mark(i: int, _mid) -> None:
+                if (i >> 3) >= len(bits):
+                    bits.extend(bytes(max(len(bits), 1 << 12)))
+                bits[i >> 3] |= 1 << (i & 7)
+
+            report = _streamed_report(source, mark, tf)
+            if tf.scan is None:  # not a trace object: it was parsed whole
+                whole = tf.header
+            else:
+                header, total = tf.header, tf.scan.count
+        if whole is None and not source.big:
+            whole = _parse_trace([source.bytes()], file)
+            report = validate(whole)
+        if whole is not None:
+            msgs = whole.get("messages") if isinstance(whole, dict) else None
+            total = len(msgs) if isinstance(msgs, list) else 0
+        windowed = start is not None or total > count
+        if not windowed:
+            trace = whole if whole is not None else {**header, "messages": list(tf.messages())}
+            if whole is None:  # (a trace of at most --count messages that is still past STREAM_AT bytes)
+                shown = Report(valid=report.valid, terminal=report.terminal, reason=report.reason, errors=report.errors,
+                               terminal_if_valid=report.terminal_if_valid, gathers=report.gathers,
+                               accepted_positions=tuple(i for i in range(total) if (i >> 3) < len(bits)
+                                                        and bits[i >> 3] >> (i & 7) & 1))
+            if whole is not None:
+                shown = report
+        else:
+            if start is None:  # around the first rejected message, else from the first
+                first = next((int(m.group(1)) for f in report.errors if (m := _PTR.match(f.pointer))), 0)
+                lo = max(0, first - min(10, count // 4)) if first else 0
+            else:
+                lo = min(start - 1, max(total - 1, 0))
+            hi = min(total, lo + count)
+            if whole is not None:
+                window = whole["messages"][lo:hi]
+                header = {k: v for k, v in whole.items() if k != "messages"}
+                accepted = [i - lo for i in report.accepted_positions if lo <= i < hi]
+            else:
+                window = []
+                for i, m in enumerate(tf.messages()):
+                    if i >= hi:
+                        break
+                    if i >= lo:
+                        window.append(m)
+                accepted = [i - lo for i in range(lo, hi) if (i >> 3) < len(bits) and bits[i >> 3] >> (i & 7) & 1]
+            trace = {**header, "messages": window}
+            errors = []
+            for f in report.errors:
+                m = _PTR.match(f.pointer)
+                if m is None:
+                    errors.append(f)
+                elif lo <= int(m.group(1)) < hi:
+                    errors.append(type(f)(f.code, f.message_id, f"/messages/{int(m.group(1)) - lo}{f.pointer[m.end():]}",
+                                          f.message))
+            shown = Report(valid=report.valid, terminal=report.terminal, reason=report.reason, errors=tuple(errors),
+                           terminal_if_valid=report.terminal_if_valid, accepted_positions=tuple(accepted),
+                           gathers=report.gathers)
+    note = (f"messages {lo + 1:,}-{hi:,} of {total:,} (a window: --from N --count K draws another)"
+            if windowed else None)
     if as_text:
-        text = "\n".join(line for line, _kind in text_sequence(trace, validate(trace), width=width)) + "\n"
+        text = "\n".join(line for line, _kind in text_sequence(trace, shown, width=width)) + "\n"
+        if note:
+            text = note + "\n" + text
     else:
-        text = mermaid(trace, validate(trace))
+        text = mermaid(trace, shown)
+        if note:
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n  %% {note}\n{rest}"
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     _write_output(output, f"```mermaid\n{text.rstrip()}\n```\n" if output.suffix == ".md" else text,
                   [file, _resolve(file)])
-    typer.echo(f"wrote {output}")
-
+    typer.echo(f"wrote {output}" + (f" ({note})" if note else ""))

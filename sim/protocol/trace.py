@@ -983,12 +983,15 @@ class _Judge:
     __slots__ = ("acc_index", "accepted", "acked", "add", "bodies", "ceiling", "check_digests", "conv_deadline",
                  "conv_epoch", "conv_scope", "count", "dropped", "fence_at", "fence_id", "gathers", "head", "keep",
                  "known_parts", "last_ok", "messages", "n_accepted", "next_seq", "out", "parts", "positions",
-                 "report", "required", "required_set", "results", "scan", "seen", "sh", "stream", "t_fence",
+                 "remember", "report", "required", "required_set", "results", "scan", "seen", "sh", "stream", "t_fence",
                  "t_state", "terminal", "trace")
 
     def __init__(self, trace, scan: Scan | None, stream, seen, acc_index, check_payload_digests: bool,
-                 keep: int | None):
+                 keep: int | None, remember: bool = True):
         self.trace, self.scan, self.stream, self.keep = trace, scan, stream, keep
+        # keep the accepted ids and positions for the Report (the caller may record them itself, from
+        # what run() yields, when there are millions)
+        self.remember = remember and keep is None
         self.seen, self.acc_index, self.check_digests = seen, acc_index, check_payload_digests
         self.out: list[Finding] = []
         self.add = self.out.append
@@ -1158,7 +1161,7 @@ class _Judge:
         n_accepted = 0
         speaker, audience, causes, timing = self.speaker, self.audience, self.causes, self.timing
         fenced, gathered, payload = self.fenced, self.gathered, self.payload
-        fence_at, check_digests = self.fence_at, self.check_digests
+        fence_at, check_digests, remember = self.fence_at, self.check_digests, self.remember
         for i, m in enumerate(self.messages):
             n0 = len(out)
             bad = shape_message(m, i)
@@ -1215,7 +1218,7 @@ class _Judge:
                 continue
             n_accepted += 1
             self.n_accepted = n_accepted
-            if keep is None:
+            if remember:
                 accepted.append(mid)
                 positions.append(i)
             acc_index.add(mid)
