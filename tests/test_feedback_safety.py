@@ -69,6 +69,7 @@ def huge_answer(tmp_path_factory):
     return root, d
 
 
+@pytest.mark.slow  # grades a whole class in the sandbox: seconds; the slow set (CI) runs it
 def test_a_6_mb_answer_appears_whole_nowhere(huge_answer, capsys):
     root, d = huge_answer
     code, out, err = run_cli(capsys, "grade", "4", d, "--json", "--csv", root / "g.csv", "--gradescope", root / "gs")
@@ -84,6 +85,7 @@ def test_a_6_mb_answer_appears_whole_nowhere(huge_answer, capsys):
     assert len(out) < 100_000 and RLO not in out and "unknown task state" in out
 
 
+@pytest.mark.slow  # grades a whole class in the sandbox: seconds; the slow set (CI) runs it
 def test_folder_names_with_a_newline_a_bidi_override_or_a_formula_print_cleaned(tmp_path, capsys):
     cls = tmp_path / "class"
     names = ["two\nlines", f"evil{RLO}txt.py", "=HYPERLINK(\"x\",\"y\")", "-1"]
