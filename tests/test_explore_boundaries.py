@@ -78,6 +78,19 @@ def test_each_fault_is_placed_at_most_once_and_named_once_on_every_path():
     assert names_seen == {"duplicate", "late-failure"}
 
 
+def test_a_fault_that_fired_twice_on_one_message_is_named_once_where_it_first_fired():
+    """A counterexample's faults are placements, each named once: a message sent again under its own id (as
+    a session resends it) meets its fault again, and a placement written twice would be placed twice when
+    the counterexample runs. Explore runs without the session, so the recorder is given the repeat here."""
+    from types import SimpleNamespace
+
+    from sim.explore import placed_faults
+
+    fired = [("duplicate", "M-6"), ("late-failure:M-8", "M-8"), ("duplicate:M-6", "M-6"), ("late-failure", "M-8")]
+    run = SimpleNamespace(bus=SimpleNamespace(_record=SimpleNamespace(placed=fired)))
+    assert placed_faults(run) == ("duplicate:M-6", "late-failure:M-8")
+
+
 def test_the_break_reported_is_the_first_invariant_broken_in_the_registrys_order():
     from sim.explore import counterexample
     from sim.invariants import STATE_INVARIANTS, check
