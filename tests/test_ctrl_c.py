@@ -138,6 +138,38 @@ def test_ctrl_c_during_deliver_keeps_the_deliveries_made(tmp_path):
     assert "after 7 of 50 deliveries" in line
 
 
+def test_a_signal_another_thread_receives_is_held_until_the_delivery_is_recorded():
+    """A library may start a thread of its own (numpy's BLAS pool did, through sqlite-utils). The kernel
+    hands a Ctrl-C to a thread that does not hold it, and Python then handles it in the main thread at
+    once: a signal mask set in the main thread held nothing, and on a busy machine 'deliver' said 6 of the
+    7 deliveries it had committed. Here the signal is sent from another thread in the middle of the held
+    block, and the block must end whole before the interrupt is raised."""
+    script = """
+import os, signal, sys, threading
+from sim.cli.common import _signals_deferred
+go, sent, done = threading.Event(), threading.Event(), []
+def other():
+    go.wait()
+    os.kill(os.getpid(), signal.SIGINT)  # received by this thread (started before the block: it holds nothing)
+    sent.set()
+threading.Thread(target=other).start()
+try:
+    with _signals_deferred():
+        go.set()
+        sent.wait()
+        for _ in range(1000):  # bytecode enough for the main thread to handle a signal it was told of
+            pass
+        done.append("recorded")
+except KeyboardInterrupt:
+    print("interrupted after" if done else "interrupted before the block ended")
+    sys.exit(0)
+print("not interrupted")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.stdout.strip() == "interrupted after", (r.stdout, r.stderr[-2000:])
+
+
 @pytest.mark.slow  # grading/killing real processes: seconds each; the slow set (CI) runs it
 @pytest.mark.parametrize("step", ["file-opened", "file-written"])
 def test_ctrl_c_while_an_output_file_is_written_keeps_the_old_one(tmp_path, step):

@@ -79,3 +79,16 @@ def test_the_installed_version_is_the_one_the_package_says():
     import sim
 
     assert version("protolab") == sim.__version__  # pyproject.toml reads sim/__init__.py's __version__
+
+
+def test_the_store_is_opened_without_numpy_or_pandas_and_in_one_thread():
+    """sqlite-utils imports numpy and pandas when they are installed (copydetect brings numpy): a fifth of
+    a second more for every command, and a BLAS thread that took the Ctrl-C a delivery held. The store
+    imports sqlite-utils without them (sim/store/lib.py); numpy still imports afterwards for who wants it."""
+    pytest.importorskip("numpy", reason="numpy is not installed here: nothing to keep out")
+    code = ("import os, sys, sim.runtime, sim.store.gradebook; "
+            "print(len(os.listdir('/proc/self/task')), 'numpy' in sys.modules, 'pandas' in sys.modules); "
+            "import numpy; print(numpy.zeros(2).sum())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["1 False False", "0.0"]

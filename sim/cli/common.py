@@ -527,15 +527,34 @@ def _course(course: Optional[Path]) -> None:
 @contextlib.contextmanager
 def _signals_deferred():
     """Hold SIGINT, SIGTERM and SIGHUP until the block ends (one delivery: its commit and its
-    outcome stay together); a signal sent meanwhile is handled as soon as the block ends."""
-    import signal
+    outcome stay together); a signal sent meanwhile is raised again as soon as the block ends.
 
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    Held by a handler, not by a signal mask: a mask holds a signal only in the thread that sets it, and
+    the kernel gives a signal sent to the process to any thread not holding it (a library's thread, such
+    as a BLAS pool's), whose arrival Python then handles in the main thread at once, in the middle of the
+    block. A Python handler runs in the main thread whichever thread received the signal."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # (handlers are the main thread's)
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum, _frame):
+        pending.append(signum)
+
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {}
     try:
+        for s in held:
+            old[s] = signal.signal(s, hold)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if pending:
+            signal.raise_signal(pending[0])  # handled now, as it would have been (KeyboardInterrupt...)
 
 
 def _interrupted(e: BaseException, message: str):

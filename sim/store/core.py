@@ -11,7 +11,7 @@ import urllib.parse
 from datetime import datetime
 from pathlib import Path
 
-import sqlite_utils
+from .lib import sqlite_utils
 
 from ..errors import StoreError
 from ..files import not_a_file

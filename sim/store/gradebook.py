@@ -30,7 +30,7 @@ import sqlite3
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import sqlite_utils
+from .lib import sqlite_utils
 
 from ..errors import InputError, StoreError
 from .driver import _Connection
