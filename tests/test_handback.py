@@ -390,9 +390,10 @@ def test_the_explain_grid_heads_each_column_with_its_legend_label_whole(graded):
 
 
 @pytest.mark.slow
-def test_grade_off_a_terminal_similarity_feedback_and_notes_end_to_end(tmp_path, capsys):
+def test_grade_off_a_terminal_similarity_feedback_and_notes_end_to_end(tmp_path, capsys, monkeypatch):
     """The whole command, piped: one line per student however long its problem, the flags in the
     table, the CSV's note and --json, the report's path printed, a feedback page per student."""
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width said (a test before it in this process may have set one)
     pytest.importorskip("copydetect", reason="copydetect is not installed (pip install -e '.[test]')")
     root = _class(tmp_path / "class")
     shutil.rmtree(root / "huge")  # 330 KB of tables is for the similarity test alone
