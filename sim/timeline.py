@@ -89,6 +89,18 @@ class Window:
     again: str = "protolab timeline"
 
 
+def _row(d, m, moved) -> dict:
+    """One delivery's row of the picture: delivery ``d``, its message ``m``, the state it moved to."""
+    env = {k: m[k] for k in _ENVELOPE}
+    env["payload"] = _payload(env["payload"])
+    return {
+        "d": d["delivery_id"], "t": d["tick"], "dec": d["decision"], "code": d["code"], "reason": d["reason"],
+        "state": d["state_after"], "sv": d["state_version_after"], "moved": moved,
+        "from": m["sender"], "to": m["recipient"], "type": m["type"], "mid": m["message_id"], "task": d["task_id"],
+        "env": env, "ev": [],
+    }
+
+
 def _lane_key(agent: str) -> tuple:
     base = agent.split("-")[0]
     return (LANE_ORDER.index(base) if base in LANE_ORDER else len(LANE_ORDER), agent)
@@ -131,14 +143,7 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
         if d["state_after"] is not None and d["state_version_after"] != last_version.get(d["task_id"]):
             moved = d["state_after"]
             last_version[d["task_id"]] = d["state_version_after"]
-        env = {k: m[k] for k in _ENVELOPE}
-        env["payload"] = _payload(env["payload"])
-        rows.append({
-            "d": d["delivery_id"], "t": d["tick"], "dec": d["decision"], "code": d["code"], "reason": d["reason"],
-            "state": d["state_after"], "sv": d["state_version_after"], "moved": moved,
-            "from": m["sender"], "to": m["recipient"], "type": m["type"], "mid": m["message_id"], "task": d["task_id"],
-            "env": env, "ev": [],
-        })
+        rows.append(_row(d, m, moved))
     faults: list[dict] = []
     row_of_event: dict[int, int] = {}
     loose: list = []  # events that name no delivery, placed with the next delivery's (a fault, a stored artifact)
@@ -242,14 +247,7 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
             raise AssertionError("deliveries read out of step")
         row_of_delivery[d["delivery_id"]] = len(rows)
         agents.update((m["sender"], m["recipient"]))
-        env = {k: m[k] for k in _ENVELOPE}
-        env["payload"] = _payload(env["payload"])
-        rows.append({
-            "d": d["delivery_id"], "t": d["tick"], "dec": d["decision"], "code": d["code"], "reason": d["reason"],
-            "state": d["state_after"], "sv": d["state_version_after"], "moved": None,
-            "from": m["sender"], "to": m["recipient"], "type": m["type"], "mid": m["message_id"], "task": d["task_id"],
-            "env": env, "ev": [],
-        })
+        rows.append(_row(d, m, None))
     # a state 'moved' when its version differs from the task's last delivery's, before the window too
     last_version = store.state_versions_before(first, (r["task"] for r in rows if r["state"] is not None)) if rows else {}
     for r in rows:

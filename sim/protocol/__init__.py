@@ -57,11 +57,9 @@ def load_schema() -> dict:
     return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
-def loads_trace(text: str, what: str = "trace file") -> object:
-    """A trace's JSON text parsed as `trace validate` reads it, and as the grader must (one reader,
-    one answer): no NaN or Infinity, and no key twice in one object (where "the last one wins" would
-    decide what the trace says). Refusals are :class:`~sim.errors.InputError` naming ``what``:
-    E_NAN, E_DUPLICATE_KEY, E_JSON."""
+def strict_hooks(what: str):
+    """The two hooks of a strict JSON reading (``parse_constant``, ``object_pairs_hook``): no NaN or
+    Infinity (E_NAN), no key twice in one object (E_DUPLICATE_KEY), each refusal naming ``what``."""
     from ..errors import InputError
 
     def refuse(name):
@@ -74,6 +72,18 @@ def loads_trace(text: str, what: str = "trace file") -> object:
             k = next(k for k, _ in pairs if k in seen or seen.add(k))
             raise InputError(f"{what} repeats the key {k!r} in one object", code="E_DUPLICATE_KEY")
         return d
+
+    return refuse, one_value_per_key
+
+
+def loads_trace(text: str, what: str = "trace file") -> object:
+    """A trace's JSON text parsed as `trace validate` reads it, and as the grader must (one reader,
+    one answer): no NaN or Infinity, and no key twice in one object (where "the last one wins" would
+    decide what the trace says). Refusals are :class:`~sim.errors.InputError` naming ``what``:
+    E_NAN, E_DUPLICATE_KEY, E_JSON."""
+    from ..errors import InputError
+
+    refuse, one_value_per_key = strict_hooks(what)
 
     try:
         return json.loads(text.removeprefix("\ufeff"), parse_constant=refuse, object_pairs_hook=one_value_per_key)

@@ -59,19 +59,9 @@ class TraceFile:
         self.opener, self.what, self.label, self.chunk = opener, what, label, chunk
         self.header: object = None  # what validate_file's survey found: the header (or the whole
         self.scan: Scan | None = None  # document, with scan None) and the Scan
-        what_ = what
+        from . import strict_hooks
 
-        def refuse(name):
-            raise InputError(f"{what_} holds {name}, which is not JSON", code="E_NAN")
-
-        def one_value_per_key(pairs):
-            d = dict(pairs)
-            if len(d) != len(pairs):
-                seen: set = set()
-                k = next(k for k, _ in pairs if k in seen or seen.add(k))
-                raise InputError(f"{what_} repeats the key {k!r} in one object", code="E_DUPLICATE_KEY")
-            return d
-
+        refuse, one_value_per_key = strict_hooks(what)
         self._hook = one_value_per_key
         self._scan = json.JSONDecoder(parse_constant=refuse, object_pairs_hook=one_value_per_key).scan_once
         # after the survey proved the document whole (no repeated key, no NaN), the plain C scanner
