@@ -152,7 +152,8 @@ def test_datasette_pages_load_with_descriptions_facets_and_a_canned_query(browse
             print(f"{table}: {elapsed * 1000:.0f} ms")
         browser.get(f"{url}naive/deliveries")
         facets = [e.get_attribute("data-column") for e in browser.find_elements("css selector", ".facet-info")]
-        assert set(facets) >= {"decision", "type", "task_id"}
+        # (once, in CI's full slow set, none were there: the page's own words say why, next time)
+        assert set(facets) >= {"decision", "type", "task_id"}, browser.find_element("tag name", "body").text[:2000]
         shots(browser, "datasette-deliveries")
         browser.get(f"{url}naive/transitions_of_task?task_id=T-1")
         # (the query's rows, once the page shows them: read at once, they were once not there yet in CI)
