@@ -124,6 +124,42 @@ def _plain(value, depth: int = 0) -> bool:
     return True
 
 
+_JCS_MIN, _JCS_MAX = -(2 ** 53) + 1, 2 ** 53 - 1
+_BMP_END = "\U00010000"
+
+
+def _jcs_plain(value, depth: int = 0) -> bool:
+    """Whether ``value``'s sorted JSON (msgspec's or the standard library's) is its RFC 8785 form byte for
+    byte: :func:`_plain`'s values with integers inside JCS's safe range, and object keys without
+    characters beyond the Basic Multilingual Plane (for those, sorting by code point and by UTF-16 code
+    unit agree; strings are escaped alike: quote, backslash, the short forms and ``\\u00xx``).
+    Anything else goes through ``rfc8785`` itself, which also raises the domain errors."""
+    t = type(value)
+    if t is dict:
+        for k in value:
+            if type(k) is not str or (k and not k.isascii() and max(k) >= _BMP_END):
+                return False
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return t is str or t is bool or value is None or (t is int and _JCS_MIN <= value <= _JCS_MAX)
+    if depth > 64:
+        return False
+    for x in items:
+        tx = type(x)
+        if tx is str or tx is bool or x is None:
+            continue
+        if tx is int:
+            if _JCS_MIN <= x <= _JCS_MAX:
+                continue
+            return False
+        if (tx is dict or tx is list or tx is tuple) and _jcs_plain(x, depth + 1):
+            continue
+        return False
+    return True
+
+
 def _counted() -> None:
     global _slow_writes
     _slow_writes += 1
@@ -170,13 +206,18 @@ def _refuse_non_finite(value, path: str = "$") -> None:
         )
 
 
+#: the values msgspec's sorted writer spells exactly as each scheme does
+_QUICK_SPELLS = {"json-sorted-v1": _plain, "jcs-v2": _jcs_plain}
+
+
 def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
     """The exact bytes that ``scheme`` hashes for ``value``."""
-    if scheme == "json-sorted-v1":
+    plain = _QUICK_SPELLS.get(scheme)
+    if plain is not None:
         quick = _quick
         if quick is None:
             _counted()
-        elif _plain(value):  # (nothing in it to refuse: no float, no type JSON lacks)
+        elif plain(value):  # (nothing in it to refuse, and msgspec spells it as the scheme does)
             try:
                 return quick(value)
             except _QUICK_EXCEPTIONS:
@@ -202,8 +243,13 @@ def canonical_bytes(value, scheme: str = DEFAULT_SCHEME) -> bytes:
                 f"jcs-v2 cannot represent an integer beyond 2**53 exactly ({e}); send it as a string",
                 code="E_DIGEST_DOMAIN",
             ) from e
-        except rfc8785.CanonicalizationError as e:  # e.g. a lone surrogate
+        except rfc8785.CanonicalizationError as e:  # e.g. a lone surrogate in a value
             raise DigestError(f"jcs-v2 cannot canonicalize the payload: {e}", code="E_DIGEST_DOMAIN") from e
+        except UnicodeEncodeError as e:  # a lone surrogate in a key: rfc8785 sorts keys by encoding them
+            raise DigestError(
+                f"the value holds a lone surrogate ({e.object[e.start:e.end]!r}) in a key, which has no UTF-16 form",
+                code="E_DIGEST_DOMAIN",
+            ) from e
     from .errors import friendly_list
 
     raise DigestError(

@@ -54,6 +54,7 @@ class EventDraft:
 
 
 _COLUMNS = ("seq", "tick", "created_at", "type", "task_id", "message_id", "delivery_id", "data")
+_KEYS = frozenset(_COLUMNS)  # (a judge reads millions of row["type"]: one hash, not a scan of the tuple)
 
 
 class StoredEvent(Mapping):
@@ -109,9 +110,7 @@ class StoredEvent(Mapping):
         return StoredEvent(**values)
 
     def __getitem__(self, key):
-        if key == "data":
-            return self.data
-        if key in _COLUMNS:
+        if key in _KEYS:  # (``data`` is the property that parses it)
             return getattr(self, key)
         raise KeyError(key)
 

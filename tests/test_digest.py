@@ -98,6 +98,31 @@ def test_json_sorted_v1_bytes_are_the_same_under_either_writer(value, writer):
     assert got == want
 
 
+_JCS_KEYS = st.text(max_size=5) | st.sampled_from(["\ue000", "\U0001f600", "a\U0001f600", "\ud800", "\x7f"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2 ** 60), max_value=2 ** 60)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.tuples(kids, kids) | st.dictionaries(_JCS_KEYS, kids, max_size=4),
+    max_leaves=12))
+def test_jcs_v2_bytes_are_rfc8785s_under_either_writer(value, writer):
+    """jcs-v2 through msgspec (integers inside the safe range, keys within the Basic Multilingual Plane)
+    gives rfc8785's bytes exactly, and what rfc8785 refuses (big integers, lone surrogates) is refused."""
+    import rfc8785
+
+    try:
+        want = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):  # (a lone surrogate in a key: the latter)
+        want = None
+    try:
+        got = d.canonical_bytes(value, "jcs-v2")
+    except DigestError:
+        got = None
+    assert got == want
+
+
 def _refuses(value) -> bool:
     try:
         d._refuse_non_finite(value)
@@ -484,6 +509,13 @@ def test_jcs_refuses_a_lone_surrogate_with_e_digest_domain():
     with pytest.raises(DigestError) as e:
         d.digest({"k": "\ud800"}, JCS)
     assert code_of(e) == "E_DIGEST_DOMAIN"
+
+
+def test_jcs_refuses_a_lone_surrogate_in_a_key_with_e_digest_domain():
+    """(rfc8785 itself raises UnicodeEncodeError there, which once left as a traceback.)"""
+    with pytest.raises(DigestError) as e:
+        d.canonical_bytes({"\ud800": 1, "a": 2}, "jcs-v2")
+    assert e.value.code == "E_DIGEST_DOMAIN"
 
 
 def test_json_sorted_v1_refuses_a_lone_surrogate_with_e_digest_domain():

@@ -100,6 +100,16 @@ async def press(pilot, *keys: str, times: int = 1) -> None:
         await pilot.press(*keys)
 
 
+async def settled(pilot, predicate, *, limit: int = 100) -> bool:
+    """Let the app take its pending messages (``pilot.pause()``, no sleep) until ``predicate()``: a
+    screen's focus is given by a message of its own, which a busy machine takes after the key's."""
+    for _ in range(limit):
+        if predicate():
+            return True
+        await pilot.pause()
+    return predicate()
+
+
 async def step_until(pilot, predicate, *, limit: int = 40) -> int:
     """Press space until ``predicate()``; returns how many presses it took."""
     for n in range(limit + 1):
@@ -410,7 +420,7 @@ async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
         dialog = app.screen
         assert isinstance(dialog, Reconcile)
         box = dialog.query_one("#evidence", Input)
-        assert app.focused is box
+        assert await settled(pilot, lambda: app.focused is box)
         await press(pilot, "end", "ctrl+u")  # clear the field
         assert box.value == ""
         await press(pilot, "enter")
@@ -431,7 +441,7 @@ async def _type_filter(pilot, app, value: str) -> None:
     await press(pilot, "f")
     assert isinstance(app.screen, AskFilter)
     box = app.screen.query_one(Input)
-    assert app.focused is box
+    assert await settled(pilot, lambda: app.focused is box)
     await press(pilot, "end", "ctrl+u")
     assert box.value == ""
     for ch in value:
@@ -653,8 +663,7 @@ async def test_question_mark_lists_every_binding(live):
 async def test_enter_on_a_message_row_opens_its_detail(live):
     app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert app.focused is app.messages_view
+        assert await settled(pilot, lambda: app.focused is app.messages_view)
         assert selected(app)["message_id"] == "M-3"
         await press(pilot, "enter")
         assert isinstance(app.screen, Detail)
@@ -730,8 +739,7 @@ async def test_status_line_is_filled_at_start(live):
 async def test_messages_pane_has_focus_at_start_on_the_newest_message(live):
     app = ProtolabApp(advance(live, 4).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert app.focused is app.messages_view
+        assert await settled(pilot, lambda: app.focused is app.messages_view)
         assert selected(app)["message_id"] == "M-3"
         assert app.events_view.cursor == len(app.events_view.source) - 1
 
