@@ -315,8 +315,10 @@ def gradebook_export(
         w.writerows(rows)
     typer.echo(f"wrote {out} ({fmt}: {len(rows)} row(s))")
     if fmt == "canvas" and no_lms:
-        typer.echo(f"no canvas_id in {course.path} for: {', '.join(no_lms)} (Canvas makes a new assignment for each; "
-                   "add canvas_id = N to its [[assignment]] to fill the existing one)")
+        which = "any assignment" if not canvas_ids(course) else ""
+        typer.echo(f"no canvas_id in {course.path} for: {which or ', '.join(no_lms)} (Canvas makes a new assignment "
+                   "for each; add canvas_id = N, the Canvas assignment's number, to its [[assignment]] to fill the "
+                   "existing one)")
     if left_out:
         typer.echo(f"warning: {left_out} unmatched submission(s) left out (not on the roster, so {fmt} cannot take "
                    "them): protolab gradebook show lists them", err=True)
