@@ -523,6 +523,16 @@ def test_a_scripted_term_with_an_exercise_a_late_submission_and_a_regrade(tmp_pa
     book = open_gradebook(path.parent / "gradebook.db", readonly=True)
     assert [x["score"] for x in book.attempts("alice", "ex1")] == [round(a["max_score"] * 0.9, 2), a["max_score"]]
     book.close()
+    # the feedback to hand back, from the gradebook: graded in the sandbox, the hints kept with each attempt
+    code, out, err = _cli(capsys, "feedback", "export", "--gradebook", path.parent / "gradebook.db", "--out",
+                          tmp_path / "fb")
+    assert code == 0, err
+    assert sorted(p.relative_to(tmp_path / "fb").as_posix() for p in (tmp_path / "fb").rglob("*.html")) == [
+        "alice/ex1.html", "bob/ex1.html", "zed/ex1.html"]
+    bob = (tmp_path / "fb" / "bob" / "ex1.html").read_text(encoding="utf-8")
+    assert "What broke" in bob and "Hint: " in bob and "To see it yourself" in bob and str(klass) not in bob
+    assert "From attempt 2" in (tmp_path / "fb" / "alice" / "ex1.html").read_text(encoding="utf-8")
+    assert "not matched to anyone on the course roster" in (tmp_path / "fb" / "zed" / "ex1.html").read_text()
 
 
 def test_browse_serves_a_gradebook_with_its_facets_and_queries(tmp_path, capsys):

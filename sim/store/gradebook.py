@@ -463,9 +463,12 @@ BROWSE_TABLES: dict[str, tuple[str, dict[str, str], list[str]]] = {
         "late_days": "Started days past the due date and its grace.", "penalty_percent": "The late penalty.",
         "breakdown": "Per rule: points, max, passed, why (JSON).", "sandbox": "What judged it.",
         "zero_reason": "Why the score is 0 (empty when it is not).",
+        "feedback": "What the student's feedback page says of this attempt (JSON: each test's result, what broke, "
+                    "the command, the hint; empty for a lab): protolab feedback export --gradebook writes it.",
     }, ["assignment", "late_days", "submitted_from", "sandbox"]),
     "overrides": ("Manual grades, with who and why; kept beside the attempts, which they never change. The "
-                  "newest override of a student and assignment is the grade.", {}, ["assignment", "by"]),
+                  "newest override of a student and assignment is the grade. An unmatched submission's override "
+                  "has student empty and the submission's name in submitted_as.", {}, ["assignment", "by"]),
     "students": ("The roster.", {}, ["section"]),
     "assignments": ("The course file's assignments, due dates and points possible.", {}, ["kind"]),
     "grades": ("The grade that counts per student and assignment: the newest override, else the latest attempt.",
