@@ -480,6 +480,10 @@ def test_a_schema_1_gradebook_is_read_as_it_is_and_brought_to_schema_2_when_writ
     alice = (tmp_path / "fb" / "alice" / "ex1.html").read_text(encoding="utf-8")
     assert "were not kept" in alice and all(f"<code>{r.name}</code>" in alice for r in wrong.results)
     assert open_gradebook(course.gradebook_path, readonly=True).version == 1  # reading changed nothing
+    before = course.gradebook_path.read_bytes()
+    code, out, err = run_cli(capsys, "gradebook", "override", "malory", "ex1", "5", "--comment", "x",
+                             "--course-file", course.path)
+    assert code == 2 and err.startswith("error: E_USAGE: ") and course.gradebook_path.read_bytes() == before
     code, out, err = run_cli(capsys, "gradebook", "override", "mallory", "ex1", "5", "--comment", "it is Mal",
                              "--course-file", course.path)
     assert code == 0 and "not on the roster" in out, err

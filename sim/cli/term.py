@@ -275,6 +275,12 @@ def gradebook_override(
     if not on_roster and not course.gradebook_path.exists():  # no gradebook: no unmatched submission either
         raise InputError(f"{clean_name(student)!r} is not on the roster of {course.path}, and no submission was "
                          "graded yet; nothing was written", code="E_USAGE")
+    if course.gradebook_path.exists():  # checked read-only first: a refused name writes nothing (no migration)
+        _, book = _book(found, readonly=True)
+        try:
+            book.whose(student, assignment, students=course.roster.students, assignments=rows)
+        finally:
+            book.close()
     _, book = _book(found, readonly=False, create=on_roster)
     try:
         done = book.override(student, assignment, float(score), clean_text(comment, lines=False), clean_name(who),

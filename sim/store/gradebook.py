@@ -207,14 +207,11 @@ class Gradebook:
                     written.append({"student": student, "submitted_as": r["submitted_as"], "attempt": n})
         return written
 
-    def override(self, student: str, assignment: str, score: float, comment: str, by: str, at: str, *,
-                 students=None, assignments=None) -> dict:
-        """A manual score, kept beside the attempts (the roster and assignments brought up to date first
-        when given, in the same transaction). ``student`` is a roster id (the roster given, else the
-        gradebook's), else the name an unmatched submission of ``assignment`` was recorded under (then
-        the override is the submission's, ``student`` empty, and says it is not on the roster).
-        Anything else, or an unknown assignment: E_USAGE, naming what is known, nothing written.
-        Returns ``{"id", "on_roster"}``."""
+    def whose(self, student: str, assignment: str, *, students=None, assignments=None) -> bool:
+        """Whom an override of ``student`` on ``assignment`` is for, read only: True for a roster id (the
+        roster given, else the gradebook's), False for the name an unmatched submission of
+        ``assignment`` was recorded under. Anything else, or an unknown assignment: E_USAGE, naming what
+        is known (the nearest name)."""
         import difflib
 
         roster = ({s.id for s in students} if students is not None
@@ -224,19 +221,29 @@ class Gradebook:
         if assignment not in known:
             raise InputError(f"{assignment!r} is not an assignment of the course ({', '.join(known)})",
                              code="E_USAGE")
-        on_roster = student in roster
-        if not on_roster:
-            unmatched = sorted({r[0] for r in self.db.execute(
-                "SELECT DISTINCT submitted_as FROM attempts WHERE student = '' AND assignment = ?",
-                [assignment]).fetchall()})
-            if student not in unmatched:
-                near = difflib.get_close_matches(student, sorted(roster) + unmatched, n=1)
-                raise InputError(f"{student!r} is not on the roster nor an unmatched submission of {assignment}"
-                                 + (f" (did you mean {near[0]!r}?)" if near else "")
-                                 + "; protolab gradebook show lists both", code="E_USAGE")
-            if self.version < 2:
-                raise _refuse(self.path, "is a schema 1 gradebook opened read-only; an unmatched submission's "
-                                         "override needs it writable")
+        if student in roster:
+            return True
+        unmatched = sorted({r[0] for r in self.db.execute(
+            "SELECT DISTINCT submitted_as FROM attempts WHERE student = '' AND assignment = ?",
+            [assignment]).fetchall()})
+        if student not in unmatched:
+            near = difflib.get_close_matches(student, sorted(roster) + unmatched, n=1)
+            raise InputError(f"{student!r} is not on the roster nor an unmatched submission of {assignment}"
+                             + (f" (did you mean {near[0]!r}?)" if near else "")
+                             + "; protolab gradebook show lists both", code="E_USAGE")
+        return False
+
+    def override(self, student: str, assignment: str, score: float, comment: str, by: str, at: str, *,
+                 students=None, assignments=None) -> dict:
+        """A manual score, kept beside the attempts (the roster and assignments brought up to date first
+        when given, in the same transaction). ``student`` is a roster id, else the name an unmatched
+        submission of ``assignment`` was recorded under (:meth:`whose`; then the override is the
+        submission's: ``student`` empty, the name in ``submitted_as``). Anything else: E_USAGE, nothing
+        written. Returns ``{"id", "on_roster"}``."""
+        on_roster = self.whose(student, assignment, students=students, assignments=assignments)
+        if not on_roster and self.version < 2:
+            raise _refuse(self.path, "is a schema 1 gradebook opened read-only; an unmatched submission's "
+                                     "override needs it writable")
         with self.transaction():
             if students is not None:
                 self._sync_course(students, assignments or [])
