@@ -358,6 +358,7 @@ def course_toml(name: str, assignments: list[tuple[str, int, str]], start: date,
                   f"title = {_q(title)}", f'due = "{due.isoformat()}"']
         if kind == "exercise":
             lines.append(f'# rubric = "rubrics/{aid}.toml"   # protolab kit rubric {number} -o rubrics/{aid}.toml')
+        lines.append("# canvas_id = 12345   # the Canvas assignment's number (its URL's end): the canvas export fills it")
     return "\n".join(lines) + "\n"
 
 
