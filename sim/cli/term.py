@@ -258,9 +258,7 @@ def gradebook_override(
             who = getpass.getuser()
         except (KeyError, OSError):
             who = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    from ..course.term import assignment_rows
-
-    from ..course.term import find_course_file, load_course
+    from ..course.term import assignment_rows, find_course_file, load_course
 
     found = find_course_file(course_file)
     if found is None:

@@ -10,7 +10,7 @@ Tables:
   student and assignment: a regrade adds one, the latest counts), when graded, when submitted and
   how that is known, raw score, max, late days, penalty percent, score, the per-rule breakdown
   (JSON), the sandbox used, the reason of a zero, a note, and ``feedback``: what the student's
-  feedback page needs (JSON, see :func:`sim.course.term.handback`; empty for a lab, and for attempts
+  feedback page needs (JSON, see :func:`sim.course.feedback.handback`; empty for a lab, and for attempts
   recorded before schema 2). A submission matched to nobody on the roster has ``student`` empty and
   its name in ``submitted_as``: it is kept, never dropped;
 * ``overrides``: a manual score (student, assignment, score, comment, by, at), kept beside the
