@@ -244,3 +244,50 @@ def test_a_feedback_page_shows_the_score_and_every_rule(browser, tmp_path, shots
     assert broken and all(x.hint.split(".")[0] in body for x in broken)  # each hint, on the page
     assert "To see it yourself" in body
     shots(browser, "feedback")
+
+
+def test_a_feedback_page_from_the_gradebook_shows_the_override_and_the_late_attempt(browser, tmp_path, shots,
+                                                                                   capsys):
+    """'protolab feedback export --gradebook': a student's page from the course gradebook (a late attempt
+    and an override on it), opened as the student opens it: a file, no server."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from conftest import run_cli
+
+    from sim.course.catalog import get_exercise, solutions_dir
+    from sim.course.evaluate import evaluate
+    from sim.course.term import assignment_rows, exercise_row, load_course
+    from sim.store.gradebook import open_gradebook
+
+    ex = get_exercise(1)
+    src = solutions_dir(ex) / "wrong" / "no-attempt"
+    rep = evaluate(ex, src, hidden=True, isolate=False)  # the kit's own file
+    (tmp_path / "roster.csv").write_text("id,name,email,lms_id\nalice,Alice Liddell,alice@example.edu,1001\n")
+    (tmp_path / "term").mkdir()
+    code, _, err = run_cli(capsys, "course", "init", tmp_path / "term", "--roster", tmp_path / "roster.csv",
+                           "--start", "2026-09-07", "--assignments", "ex1")
+    assert code == 0, err
+    course = load_course(tmp_path / "term" / "course.toml")
+    book = open_gradebook(course.gradebook_path, create=course.name)
+    book.record(course.roster.students, assignment_rows(course), "ex1",
+                [exercise_row(course, course.assignment_for("exercise", 1), SimpleNamespace(name="alice", source=src),
+                              rep, given=datetime(2026, 9, 15, 12, tzinfo=timezone.utc))], "2026-09-16T08:00:00+00:00")
+    book.close()
+    code, _, err = run_cli(capsys, "gradebook", "override", "alice", "ex1", "60", "--comment",
+                           "the fault-matrix case was the grader's", "--by", "prof", "--course-file", course.path)
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "feedback", "export", "--gradebook", course.gradebook_path, "--out",
+                           tmp_path / "feedback")
+    assert code == 0, err
+    browser.get((tmp_path / "feedback" / "alice" / "ex1.html").resolve().as_uri())
+    assert browser.find_element("css selector", "h1").text == f"Exercise 1: {ex.title}"
+    assert browser.find_element("id", "score").text == f"Score: 60 / {rep.max_score:g}"
+    body = browser.find_element("tag name", "body").text
+    assert "set by your instructor (prof" in body and "the fault-matrix case was the grader's" in body
+    assert "Submitted late by 1 day(s): -10%" in body
+    rows = browser.find_elements("css selector", "#rules tbody tr")
+    assert [r.find_element("css selector", "code").text for r in rows] == [x.name for x in rep.results]
+    broken = [x for x in rep.results if not x.passed]
+    assert broken and all(x.hint.split(".")[0] in body for x in broken)
+    shots(browser, "feedback-gradebook")

@@ -251,12 +251,18 @@ def _secret_lines() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def graded():
-    """A planted wrong answer (the kit's own file, so judged in this process) as 'grade --json' gives it,
-    and a hostile one made by hand: markup, a control character, a U+202E, 6 MB."""
+def wrong():
+    """The planted wrong answer no-attempt, judged in this process (the kit's own file): its Report."""
     from sim.course.evaluate import evaluate
 
-    rep = evaluate(EX, SOL / "wrong" / "no-attempt", hidden=True, isolate=False)
+    return evaluate(EX, SOL / "wrong" / "no-attempt", hidden=True, isolate=False)
+
+
+@pytest.fixture(scope="module")
+def graded(wrong):
+    """A planted wrong answer (the kit's own file, so judged in this process) as 'grade --json' gives it,
+    and a hostile one made by hand: markup, a control character, a U+202E, 6 MB."""
+    rep = wrong
     real = {"student": "no-attempt", **rep.to_dict()}
     evil = "<script>alert(1)</script>\u202e\x1b[31m" + "B" * 6_000_000
     hostile = _report([_result("keys-name-intents", 0, f"your key {evil} changed", max_points=20),
@@ -350,6 +356,140 @@ def test_feedback_export_refuses_a_format_it_does_not_know(graded, tmp_path, cap
     results.write_text(json.dumps([graded[0]]))
     rc, out, err = run_cli(capsys, "feedback", "export", "--results", results, "--out", tmp_path / "fb", "--format", "pdf")
     assert rc == 2 and err.startswith("error: E_USAGE: ") and not (tmp_path / "fb").exists()
+
+
+# ------------------------------------------------------------------------------ feedback from the gradebook
+
+ROSTER = ("id,name,email,lms_id,section\n"
+          "alice,Alice Liddell,alice@example.edu,1001,A\n"
+          "bob,Bob Tables,bob@example.edu,1002,A\n")
+
+
+def _graded_term(tmp_path: Path, capsys, wrong):
+    """A term in tmp_path/term: alice's ex1 graded twice (all passing, then the planted wrong answer, one
+    day late: the second counts), mallory's ex1 (not on the roster), bob's lab1 (a lab: no stored
+    details) overridden with a comment. Returns the course."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from sim.course.term import assignment_rows, exercise_row, load_course
+
+    (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
+    (tmp_path / "term").mkdir()
+    code, _, err = run_cli(capsys, "course", "init", tmp_path / "term", "--roster", tmp_path / "roster.csv",
+                           "--start", "2026-09-07", "--assignments", "ex1,lab1")
+    assert code == 0, err
+    course = load_course(tmp_path / "term" / "course.toml")
+    ex1 = course.assignment_for("exercise", 1)
+    src = SOL / "wrong" / "no-attempt"
+    at = datetime(2026, 9, 15, 12, tzinfo=timezone.utc)  # due 2026-09-14 23:59 UTC: 1 day late
+    first = _report([_result(t.name, t.max_points, "ok", max_points=t.max_points) for t in wrong.results])
+    from sim.store.gradebook import open_gradebook
+
+    book = open_gradebook(course.gradebook_path, create=course.name)
+    students, rows = course.roster.students, assignment_rows(course)
+    book.record(students, rows, "ex1", [exercise_row(course, ex1, SimpleNamespace(name="alice", source=src), first,
+                                                     given=at)], "2026-09-16T08:00:00+00:00")
+    book.record(students, rows, "ex1", [exercise_row(course, ex1, SimpleNamespace(name=n, source=src), wrong, given=at)
+                                        for n in ("alice", "mallory")], "2026-09-17T08:00:00+00:00")
+    book.record(students, rows, "lab1", [{
+        "students": ["bob"], "submitted_as": "bob", "submitted_at": "", "submitted_from": "", "raw_score": 3.0,
+        "max_score": 9.0, "late_days": 0, "penalty_percent": 0.0, "score": 3.0, "sandbox": "re-delivery",
+        "zero_reason": "", "note": "", "breakdown": {"checkpoints": {"points": 3, "max": 6},
+                                                     "answers": {"points": 0, "max": 3}, "genuine": True}}],
+        "2026-09-17T09:00:00+00:00")
+    book.close()
+    code, _, err = run_cli(capsys, "gradebook", "override", "bob", "lab1", "8", "--comment", "checkpoint 4 met on "
+                           "the lab machine", "--by", "prof", "--course-file", course.path)
+    assert code == 0, err
+    return course
+
+
+def test_feedback_export_from_the_gradebook_writes_the_latest_attempt_or_the_override_per_student(
+        wrong, tmp_path, capsys):
+    course = _graded_term(tmp_path, capsys, wrong)
+    out = tmp_path / "fb"
+    code, said, err = run_cli(capsys, "feedback", "export", "--gradebook", course.gradebook_path, "--out", out)
+    assert code == 0, err
+    pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert pages == ["alice/ex1.html", "bob/lab1.html", "mallory/ex1.html"]
+    assert "wrote 3 feedback file(s)" in said and "1 from an override" in said and "mallory" in said
+    alice = (out / "alice" / "ex1.html").read_text(encoding="utf-8")
+    # the latest attempt (the wrong answer, late), not the first (all passing)
+    late_score = round(wrong.score * 0.9, 2)
+    assert f"Score: {late_score:g} / {wrong.max_score:g}" in alice and "From attempt 2" in alice
+    assert "Submitted late by 1 day(s): -10%" in alice
+    broken = [r for r in wrong.results if not r.passed]
+    assert broken and all(f"<code>{r.name}</code>" in alice for r in wrong.results)
+    for r in broken:  # what broke, the command to see it (in the student's folder) and the hint, kept since grading
+        assert r.hint and _esc(r.hint) in alice
+        assert r.reproduce and _esc(r.reproduce.replace(str(SOL / "wrong" / "no-attempt"), EX.dirname)) in alice
+    assert str(SOL) not in alice and "<script" not in alice
+    bob = (out / "bob" / "lab1.html").read_text(encoding="utf-8")
+    assert "Score: 8 / 9" in bob and "set by your instructor (prof" in bob and "checkpoint 4 met on the lab machine" in bob
+    assert "scored 3 / 9" in bob and "<code>checkpoints</code>" in bob and "were not kept" in bob
+    mallory = (out / "mallory" / "ex1.html").read_text(encoding="utf-8")
+    assert "not matched to anyone on the course roster" in mallory and "Feedback for <strong>mallory" in mallory
+    for page in (alice, mallory):  # never the model answer
+        leaked = [line for line in _secret_lines() if line in page or _esc(line) in page]
+        assert not leaked, leaked[:3]
+    code, said, err = run_cli(capsys, "feedback", "export", "--gradebook", course.gradebook_path, "--out",
+                              tmp_path / "md", "--assignment", "ex1", "--format", "md")
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "md").rglob("*.md")) == ["ex1.md", "ex1.md"]
+    md = (tmp_path / "md" / "alice" / "ex1.md").read_text(encoding="utf-8")
+    assert md.startswith("# Exercise 1") and all(f"`{r.name}`" in md for r in broken)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["--assignment", "ex9"], "E_USAGE"),                      # no such assignment
+    (["--results", "{results}"], "E_USAGE"),                   # a results file and the gradebook: one of them
+    (["--format", "pdf"], "E_USAGE"),
+    (["--out", "{book}"], "E_OUTPUT_IS_INPUT"),                # never over the gradebook it reads
+])
+def test_a_bad_feedback_export_from_the_gradebook_is_one_line_and_writes_nothing(wrong, tmp_path, capsys, args, code):
+    course = _graded_term(tmp_path, capsys, wrong)
+    before = course.gradebook_path.read_bytes()
+    (tmp_path / "results.json").write_text("[]")
+    args = [a.replace("{results}", str(tmp_path / "results.json")).replace("{book}", str(course.gradebook_path))
+            for a in args]
+    if "--out" not in args:
+        args += ["--out", tmp_path / "fb"]
+    rc, out, err = run_cli(capsys, "feedback", "export", "--gradebook", course.gradebook_path, *args)
+    assert rc == 2 and out == "" and err.startswith(f"error: {code}: ") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "fb").exists() and course.gradebook_path.read_bytes() == before
+
+
+def test_a_schema_1_gradebook_is_read_as_it_is_and_brought_to_schema_2_when_written(wrong, tmp_path, capsys):
+    """A gradebook written before attempts kept their feedback: its pages give each rule's points and
+    reason and say the rest was not kept; the first write migrates it, in one transaction."""
+    import sqlite3
+
+    from sim.store.gradebook import GRADEBOOK_SCHEMA, open_gradebook
+
+    course = _graded_term(tmp_path, capsys, wrong)
+    con = sqlite3.connect(course.gradebook_path)
+    con.execute("DELETE FROM overrides")
+    con.execute("ALTER TABLE attempts DROP COLUMN feedback")
+    con.execute("ALTER TABLE overrides DROP COLUMN submitted_as")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    code, _, err = run_cli(capsys, "feedback", "export", "--gradebook", course.gradebook_path, "--out", tmp_path / "fb")
+    assert code == 0, err
+    alice = (tmp_path / "fb" / "alice" / "ex1.html").read_text(encoding="utf-8")
+    assert "were not kept" in alice and all(f"<code>{r.name}</code>" in alice for r in wrong.results)
+    assert open_gradebook(course.gradebook_path, readonly=True).version == 1  # reading changed nothing
+    before = course.gradebook_path.read_bytes()
+    code, out, err = run_cli(capsys, "gradebook", "override", "malory", "ex1", "5", "--comment", "x",
+                             "--course-file", course.path)
+    assert code == 2 and err.startswith("error: E_USAGE: ") and course.gradebook_path.read_bytes() == before
+    code, out, err = run_cli(capsys, "gradebook", "override", "mallory", "ex1", "5", "--comment", "it is Mal",
+                             "--course-file", course.path)
+    assert code == 0 and "not on the roster" in out, err
+    book = open_gradebook(course.gradebook_path, readonly=True)
+    assert book.version == GRADEBOOK_SCHEMA and book.unmatched_overrides()[0]["submitted_as"] == "mallory"
+    book.close()
 
 
 # ------------------------------------------------------------------------------------------ off a terminal

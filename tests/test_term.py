@@ -286,6 +286,97 @@ def test_exports_follow_the_canvas_and_moodle_column_specs(tmp_path, capsys):
     assert code == 2 and err.startswith("error: E_USAGE:") and not (tmp_path / "x.csv").exists()
 
 
+def _canvas_id_of(header: str) -> str | None:
+    """The Canvas assignment id Canvas's importer reads in a column header (Assignment.title_and_id: a
+    header that ends in a space and a number in brackets names that assignment; anything else is a
+    title, made a new assignment when none has it)."""
+    import re
+
+    m = re.fullmatch(r"(.*)\s\((\d+)\)", header)
+    return m.group(2) if m else None
+
+
+def test_a_canvas_id_in_the_course_file_heads_its_column_so_canvas_fills_the_existing_assignment(tmp_path, capsys):
+    course, book, assignments = _book(tmp_path, capsys)
+    book.record(course.roster.students, assignments, "ex1", [_row(["alice"], "alice", 7)], "t1")
+    book.record(course.roster.students, assignments, "lab1", [_row(["bob"], "bob", 4, mx=6)], "t1")
+    book.close()
+    text = course.path.read_text(encoding="utf-8")
+    course.path.write_text(text.replace('id = "ex1"\n', 'id = "ex1"\ncanvas_id = 48213\n')
+                           .replace('id = "lab1"\n', 'id = "lab1"\ncanvas_id = "48214"\n'), encoding="utf-8")
+    code, out, err = _cli(capsys, "gradebook", "export", "--format", "canvas", "-o", tmp_path / "c.csv",
+                          "--course-file", course.path)
+    assert code == 0, err
+    rows = _csv(tmp_path / "c.csv")
+    # Canvas's gradebook CSV: the student columns, in this order, then the assignments; then Points Possible
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert rows[0][5:] == ["Envelope design (48213)", f"{get_lab(1).title} (48214)", f"{get_lab(2).title} (lab2)"]
+    assert [_canvas_id_of(h) for h in rows[0][5:]] == ["48213", "48214", None]  # lab2: a new Canvas assignment
+    assert "Points Possible" in rows[1][0] and rows[1][1:5] == ["", "", "", ""] and rows[1][5:7] == ["10", "6"]
+    assert rows[2][:6] == ["Alice Liddell", "1001", "alice", "alice@example.edu", "A", "7"]
+    assert rows[3][1] == "1002" and rows[3][6] == "4"
+    said = [line for line in out.splitlines() if line.startswith("no canvas_id")]
+    assert len(said) == 1 and said[0].split(" for: ")[1].startswith("lab2 (")  # one line: the assignments without
+    # moodle and csv are not Canvas's: their headers stay the course's own
+    code, out, err = _cli(capsys, "gradebook", "export", "--format", "moodle", "-o", tmp_path / "m.csv",
+                          "--course-file", course.path)
+    assert code == 0 and "no canvas_id" not in out and _csv(tmp_path / "m.csv")[0][3] == "Envelope design (ex1)"
+
+
+def test_an_assignment_id_of_digits_is_never_read_by_canvas_as_another_assignments_id():
+    from sim.course.term import _canvas_column
+
+    assert _canvas_id_of(_canvas_column({"title": "Midterm", "id": "2024"}, None)) is None
+    assert _canvas_id_of(_canvas_column({"title": "Midterm", "id": "2024"}, 777)) == "777"
+
+
+@pytest.mark.parametrize("value", ['"abc"', "0", "-3", "1.5", "true", "48213"])
+def test_a_bad_canvas_id_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys, value):
+    path = _term(tmp_path, capsys)
+    text = path.read_text(encoding="utf-8").replace('id = "ex1"\n', 'id = "ex1"\ncanvas_id = 48213\n')
+    path.write_text(text.replace('id = "lab1"\n', f'id = "lab1"\ncanvas_id = {value}\n'), encoding="utf-8")
+    code, out, err = _cli(capsys, "gradebook", "export", "--format", "canvas", "-o", tmp_path / "c.csv",
+                          "--course-file", path)
+    assert code == 2 and err.startswith("error: E_COURSE_FILE: ") and "canvas_id" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "c.csv").exists()
+
+
+def test_an_unmatched_submission_is_overridden_by_its_name_and_a_typo_is_refused(tmp_path, capsys):
+    course, book, assignments = _book(tmp_path, capsys)
+    book.record(course.roster.students, assignments, "ex1", [_row(["alice"], "alice", 7), _row([], "mallory", 2)], "t1")
+    book.close()
+    cf = course.path
+    before = course.gradebook_path.read_bytes()
+    for who, assignment in (("malory", "ex1"), ("mallory", "lab1"), ("Alice", "ex1")):
+        code, out, err = _cli(capsys, "gradebook", "override", who, assignment, "5", "--comment", "x", "--course-file", cf)
+        assert code == 2 and out == "" and err.startswith("error: E_USAGE: ") and len(err.strip().splitlines()) == 1
+        assert course.gradebook_path.read_bytes() == before  # nothing written
+    assert "did you mean 'mallory'" in _cli(capsys, "gradebook", "override", "malory", "ex1", "5", "--comment", "x",
+                                            "--course-file", cf)[2]
+    code, out, err = _cli(capsys, "gradebook", "override", "mallory", "ex1", "6", "--comment", "she is Mal Lory, "
+                          "enrolled late", "--by", "prof", "--course-file", cf)
+    assert code == 0 and "not on the roster" in out, err
+    code, out, err = _cli(capsys, "gradebook", "show", "--course-file", cf, "--json")
+    shown = json.loads(out)
+    o = shown["unmatched_overrides"]
+    assert [(x["submitted_as"], x["student"], x["score"], x["by"]) for x in o] == [("mallory", "", 6.0, "prof")]
+    assert all(g["score"] != 6.0 for g in shown["grades"])  # no roster student's grade changed
+    code, out, err = _cli(capsys, "gradebook", "show", "--course-file", cf)
+    assert "mallory  ex1 override: 6*" in out
+    code, out, err = _cli(capsys, "gradebook", "export", "--format", "csv", "-o", tmp_path / "all.csv", "--course-file", cf)
+    last = _csv(tmp_path / "all.csv")[-1]
+    assert last[:2] == ["", "unmatched: mallory"] and last[5:7] == ["6", "override"]
+
+
+def test_an_override_of_someone_not_on_the_roster_before_any_grading_makes_no_gradebook(tmp_path, capsys):
+    path = _term(tmp_path, capsys)
+    code, out, err = _cli(capsys, "gradebook", "override", "zed", "ex1", "5", "--comment", "x", "--course-file", path)
+    assert code == 2 and err.startswith("error: E_USAGE: ") and len(err.strip().splitlines()) == 1
+    assert not (path.parent / "gradebook.db").exists()
+    code, out, err = _cli(capsys, "gradebook", "override", "alice", "ex9", "5", "--comment", "x", "--course-file", path)
+    assert code == 2 and err.startswith("error: E_USAGE: ") and not (path.parent / "gradebook.db").exists()
+
+
 def test_a_newer_a_damaged_a_foreign_or_a_read_only_gradebook_is_refused_and_left_as_it_was(tmp_path, capsys):
     course, book, _ = _book(tmp_path, capsys)
     book.close()
@@ -432,6 +523,16 @@ def test_a_scripted_term_with_an_exercise_a_late_submission_and_a_regrade(tmp_pa
     book = open_gradebook(path.parent / "gradebook.db", readonly=True)
     assert [x["score"] for x in book.attempts("alice", "ex1")] == [round(a["max_score"] * 0.9, 2), a["max_score"]]
     book.close()
+    # the feedback to hand back, from the gradebook: graded in the sandbox, the hints kept with each attempt
+    code, out, err = _cli(capsys, "feedback", "export", "--gradebook", path.parent / "gradebook.db", "--out",
+                          tmp_path / "fb")
+    assert code == 0, err
+    assert sorted(p.relative_to(tmp_path / "fb").as_posix() for p in (tmp_path / "fb").rglob("*.html")) == [
+        "alice/ex1.html", "bob/ex1.html", "zed/ex1.html"]
+    bob = (tmp_path / "fb" / "bob" / "ex1.html").read_text(encoding="utf-8")
+    assert "What broke" in bob and "Hint: " in bob and "To see it yourself" in bob and str(klass) not in bob
+    assert "From attempt 2" in (tmp_path / "fb" / "alice" / "ex1.html").read_text(encoding="utf-8")
+    assert "not matched to anyone on the course roster" in (tmp_path / "fb" / "zed" / "ex1.html").read_text()
 
 
 def test_browse_serves_a_gradebook_with_its_facets_and_queries(tmp_path, capsys):

@@ -923,25 +923,69 @@ def grade(
 
 
 feedback_app = typer.Typer(help="(Instructors) feedback to hand back: one self-contained file per student and "
-                                "assignment, made from a grading run's results.", no_args_is_help=True)
+                                "assignment, made from the course gradebook or from a grading run's results.",
+                           no_args_is_help=True)
 
 
 @feedback_app.command("export")
 def feedback_export(
-    results: Path = typer.Option(..., "--results", help="What 'protolab grade N DIR --json' printed (saved to a "
-                                                       "file: protolab grade 1 class1 --json > results.json)."),
-    out: Path = typer.Option(..., "--out", "-o", help="The folder to write OUT/STUDENT/NN-slug.html (or .md) in."),
+    results: Optional[Path] = typer.Option(None, "--results", help="What 'protolab grade N DIR --json' printed (saved "
+                                                                  "to a file: protolab grade 1 class1 --json > "
+                                                                  "results.json)."),
+    gradebook: Optional[Path] = typer.Option(None, "--gradebook", metavar="FILE",
+                                             help="The course gradebook (term/gradebook.db): a page per student and "
+                                                  "assignment, from the latest attempt, or the override (said so)."),
+    only: Optional[str] = typer.Option(None, "--assignment", metavar="ID",
+                                       help="With --gradebook: this assignment only (its id in the course file: ex1)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The folder to write the pages in: OUT/STUDENT/NN-slug.html "
+                                                      "from --results, OUT/STUDENT/ASSIGNMENT.html from --gradebook "
+                                                      "(or .md)."),
     fmt: str = typer.Option("html", "--format", metavar="html|md", help="html: one self-contained page (no script, "
                                                                         "no link out); md: Markdown."),
     course: Optional[Path] = COURSE_OPT,
 ):
     """(Instructors) write each student's feedback file: the score, every rule's result and points, and
     for each broken rule what broke, the command that shows it and the hint, the text the student sees
-    in results.json; never the model answer. Student text is cleaned, capped and escaped."""
-    from ..course.feedback import FORMATS, read_results, write_feedback
+    in results.json; never the model answer. Student text is cleaned, capped and escaped. From
+    --gradebook (the course's grades), the latest attempt of each student and assignment, or the newest
+    override, which the page names as the grade, with why; from --results, one grading run."""
+    from ..course.feedback import FORMATS, file_name, from_gradebook, read_results, write_feedback, write_pages
 
     if fmt not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
+    if (results is None) == (gradebook is None):
+        raise InputError("give --gradebook FILE (the course gradebook) or --results FILE (grade --json's output), "
+                         "one of them", code="E_USAGE")
+    if only is not None and gradebook is None:
+        raise InputError("--assignment picks an assignment of --gradebook; a results file is one exercise already",
+                         code="E_USAGE")
+    if gradebook is not None:
+        from ..store.gradebook import open_gradebook
+
+        check_output(out, [gradebook], option="--out")
+        book = open_gradebook(gradebook, readonly=True)
+        try:
+            pages = from_gradebook(book, fmt=fmt, assignment=only)
+        finally:
+            book.close()
+        if not pages:
+            raise InputError(f"{gradebook} holds no graded attempt{' of ' + only if only else ''}; nothing was written",
+                             code="E_EMPTY")
+        taken: set[str] = set()
+        folders: dict[str, str] = {}
+        for key, _, _, facts in pages:
+            if key not in folders:
+                folders[key] = file_name(facts["student"], taken)
+        written = write_pages(out, [(folders[key], name, text) for key, name, text, _ in pages], reads=[gradebook])
+        overridden = sum(1 for *_, f in pages if f["override"])
+        unmatched = sorted({f["student"] for *_, f in pages if not f["on_roster"]})
+        typer.echo(f"wrote {len(written)} feedback file(s) in {out}/ ({written[0]}{' ...' if len(written) > 1 else ''}), "
+                   f"{len(folders)} student(s); from the latest attempts" + (f", {overridden} from an override (the "
+                                                                            "page says so)" if overridden else ""))
+        if unmatched:
+            typer.echo(f"unmatched: {len(unmatched)} submission(s) not on the roster, each in a folder of the name it "
+                       f"was recorded under: {', '.join(unmatched)}")
+        return
     check_output(out, [results], option="--out")
     reports = read_results(results)
     assignment = None

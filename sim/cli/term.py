@@ -173,7 +173,8 @@ def gradebook_show(
         if student is None:
             grades, unmatched, assignments = book.grades(), book.unmatched(), book.assignments()
             if as_json:
-                _print_json({"grades": grades, "unmatched": unmatched})
+                _print_json({"grades": grades, "unmatched": unmatched,
+                             "unmatched_overrides": book.unmatched_overrides()})
                 return
             by = {(g["student"], g["assignment"]): g for g in grades}
             rows = []
@@ -191,10 +192,17 @@ def gradebook_show(
             if maxes:
                 typer.echo(f"out of: {maxes}")
             if unmatched:
+                from ..course.term import unmatched_grades
+
+                counted = unmatched_grades(book)
                 typer.echo(f"unmatched submissions (not on the roster), {len(unmatched)} attempt(s):")
                 for u in unmatched:
                     typer.echo(f"  {u['submitted_as']}  {u['assignment']} attempt {u['attempt']}: "
                                f"{u['score']:g}/{u['max_score']:g}")
+                for name, per in sorted(counted.items()):
+                    for aid, g in per.items():
+                        if g["source"] == "override":
+                            typer.echo(f"  {name}  {aid} override: {g['score']:g}* ({g['comment']})")
             return
         if not any(s["id"] == student for s in book.students()):
             raise InputError(f"{student!r} is not on the roster of {book.path}", code="E_USAGE")
@@ -227,7 +235,8 @@ def gradebook_show(
 
 @gradebook_app.command("override")
 def gradebook_override(
-    student: str = typer.Argument(..., help="The student's roster id."),
+    student: str = typer.Argument(..., help="The student's roster id, or the name an unmatched submission was "
+                                           "recorded under (gradebook show lists them)."),
     assignment: str = typer.Argument(..., help="The assignment's id in the course file (ex1, lab3)."),
     score: float = typer.Argument(..., help="The score that counts from now on."),
     comment: str = typer.Option(..., "--comment", help="Why (kept with the override)."),
@@ -235,7 +244,8 @@ def gradebook_override(
     course_file: Optional[Path] = COURSE_FILE_OPT,
 ):
     """Record a manual grade with who and why. The attempts stay as they were; the newest override is the
-    grade that counts (show and export say so)."""
+    grade that counts (show and export say so). STUDENT is a roster id, or an unmatched submission's name
+    (its override is kept as not on the roster); anything else is refused and nothing is written."""
     from ..course.safetext import clean_name, clean_text
 
     if score != score or score < 0:
@@ -248,16 +258,36 @@ def gradebook_override(
             who = getpass.getuser()
         except (KeyError, OSError):
             who = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    from ..course.term import assignment_rows
+    from ..course.term import assignment_rows, find_course_file, load_course
 
-    course, book = _book(course_file, readonly=False, create=True)
+    found = find_course_file(course_file)
+    if found is None:
+        raise InputError("no course file: name it with --course-file, or run where course.toml is",
+                         code="E_COURSE_FILE")
+    course = load_course(found)
+    rows = assignment_rows(course)
+    if assignment not in {a["id"] for a in rows}:
+        raise InputError(f"{clean_name(assignment)!r} is not an assignment of {course.path} "
+                         f"({', '.join(a['id'] for a in rows)})", code="E_USAGE")
+    on_roster = any(s.id == student for s in course.roster.students)
+    if not on_roster and not course.gradebook_path.exists():  # no gradebook: no unmatched submission either
+        raise InputError(f"{clean_name(student)!r} is not on the roster of {course.path}, and no submission was "
+                         "graded yet; nothing was written", code="E_USAGE")
+    if course.gradebook_path.exists():  # checked read-only first: a refused name writes nothing (no migration)
+        _, book = _book(found, readonly=True)
+        try:
+            book.whose(student, assignment, students=course.roster.students, assignments=rows)
+        finally:
+            book.close()
+    _, book = _book(found, readonly=False, create=on_roster)
     try:
-        book.override(student, assignment, float(score), clean_text(comment, lines=False), clean_name(who), _now(),
-                      students=course.roster.students, assignments=assignment_rows(course))
+        done = book.override(student, assignment, float(score), clean_text(comment, lines=False), clean_name(who),
+                             _now(), students=course.roster.students, assignments=rows)
     finally:
         book.close()
-    typer.echo(f"override: {student} {assignment} = {score:g} (by {clean_name(who)}: {clean_text(comment, lines=False)}); "
-               f"the attempts are kept")
+    typer.echo(f"override: {clean_name(student)} {assignment} = {score:g} (by {clean_name(who)}: "
+               f"{clean_text(comment, lines=False)}); the attempts are kept"
+               + ("" if done["on_roster"] else "; not on the roster: the unmatched submission of that name"))
 
 
 @gradebook_app.command("export")
@@ -271,7 +301,7 @@ def gradebook_export(
     """Write the grades that count (the newest override, else the latest attempt) as an LMS imports them."""
     import csv
 
-    from ..course.term import export_table
+    from ..course.term import canvas_ids, export_table
     from ..files import check_output, written_whole
 
     if fmt not in ("canvas", "moodle", "csv"):
@@ -279,7 +309,8 @@ def gradebook_export(
     course, book = _book(course_file, readonly=True)
     try:
         check_output(out, [book.path, course.path, course.roster_path])
-        header, rows, left_out = export_table(book, fmt)
+        header, rows, left_out = export_table(book, fmt, course)
+        no_lms = [a["id"] for a in book.assignments() if a["id"] not in canvas_ids(course)]
     finally:
         book.close()
     with written_whole(out, newline="", code="E_OUTPUT", reads=[book.path, course.path, course.roster_path]) as fh:
@@ -287,6 +318,11 @@ def gradebook_export(
         w.writerow(header)
         w.writerows(rows)
     typer.echo(f"wrote {out} ({fmt}: {len(rows)} row(s))")
+    if fmt == "canvas" and no_lms:
+        which = "any assignment" if not canvas_ids(course) else ""
+        typer.echo(f"no canvas_id in {course.path} for: {which or ', '.join(no_lms)} (Canvas makes a new assignment "
+                   "for each; add canvas_id = N, the Canvas assignment's number, to its [[assignment]] to fill the "
+                   "existing one)")
     if left_out:
         typer.echo(f"warning: {left_out} unmatched submission(s) left out (not on the roster, so {fmt} cannot take "
                    "them): protolab gradebook show lists them", err=True)

@@ -15,6 +15,21 @@ wrote becomes markup. The instructor's paths in messages (``/home/me/class/alice
 written as the student's own folder (``01-envelope-design/design.py``), as results.json does.
 
 :func:`write_feedback` writes ``OUT/STUDENT/NN-slug.html`` (or ``.md``) for each report.
+
+**From the gradebook** (:func:`from_gradebook`, ``protolab feedback export --gradebook FILE``): the
+course gradebook is the one place grades live, so the page for each student and assignment is made
+from it: the latest attempt (the one that counts), or the newest override, which the page says is
+the grade and why, beside what the attempt scored; the late penalty; a submission not on the
+roster, by the name it was recorded under. The hints and the commands that show what broke are
+*stored* with each exercise attempt (the ``feedback`` column; :func:`handback` says what is kept),
+not derived later from the exercise's hint table by rule id: a hint is chosen by the signature of
+what broke (:func:`sim.course.hints.choose_hint`: which symptom, which fault, which invariant), and
+the command names that run's seed and case, neither of which a rule id alone gives back, and the
+hint tables may change after grading (a page must say what was judged then). What is stored is the
+text the student already gets (results.json, ``--explain``), cleaned and capped again, without the
+instructor's fields (witnesses, grids, the grader's own errors). A lab attempt, or an attempt
+recorded before the gradebook kept this (schema 1), has no stored details: its page gives each
+part's points and reason from the breakdown, and says so.
 """
 
 from __future__ import annotations
@@ -27,13 +42,19 @@ from pathlib import Path
 from ..errors import InputError
 from .safetext import clean_name, clean_text
 
-__all__ = ["render", "write_feedback", "read_results", "FORMATS", "file_name"]
+__all__ = ["render", "write_feedback", "read_results", "FORMATS", "file_name", "handback", "from_gradebook",
+           "write_pages"]
 
 FORMATS = ("html", "md")
 #: What the student's code printed, kept (its end).
 OUTPUT_CHARS = 1500
 #: The most a results file may weigh (a class of hundreds is a few MB).
 RESULTS_CAP = 64 * 1024 * 1024
+#: What a stored attempt's feedback may weigh (its tests' texts are capped first; past this the
+#: printed output and attachments are dropped).
+HANDBACK_CAP = 256 * 1024
+_HANDBACK_TEST_KEYS = ("name", "title", "hidden", "points", "max_points", "passed", "message", "hint", "reproduce",
+                       "visibility", "cap", "core")
 
 
 def _get(obj, key: str, default=None):
@@ -58,7 +79,9 @@ def _assignment(report: dict, assignment) -> dict:
     title = _get(assignment, "title", "") or report.get("slug", "")
     dirname = _get(assignment, "dirname", "") or (f"{int(number):02d}-{report.get('slug')}" if isinstance(number, int)
                                                   and report.get("slug") else "")
-    return {"number": number, "title": _text(title, lines=False), "dirname": _text(dirname, lines=False)}
+    kind = _get(assignment, "kind", "") if isinstance(assignment, dict) else ""
+    return {"number": number, "title": _text(title, lines=False), "dirname": _text(dirname, lines=False),
+            "kind": "Lab" if kind == "lab" else "Exercise"}
 
 
 def _shown(text: str, submission: str, dirname: str) -> str:
@@ -109,7 +132,52 @@ def _facts(report: dict, assignment) -> dict:
                                            "rules": [_text(x, lines=False) for x in capped.get("rules") or ()]},
         "public_only": bool(report.get("public_only")),
         "passed": sum(t["passed"] for t in tests),
+        "term": _term_facts(report.get("term")),
     }
+
+
+def _term_facts(term) -> dict | None:
+    """What the gradebook adds to a page (:func:`from_gradebook`): the attempt, the late penalty, the
+    override, whether the submission is on the roster, whether the details were kept."""
+    if not isinstance(term, dict):
+        return None
+    o = term.get("override") if isinstance(term.get("override"), dict) else None
+    late = term.get("late_days") if isinstance(term.get("late_days"), int) else 0
+    return {"attempt": _num(term.get("attempt")).replace("?", ""), "graded_at": _text(term.get("graded_at"), lines=False),
+            "late_days": late, "penalty": _num(term.get("penalty_percent")), "raw": _num(term.get("raw_score")),
+            "attempt_score": _num(term.get("attempt_score")), "details": bool(term.get("details")),
+            "zero_reason": _text(term.get("zero_reason"), lines=False),
+            "on_roster": term.get("on_roster", True) is not False,
+            "submitted_as": clean_name(term.get("submitted_as") or ""),
+            "override": None if o is None else {"score": _num(o.get("score")), "comment": _text(o.get("comment"),
+                                                                                                  lines=False),
+                                                "by": clean_name(o.get("by") or ""),
+                                                "at": _text(o.get("at"), lines=False)}}
+
+
+def _term_lines(f: dict) -> list[str]:
+    """The gradebook's sentences of a page, as plain text (each format escapes them its way)."""
+    t = f["term"]
+    if t is None:
+        return []
+    out = []
+    if t["override"]:
+        o = t["override"]
+        out.append(f"This grade was set by your instructor ({o['by'] or 'unknown'}, {o['at']}): {o['comment']}. "
+                   f"Attempt {t['attempt']}, below, scored {t['attempt_score']} / {f['max']}.")
+    else:
+        out.append(f"From attempt {t['attempt']} (graded {t['graded_at']}), the one that counts.")
+    if t["late_days"]:
+        out.append(f"Submitted late by {t['late_days']} day(s): -{t['penalty']}% of {t['raw']}.")
+    if not t["on_roster"]:
+        out.append(f"This submission ({t['submitted_as']}) is not matched to anyone on the course roster yet; tell "
+                   "your instructor who you are.")
+    if not t["details"]:
+        out.append("What broke, the commands and the hints were not kept for this attempt; each part's points "
+                   "and reason are below.")
+    if f["score"] in ("0", "0.0") and t["zero_reason"] and not f["problem"]:
+        out.append(f"Why 0: {t['zero_reason']}")
+    return out
 
 
 def render(report: dict, assignment=None, fmt: str = "html") -> str:
@@ -154,13 +222,14 @@ def _tags(t: dict) -> str:
 
 def _html(f: dict) -> str:
     a = f["assignment"]
-    title = f"Exercise {a['number']}: {a['title']}" if a["title"] else f"Exercise {a['number']}"
+    title = f"{a['kind']} {a['number']}: {a['title']}" if a["title"] else f"{a['kind']} {a['number']}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
            f"<title>{_e(title)}: feedback for {_e(f['student'])}</title>", f"<style>{_CSS}</style></head><body>",
            f"<h1>{_e(title)}</h1>", f'<p class="sub">Feedback for <strong>{_e(f["student"])}</strong></p>',
            f'<p class="score" id="score">Score: {_e(f["score"])} / {_e(f["max"])}</p>']
+    out += [f'<p class="term">{_e(line)}</p>' for line in _term_lines(f)]
     if f["problem"]:
         out.append(f"<p><strong>Your submission could not be graded:</strong></p><pre>{_e(f['problem'])}</pre>"
                    "<p>Every rule scores 0; fix this and submit again.</p>")
@@ -220,9 +289,11 @@ def _md_inline(text: str) -> str:
 
 def _markdown(f: dict) -> str:
     a = f["assignment"]
-    title = f"Exercise {a['number']}: {a['title']}" if a["title"] else f"Exercise {a['number']}"
+    title = f"{a['kind']} {a['number']}: {a['title']}" if a["title"] else f"{a['kind']} {a['number']}"
     out = [f"# {_md_inline(title)}", "", f"Feedback for **{_md_inline(f['student'])}**", "",
            f"**Score: {f['score']} / {f['max']}**", ""]
+    for line in _term_lines(f):
+        out += [_md_inline(line), ""]
     if f["problem"]:
         out += ["Your submission could not be graded:", "", _fence(f["problem"]), "",
                 "Every rule scores 0; fix this and submit again.", ""]
@@ -300,25 +371,19 @@ def read_results(path: Path) -> list[dict]:
     return reports
 
 
-def write_feedback(out: Path, reports: list[dict], *, fmt: str = "html", assignment=None, reads=()) -> list[Path]:
-    """Write ``OUT/STUDENT/NN-slug.EXT`` for each report; returns the files written. Each file is
-    written whole (beside its place, then renamed), never over one of ``reads``."""
+def write_pages(out: Path, pages: list[tuple[str, str, str]], *, reads=()) -> list[Path]:
+    """Write each ``(folder, file name, text)`` as ``OUT/folder/file``, every file whole (beside its
+    place, then renamed), none over one of ``reads`` (all are checked before the first is written)."""
     from ..files import check_output, written_whole
 
-    if fmt not in FORMATS:
-        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file; the feedback goes in a folder", code="E_OUTPUT")
-    taken: set[str] = set()
     plan = []
-    for r in reports:
-        a = _assignment(r, assignment)
-        name = a["dirname"] or f"exercise-{a['number']}"
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "exercise"
-        path = out / file_name(str(r.get("student") or r.get("submission") or "student"), taken) / f"{name}.{fmt}"
+    for folder, name, text in pages:
+        path = out / folder / name
         check_output(path, reads, option="--out")
-        plan.append((path, render(r, assignment, fmt)))
+        plan.append((path, text))
     written = []
     for path, text in plan:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,3 +391,121 @@ def write_feedback(out: Path, reports: list[dict], *, fmt: str = "html", assignm
             fh.write(text)
         written.append(path)
     return written
+
+
+def write_feedback(out: Path, reports: list[dict], *, fmt: str = "html", assignment=None, reads=()) -> list[Path]:
+    """Write ``OUT/STUDENT/NN-slug.EXT`` for each report; returns the files written. Each file is
+    written whole (beside its place, then renamed), never over one of ``reads``."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
+    taken: set[str] = set()
+    pages = []
+    for r in reports:
+        a = _assignment(r, assignment)
+        name = a["dirname"] or f"exercise-{a['number']}"
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "exercise"
+        pages.append((file_name(str(r.get("student") or r.get("submission") or "student"), taken), f"{name}.{fmt}",
+                      render(r, assignment, fmt)))
+    return write_pages(out, pages, reads=reads)
+
+
+def handback(report: dict) -> dict:
+    """What the gradebook keeps of one graded exercise submission (``Report.to_dict()``) for its
+    feedback page: the score, the cap, whether hidden tests ran, why it could not be graded, and per
+    test its name, title, points, result, visibility, and for a broken one the message, the command
+    that shows it, the hint, the attachment and the end of what the code printed; each text cleaned and
+    capped (:mod:`sim.course.safetext`). Never the witnesses, the grids or the grader's own errors
+    (only that there was one). Over :data:`HANDBACK_CAP` as JSON: outputs and attachments dropped."""
+    tests = []
+    for t in report.get("tests") or ():
+        if not isinstance(t, dict):
+            continue
+        kept = {k: t.get(k) for k in _HANDBACK_TEST_KEYS}
+        for k in ("message", "hint", "reproduce", "name", "title", "visibility"):
+            kept[k] = _text(kept[k], lines=k not in ("name", "title", "visibility"))
+        kept["grader_error"] = bool(t.get("grader_error"))
+        printed = _text(t.get("output")).strip()
+        kept["output"] = printed[-OUTPUT_CHARS:]
+        att = t.get("attachment")
+        if isinstance(att, dict) and not t.get("passed"):
+            kept["attachment"] = {"name": _text(att.get("name"), lines=False), "text": _text(att.get("text"))}
+        tests.append(kept)
+    capped = report.get("capped") if isinstance(report.get("capped"), dict) else None
+    out = {"exercise": report.get("exercise"), "slug": _text(report.get("slug"), lines=False),
+           "submission": clean_name(report.get("submission") or ""), "score": report.get("score"),
+           "max_score": report.get("max_score"), "public_only": bool(report.get("public_only")),
+           "problem": _text(report.get("problem")),
+           "capped": None if not capped else {"cap_percent": capped.get("cap_percent"),
+                                              "rules": [_text(x, lines=False) for x in capped.get("rules") or ()]},
+           "tests": tests}
+    if len(json.dumps(out, ensure_ascii=False)) > HANDBACK_CAP:
+        for t in tests:
+            t["output"] = ""
+            t.pop("attachment", None)
+    return out
+
+
+def _from_breakdown(breakdown: dict) -> list[dict]:
+    """A page's rules from a gradebook breakdown alone (a lab, or an attempt without stored details)."""
+    tests = []
+    for name, v in (breakdown or {}).items():
+        if not isinstance(v, dict) or "points" not in v:
+            continue
+        points, mx = v.get("points") or 0, v.get("max") or 0
+        passed = v.get("passed") if isinstance(v.get("passed"), bool) else points >= mx
+        tests.append({"name": name, "title": "", "points": points, "max_points": mx, "passed": passed,
+                      "message": v.get("why", "")})
+    return tests
+
+
+def from_gradebook(book, *, fmt: str = "html", assignment: str | None = None) -> list[tuple[str, str, str, dict]]:
+    """The feedback pages of a course gradebook (:class:`sim.store.gradebook.Gradebook`): one per
+    student (and unmatched submission) and assignment that has an attempt, from the latest attempt
+    and the newest override (see the module's text). Returns ``(folder key, file name, text, facts)``:
+    the folder key is the roster id (``unmatched:NAME`` for an unmatched submission), the file
+    ``ASSIGNMENT.EXT``; facts say ``student``, ``assignment``, ``override`` and ``on_roster``.
+    ``assignment``: that one only (E_USAGE when the gradebook has no such assignment)."""
+    from .catalog import get_exercise
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code="E_USAGE")
+    assignments = {a["id"]: a for a in book.assignments()}
+    if assignment is not None and assignment not in assignments:
+        raise InputError(f"--assignment {clean_name(assignment)!r} is not an assignment of {book.path} (its "
+                         f"assignments: {', '.join(assignments) or 'none'})", code="E_USAGE")
+    names = {s["id"]: s["name"] for s in book.students()}
+    pages = []
+    for entry in book.counted():
+        a, o = entry["attempt"], entry["override"]
+        if assignment is not None and a["assignment"] != assignment:
+            continue
+        info = assignments.get(a["assignment"], {"id": a["assignment"], "kind": "", "number": None, "title": ""})
+        dirname = ""
+        if info.get("kind") == "exercise":
+            try:
+                dirname = get_exercise(info["number"]).dirname
+            except (InputError, TypeError, ValueError):
+                dirname = ""
+        try:
+            stored = json.loads(a.get("feedback") or "null")
+        except ValueError:
+            stored = None
+        details = isinstance(stored, dict) and isinstance(stored.get("tests"), list)
+        report = dict(stored) if details else {"tests": _from_breakdown(a["breakdown"]), "problem": ""}
+        sid = a["student"]
+        report["student"] = f"{names.get(sid, sid)} ({sid})" if sid else a["submitted_as"]
+        report["score"] = o["score"] if o else a["score"]
+        report["max_score"] = a["max_score"]
+        report["term"] = {"attempt": a["attempt"], "graded_at": a["graded_at"], "late_days": a["late_days"],
+                          "penalty_percent": a["penalty_percent"], "raw_score": a["raw_score"],
+                          "attempt_score": a["score"], "details": details, "zero_reason": a["zero_reason"],
+                          "on_roster": bool(sid), "submitted_as": a["submitted_as"],
+                          "override": None if not o else {k: o[k] for k in ("score", "comment", "by", "at")}}
+        facts = {"kind": info.get("kind"), "number": info.get("number"), "title": info.get("title") or "",
+                 "dirname": dirname}
+        key = sid or f"unmatched:{a['submitted_as']}"
+        name = re.sub(r"[^A-Za-z0-9._@+-]", "_", a["assignment"]).strip(".") or "assignment"
+        pages.append((key, f"{name}.{fmt}", render(report, facts, fmt),
+                      {"student": sid or a["submitted_as"], "assignment": a["assignment"], "override": bool(o),
+                       "on_roster": bool(sid)}))
+    return pages

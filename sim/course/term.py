@@ -20,6 +20,8 @@ The course file (``protolab course init`` writes one)::
     title = "Envelope design"
     due = "2026-09-14T23:59:00+00:00"   # ISO 8601 with its offset
     rubric = "rubrics/ex1.toml"    # optional: weigh this exercise's rules by this file (protolab kit rubric)
+    canvas_id = 12345              # optional: the Canvas assignment's id (its URL: /courses/N/assignments/12345),
+                                   # so that 'gradebook export --format canvas' fills that column, not a new one
 
 Which course file a command uses: the one ``--course-file`` names, else ``course.toml`` in the
 current folder, else none (``grade`` then writes no course gradebook; ``gradebook`` refuses).
@@ -54,7 +56,8 @@ from .safetext import clean_name, clean_text
 
 __all__ = ["COURSE_FILE", "Assignment", "Course", "LatePolicy", "Student", "Roster", "find_course_file",
            "load_course", "load_roster", "course_toml", "match", "read_metadata", "submitted_time", "lateness",
-           "exercise_row", "lab_row", "parse_time", "export_table", "assignment_rows"]
+           "exercise_row", "lab_row", "parse_time", "export_table", "assignment_rows", "canvas_ids",
+           "unmatched_grades"]
 
 #: The course file a command finds in the current folder when none is named.
 COURSE_FILE = "course.toml"
@@ -177,6 +180,7 @@ class Assignment:
     title: str
     due: datetime | None
     rubric: Path | None = None
+    canvas_id: int | None = None  # the Canvas assignment this one is (its gradebook CSV header says it)
 
 
 @dataclass
@@ -280,7 +284,7 @@ def load_course(path: Path) -> Course:
         where = f"assignment {i}"
         if not isinstance(a, dict):
             raise _course_error(path, f"{where} is not a table")
-        unknown = set(a) - {"id", "kind", "number", "title", "due", "rubric"}
+        unknown = set(a) - {"id", "kind", "number", "title", "due", "rubric", "canvas_id"}
         if unknown:
             raise _course_error(path, f"{where} has unknown key(s) {', '.join(sorted(unknown))}")
         kind, number = a.get("kind"), a.get("number")
@@ -316,7 +320,17 @@ def load_course(path: Path) -> Course:
         title = a.get("title", title)
         if not isinstance(title, str):
             raise _course_error(path, f"{where}: title must be text")
-        out.append(Assignment(id=aid, kind=kind, number=number, title=clean_name(title), due=due, rubric=rubric))
+        canvas_id = a.get("canvas_id")
+        if canvas_id is not None:
+            if isinstance(canvas_id, str) and canvas_id.strip().isdigit():
+                canvas_id = int(canvas_id.strip())
+            if isinstance(canvas_id, bool) or not isinstance(canvas_id, int) or canvas_id <= 0:
+                raise _course_error(path, f"{where}: canvas_id is the Canvas assignment's number (the end of its "
+                                          "URL, /courses/N/assignments/12345)")
+            if any(o.canvas_id == canvas_id for o in out):
+                raise _course_error(path, f"{where}: canvas_id {canvas_id} is another assignment's already")
+        out.append(Assignment(id=aid, kind=kind, number=number, title=clean_name(title), due=due, rubric=rubric,
+                              canvas_id=canvas_id))
     name = head.get("name", path.parent.name)
     if not isinstance(name, str):
         raise _course_error(path, "[course] name must be text")
@@ -344,6 +358,7 @@ def course_toml(name: str, assignments: list[tuple[str, int, str]], start: date,
                   f"title = {_q(title)}", f'due = "{due.isoformat()}"']
         if kind == "exercise":
             lines.append(f'# rubric = "rubrics/{aid}.toml"   # protolab kit rubric {number} -o rubrics/{aid}.toml')
+        lines.append("# canvas_id = 12345   # the Canvas assignment's number (its URL's end): the canvas export fills it")
     return "\n".join(lines) + "\n"
 
 
@@ -480,9 +495,13 @@ def exercise_row(course: Course, assignment: Assignment, sub, report, *, given: 
                              if not r.passed else {})}
                  for r in report.results}
     failed = next((f"{r.name}: {r.message.splitlines()[0]}" for r in report.results if not r.passed and r.message), "")
-    return _row(assignment, course.late, submitted_as=sub.name, source=sub.source, students=students,
-                raw=report.score, maximum=report.max_score, breakdown=breakdown, sandbox=report.sandbox,
-                reason=report.problem or failed, note=_note(report), metadata=meta, given=given)
+    from .feedback import handback
+
+    row = _row(assignment, course.late, submitted_as=sub.name, source=sub.source, students=students,
+               raw=report.score, maximum=report.max_score, breakdown=breakdown, sandbox=report.sandbox,
+               reason=report.problem or failed, note=_note(report), metadata=meta, given=given)
+    row["feedback"] = handback(report.to_dict())
+    return row
 
 
 def lab_row(course: Course, assignment: Assignment, student: str, file: Path | None, result: dict, *,
@@ -550,17 +569,37 @@ def _column(a: dict) -> str:
     return f"{a['title']} ({a['id']})"
 
 
-def export_table(book, fmt: str) -> tuple[list[str], list[list], int]:
+def _canvas_column(a: dict, canvas_id: int | None) -> str:
+    """A Canvas header: ``Title (canvas id)`` matches that Canvas assignment (Canvas reads a header that
+    ends in a space and a number in brackets as the assignment's id; any other header as the name of an
+    assignment, made new when no assignment has it). Without a canvas id, ``Title (ex1)``; an id of
+    digits only is written ``Title (assignment 2024)``, so that Canvas never reads it as another
+    assignment's id."""
+    if canvas_id is not None:
+        return f"{a['title']} ({canvas_id})"
+    return f"{a['title']} (assignment {a['id']})" if str(a["id"]).isdigit() else _column(a)
+
+
+def canvas_ids(course: "Course | None") -> dict[str, int]:
+    """The course file's Canvas assignment ids, by assignment id."""
+    return {a.id: a.canvas_id for a in (course.assignments if course else ()) if a.canvas_id is not None}
+
+
+def export_table(book, fmt: str, course: "Course | None" = None) -> tuple[list[str], list[list], int]:
     """(header, rows, unmatched left out) of the gradebook ``book`` (:class:`sim.store.gradebook.Gradebook`)
     as ``fmt`` imports it: the grade that counts per student and assignment (the newest override, else
     the latest attempt; an assignment not submitted is an empty cell).
 
     * ``canvas``: Canvas's gradebook CSV (Canvas Instructor Guide, "How do I import grades in the
       Gradebook?", https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807,
-      and the layout its "Export" writes): ``Student, ID, SIS User ID, SIS Login ID, Section``, then one
-      column per assignment headed ``Name (id)``; the second row is ``Points Possible`` with each
-      assignment's maximum. ID is the roster's lms_id (Canvas's user id), SIS User ID its id, SIS
-      Login ID its email.
+      the layout its "Export" writes, and its importer, which finds the header by ``Student`` and
+      ``ID`` first and ``Section`` last of the student columns, skips a row whose first cell holds
+      ``Points Possible``, and matches an assignment column by the number in ``Name (number)``):
+      ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per assignment headed
+      ``Name (canvas_id)`` when the course file gives the assignment's ``canvas_id`` (the existing
+      Canvas assignment's column is filled), else ``Name (id)`` (Canvas makes a new assignment of
+      that name); the second row is ``    Points Possible`` with each assignment's maximum. ID is the
+      roster's lms_id (Canvas's user id), SIS User ID its id, SIS Login ID its email.
     * ``moodle``: Moodle's grade import CSV (Moodle docs, "Grade import",
       https://docs.moodle.org/en/Grade_import: a column that identifies the user, mapped to "Email
       address" or "ID number" on import, and one column per grade item): ``ID number, Email address,
@@ -580,7 +619,9 @@ def export_table(book, fmt: str) -> tuple[list[str], list[list], int]:
     left_out = len({(u["submitted_as"], u["assignment"]) for u in unmatched})
     cols = [_column(a) for a in assignments]
     if fmt == "canvas":
-        header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *cols]
+        ids = canvas_ids(course)
+        header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                  *[_canvas_column(a, ids.get(a["id"])) for a in assignments]]
         rows = [["    Points Possible", "", "", "", "", *[_score_cell(a["max_points"]) for a in assignments]]]
         for s in students:
             rows.append([csv_cell(s["name"]), csv_cell(s["lms_id"]), csv_cell(s["id"]), csv_cell(s["email"]),
@@ -605,17 +646,30 @@ def export_table(book, fmt: str) -> tuple[list[str], list[list], int]:
                 g = grades.get((s["id"], a["id"]), {})
                 row += [_score_cell(g.get("score")), csv_cell(g.get("source") or "")]
             rows.append(row)
-        latest: dict[str, dict[str, dict]] = {}
-        for u in unmatched:
-            latest.setdefault(u["submitted_as"], {})[u["assignment"]] = u  # ordered by attempt: the last stays
+        latest = unmatched_grades(book)
         for name in sorted(latest):
             row = ["", csv_cell(f"unmatched: {name}"), "", "", ""]
             for a in assignments:
                 u = latest[name].get(a["id"])
-                row += [_score_cell(u["score"]) if u else "", f"attempt {u['attempt']}" if u else ""]
+                row += [_score_cell(u["score"]) if u else "", csv_cell(u["source"]) if u else ""]
             rows.append(row)
         return header, rows, 0
     raise InputError(f"--format {clean_name(fmt)!r}: canvas, moodle or csv", code="E_USAGE")
+
+
+def unmatched_grades(book) -> dict[str, dict[str, dict]]:
+    """Per unmatched submission name and assignment, the grade that counts: ``score``, ``source``
+    (``override`` or ``attempt N``), ``attempt``, ``max_score``, ``comment`` (the override's)."""
+    out: dict[str, dict[str, dict]] = {}
+    for u in book.unmatched():  # ordered by attempt: the last stays
+        out.setdefault(u["submitted_as"], {})[u["assignment"]] = {
+            "score": u["score"], "source": f"attempt {u['attempt']}", "attempt": u["attempt"],
+            "max_score": u["max_score"], "comment": ""}
+    for o in book.unmatched_overrides():  # oldest first: the newest stays
+        g = out.get(o["submitted_as"], {}).get(o["assignment"])
+        if g is not None:
+            g.update(score=o["score"], source="override", comment=o["comment"])
+    return out
 
 
 def assignment_rows(course: Course) -> list[dict]:

@@ -9,10 +9,14 @@ Tables:
 * ``attempts``: one row per student x assignment x attempt: the attempt number (1, 2, ... per
   student and assignment: a regrade adds one, the latest counts), when graded, when submitted and
   how that is known, raw score, max, late days, penalty percent, score, the per-rule breakdown
-  (JSON), the sandbox used, the reason of a zero, a note. A submission matched to nobody on the
-  roster has ``student`` empty and its name in ``submitted_as``: it is kept, never dropped;
+  (JSON), the sandbox used, the reason of a zero, a note, and ``feedback``: what the student's
+  feedback page needs (JSON, see :func:`sim.course.feedback.handback`; empty for a lab, and for attempts
+  recorded before schema 2). A submission matched to nobody on the roster has ``student`` empty and
+  its name in ``submitted_as``: it is kept, never dropped;
 * ``overrides``: a manual score (student, assignment, score, comment, by, at), kept beside the
-  attempts, which it never changes; the newest override of a student and assignment is the grade;
+  attempts, which it never changes; the newest override of a student and assignment is the grade.
+  An override of an unmatched submission has ``student`` empty and the submission's name in
+  ``submitted_as`` (schema 2);
 * the view ``grades``: per student and assignment, the grade that counts (the newest override, else
   the latest attempt) and where it comes from.
 
@@ -20,6 +24,10 @@ A new gradebook is built in a partial file beside its place and renamed over it 
 every change to one is one SQLite transaction. Opening checks it first: not a protolab gradebook
 or damaged (E_GRADEBOOK), written by a newer protolab (E_GRADEBOOK_NEWER), or not writable
 (E_GRADEBOOK_READONLY): one line, nothing written.
+
+Schema 1 -> 2 (the ``feedback`` column of attempts, the ``submitted_as`` column of overrides) is one
+transaction, made when a schema 1 gradebook is opened for writing; opened read-only, a schema 1
+gradebook is read as it is (no stored feedback, no override of an unmatched submission).
 """
 
 from __future__ import annotations
@@ -38,13 +46,14 @@ from .driver import _Connection
 __all__ = ["GRADEBOOK_APP", "GRADEBOOK_SCHEMA", "Gradebook", "open_gradebook", "is_gradebook"]
 
 GRADEBOOK_APP = "protolab-gradebook"
-GRADEBOOK_SCHEMA = 1
+GRADEBOOK_SCHEMA = 2
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _ATTEMPT_COLUMNS = {
     "id": int, "student": str, "submitted_as": str, "assignment": str, "attempt": int, "graded_at": str,
     "submitted_at": str, "submitted_from": str, "raw_score": float, "max_score": float, "late_days": int,
     "penalty_percent": float, "score": float, "breakdown": str, "sandbox": str, "zero_reason": str, "note": str,
+    "feedback": str,
 }
 
 _GRADES_VIEW = """
@@ -110,17 +119,28 @@ def _create(db: sqlite_utils.Database, course_name: str) -> None:
     db["attempts"].create_index(["student", "assignment", "attempt"])
     db["attempts"].create_index(["assignment"])
     db["overrides"].create({"id": int, "student": str, "assignment": str, "score": float, "comment": str,
-                            "by": str, "at": str}, pk="id", not_null={"student", "assignment", "score"})
+                            "by": str, "at": str, "submitted_as": str}, pk="id",
+                           not_null={"student", "assignment", "score"}, defaults={"submitted_as": ""})
     db.execute(_GRADES_VIEW)
+    db.execute("PRAGMA user_version = %d" % GRADEBOOK_SCHEMA)
+
+
+def _migrate(db: sqlite_utils.Database, version: int) -> None:
+    """Inside a transaction: a gradebook of schema ``version`` brought to :data:`GRADEBOOK_SCHEMA`."""
+    if version < 2:
+        db.execute("ALTER TABLE attempts ADD COLUMN feedback TEXT")
+        db.execute("ALTER TABLE overrides ADD COLUMN submitted_as TEXT NOT NULL DEFAULT ''")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(GRADEBOOK_SCHEMA)])
     db.execute("PRAGMA user_version = %d" % GRADEBOOK_SCHEMA)
 
 
 class Gradebook:
     """An open gradebook (:func:`open_gradebook`). Writes are transactions; reads are plain rows."""
 
-    def __init__(self, db: sqlite_utils.Database, path: Path):
+    def __init__(self, db: sqlite_utils.Database, path: Path, version: int = GRADEBOOK_SCHEMA):
         self.db = db
         self.path = path
+        self.version = version  # a schema 1 gradebook opened read-only stays schema 1
 
     def close(self) -> None:
         self.db.conn.close()
@@ -181,30 +201,57 @@ class Gradebook:
                            **{k: r[k] for k in ("submitted_at", "submitted_from", "raw_score", "max_score",
                                                 "late_days", "penalty_percent", "score", "sandbox", "zero_reason",
                                                 "note")},
-                           "breakdown": json.dumps(r["breakdown"], ensure_ascii=False)}
+                           "breakdown": json.dumps(r["breakdown"], ensure_ascii=False),
+                           "feedback": json.dumps(r["feedback"], ensure_ascii=False) if r.get("feedback") else ""}
                     self.db["attempts"].insert(row)
                     written.append({"student": student, "submitted_as": r["submitted_as"], "attempt": n})
         return written
 
+    def whose(self, student: str, assignment: str, *, students=None, assignments=None) -> bool:
+        """Whom an override of ``student`` on ``assignment`` is for, read only: True for a roster id (the
+        roster given, else the gradebook's), False for the name an unmatched submission of
+        ``assignment`` was recorded under. Anything else, or an unknown assignment: E_USAGE, naming what
+        is known (the nearest name)."""
+        import difflib
+
+        roster = ({s.id for s in students} if students is not None
+                  else {r[0] for r in self.db.execute("SELECT id FROM students").fetchall()})
+        known = ([a["id"] for a in assignments] if assignments is not None
+                 else [r[0] for r in self.db.execute("SELECT id FROM assignments ORDER BY position").fetchall()])
+        if assignment not in known:
+            raise InputError(f"{assignment!r} is not an assignment of the course ({', '.join(known)})",
+                             code="E_USAGE")
+        if student in roster:
+            return True
+        unmatched = sorted({r[0] for r in self.db.execute(
+            "SELECT DISTINCT submitted_as FROM attempts WHERE student = '' AND assignment = ?",
+            [assignment]).fetchall()})
+        if student not in unmatched:
+            near = difflib.get_close_matches(student, sorted(roster) + unmatched, n=1)
+            raise InputError(f"{student!r} is not on the roster nor an unmatched submission of {assignment}"
+                             + (f" (did you mean {near[0]!r}?)" if near else "")
+                             + "; protolab gradebook show lists both", code="E_USAGE")
+        return False
+
     def override(self, student: str, assignment: str, score: float, comment: str, by: str, at: str, *,
-                 students=None, assignments=None) -> int:
+                 students=None, assignments=None) -> dict:
         """A manual score, kept beside the attempts (the roster and assignments brought up to date first
-        when given). Unknown student or assignment: E_USAGE, nothing written."""
-        if students is not None:
-            with self.transaction():
-                self._sync_course(students, assignments or [])
-        if not self.db.execute("SELECT 1 FROM students WHERE id = ?", [student]).fetchone():
-            raise InputError(f"{student!r} is not on the gradebook's roster (protolab gradebook show lists it)",
-                             code="E_USAGE")
-        got = self.db.execute("SELECT max_points FROM assignments WHERE id = ?", [assignment]).fetchone()
-        if got is None:
-            known = [r[0] for r in self.db.execute("SELECT id FROM assignments ORDER BY position").fetchall()]
-            raise InputError(f"{assignment!r} is not an assignment of the gradebook ({', '.join(known)})",
-                             code="E_USAGE")
+        when given, in the same transaction). ``student`` is a roster id, else the name an unmatched
+        submission of ``assignment`` was recorded under (:meth:`whose`; then the override is the
+        submission's: ``student`` empty, the name in ``submitted_as``). Anything else: E_USAGE, nothing
+        written. Returns ``{"id", "on_roster"}``."""
+        on_roster = self.whose(student, assignment, students=students, assignments=assignments)
+        if not on_roster and self.version < 2:
+            raise _refuse(self.path, "is a schema 1 gradebook opened read-only; an unmatched submission's "
+                                     "override needs it writable")
         with self.transaction():
-            self.db["overrides"].insert({"student": student, "assignment": assignment, "score": score,
-                                         "comment": comment, "by": by, "at": at})
-            return self.db.execute("SELECT MAX(id) FROM overrides").fetchone()[0]
+            if students is not None:
+                self._sync_course(students, assignments or [])
+            self.db["overrides"].insert({"student": student if on_roster else "", "assignment": assignment,
+                                         "score": score, "comment": comment, "by": by, "at": at,
+                                         "submitted_as": "" if on_roster else student})
+            oid = self.db.execute("SELECT MAX(id) FROM overrides").fetchone()[0]
+        return {"id": oid, "on_roster": on_roster}
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -263,6 +310,43 @@ class Gradebook:
         return self._rows("SELECT submitted_as, assignment, attempt, score, max_score, graded_at FROM attempts "
                           "WHERE student = '' ORDER BY assignment, submitted_as, attempt")
 
+    def unmatched_overrides(self) -> list[dict]:
+        """The overrides of unmatched submissions (by the name they were recorded under), oldest first."""
+        if self.version < 2:
+            return []
+        return self._rows("SELECT * FROM overrides WHERE student = '' ORDER BY id")
+
+    def latest_unmatched(self, submitted_as: str, assignment: str) -> dict | None:
+        """The newest attempt of the unmatched submission ``submitted_as`` on ``assignment``, decoded."""
+        rows = self._rows("SELECT * FROM attempts WHERE student = '' AND submitted_as = ? AND assignment = ? "
+                          "ORDER BY attempt DESC LIMIT 1", [submitted_as, assignment])
+        if not rows:
+            return None
+        rows[0]["breakdown"] = json.loads(rows[0]["breakdown"] or "{}")
+        return rows[0]
+
+    def counted(self) -> list[dict]:
+        """What each student's (and each unmatched submission's) feedback speaks of, per assignment: the
+        newest attempt (``attempt``, breakdown decoded) and the newest override (``override``, or None).
+        Roster students first (by id), then unmatched submissions (``student`` empty), by name."""
+        rows = self._rows("SELECT * FROM attempts a WHERE attempt = (SELECT MAX(b.attempt) FROM attempts b WHERE "
+                          "b.student = a.student AND b.assignment = a.assignment AND (a.student != '' OR "
+                          "b.submitted_as = a.submitted_as)) ORDER BY a.student = '', a.student, a.submitted_as, "
+                          "a.assignment, a.id")
+        overrides: dict[tuple[str, str, str], dict] = {}
+        for o in self.overrides() if self.version >= 2 else self._rows("SELECT *, '' AS submitted_as FROM overrides "
+                                                                       "ORDER BY id"):
+            overrides[(o["student"], o["submitted_as"] if not o["student"] else "", o["assignment"])] = o
+        out, seen = [], set()
+        for r in rows:
+            key = (r["student"], "" if r["student"] else r["submitted_as"], r["assignment"])
+            if key in seen:  # two rows of one attempt number (never written so; read defensively)
+                continue
+            seen.add(key)
+            r["breakdown"] = json.loads(r["breakdown"] or "{}")
+            out.append({"attempt": r, "override": overrides.get(key)})
+        return out
+
 
 def _writable(path: Path) -> bool:
     """Writable by this process, and not marked read-only (no owner write bit: root writes through any
@@ -273,7 +357,7 @@ def _writable(path: Path) -> bool:
         return False
 
 
-def _check(path: Path, *, write: bool) -> None:
+def _check(path: Path, *, write: bool) -> int:
     try:
         with open(path, "rb") as fh:
             head = fh.read(16)
@@ -313,6 +397,7 @@ def _check(path: Path, *, write: bool) -> None:
     if write and (not _writable(path) or not _writable(path.parent)):
         raise _refuse(path, "is read-only (the file or its folder); make it writable or copy it",
                       code="E_GRADEBOOK_READONLY")
+    return version
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite_utils.Database:
@@ -356,11 +441,20 @@ def open_gradebook(path: str | os.PathLike, *, create: str | None = None, readon
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-    _check(path, write=not readonly)
+    version = _check(path, write=not readonly)
     try:
-        return Gradebook(_connect(path, readonly=readonly), path)
+        book = Gradebook(_connect(path, readonly=readonly), path, version)
     except (sqlite3.Error, StoreError) as e:
         raise _refuse(path, f"cannot be opened ({e})") from None
+    if version < GRADEBOOK_SCHEMA and not readonly:
+        try:
+            with book.transaction():
+                _migrate(book.db, version)
+        except BaseException:
+            book.close()
+            raise
+        book.version = GRADEBOOK_SCHEMA
+    return book
 
 
 #: What ``protolab browse GRADEBOOK.db`` shows (Datasette's metadata): table -> (description, columns, facets)
@@ -376,9 +470,12 @@ BROWSE_TABLES: dict[str, tuple[str, dict[str, str], list[str]]] = {
         "late_days": "Started days past the due date and its grace.", "penalty_percent": "The late penalty.",
         "breakdown": "Per rule: points, max, passed, why (JSON).", "sandbox": "What judged it.",
         "zero_reason": "Why the score is 0 (empty when it is not).",
+        "feedback": "What the student's feedback page says of this attempt (JSON: each test's result, what broke, "
+                    "the command, the hint; empty for a lab): protolab feedback export --gradebook writes it.",
     }, ["assignment", "late_days", "submitted_from", "sandbox"]),
     "overrides": ("Manual grades, with who and why; kept beside the attempts, which they never change. The "
-                  "newest override of a student and assignment is the grade.", {}, ["assignment", "by"]),
+                  "newest override of a student and assignment is the grade. An unmatched submission's override "
+                  "has student empty and the submission's name in submitted_as.", {}, ["assignment", "by"]),
     "students": ("The roster.", {}, ["section"]),
     "assignments": ("The course file's assignments, due dates and points possible.", {}, ["kind"]),
     "grades": ("The grade that counts per student and assignment: the newest override, else the latest attempt.",
