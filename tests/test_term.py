@@ -321,6 +321,12 @@ def test_a_canvas_id_in_the_course_file_heads_its_column_so_canvas_fills_the_exi
     code, out, err = _cli(capsys, "gradebook", "export", "--format", "moodle", "-o", tmp_path / "m.csv",
                           "--course-file", course.path)
     assert code == 0 and "no canvas_id" not in out and _csv(tmp_path / "m.csv")[0][3] == "Envelope design (ex1)"
+    # with no canvas_id at all, the line still names each assignment it means
+    course.path.write_text(text, encoding="utf-8")
+    code, out, err = _cli(capsys, "gradebook", "export", "--format", "canvas", "-o", tmp_path / "c2.csv",
+                          "--course-file", course.path)
+    said = [line for line in out.splitlines() if line.startswith("no canvas_id")]
+    assert code == 0 and len(said) == 1 and said[0].split(" for: ")[1].startswith("ex1, lab1, lab2 ("), said
 
 
 def test_an_assignment_id_of_digits_is_never_read_by_canvas_as_another_assignments_id():
@@ -366,6 +372,14 @@ def test_an_unmatched_submission_is_overridden_by_its_name_and_a_typo_is_refused
     code, out, err = _cli(capsys, "gradebook", "export", "--format", "csv", "-o", tmp_path / "all.csv", "--course-file", cf)
     last = _csv(tmp_path / "all.csv")[-1]
     assert last[:2] == ["", "unmatched: mallory"] and last[5:7] == ["6", "override"]
+    # and shown on its own, by the same name: the grade that counts, the attempt, the override
+    code, out, err = _cli(capsys, "gradebook", "show", "mallory", "--course-file", cf)
+    assert code == 0 and "not on the roster" in out and "ex1: 6/10 from override" in out, (out, err)
+    assert "ex1 attempt 1: 2/10" in out and "enrolled late" in out
+    one = json.loads(_cli(capsys, "gradebook", "show", "mallory", "--course-file", cf, "--json")[1])
+    assert one["unmatched"] == "mallory" and one["grades"]["ex1"]["score"] == 6.0 and len(one["attempts"]) == 1
+    code, out, err = _cli(capsys, "gradebook", "show", "malory", "--course-file", cf)
+    assert code == 2 and err.startswith("error: E_USAGE: ") and len(err.strip().splitlines()) == 1
 
 
 def test_an_override_of_someone_not_on_the_roster_before_any_grading_makes_no_gradebook(tmp_path, capsys):

@@ -162,7 +162,8 @@ def _book(course_file: Optional[Path], *, readonly: bool, create: bool = False):
 
 @gradebook_app.command("show")
 def gradebook_show(
-    student: Optional[str] = typer.Argument(None, help="One student (their roster id): every attempt and override."),
+    student: Optional[str] = typer.Argument(None, help="One student (their roster id, or an unmatched submission's "
+                                                       "name): every attempt and override."),
     course_file: Optional[Path] = COURSE_FILE_OPT,
     as_json: bool = JSON_OPT,
 ):
@@ -205,7 +206,30 @@ def gradebook_show(
                             typer.echo(f"  {name}  {aid} override: {g['score']:g}* ({g['comment']})")
             return
         if not any(s["id"] == student for s in book.students()):
-            raise InputError(f"{student!r} is not on the roster of {book.path}", code="E_USAGE")
+            from ..course.term import unmatched_grades
+
+            counted = unmatched_grades(book)
+            if student not in counted:
+                raise InputError(f"{student!r} is not on the roster of {book.path}, nor an unmatched submission's "
+                                 "name (protolab gradebook show lists both)", code="E_USAGE")
+            attempts = [u for u in book.unmatched() if u["submitted_as"] == student]
+            overrides = [o for o in book.unmatched_overrides() if o["submitted_as"] == student]
+            if as_json:
+                _print_json({"unmatched": student, "grades": counted[student], "attempts": attempts,
+                             "overrides": overrides})
+                return
+            typer.echo(f"{student}: an unmatched submission (not on the roster); the grade that counts:")
+            for aid, g in counted[student].items():
+                typer.echo(f"  {aid}: {g['score']:g}/{g['max_score']:g} from {g['source']}"
+                           + (f" ({g['comment']})" if g["comment"] else ""))
+            typer.echo(f"{student}: attempts, oldest first")
+            for a in attempts:
+                typer.echo(f"  {a['assignment']} attempt {a['attempt']}: {a['score']:g}/{a['max_score']:g}; "
+                           f"graded {a['graded_at']}")
+            if overrides:
+                output_rows(f"{student}: overrides", ["assignment", "score", "by", "at", "comment"],
+                            [[o["assignment"], f"{o['score']:g}", o["by"], o["at"], o["comment"]] for o in overrides])
+            return
         attempts, overrides = book.attempts(student), book.overrides(student)
         if as_json:
             _print_json({"grades": book.grades(student), "attempts": attempts, "overrides": overrides})
@@ -319,8 +343,7 @@ def gradebook_export(
         w.writerows(rows)
     typer.echo(f"wrote {out} ({fmt}: {len(rows)} row(s))")
     if fmt == "canvas" and no_lms:
-        which = "any assignment" if not canvas_ids(course) else ""
-        typer.echo(f"no canvas_id in {course.path} for: {which or ', '.join(no_lms)} (Canvas makes a new assignment "
+        typer.echo(f"no canvas_id in {course.path} for: {', '.join(no_lms)} (Canvas makes a new assignment "
                    "for each; add canvas_id = N, the Canvas assignment's number, to its [[assignment]] to fill the "
                    "existing one)")
     if left_out:
