@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .benchmem import command_figures
+
 __all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake", "bench_instructions", "bench_startup", "bench_sim", "sim_one", "bench_trace", "trace_one", "bench_web", "web_one"]
 
 
@@ -452,16 +454,11 @@ def trace_one(n: int, repeat: int = 1) -> dict:
         best: dict[str, tuple[float, float]] = {}
         for _ in range(max(1, repeat)):
             for name, argv in runs.items():
-                t = time.perf_counter()
-                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                err = proc.stderr.read()
-                _, status, usage = os.wait4(proc.pid, 0)
-                took = time.perf_counter() - t
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                if proc.returncode not in ((0, 1) if name == "command" else (0,)):
-                    raise RuntimeError(f"{name} failed: {err.decode(errors='replace').strip()[-300:]}")
-                if name not in best or took < best[name][0]:
-                    best[name] = (took, usage.ru_maxrss / 1024)
+                f = command_figures(argv)
+                if f["exit"] not in ((0, 1) if name == "command" else (0,)):
+                    raise RuntimeError(f"{name} failed: {f['stderr']}")
+                if name not in best or f["wall_s"] < best[name][0]:
+                    best[name] = (f["wall_s"], f["peak_mb"])
         t0 = time.perf_counter()
         with open(path, encoding="utf-8") as fh:
             trace = json.load(fh)
@@ -504,12 +501,6 @@ def trace_one(n: int, repeat: int = 1) -> dict:
     }
 
 
-#: runs argv[1:] and says on its last stderr line its peak resident KB, exit status and CPU seconds
-_LAUNCHER = ("import os, sys\npid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)\n"
-             "_, st, ru = os.wait4(pid, 0)\n"
-             "print('PEAK', ru.ru_maxrss, os.waitstatus_to_exitcode(st), ru.ru_utime, ru.ru_stime, file=sys.stderr)")
-
-
 def trace_memory(sizes=(10_000, 100_000, 1_000_000)) -> dict:
     """Peak resident memory (``wait4``) of ``trace validate --json`` and ``trace diagram`` on a generated
     valid trace of each size, beside two floors doing the same reading the plainest way: ``json.load``
@@ -533,18 +524,12 @@ def trace_memory(sizes=(10_000, 100_000, 1_000_000)) -> dict:
             }
             row: dict = {"messages": n, "file_mb": round(path.stat().st_size / 2**20, 1)}
             for name, argv in runs.items():
-                t = time.perf_counter()
-                # through a small launcher: a child forked from this process would count this process's
-                # pages in its peak (the kernel keeps the larger of the forked copy's and the program's)
-                proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, *argv], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, check=False)
-                last = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-                parts = last[0].split()
-                if len(parts) != 5 or parts[0] != "PEAK" or int(parts[2]) not in (0, 1):
-                    raise RuntimeError(f"{name} failed: {proc.stderr.decode(errors='replace').strip()[-300:]}")
-                row[f"{name}_mb"] = round(int(parts[1]) / 1024, 1)
-                row[f"{name}_seconds"] = round(time.perf_counter() - t, 1)
-                row[f"{name}_cpu_seconds"] = round(float(parts[3]) + float(parts[4]), 1)
+                f = command_figures(argv)  # (through a small launcher: see command_figures)
+                if f["exit"] not in (0, 1):
+                    raise RuntimeError(f"{name} failed: {f['stderr']}")
+                row[f"{name}_mb"] = f["peak_mb"]
+                row[f"{name}_seconds"] = round(f["wall_s"], 1)
+                row[f"{name}_cpu_seconds"] = round(f["cpu_s"], 1)
             for name in ("validate", "diagram"):
                 row[f"{name}_vs_json_load"] = round(row[f"{name}_mb"] / row["floor_json_load_mb"], 3)
                 row[f"{name}_vs_read"] = round(row[f"{name}_mb"] / row["floor_read_mb"], 2)

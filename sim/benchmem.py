@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["COMMANDS", "bench_memory", "command_figures"]
+__all__ = ["COMMANDS", "LAUNCHER", "bench_memory", "command_figures"]
 
 #: The commands measured over each run, in order: (name, arguments after 'protolab', where stdout goes).
 #: ``{db}``, ``{out}`` are filled in; 'trace validate' reads what 'trace export' wrote.
@@ -37,19 +37,35 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def command_figures(argv: list[str], *, stdout=subprocess.DEVNULL) -> dict:
+#: runs argv[1:] and says on its last stderr line its peak resident KB, exit status and CPU seconds
+LAUNCHER = ("import os, sys\npid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)\n"
+            "_, st, ru = os.wait4(pid, 0)\n"
+            "print('PEAK', ru.ru_maxrss, os.waitstatus_to_exitcode(st), ru.ru_utime, ru.ru_stime, file=sys.stderr)")
+
+
+def command_figures(argv: list[str], *, stdout=subprocess.DEVNULL, env: dict | None = None) -> dict:
     """Run ``argv`` to its end: its exit status, peak RSS (MB), CPU seconds (user + system) and wall seconds,
-    the kernel's account of that one process (``wait4``)."""
+    the kernel's account of that one process (``wait4``).
+
+    It is started by a small launcher (``python -S``, a few MB), never straight from this process: a child
+    this process starts (vfork, then exec) carries this process's peak into its own (the kernel keeps the
+    larger of the old memory's high-water mark and the program's), so a bench run inside pytest once
+    measured every command at pytest's 170 MB. ``wall_s`` includes the launcher's start (~20 ms)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, *argv], stdout=stdout, stderr=subprocess.PIPE,
+                            env=env)
     err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc.wait()
     wall = time.perf_counter() - t
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
-    return {"exit": code, "peak_mb": round(usage.ru_maxrss / 1024, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "wall_s": round(wall, 2),
-            "stderr": err.decode(errors="replace").strip()[-300:]}
+    text = err.decode(errors="replace").rstrip()
+    head, _, last = text.rpartition("\n")
+    parts = last.split()
+    if len(parts) != 5 or parts[0] != "PEAK":
+        raise RuntimeError(f"the launcher of {argv[:3]} said nothing of its child: {text[-300:]}")
+    proc.returncode = int(parts[2])
+    return {"exit": int(parts[2]), "peak_mb": round(int(parts[1]) / 1024, 1),
+            "cpu_s": round(float(parts[3]) + float(parts[4]), 2), "wall_s": round(wall, 2),
+            "stderr": head.strip()[-300:]}
 
 
 def _protolab(*args: str) -> list[str]:

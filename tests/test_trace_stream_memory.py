@@ -9,15 +9,13 @@ import sys
 
 import pytest
 
-from sim.bench import _LAUNCHER
+from sim.benchmem import command_figures
 
 
 def _peak_kb(argv: list[str], env: dict) -> int:
-    proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, *argv], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, env=env, check=False)
-    tag, kb, status, *_ = proc.stderr.decode().strip().splitlines()[-1].split()
-    assert tag == "PEAK" and int(status) in (0, 1), proc.stderr.decode()[-500:]
-    return int(kb)
+    f = command_figures(argv, env=env)
+    assert f["exit"] in (0, 1), f["stderr"]
+    return int(f["peak_mb"] * 1024)
 
 
 @pytest.mark.slow
