@@ -202,24 +202,20 @@ def _grade(course: Path, klass: Path, *, fallback: bool, json_out: bool = True) 
                           start_new_session=True)
 
 
-def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: bool) -> None:
-    if not fallback and sandbox.box().kind != "bubblewrap":
-        pytest.skip(f"no bubblewrap here ({sandbox.describe()}); the fallback case covers this machine")
-    if fallback and not fallback_runs_here():
-        pytest.skip(NO_FALLBACK_HERE)
-    course, klass, run_db = _class(tmp, kinds, extra)
-    for m in MARKERS:
-        Path(m).unlink(missing_ok=True)
-    before = _tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()
-    done = _grade(course, klass, fallback=fallback)
+def untouched(course: Path, klass: Path, run_db: Path) -> tuple:
+    """What a batch must leave as it was: the course, the class and the run database hostile code goes for."""
+    return _tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()
+
+
+def judged_whole(done: subprocess.CompletedProcess, klass: Path, extra: dict) -> set[str]:
+    """A graded batch (``grade --json``) completed: a row for everyone, the model answer full marks, each
+    hostile one 0 on every test with its reason; the sandboxes its rows name."""
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     rows = {r["student"]: r for r in json.loads(done.stdout)}
-    # the batch completed: a row for everyone, the model answer full marks in the same batch
     assert sorted(rows) == sorted(p.name for p in klass.iterdir())
     sol = rows["solution"]
     assert sol["score"] == sol["max_score"] > 0, [t["message"] for t in sol["tests"] if not t["passed"]]
-    # each hostile one: 0, every test, with its reason
     words = {**{f"hostile-{k}": w for k, w in CORPUS_WORDS.items()}, **{f"extra-{k}": w for k, (_t, _i, w) in extra.items()}}
     wrong = []
     for name, row in rows.items():
@@ -229,18 +225,30 @@ def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: b
         if row["score"] != 0 or any(t["points"] for t in row["tests"]):
             wrong.append((name, row["score"], [m[:120] for m, t in zip(messages, row["tests"]) if t["points"]][:2]))
             continue
-        for m in messages:
-            if not m.strip() or "Traceback" in m or "grader error" in m or not all(
+        for m, t in zip(messages, row["tests"]):
+            if not m.strip() or "Traceback" in m or "grader error" in m or t.get("grader_error") or not all(
                     any(x in m for x in ((w,) if isinstance(w, str) else w)) for w in words[name]):
                 wrong.append((name, m[:300]))
                 break
     assert not wrong, wrong
+    return {r["sandbox"] for r in rows.values()}
+
+
+def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: bool) -> None:
+    if not fallback and sandbox.box().kind != "bubblewrap":
+        pytest.skip(f"no bubblewrap here ({sandbox.describe()}); the fallback case covers this machine")
+    if fallback and not fallback_runs_here():
+        pytest.skip(NO_FALLBACK_HERE)
+    course, klass, run_db = _class(tmp, kinds, extra)
+    for m in MARKERS:
+        Path(m).unlink(missing_ok=True)
+    before = untouched(course, klass, run_db)
+    said = judged_whole(_grade(course, klass, fallback=fallback), klass, extra)
     # which sandbox judged it, on every report
-    said = {r["sandbox"] for r in rows.values()}
     assert len(said) == 1, said
     assert said.pop().startswith("fallback: PROTOLAB_SANDBOX=fallback" if fallback else "bubblewrap")
     # nothing outside the submissions' folders changed; no process of the batch is left
-    assert (_tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()) == before
+    assert untouched(course, klass, run_db) == before
     assert [m for m in MARKERS if os.path.exists(m)] == []
     assert _survivors(str(course), str(klass)) == []
 

@@ -30,7 +30,6 @@ a second.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pwd
@@ -45,6 +44,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_sandbox_hostile import _tree  # (every file under a folder -> a hash of what it is)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX1 = "01-envelope-design"
@@ -54,22 +54,6 @@ VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 DEPS = "import typer, rich, sqlite_utils, msgspec, tomli_w, rfc8785, faker"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's walls are Linux's")
-
-
-def _tree(root: Path) -> dict:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [n for n in dirnames if n != "__pycache__"]
-        for n in dirnames + filenames:
-            p = Path(dirpath) / n
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = "link " + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
 
 
 def _chown(root: Path, uid: int, gid: int) -> None:
@@ -423,12 +407,13 @@ def _grade_batch(world: World, tag: str, *, no_userns: bool) -> None:
 
     batch = world.top / tag
     batch.mkdir()
-    course, klass, run_db = hostile._class(batch, hostile.QUICK, {k: hostile.EXTRA[k] for k in (
-        "writes-into-checkout", "reads-hidden-tests-and-hides-it", "request-file", "sqlite-by-uri")})
+    extra = {k: hostile.EXTRA[k] for k in (
+        "writes-into-checkout", "reads-hidden-tests-and-hides-it", "request-file", "sqlite-by-uri")}
+    course, klass, run_db = hostile._class(batch, hostile.QUICK, extra)
     world.own(batch)
     for m in hostile.MARKERS:
         Path(m).unlink(missing_ok=True)
-    before = _tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()
+    before = hostile.untouched(course, klass, run_db)
     argv = [world.python, "-m", "sim", "grade", "1", str(klass), "-j", "2", "--json"]
     wrap = ()
     if no_userns:
@@ -438,30 +423,13 @@ def _grade_batch(world: World, tag: str, *, no_userns: bool) -> None:
         assert refused.stderr.startswith("error: E_NO_SANDBOX: no operating-system sandbox here (bubblewrap cannot make "
                                          "its sandbox here") and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         argv += ["--sandbox", "none"]
-    done = world.run(argv, cwd=course, wrap=wrap, timeout=1800, start_new_session=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr
-    rows = {r["student"]: r for r in json.loads(done.stdout)}
-    assert sorted(rows) == sorted(p.name for p in klass.iterdir())
-    sol = rows.pop("solution")
-    assert sol["score"] == sol["max_score"] > 0, [t["message"] for t in sol["tests"] if not t["passed"]]
-    words = {**{f"hostile-{k}": w for k, w in hostile.CORPUS_WORDS.items()},
-             **{f"extra-{k}": w for k, (_t, _i, w) in hostile.EXTRA.items()}}
-    wrong = []
-    for name, row in rows.items():
-        for t in row["tests"]:
-            m = t["message"]
-            if t["points"] or t.get("grader_error") or "grader error" in m or "Traceback" in m or not all(
-                    any(x in m for x in ((w,) if isinstance(w, str) else w)) for w in words[name]):
-                wrong.append((name, t["points"], m[:300]))
-                break
-    assert not wrong, wrong
-    said = {r["sandbox"] for r in [sol, *rows.values()]}
+    said = hostile.judged_whole(world.run(argv, cwd=course, wrap=wrap, timeout=1800, start_new_session=True), klass,
+                                extra)
     if no_userns:
         assert len(said) == 1 and said.pop().startswith("fallback: bubblewrap cannot make its sandbox here"), said
     else:
         assert said == {"bubblewrap"}, said
-    assert (_tree(course), _tree(klass), hashlib.sha256(run_db.read_bytes()).hexdigest()) == before
+    assert hostile.untouched(course, klass, run_db) == before
     assert [m for m in hostile.MARKERS if os.path.exists(m)] == []
     assert hostile._survivors(str(course), str(klass)) == []
 
