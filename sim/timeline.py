@@ -33,7 +33,8 @@ from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
-__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "DECISIONS", "LANE_ORDER",
+__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery",
+           "DECISIONS", "LANE_ORDER",
            "WHOLE_UP_TO", "WINDOW_ROWS"]
 
 #: the intake's decisions, in the legend's order
@@ -144,16 +145,15 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             moved = d["state_after"]
             last_version[d["task_id"]] = d["state_version_after"]
         rows.append(_row(d, m, moved))
-    faults: list[dict] = []
+    injected: list = []  # (fault event, the row its event sits on, the first delivery after it or None)
     row_of_event: dict[int, int] = {}
     loose: list = []  # events that name no delivery, placed with the next delivery's (a fault, a stored artifact)
 
-    def place(e, i: int) -> None:
+    def place(e, i: int, after: int | None) -> None:
         row_of_event[e["seq"]] = i
         rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
         if e["type"] == "fault_injected":
-            faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
-                           "summary": summarize(e["type"], e["data"])})
+            injected.append((e, i, after))
 
     for e in store.iter_events():
         i = row_of_delivery.get(e["delivery_id"]) if e["delivery_id"] is not None else None
@@ -161,12 +161,20 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             loose.append(e)
             continue
         for held in loose:
-            place(held, i)
+            place(held, i, rows[i]["d"])
         loose.clear()
-        place(e, i)
+        place(e, i, rows[i]["d"])
     if rows:
-        for held in loose:
-            place(held, len(rows) - 1)
+        for held in loose:  # after the last delivery: no delivery for a fault to hit
+            place(held, len(rows) - 1, None)
+    deliveries_of: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        deliveries_of.setdefault(r["mid"], []).append((r["d"], r["t"]))
+    faults = []
+    for e, i, after in injected:  # each fault on the row of the delivery it hit (else where its event sits)
+        hit = fault_delivery(e, deliveries_of, after)
+        faults.append(_fault(e, i if hit is None else row_of_delivery[hit], hit))
+    faults.sort(key=lambda f: (f["row"], f["seq"]))
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions=decisions, checked=check)
     if check:
@@ -182,6 +190,56 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             picture.breaks.append({"name": r.name, "description": r.description, "witnesses": placed,
                                    "more": max(0, len(r.witnesses) - WITNESS_CAP)})
     return picture
+
+
+def _fault(e, row: int, hit: int | None) -> dict:
+    return {"row": row, "seq": e["seq"], "fault": e["data"].get("fault"), "message_id": e["message_id"],
+            "delivery": hit, "summary": summarize(e["type"], e["data"])}
+
+
+def _fault_messages(e) -> list[str]:
+    """The message a fault event was injected on, then every other string its detail holds (the messages it
+    made among them: a late failure, a twin, a copy, a resend, an ack, a request; any other string names no
+    delivery and is passed over)."""
+    own = e["message_id"]
+    found: list[str] = [own] if own else []
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            if v != own and v not in found:
+                found.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if k not in ("fault", "selector"):
+                    walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(e["data"])
+    return found
+
+
+def fault_delivery(e, deliveries_of: dict, after: int | None) -> int | None:
+    """The delivery a ``fault_injected`` event ``e`` hit, told from the run: of the deliveries from ``after``
+    on (the first delivery after the event in the log; None: none came after it), the first of a message the
+    fault made (its detail names it and the run delivered it); else one of the message it was injected on
+    (of several, a copy's: the one at a tick its detail names, such as a duplicate's ``again_at``); else None
+    (a dropped message, a crash after the last delivery: nothing to point at). ``deliveries_of``: message id
+    -> [(delivery_id, tick)] in delivery order."""
+    if after is None:
+        return None
+    names = _fault_messages(e)
+    own = e["message_id"]
+    made = [ds[0][0] for m in names if m != own
+            for ds in [[x for x in deliveries_of.get(m, ()) if x[0] >= after]] if ds]
+    if made:
+        return min(made)
+    mine = [x for x in deliveries_of.get(own, ()) if x[0] >= after] if own else []
+    if not mine:
+        return None
+    ticks = {v for v in (e["data"] or {}).values() if isinstance(v, int) and not isinstance(v, bool)}
+    return next((d for d, t in mine if t in ticks), mine[0][0]) if len(mine) > 1 else mine[0][0]
 
 
 def _named(w) -> dict[str, list]:
@@ -260,11 +318,12 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
         upto = None if rows[-1]["d"] >= store.last_delivery() else store.last_event_of_deliveries_upto(rows[-1]["d"])
         loose: list = []
 
+        placed_here: dict[int, int] = {}  # a fault event in this window's stretch of the log -> its row
+
         def place(e, i: int) -> None:
             rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
             if e["type"] == "fault_injected":
-                faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
-                               "summary": summarize(e["type"], e["data"])})
+                placed_here[e["seq"]] = i
 
         for e in store.iter_events_between(after, upto):
             if e["delivery_id"] is not None and e["delivery_id"] not in row_of_delivery and \
@@ -285,6 +344,22 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
             place(e, i)
         for held in loose:
             place(held, len(rows) - 1)
+        # a fault hits a delivery at or after its event: those of the log up to this window's end, whichever
+        # window their event is in, each on the row of the delivery it hit (else where its event sits)
+        injected = []
+        for e in store.iter_events(etype="fault_injected"):
+            if upto is not None and e["seq"] > upto:
+                break
+            injected.append(e)
+        deliveries_of = store.deliveries_of_messages(m for e in injected for m in _fault_messages(e))
+        next_delivery = store.deliveries_of_events(e["seq"] for e in injected)
+        for e in injected:
+            hit = fault_delivery(e, deliveries_of, next_delivery.get(e["seq"]))
+            if hit is not None and hit in row_of_delivery:
+                faults.append(_fault(e, row_of_delivery[hit], hit))
+            elif hit is None and e["seq"] in placed_here:
+                faults.append(_fault(e, placed_here[e["seq"]], None))
+        faults.sort(key=lambda f: (f["row"], f["seq"]))
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions={d: 0 for d in DECISIONS} | store.deliveries_by_decision(),
                          total=store.last_delivery(), checked=results is not None)
