@@ -33,7 +33,7 @@ from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
-__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery",
+__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery", "opening",
            "DECISIONS", "LANE_ORDER",
            "WHOLE_UP_TO", "WINDOW_ROWS"]
 
@@ -58,8 +58,10 @@ WINDOW_ROWS = 2_000
 ROW = 18          # px per delivery
 LANE_W = 150      # px between lanes
 GUTTER = 70       # the left column: delivery number, faults, broken invariants
-STATE_W = 200     # the right column: the state a delivery left its task in
+STATE_W = 140     # the right column: the state a delivery left its task in
 TOP = 8
+# (these are the drawing's own units: a page narrower than the runs side by side shrinks each drawing to its
+# column, so a projector's 1280 px shows two runs without scrolling sideways; the page's script scales by them)
 
 
 @dataclass
@@ -477,7 +479,7 @@ def _svg(p: RunPicture, k: int, colours: dict) -> str:
     width = GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
     height = TOP + ROW * max(1, len(p.rows)) + 8
     out = [f'<svg class="run" id="run{k}" data-run="{k}" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:{width}px">']
     out.append(f'<rect class="hl" x="0" y="-{ROW}" width="{width}" height="{ROW}"/>')
     for a, x in lanes.items():
         out.append(f'<line class="lane" x1="{x}" y1="0" x2="{x}" y2="{height}"/>')
@@ -555,11 +557,16 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
         bits.append("</ul></details>")
     elif p.checked and p.breaks == [] and p.rows:  # (unchecked, --no-check: nothing said either way)
         bits.append('<p class="meta ok">every invariant holds</p>')
-    lanes = "".join(f'<span class="lane-name" style="left:{GUTTER + j * LANE_W}px;width:{LANE_W}px">{_e(a)}</span>'
+    width = GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
+
+    def pc(x: int) -> str:  # the lane names sit over the drawing, which may be shrunk: in shares of its width
+        return f"{100 * x / width:.3f}%"
+
+    lanes = "".join(f'<span class="lane-name" style="left:{pc(GUTTER + j * LANE_W)};width:{pc(LANE_W)}">{_e(a)}</span>'
                     for j, a in enumerate(p.lanes))
-    bits.append(f'<div class="lanes" style="width:{GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W}px">'
-                f'<span class="lane-name" style="left:0;width:{GUTTER}px">#</span>{lanes}'
-                f'<span class="lane-name" style="right:0;width:{STATE_W}px">task state</span></div>')
+    bits.append(f'<div class="lanes" style="max-width:{width}px">'
+                f'<span class="lane-name" style="left:0;width:{pc(GUTTER)}">#</span>{lanes}'
+                f'<span class="lane-name" style="right:0;width:{pc(STATE_W)}">task state</span></div>')
     return "".join(bits)
 
 
@@ -580,20 +587,22 @@ def _data(p: RunPicture) -> str:
 
 
 _CSS = """
-body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff}
+body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff;overflow-wrap:anywhere}
 header.top{padding:8px 12px;border-bottom:1px solid #d0d7de}
 header.top h1{font-size:16px;margin:0 0 4px}
 .legend span{margin-right:12px;white-space:nowrap}
 .legend i{display:inline-block;width:18px;height:3px;vertical-align:middle;margin-right:4px}
-.runs{display:grid;gap:0 24px;padding:0 12px;align-items:end}
+.runs{display:grid;gap:0 24px;padding:0 12px;align-items:end;min-width:0}
+.runs>div{min-width:0}
 .runs>.head{align-self:end;padding-top:8px}
 .runs>.head h2{font-size:14px;margin:0}
 .meta{margin:2px 0;color:#57606a}.ok{color:#1a7f37}
 .breaks{margin:4px 0;max-width:700px}.breaks code{font-size:11px;word-break:break-all}
-.lanes{position:sticky;top:0;height:20px;background:#f6f8fa;border-bottom:1px solid #d0d7de;z-index:1}
-.lane-name{position:absolute;top:2px;text-align:center;font-weight:600}
+.lanes{position:sticky;top:0;height:20px;width:100%;background:#f6f8fa;border-bottom:1px solid #d0d7de;z-index:1}
+.lane-name{position:absolute;top:2px;text-align:center;font-weight:600;overflow:hidden;white-space:nowrap;
+text-overflow:ellipsis}
 .runs>.body{align-self:start}
-svg.run{display:block;cursor:pointer}
+svg.run{display:block;cursor:pointer;width:100%;height:auto}
 svg .lane{stroke:#d0d7de;stroke-width:1}
 svg .arrow{fill:none;stroke-width:1.6}
 svg .arrow:hover{stroke-width:3}
@@ -602,11 +611,16 @@ svg text.n,svg text.l{fill:#57606a}
 svg text.l{text-anchor:middle}
 svg text.s{font-weight:600}
 svg text.bang{fill:#fff;font-weight:700;text-anchor:middle}
-svg .hl{fill:#fff8c5}
+svg .hl{fill:#ffe58f;stroke:#bf8700;stroke-width:1}
 #detail{position:fixed;right:0;top:0;bottom:0;width:420px;overflow:auto;background:#fff;border-left:1px solid #d0d7de;
-padding:8px 12px;box-shadow:-2px 0 6px rgba(0,0,0,.08);display:none;z-index:2}
+padding:8px 12px;box-shadow:-2px 0 6px rgba(0,0,0,.08);display:none;z-index:2;box-sizing:border-box}
 #detail.open{display:block}#detail pre{font-size:11px;white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px}
 #detail button{float:right}
+body.detail-open{padding-right:420px}
+@media (max-width:1599px){
+ #detail{top:auto;left:0;width:auto;height:38vh;border-left:0;border-top:1px solid #d0d7de;box-shadow:0 -2px 6px rgba(0,0,0,.08)}
+ body.detail-open{padding-right:0;padding-bottom:38vh}
+}
 """
 
 _JS = """
@@ -615,10 +629,12 @@ var ROW=%d,TOP=%d,data=[];
 document.querySelectorAll('script.run-data').forEach(function(s){data[+s.dataset.run]=JSON.parse(s.textContent);});
 var panel=document.getElementById('detail');
 function esc(s){return String(s).replace(/[&<>"]/g,function(c){return{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
+function scale(svg){return svg.getBoundingClientRect().height/svg.viewBox.baseVal.height;}
+function close(){panel.classList.remove('open');document.body.classList.remove('detail-open');}
 function show(k,i){
  var d=data[k],r=d.rows[i];if(!r)return;
  var svg=document.getElementById('run'+k),hl=svg.querySelector('.hl');hl.setAttribute('y',TOP+i*ROW);
- var h='<button onclick="this.parentNode.classList.remove(\\'open\\')">close</button>';
+ var h='<button>close</button>';
  h+='<h3>delivery '+r.d+' (tick '+r.t+'): '+esc(r.dec)+(r.code?' '+esc(r.code):'')+'</h3>';
  h+='<p>'+esc(r.reason)+'</p><p>task '+esc(r.env.task_id)+' after it: '+esc(r.state||'-')+(r.sv!=null?' v'+r.sv:'')+'</p>';
  (d.faults[i]||[]).forEach(function(f){h+='<p><b>fault</b> '+esc(f)+'</p>';});
@@ -626,18 +642,42 @@ function show(k,i){
  h+='<h4>envelope (what was said)</h4><pre>'+esc(JSON.stringify(r.env,null,2))+'</pre>';
  h+='<h4>events (what happened)</h4><ul>';
  r.ev.forEach(function(e){h+='<li>'+e[0]+' <b>'+esc(e[1])+'</b> '+esc(e[2])+'</li>';});
- panel.innerHTML=h+'</ul>';panel.classList.add('open');panel.dataset.run=k;panel.dataset.row=i;
+ panel.innerHTML=h+'</ul>';panel.querySelector('button').onclick=close;
+ panel.classList.add('open');document.body.classList.add('detail-open');panel.dataset.run=k;panel.dataset.row=i;
+}
+// row i of run k scrolled to a third of the page left above the detail panel (below it on a narrow screen)
+function reveal(k,i){
+ var svg=document.getElementById('run'+k),box=svg.getBoundingClientRect();
+ var y=box.top+window.scrollY+(TOP+i*ROW)*scale(svg);
+ var open=panel.classList.contains('open'),p=panel.getBoundingClientRect();
+ var room=open&&p.top>0&&p.left<=0?p.top:window.innerHeight;
+ window.scrollTo(window.scrollX,Math.max(0,y-room/3));
 }
 document.querySelectorAll('svg.run').forEach(function(svg){
  svg.addEventListener('click',function(ev){
-  var box=svg.getBoundingClientRect(),i=Math.floor((ev.clientY-box.top-TOP)/ROW);show(+svg.dataset.run,i);});
+  var box=svg.getBoundingClientRect(),i=Math.floor(((ev.clientY-box.top)/scale(svg)-TOP)/ROW);show(+svg.dataset.run,i);});
 });
 document.querySelectorAll('a[data-goto]').forEach(function(a){a.addEventListener('click',function(ev){
- ev.preventDefault();var k=+a.dataset.run,i=+a.dataset.goto;show(k,i);
- var svg=document.getElementById('run'+k);window.scrollTo(0,svg.getBoundingClientRect().top+window.scrollY+TOP+i*ROW-120);});});
-window.protolabTimeline={show:show,data:data};
+ ev.preventDefault();var k=+a.dataset.run,i=+a.dataset.goto;show(k,i);reveal(k,i);});});
+// the page opens at the first delivery where an invariant broke: that row highlighted, its detail shown
+var runs=document.querySelector('main.runs'),at=null;
+if(runs.dataset.openRun!==undefined){at=[+runs.dataset.openRun,+runs.dataset.openRow];show(at[0],at[1]);reveal(at[0],at[1]);}
+window.protolabTimeline={show:show,reveal:reveal,data:data,opened:at};
+document.documentElement.dataset.opened=at?at.join(':'):'top';
 })();
 """
+
+
+def opening(pictures: list[RunPicture]) -> tuple[int, int] | None:
+    """Where the page opens: (run, row) of the earliest delivery a broken invariant's witness names on the
+    page (of two runs at the same delivery, the first run's); None when nothing broke there (the top)."""
+    best = None
+    for k, p in enumerate(pictures):
+        for b in p.breaks:
+            for row, _w in b["witnesses"]:
+                if row is not None and (best is None or (p.rows[row]["d"], k) < best[0]):
+                    best = ((p.rows[row]["d"], k), (k, row))
+    return None if best is None else best[1]
 
 
 def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> str:
@@ -651,6 +691,8 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
     legend += f'<span style="color:{colours["break"]}">● invariant broken (its witness)</span>'
     legend += "<span>right: the state a delivery left its task in, when it moved</span>"
     n = max(1, len(pictures))
+    start = opening(pictures)
+    at = "" if start is None else f' data-open-run="{start[0]}" data-open-row="{start[1]}"'
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(title)}</title><meta name=\"generator\" content=\"protolab timeline\">",
@@ -658,7 +700,7 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
         f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>{markers}</defs></svg>',
         f'<header class="top"><h1>{_e(title)}</h1><div class="legend">{legend}</div>'
         "<p class=\"meta\">one row per delivery, time running down; click a row for its envelope and events</p></header>",
-        f'<main class="runs" style="grid-template-columns:repeat({n},max-content)">',
+        f'<main class="runs" style="grid-template-columns:repeat({n},minmax(0,1fr))"{at}>',
     ]
     w = next((p.window for p in pictures if p.window is not None), None)
     if w is not None:
