@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -33,7 +34,7 @@ from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
-__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery", "opening",
+__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery", "opening", "stack_width",
            "DECISIONS", "LANE_ORDER",
            "WHOLE_UP_TO", "WINDOW_ROWS"]
 
@@ -557,17 +558,21 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
         bits.append("</ul></details>")
     elif p.checked and p.breaks == [] and p.rows:  # (unchecked, --no-check: nothing said either way)
         bits.append('<p class="meta ok">every invariant holds</p>')
-    width = GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
+    return "".join(bits)
+
+
+def _lanes(p: RunPicture) -> str:
+    """The lanes' names over a run's drawing: at the top of its column, kept in sight while it scrolls."""
+    width = _width(p)
 
     def pc(x: int) -> str:  # the lane names sit over the drawing, which may be shrunk: in shares of its width
         return f"{100 * x / width:.3f}%"
 
     lanes = "".join(f'<span class="lane-name" style="left:{pc(GUTTER + j * LANE_W)};width:{pc(LANE_W)}">{_e(a)}</span>'
                     for j, a in enumerate(p.lanes))
-    bits.append(f'<div class="lanes" style="max-width:{width}px">'
-                f'<span class="lane-name" style="left:0;width:{pc(GUTTER)}">#</span>{lanes}'
-                f'<span class="lane-name" style="right:0;width:{pc(STATE_W)}">task state</span></div>')
-    return "".join(bits)
+    return (f'<div class="lanes" style="max-width:{width}px">'
+            f'<span class="lane-name" style="left:0;width:{pc(GUTTER)}">#</span>{lanes}'
+            f'<span class="lane-name" style="right:0;width:{pc(STATE_W)}">task state</span></div>')
 
 
 def _data(p: RunPicture) -> str:
@@ -668,6 +673,31 @@ document.documentElement.dataset.opened=at?at.join(':'):'top';
 """
 
 
+#: side by side, each drawing shrinks to its column; once that would draw it smaller than this share of its
+#: size, the runs stack instead, one above the other, each as wide as the page
+STACK_BELOW = 0.6
+
+
+def _width(p: RunPicture) -> int:
+    return GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
+
+
+def stack_width(pictures: list[RunPicture]) -> int | None:
+    """The page width (CSS px) under which the runs stack rather than shrink below :data:`STACK_BELOW` of
+    their size side by side (the page's padding and gaps counted); None for one run."""
+    if len(pictures) < 2:
+        return None
+    return math.ceil(STACK_BELOW * sum(_width(p) for p in pictures)) + 24 * len(pictures)
+
+
+def _stacking(pictures: list[RunPicture]) -> str:
+    at = stack_width(pictures)
+    if at is None:
+        return ""
+    return (f"@media (max-width:{at - 1}px){{.runs{{grid-template-columns:minmax(0,1fr)!important}}"
+            ".runs>div{order:var(--o)}.runs>.body{margin-bottom:12px}}")
+
+
 def opening(pictures: list[RunPicture]) -> tuple[int, int] | None:
     """Where the page opens: (run, row) of the earliest delivery a broken invariant's witness names on the
     page (of two runs at the same delivery, the first run's); None when nothing broke there (the top)."""
@@ -696,7 +726,7 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(title)}</title><meta name=\"generator\" content=\"protolab timeline\">",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{_stacking(pictures)}</style></head><body>",
         f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>{markers}</defs></svg>',
         f'<header class="top"><h1>{_e(title)}</h1><div class="legend">{legend}</div>'
         "<p class=\"meta\">one row per delivery, time running down; click a row for its envelope and events</p></header>",
@@ -716,8 +746,8 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
                         f'border-bottom:1px solid #d0d7de"><b>A window of the run</b>: deliveries {w.first:,} to {w.last:,} of '
                         f'{total:,}, {_e(w.why)}. A run this big is never drawn whole on one page; another window: '
                         + "; ".join(f"{_e(what)}: <code>{_e(c)}</code>" for what, c in cmds) + "</p>")
-    parts += [f'<div class="head">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
-    parts += [f'<div class="body">{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts += [f'<div class="head" style="--o:{2 * k}">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts += [f'<div class="body" style="--o:{2 * k + 1}">{_lanes(p)}{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
     parts.append("</main><aside id=\"detail\"></aside>")
     parts += [f'<script type="application/json" class="run-data" data-run="{k}">{_data(p)}</script>'
               for k, p in enumerate(pictures)]

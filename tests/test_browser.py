@@ -330,6 +330,13 @@ def _row_band(driver, k: int, row: int) -> list:
         "return [y, y+arguments[3]*f]", k, row, timeline.TOP, timeline.ROW)
 
 
+def _drawings(driver) -> list:
+    """Each run's drawing on the screen: [left, top, right, bottom, its scale (shown size / drawn size)]."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('svg.run')].map(s=>{var b=s.getBoundingClientRect();"
+        "return [b.left,b.top,b.right,b.bottom,b.width/s.viewBox.baseVal.width]})")
+
+
 def _centre_y(driver, css: str) -> float:
     return driver.execute_script("var b=document.querySelector(arguments[0]).getBoundingClientRect();"
                                  "return b.top+b.height/2", css)
@@ -370,6 +377,8 @@ def test_on_a_projector_the_regression_timeline_fits_marks_the_fault_on_its_mess
     _on_projector(browser, page)
     width, client = _fits(browser)
     assert width <= client, (width, client)
+    (l0, t0, r0, _b0, s0), (l1, t1, _r1, _b1, s1) = _drawings(browser)
+    assert r0 <= l1 and abs(t0 - t1) < 1 and min(s0, s1) >= timeline.STACK_BELOW  # side by side, row beside row
     # each fault's mark on the row of the delivery it hit: the message the fault's event says it made
     for k, db in enumerate(dbs):
         with Store.open(db, readonly=True) as store:
@@ -420,6 +429,10 @@ def test_on_a_projector_a_break_far_down_is_scrolled_to_and_a_run_that_holds_ope
     _on_projector(browser, page)
     width, client = _fits(browser)
     assert width <= client, (width, client)
+    # ten lanes a side: side by side they would shrink past reading, so they stack, each as wide as the page
+    assert timeline.stack_width(pictures) > PROJECTOR[0]
+    (_l0, _t0, _r0, b0, s0), (_l1, t1, _r1, _b1, s1) = _drawings(browser)
+    assert t1 >= b0 and min(s0, s1) >= timeline.STACK_BELOW
     with Store.open(dbs[0], readonly=True) as store:
         at, name = timeline.first_break(store, check(store))
     row = _opened_at(browser, at, 0, name, shots, "timeline-projector-far-down")

@@ -413,3 +413,25 @@ def test_each_drawing_shrinks_to_its_column_and_the_lane_names_follow_it(tmp_pat
     names = [dict(x.split(":") for x in a["style"].split(";")) for a in page.with_class("lane-name")]
     assert names and all(n["width"].endswith("%") for n in names)
     assert all(v == "0" or v.endswith("%") for n in names for k, v in n.items() if k in ("left", "right"))
+
+
+def test_runs_too_wide_to_read_side_by_side_stack_below_the_width_the_page_names(tmp_path):
+    pics = []
+    for name, scenario in (("a.db", "publish-report"), ("b.db", "gathers")):
+        db = tmp_path / name
+        run_scenario(load_scenario(scenario), policy="naive", faults=["late-failure"], db=db).close()
+        with Store.open(db, readonly=True) as store:
+            pics.append(timeline.read_run(store, name))
+    assert timeline.stack_width(pics[:1]) is None and "!important" not in timeline.render(pics[:1])  # one: shrinks
+    for pair in ([pics[0], pics[0]], [pics[1], pics[1]]):
+        widths = [int(a["width"]) for t, a in Page(timeline.render(pair)).tags
+                  if t == "svg" and "run" in (a.get("class") or "")]
+        at = timeline.stack_width(pair)
+        # at that page width, side by side, each drawing would be shown at STACK_BELOW of its size (or less)
+        assert (at - 24 * len(pair)) / sum(widths) >= timeline.STACK_BELOW > (at - 1 - 24 * len(pair) - 1) / sum(widths)
+        text = timeline.render(pair)
+        assert f"@media (max-width:{at - 1}px){{.runs{{grid-template-columns:minmax(0,1fr)!important}}" in text
+        heads = [a["style"] for a in Page(text).with_class("head")]
+        bodies = [a["style"] for a in Page(text).with_class("body")]
+        assert heads == ["--o:0", "--o:2"] and bodies == ["--o:1", "--o:3"]  # stacked: each head above its run
+    assert timeline.stack_width([pics[0]] * 2) < 1280 < timeline.stack_width([pics[1]] * 2)
