@@ -3,10 +3,13 @@
 Time runs down the page, one row per delivery; each agent is a lane (a vertical line) and each
 delivery an arrow from its sender's lane to its recipient's, coloured by the intake's decision
 (accepted, duplicate, conflict, late, rejected: the colours of :mod:`sim.palette`). Beside the
-arrows: a fault where the transport injected it, a mark where an invariant broke (its witness names
-the delivery, its message or one of its events), and on the right the state the delivery left its
-task in whenever that state moved. Hover an arrow for its one-line summary; click a row for the
-envelope, the delivery's decision and every event it caused.
+arrows: a fault on the delivery it hit (the message it made, or the copy of its own: told from the run by
+:func:`fault_delivery`), a mark where an invariant broke (its witness names the delivery, its message or
+one of its events), and on the right the state the delivery left its task in whenever that state moved.
+Hover an arrow for its one-line summary; click a row for the envelope, the delivery's decision and every
+event it caused. The page opens at the first delivery where an invariant broke (highlighted, its detail
+shown), or at the top; it fits a 1280 px projector (each drawing shrinks to its column; runs too wide to
+read side by side stack).
 
 Two runs (``--db a.db --db b.db``, the naive/safe regression) sit side by side, row ``n`` of one
 beside row ``n`` of the other. The page needs no network: inline SVG, CSS and a little JavaScript,
