@@ -3,10 +3,13 @@
 Time runs down the page, one row per delivery; each agent is a lane (a vertical line) and each
 delivery an arrow from its sender's lane to its recipient's, coloured by the intake's decision
 (accepted, duplicate, conflict, late, rejected: the colours of :mod:`sim.palette`). Beside the
-arrows: a fault where the transport injected it, a mark where an invariant broke (its witness names
-the delivery, its message or one of its events), and on the right the state the delivery left its
-task in whenever that state moved. Hover an arrow for its one-line summary; click a row for the
-envelope, the delivery's decision and every event it caused.
+arrows: a fault on the delivery it hit (the message it made, or the copy of its own: told from the run by
+:func:`fault_delivery`), a mark where an invariant broke (its witness names the delivery, its message or
+one of its events), and on the right the state the delivery left its task in whenever that state moved.
+Hover an arrow for its one-line summary; click a row for the envelope, the delivery's decision and every
+event it caused. The page opens at the first delivery where an invariant broke (highlighted, its detail
+shown), or at the top; it fits a 1280 px projector (each drawing shrinks to its column; runs too wide to
+read side by side stack).
 
 Two runs (``--db a.db --db b.db``, the naive/safe regression) sit side by side, row ``n`` of one
 beside row ``n`` of the other. The page needs no network: inline SVG, CSS and a little JavaScript,
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -33,7 +37,8 @@ from .files import written_whole
 from .events import summarize
 from .palette import DECISION_STYLE, STATE_STYLE, web_colour
 
-__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "DECISIONS", "LANE_ORDER",
+__all__ = ["RunPicture", "Window", "read_run", "read_runs", "read_window", "render", "write", "fault_delivery", "opening", "stack_width",
+           "DECISIONS", "LANE_ORDER",
            "WHOLE_UP_TO", "WINDOW_ROWS"]
 
 #: the intake's decisions, in the legend's order
@@ -57,8 +62,10 @@ WINDOW_ROWS = 2_000
 ROW = 18          # px per delivery
 LANE_W = 150      # px between lanes
 GUTTER = 70       # the left column: delivery number, faults, broken invariants
-STATE_W = 200     # the right column: the state a delivery left its task in
+STATE_W = 140     # the right column: the state a delivery left its task in
 TOP = 8
+# (these are the drawing's own units: a page narrower than the runs side by side shrinks each drawing to its
+# column, so a projector's 1280 px shows two runs without scrolling sideways; the page's script scales by them)
 
 
 @dataclass
@@ -144,16 +151,15 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             moved = d["state_after"]
             last_version[d["task_id"]] = d["state_version_after"]
         rows.append(_row(d, m, moved))
-    faults: list[dict] = []
+    injected: list = []  # (fault event, the row its event sits on, the first delivery after it or None)
     row_of_event: dict[int, int] = {}
     loose: list = []  # events that name no delivery, placed with the next delivery's (a fault, a stored artifact)
 
-    def place(e, i: int) -> None:
+    def place(e, i: int, after: int | None) -> None:
         row_of_event[e["seq"]] = i
         rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
         if e["type"] == "fault_injected":
-            faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
-                           "summary": summarize(e["type"], e["data"])})
+            injected.append((e, i, after))
 
     for e in store.iter_events():
         i = row_of_delivery.get(e["delivery_id"]) if e["delivery_id"] is not None else None
@@ -161,12 +167,20 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             loose.append(e)
             continue
         for held in loose:
-            place(held, i)
+            place(held, i, rows[i]["d"])
         loose.clear()
-        place(e, i)
+        place(e, i, rows[i]["d"])
     if rows:
-        for held in loose:
-            place(held, len(rows) - 1)
+        for held in loose:  # after the last delivery: no delivery for a fault to hit
+            place(held, len(rows) - 1, None)
+    deliveries_of: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        deliveries_of.setdefault(r["mid"], []).append((r["d"], r["t"]))
+    faults = []
+    for e, i, after in injected:  # each fault on the row of the delivery it hit (else where its event sits)
+        hit = fault_delivery(e, deliveries_of, after)
+        faults.append(_fault(e, i if hit is None else row_of_delivery[hit], hit))
+    faults.sort(key=lambda f: (f["row"], f["seq"]))
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions=decisions, checked=check)
     if check:
@@ -182,6 +196,56 @@ def read_run(store, label: str, *, check: bool = True, results=None) -> RunPictu
             picture.breaks.append({"name": r.name, "description": r.description, "witnesses": placed,
                                    "more": max(0, len(r.witnesses) - WITNESS_CAP)})
     return picture
+
+
+def _fault(e, row: int, hit: int | None) -> dict:
+    return {"row": row, "seq": e["seq"], "fault": e["data"].get("fault"), "message_id": e["message_id"],
+            "delivery": hit, "summary": summarize(e["type"], e["data"])}
+
+
+def _fault_messages(e) -> list[str]:
+    """The message a fault event was injected on, then every other string its detail holds (the messages it
+    made among them: a late failure, a twin, a copy, a resend, an ack, a request; any other string names no
+    delivery and is passed over)."""
+    own = e["message_id"]
+    found: list[str] = [own] if own else []
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            if v != own and v not in found:
+                found.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if k not in ("fault", "selector"):
+                    walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(e["data"])
+    return found
+
+
+def fault_delivery(e, deliveries_of: dict, after: int | None) -> int | None:
+    """The delivery a ``fault_injected`` event ``e`` hit, told from the run: of the deliveries from ``after``
+    on (the first delivery after the event in the log; None: none came after it), the first of a message the
+    fault made (its detail names it and the run delivered it); else one of the message it was injected on
+    (of several, a copy's: the one at a tick its detail names, such as a duplicate's ``again_at``); else None
+    (a dropped message, a crash after the last delivery: nothing to point at). ``deliveries_of``: message id
+    -> [(delivery_id, tick)] in delivery order."""
+    if after is None:
+        return None
+    names = _fault_messages(e)
+    own = e["message_id"]
+    made = [ds[0][0] for m in names if m != own
+            for ds in [[x for x in deliveries_of.get(m, ()) if x[0] >= after]] if ds]
+    if made:
+        return min(made)
+    mine = [x for x in deliveries_of.get(own, ()) if x[0] >= after] if own else []
+    if not mine:
+        return None
+    ticks = {v for v in (e["data"] or {}).values() if isinstance(v, int) and not isinstance(v, bool)}
+    return next((d for d, t in mine if t in ticks), mine[0][0]) if len(mine) > 1 else mine[0][0]
 
 
 def _named(w) -> dict[str, list]:
@@ -260,11 +324,12 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
         upto = None if rows[-1]["d"] >= store.last_delivery() else store.last_event_of_deliveries_upto(rows[-1]["d"])
         loose: list = []
 
+        placed_here: dict[int, int] = {}  # a fault event in this window's stretch of the log -> its row
+
         def place(e, i: int) -> None:
             rows[i]["ev"].append([e["seq"], e["type"], summarize(e["type"], e["data"])])
             if e["type"] == "fault_injected":
-                faults.append({"row": i, "fault": e["data"].get("fault"), "message_id": e["message_id"],
-                               "summary": summarize(e["type"], e["data"])})
+                placed_here[e["seq"]] = i
 
         for e in store.iter_events_between(after, upto):
             if e["delivery_id"] is not None and e["delivery_id"] not in row_of_delivery and \
@@ -285,6 +350,22 @@ def read_window(store, label: str, first: int, last: int, *, results=None) -> Ru
             place(e, i)
         for held in loose:
             place(held, len(rows) - 1)
+        # a fault hits a delivery at or after its event: those of the log up to this window's end, whichever
+        # window their event is in, each on the row of the delivery it hit (else where its event sits)
+        injected = []
+        for e in store.iter_events(etype="fault_injected"):
+            if upto is not None and e["seq"] > upto:
+                break
+            injected.append(e)
+        deliveries_of = store.deliveries_of_messages(m for e in injected for m in _fault_messages(e))
+        next_delivery = store.deliveries_of_events(e["seq"] for e in injected)
+        for e in injected:
+            hit = fault_delivery(e, deliveries_of, next_delivery.get(e["seq"]))
+            if hit is not None and hit in row_of_delivery:
+                faults.append(_fault(e, row_of_delivery[hit], hit))
+            elif hit is None and e["seq"] in placed_here:
+                faults.append(_fault(e, placed_here[e["seq"]], None))
+        faults.sort(key=lambda f: (f["row"], f["seq"]))
     picture = RunPicture(label=label, meta=meta, lanes=sorted(agents, key=_lane_key), rows=rows, faults=faults,
                          decisions={d: 0 for d in DECISIONS} | store.deliveries_by_decision(),
                          total=store.last_delivery(), checked=results is not None)
@@ -402,7 +483,7 @@ def _svg(p: RunPicture, k: int, colours: dict) -> str:
     width = GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
     height = TOP + ROW * max(1, len(p.rows)) + 8
     out = [f'<svg class="run" id="run{k}" data-run="{k}" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:{width}px">']
     out.append(f'<rect class="hl" x="0" y="-{ROW}" width="{width}" height="{ROW}"/>')
     for a, x in lanes.items():
         out.append(f'<line class="lane" x1="{x}" y1="0" x2="{x}" y2="{height}"/>')
@@ -480,12 +561,21 @@ def _header(p: RunPicture, k: int, colours: dict) -> str:
         bits.append("</ul></details>")
     elif p.checked and p.breaks == [] and p.rows:  # (unchecked, --no-check: nothing said either way)
         bits.append('<p class="meta ok">every invariant holds</p>')
-    lanes = "".join(f'<span class="lane-name" style="left:{GUTTER + j * LANE_W}px;width:{LANE_W}px">{_e(a)}</span>'
-                    for j, a in enumerate(p.lanes))
-    bits.append(f'<div class="lanes" style="width:{GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W}px">'
-                f'<span class="lane-name" style="left:0;width:{GUTTER}px">#</span>{lanes}'
-                f'<span class="lane-name" style="right:0;width:{STATE_W}px">task state</span></div>')
     return "".join(bits)
+
+
+def _lanes(p: RunPicture) -> str:
+    """The lanes' names over a run's drawing: at the top of its column, kept in sight while it scrolls."""
+    width = _width(p)
+
+    def pc(x: int) -> str:  # the lane names sit over the drawing, which may be shrunk: in shares of its width
+        return f"{100 * x / width:.3f}%"
+
+    lanes = "".join(f'<span class="lane-name" style="left:{pc(GUTTER + j * LANE_W)};width:{pc(LANE_W)}">{_e(a)}</span>'
+                    for j, a in enumerate(p.lanes))
+    return (f'<div class="lanes" style="max-width:{width}px">'
+            f'<span class="lane-name" style="left:0;width:{pc(GUTTER)}">#</span>{lanes}'
+            f'<span class="lane-name" style="right:0;width:{pc(STATE_W)}">task state</span></div>')
 
 
 def _data(p: RunPicture) -> str:
@@ -505,20 +595,22 @@ def _data(p: RunPicture) -> str:
 
 
 _CSS = """
-body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff}
+body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#1f2328;background:#fff;overflow-wrap:anywhere}
 header.top{padding:8px 12px;border-bottom:1px solid #d0d7de}
 header.top h1{font-size:16px;margin:0 0 4px}
 .legend span{margin-right:12px;white-space:nowrap}
 .legend i{display:inline-block;width:18px;height:3px;vertical-align:middle;margin-right:4px}
-.runs{display:grid;gap:0 24px;padding:0 12px;align-items:end}
+.runs{display:grid;gap:0 24px;padding:0 12px;align-items:end;min-width:0}
+.runs>div{min-width:0}
 .runs>.head{align-self:end;padding-top:8px}
 .runs>.head h2{font-size:14px;margin:0}
 .meta{margin:2px 0;color:#57606a}.ok{color:#1a7f37}
 .breaks{margin:4px 0;max-width:700px}.breaks code{font-size:11px;word-break:break-all}
-.lanes{position:sticky;top:0;height:20px;background:#f6f8fa;border-bottom:1px solid #d0d7de;z-index:1}
-.lane-name{position:absolute;top:2px;text-align:center;font-weight:600}
+.lanes{position:sticky;top:0;height:20px;width:100%;background:#f6f8fa;border-bottom:1px solid #d0d7de;z-index:1}
+.lane-name{position:absolute;top:2px;text-align:center;font-weight:600;overflow:hidden;white-space:nowrap;
+text-overflow:ellipsis}
 .runs>.body{align-self:start}
-svg.run{display:block;cursor:pointer}
+svg.run{display:block;cursor:pointer;width:100%;height:auto}
 svg .lane{stroke:#d0d7de;stroke-width:1}
 svg .arrow{fill:none;stroke-width:1.6}
 svg .arrow:hover{stroke-width:3}
@@ -527,11 +619,16 @@ svg text.n,svg text.l{fill:#57606a}
 svg text.l{text-anchor:middle}
 svg text.s{font-weight:600}
 svg text.bang{fill:#fff;font-weight:700;text-anchor:middle}
-svg .hl{fill:#fff8c5}
+svg .hl{fill:#ffe58f;stroke:#bf8700;stroke-width:1}
 #detail{position:fixed;right:0;top:0;bottom:0;width:420px;overflow:auto;background:#fff;border-left:1px solid #d0d7de;
-padding:8px 12px;box-shadow:-2px 0 6px rgba(0,0,0,.08);display:none;z-index:2}
+padding:8px 12px;box-shadow:-2px 0 6px rgba(0,0,0,.08);display:none;z-index:2;box-sizing:border-box}
 #detail.open{display:block}#detail pre{font-size:11px;white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px}
 #detail button{float:right}
+body.detail-open{padding-right:420px}
+@media (max-width:1599px){
+ #detail{top:auto;left:0;width:auto;height:38vh;border-left:0;border-top:1px solid #d0d7de;box-shadow:0 -2px 6px rgba(0,0,0,.08)}
+ body.detail-open{padding-right:0;padding-bottom:38vh}
+}
 """
 
 _JS = """
@@ -540,10 +637,12 @@ var ROW=%d,TOP=%d,data=[];
 document.querySelectorAll('script.run-data').forEach(function(s){data[+s.dataset.run]=JSON.parse(s.textContent);});
 var panel=document.getElementById('detail');
 function esc(s){return String(s).replace(/[&<>"]/g,function(c){return{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
+function scale(svg){return svg.getBoundingClientRect().height/svg.viewBox.baseVal.height;}
+function close(){panel.classList.remove('open');document.body.classList.remove('detail-open');}
 function show(k,i){
  var d=data[k],r=d.rows[i];if(!r)return;
  var svg=document.getElementById('run'+k),hl=svg.querySelector('.hl');hl.setAttribute('y',TOP+i*ROW);
- var h='<button onclick="this.parentNode.classList.remove(\\'open\\')">close</button>';
+ var h='<button>close</button>';
  h+='<h3>delivery '+r.d+' (tick '+r.t+'): '+esc(r.dec)+(r.code?' '+esc(r.code):'')+'</h3>';
  h+='<p>'+esc(r.reason)+'</p><p>task '+esc(r.env.task_id)+' after it: '+esc(r.state||'-')+(r.sv!=null?' v'+r.sv:'')+'</p>';
  (d.faults[i]||[]).forEach(function(f){h+='<p><b>fault</b> '+esc(f)+'</p>';});
@@ -551,18 +650,67 @@ function show(k,i){
  h+='<h4>envelope (what was said)</h4><pre>'+esc(JSON.stringify(r.env,null,2))+'</pre>';
  h+='<h4>events (what happened)</h4><ul>';
  r.ev.forEach(function(e){h+='<li>'+e[0]+' <b>'+esc(e[1])+'</b> '+esc(e[2])+'</li>';});
- panel.innerHTML=h+'</ul>';panel.classList.add('open');panel.dataset.run=k;panel.dataset.row=i;
+ panel.innerHTML=h+'</ul>';panel.querySelector('button').onclick=close;
+ panel.classList.add('open');document.body.classList.add('detail-open');panel.dataset.run=k;panel.dataset.row=i;
+}
+// row i of run k scrolled to a third of the page left above the detail panel (below it on a narrow screen)
+function reveal(k,i){
+ var svg=document.getElementById('run'+k),box=svg.getBoundingClientRect();
+ var y=box.top+window.scrollY+(TOP+i*ROW)*scale(svg);
+ var open=panel.classList.contains('open'),p=panel.getBoundingClientRect();
+ var room=open&&p.top>0&&p.left<=0?p.top:window.innerHeight;
+ window.scrollTo(window.scrollX,Math.max(0,y-room/3));
 }
 document.querySelectorAll('svg.run').forEach(function(svg){
  svg.addEventListener('click',function(ev){
-  var box=svg.getBoundingClientRect(),i=Math.floor((ev.clientY-box.top-TOP)/ROW);show(+svg.dataset.run,i);});
+  var box=svg.getBoundingClientRect(),i=Math.floor(((ev.clientY-box.top)/scale(svg)-TOP)/ROW);show(+svg.dataset.run,i);});
 });
 document.querySelectorAll('a[data-goto]').forEach(function(a){a.addEventListener('click',function(ev){
- ev.preventDefault();var k=+a.dataset.run,i=+a.dataset.goto;show(k,i);
- var svg=document.getElementById('run'+k);window.scrollTo(0,svg.getBoundingClientRect().top+window.scrollY+TOP+i*ROW-120);});});
-window.protolabTimeline={show:show,data:data};
+ ev.preventDefault();var k=+a.dataset.run,i=+a.dataset.goto;show(k,i);reveal(k,i);});});
+// the page opens at the first delivery where an invariant broke: that row highlighted, its detail shown
+var runs=document.querySelector('main.runs'),at=null;
+if(runs.dataset.openRun!==undefined){at=[+runs.dataset.openRun,+runs.dataset.openRow];show(at[0],at[1]);reveal(at[0],at[1]);}
+window.protolabTimeline={show:show,reveal:reveal,data:data,opened:at};
+document.documentElement.dataset.opened=at?at.join(':'):'top';
 })();
 """
+
+
+#: side by side, each drawing shrinks to its column; once that would draw it smaller than this share of its
+#: size, the runs stack instead, one above the other, each as wide as the page
+STACK_BELOW = 0.6
+
+
+def _width(p: RunPicture) -> int:
+    return GUTTER + LANE_W * max(1, len(p.lanes)) + STATE_W
+
+
+def stack_width(pictures: list[RunPicture]) -> int | None:
+    """The page width (CSS px) under which the runs stack rather than shrink below :data:`STACK_BELOW` of
+    their size side by side (the page's padding and gaps counted); None for one run."""
+    if len(pictures) < 2:
+        return None
+    return math.ceil(STACK_BELOW * sum(_width(p) for p in pictures)) + 24 * len(pictures)
+
+
+def _stacking(pictures: list[RunPicture]) -> str:
+    at = stack_width(pictures)
+    if at is None:
+        return ""
+    return (f"@media (max-width:{at - 1}px){{.runs{{grid-template-columns:minmax(0,1fr)!important}}"
+            ".runs>div{order:var(--o)}.runs>.body{margin-bottom:12px}}")
+
+
+def opening(pictures: list[RunPicture]) -> tuple[int, int] | None:
+    """Where the page opens: (run, row) of the earliest delivery a broken invariant's witness names on the
+    page (of two runs at the same delivery, the first run's); None when nothing broke there (the top)."""
+    best = None
+    for k, p in enumerate(pictures):
+        for b in p.breaks:
+            for row, _w in b["witnesses"]:
+                if row is not None and (best is None or (p.rows[row]["d"], k) < best[0]):
+                    best = ((p.rows[row]["d"], k), (k, row))
+    return None if best is None else best[1]
 
 
 def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> str:
@@ -576,14 +724,16 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
     legend += f'<span style="color:{colours["break"]}">● invariant broken (its witness)</span>'
     legend += "<span>right: the state a delivery left its task in, when it moved</span>"
     n = max(1, len(pictures))
+    start = opening(pictures)
+    at = "" if start is None else f' data-open-run="{start[0]}" data-open-row="{start[1]}"'
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(title)}</title><meta name=\"generator\" content=\"protolab timeline\">",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{_stacking(pictures)}</style></head><body>",
         f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>{markers}</defs></svg>',
         f'<header class="top"><h1>{_e(title)}</h1><div class="legend">{legend}</div>'
         "<p class=\"meta\">one row per delivery, time running down; click a row for its envelope and events</p></header>",
-        f'<main class="runs" style="grid-template-columns:repeat({n},max-content)">',
+        f'<main class="runs" style="grid-template-columns:repeat({n},minmax(0,1fr))"{at}>',
     ]
     w = next((p.window for p in pictures if p.window is not None), None)
     if w is not None:
@@ -599,8 +749,8 @@ def render(pictures: list[RunPicture], *, title: str = "protolab timeline") -> s
                         f'border-bottom:1px solid #d0d7de"><b>A window of the run</b>: deliveries {w.first:,} to {w.last:,} of '
                         f'{total:,}, {_e(w.why)}. A run this big is never drawn whole on one page; another window: '
                         + "; ".join(f"{_e(what)}: <code>{_e(c)}</code>" for what, c in cmds) + "</p>")
-    parts += [f'<div class="head">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
-    parts += [f'<div class="body">{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts += [f'<div class="head" style="--o:{2 * k}">{_header(p, k, colours)}</div>' for k, p in enumerate(pictures)]
+    parts += [f'<div class="body" style="--o:{2 * k + 1}">{_lanes(p)}{_svg(p, k, colours)}</div>' for k, p in enumerate(pictures)]
     parts.append("</main><aside id=\"detail\"></aside>")
     parts += [f'<script type="application/json" class="run-data" data-run="{k}">{_data(p)}</script>'
               for k, p in enumerate(pictures)]

@@ -291,3 +291,161 @@ def test_a_feedback_page_from_the_gradebook_shows_the_override_and_the_late_atte
     broken = [x for x in rep.results if not x.passed]
     assert broken and all(x.hint.split(".")[0] in body for x in broken)
     shots(browser, "feedback-gradebook")
+
+
+# ------------------------------------------------------------------ the timeline on a projector (issue 45, part 4)
+
+PROJECTOR = (1280, 720)
+
+
+def _on_projector(driver, page: Path) -> None:
+    """Open ``page`` as a projector shows it: a viewport of exactly 1280x720 (the browser's own window keeps its
+    size; its chrome would eat some of it), and wait until the page says where it opened."""
+    w, h = PROJECTOR
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
+    driver.get(page.as_uri())
+    _wait(driver, lambda d: d.execute_script("return document.documentElement.dataset.opened") is not None,
+          what="the page opened (at the first broken invariant, or the top)")
+    assert driver.execute_script("return [innerWidth, innerHeight]") == [w, h]
+
+
+@pytest.fixture
+def projector(browser):
+    yield browser
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def _fits(driver) -> list:
+    """[scrollWidth, clientWidth] of the page: no sideways scrolling when the first is at most the second."""
+    return driver.execute_script("var e=document.documentElement;return [e.scrollWidth, e.clientWidth]")
+
+
+def _row_band(driver, k: int, row: int) -> list:
+    """Where row ``row`` of run ``k`` is on the screen: [top, bottom] in CSS pixels of the viewport (the drawing
+    may be shrunk to its column, so measured from the drawing's own box)."""
+    return driver.execute_script(
+        "var s=document.getElementById('run'+arguments[0]),b=s.getBoundingClientRect(),"
+        "f=b.height/s.viewBox.baseVal.height,y=b.top+(arguments[2]+arguments[1]*arguments[3])*f;"
+        "return [y, y+arguments[3]*f]", k, row, timeline.TOP, timeline.ROW)
+
+
+def _drawings(driver) -> list:
+    """Each run's drawing on the screen: [left, top, right, bottom, its scale (shown size / drawn size)]."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('svg.run')].map(s=>{var b=s.getBoundingClientRect();"
+        "return [b.left,b.top,b.right,b.bottom,b.width/s.viewBox.baseVal.width]})")
+
+
+def _centre_y(driver, css: str) -> float:
+    return driver.execute_script("var b=document.querySelector(arguments[0]).getBoundingClientRect();"
+                                 "return b.top+b.height/2", css)
+
+
+def _opened_at(driver, at: int, k: int, name: str, shots, shot: str) -> int:
+    """The page opened at delivery ``at`` of run ``k``: that row highlighted, in view above the detail panel,
+    the detail showing it and the broken invariant ``name``. Returns its row."""
+    row = int(driver.execute_script(
+        "return document.querySelector('#run'+arguments[0]+' path.arrow[data-delivery=\"'+arguments[1]+'\"]')"
+        ".dataset.row", k, at))
+    assert driver.execute_script("return document.documentElement.dataset.opened") == f"{k}:{row}"
+    hl = driver.execute_script("return +document.querySelector('#run'+arguments[0]+' rect.hl').getAttribute('y')", k)
+    assert hl == timeline.TOP + row * timeline.ROW  # the highlight sits on that row
+    detail = driver.find_element("id", "detail")
+    assert "open" in detail.get_attribute("class")
+    assert f"delivery {at} " in detail.text and f"broken: {name}" in detail.text
+    top, bottom = _row_band(driver, k, row)
+    panel_top = driver.execute_script("return document.getElementById('detail').getBoundingClientRect().top")
+    visible = panel_top if panel_top > 0 else PROJECTOR[1]
+    assert 0 <= top and bottom <= visible, (top, bottom, visible)  # on screen, not under the panel
+    shots(driver, shot)
+    return row
+
+
+def test_on_a_projector_the_regression_timeline_fits_marks_the_fault_on_its_message_and_opens_at_the_break(
+        projector, tmp_path, shots, capsys):
+    from conftest import run_cli
+
+    from sim.invariants import check
+
+    browser = projector
+    dbs = [_run(tmp_path, "naive.db", policy="naive", faults=["late-failure"]),
+           _run(tmp_path, "safe.db", faults=["late-failure"])]
+    page = tmp_path / "regression.html"
+    code, _out, err = run_cli(capsys, "timeline", "--db", dbs[0], "--db", dbs[1], "-o", page)
+    assert code == 0, err
+    _on_projector(browser, page)
+    width, client = _fits(browser)
+    assert width <= client, (width, client)
+    (l0, t0, r0, _b0, s0), (l1, t1, _r1, _b1, s1) = _drawings(browser)
+    assert r0 <= l1 and abs(t0 - t1) < 1 and min(s0, s1) >= timeline.STACK_BELOW  # side by side, row beside row
+    # each fault's mark on the row of the delivery it hit: the message the fault's event says it made
+    for k, db in enumerate(dbs):
+        with Store.open(db, readonly=True) as store:
+            faults = store.events_of_type("fault_injected")
+            hit = [store.deliveries_of(e["data"]["late"])[0]["delivery_id"] for e in faults]
+        marks = browser.execute_script(
+            "return [...document.querySelectorAll('#run'+arguments[0]+' path.fault')].map(m=>+m.dataset.row)", k)
+        arrows = [f'#run{k} path.arrow[data-delivery="{d}"]' for d in hit]
+        rows = [int(browser.execute_script("return document.querySelector(arguments[0]).dataset.row", a)) for a in arrows]
+        assert faults and sorted(marks) == sorted(rows)
+        for a, row in zip(arrows, rows):  # drawn level with that arrow, inside its row
+            top, bottom = _row_band(browser, k, row)
+            assert top <= _centre_y(browser, f'#run{k} path.fault[data-row="{row}"]') <= bottom
+            assert top <= _centre_y(browser, a) <= bottom
+    # it opened at the naive run's first broken invariant, as the invariants' witnesses name it
+    with Store.open(dbs[0], readonly=True) as store:
+        at, name = timeline.first_break(store, check(store))
+    _opened_at(browser, at, 0, name, shots, "timeline-projector-regression")
+    # a click on the shrunk drawing still opens the row clicked: the safe run's faulted row
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    svg = browser.find_element("id", "run1")
+    top, bottom = _row_band(browser, 1, rows[0])
+    box = browser.execute_script("var b=arguments[0].getBoundingClientRect();return [b.top,b.height]", svg)
+    ActionChains(browser).move_to_element_with_offset(svg, 0, int((top + bottom) / 2 - box[0] - box[1] / 2)).click().perform()
+    _wait(browser, lambda d: d.find_element("id", "detail").get_attribute("data-run") == "1",
+          what="the detail of the clicked run")
+    assert f"delivery {hit[0]} " in browser.find_element("id", "detail").text
+    assert "fault" in browser.find_element("id", "detail").text
+    shots(browser, "timeline-projector-clicked")
+
+
+def test_on_a_projector_a_break_far_down_is_scrolled_to_and_a_run_that_holds_opens_at_the_top(projector, tmp_path, shots):
+    from sim.invariants import check
+
+    browser = projector
+    dbs = []
+    for policy in ("naive", "safe"):
+        db = tmp_path / f"{policy}.db"
+        run_scenario(load_scenario("gathers"), policy=policy, faults=["late-failure"], db=db).close()
+        dbs.append(db)
+    pictures = []
+    for db in dbs:
+        with Store.open(db, readonly=True) as store:
+            pictures.append(timeline.read_run(store, db.name))
+    page = tmp_path / "gathers.html"
+    timeline.write(pictures, page)
+    _on_projector(browser, page)
+    width, client = _fits(browser)
+    assert width <= client, (width, client)
+    # ten lanes a side: side by side they would shrink past reading, so they stack, each as wide as the page
+    assert timeline.stack_width(pictures) > PROJECTOR[0]
+    (_l0, _t0, _r0, b0, s0), (_l1, t1, _r1, _b1, s1) = _drawings(browser)
+    assert t1 >= b0 and min(s0, s1) >= timeline.STACK_BELOW
+    with Store.open(dbs[0], readonly=True) as store:
+        at, name = timeline.first_break(store, check(store))
+    row = _opened_at(browser, at, 0, name, shots, "timeline-projector-far-down")
+    assert browser.execute_script("return scrollY") > 0  # it had to scroll there
+    assert _row_band(browser, 0, row)[0] > 0
+    # the safe run alone: every invariant holds, so the top, nothing open
+    alone = tmp_path / "safe.html"
+    timeline.write(pictures[1:], alone)
+    _on_projector(browser, alone)
+    assert browser.execute_script("return document.documentElement.dataset.opened") == "top"
+    assert browser.execute_script("return scrollY") == 0
+    assert "open" not in (browser.find_element("id", "detail").get_attribute("class") or "")
+    assert "every invariant holds" in browser.find_element("tag name", "body").text
+    width, client = _fits(browser)
+    assert width <= client, (width, client)
+    shots(browser, "timeline-projector-holds")

@@ -333,3 +333,105 @@ def test_a_window_is_asked_for_in_range_and_never_bigger_than_a_whole_page(tmp_p
     code, stdout, err = run_cli(capsys, "timeline", "--db", db, "-o", out, "--around", "3", "--count", "3")
     assert code == 0, err
     assert [int(a["data-delivery"]) for a in Page(out.read_text()).with_class("arrow")] == [2, 3, 4]
+
+
+# ------------------------------------------------------------------ on a projector (issue 45, part 4)
+
+
+def test_the_regression_pair_marks_the_late_failure_on_the_message_it_made_and_opens_at_the_break(tmp_path, capsys):
+    naive = _run(tmp_path, "naive.db", policy="naive", faults=["late-failure"])
+    safe = _run(tmp_path, "safe.db", faults=["late-failure"])
+    out = tmp_path / "side.html"
+    code, _stdout, err = run_cli(capsys, "timeline", "--db", naive, "--db", safe, "-o", out)
+    assert code == 0, err
+    page = Page(out.read_text())
+    for k, db in enumerate((naive, safe)):
+        with Store.open(db, readonly=True) as store:
+            [fault] = store.events_of_type("fault_injected")
+            [made] = store.deliveries_of(fault["data"]["late"])  # the failed result the fault made
+            before = store.deliveries_of(fault["message_id"])   # the result it was injected on
+        data = page.data(k)
+        [(row, summaries)] = data["faults"].items()
+        assert data["rows"][int(row)]["d"] == made["delivery_id"] != before[0]["delivery_id"]
+        assert data["rows"][int(row)]["env"]["message_id"] == fault["data"]["late"]
+        assert any(fault["data"]["late"] in s for s in summaries)
+        # the drawn mark: in this run's drawing, on the row of the arrow of that delivery
+        start = next(i for i, (t, a) in enumerate(page.tags) if t == "svg" and a.get("id") == f"run{k}")
+        end = next((i for i, (t, a) in enumerate(page.tags) if i > start and t == "svg"), len(page.tags))
+        mine = [a for _t, a in page.tags[start:end]]
+        [mark] = [a for a in mine if "fault" in (a.get("class") or "").split()]
+        [arrow] = [a for a in mine if "arrow" in (a.get("class") or "").split() and a["data-row"] == mark["data-row"]]
+        assert int(arrow["data-delivery"]) == made["delivery_id"]
+    # it opens where the naive run first broke: the run and row the invariants' witnesses name
+    with Store.open(naive, readonly=True) as store:
+        from sim.invariants import check
+
+        at, _name = timeline.first_break(store, check(store))
+    [main] = [a for t, a in page.tags if t == "main"]
+    assert main["data-open-run"] == "0"
+    assert page.data(0)["rows"][int(main["data-open-row"])]["d"] == at
+
+
+def test_a_page_where_every_invariant_holds_opens_at_the_top(tmp_path):
+    db = _run(tmp_path, "safe.db", faults=["late-failure"])
+    text, store = _page(db)
+    store.close()
+    [main] = [a for t, a in Page(text).tags if t == "main"]
+    assert "data-open-run" not in main and "data-open-row" not in main
+    # unchecked: nothing is known broken, so the top too
+    text, store = _page(_run(tmp_path, "naive.db", policy="naive", faults=["late-failure"]), check=False)
+    store.close()
+    [main] = [a for t, a in Page(text).tags if t == "main"]
+    assert "data-open-run" not in main
+
+
+def test_the_page_opens_at_the_earliest_break_of_either_run(tmp_path):
+    pics = []
+    for name, faults in (("dup.db", ["duplicate"]), ("late.db", ["late-failure"])):
+        db = _run(tmp_path, name, policy="naive", faults=faults)
+        with Store.open(db, readonly=True) as store:
+            pics.append(timeline.read_run(store, name))
+    earliest = [min(p.rows[r]["d"] for b in p.breaks for r, _w in b["witnesses"] if r is not None) for p in pics]
+    assert earliest[0] != earliest[1]
+    k = earliest.index(min(earliest))
+    for order in (pics, pics[::-1]):
+        run, row = timeline.opening(order)
+        assert order[run] is pics[k] and order[run].rows[row]["d"] == earliest[k]
+
+
+def test_each_drawing_shrinks_to_its_column_and_the_lane_names_follow_it(tmp_path):
+    db = _run(tmp_path, "one.db")
+    text, store = _page(db)
+    store.close()
+    page = Page(text)
+    [main] = [a for t, a in page.tags if t == "main"]
+    assert "minmax(0,1fr)" in main["style"]  # columns share the page's width, never wider than it
+    [svg] = [a for t, a in page.tags if t == "svg" and "run" in (a.get("class") or "")]
+    assert svg["style"] == f'max-width:{svg["width"]}px' and svg["viewbox"] == f'0 0 {svg["width"]} {svg["height"]}'
+    [lanes] = page.with_class("lanes")
+    assert lanes["style"] == f'max-width:{svg["width"]}px'
+    names = [dict(x.split(":") for x in a["style"].split(";")) for a in page.with_class("lane-name")]
+    assert names and all(n["width"].endswith("%") for n in names)
+    assert all(v == "0" or v.endswith("%") for n in names for k, v in n.items() if k in ("left", "right"))
+
+
+def test_runs_too_wide_to_read_side_by_side_stack_below_the_width_the_page_names(tmp_path):
+    pics = []
+    for name, scenario in (("a.db", "publish-report"), ("b.db", "gathers")):
+        db = tmp_path / name
+        run_scenario(load_scenario(scenario), policy="naive", faults=["late-failure"], db=db).close()
+        with Store.open(db, readonly=True) as store:
+            pics.append(timeline.read_run(store, name))
+    assert timeline.stack_width(pics[:1]) is None and "!important" not in timeline.render(pics[:1])  # one: shrinks
+    for pair in ([pics[0], pics[0]], [pics[1], pics[1]]):
+        widths = [int(a["width"]) for t, a in Page(timeline.render(pair)).tags
+                  if t == "svg" and "run" in (a.get("class") or "")]
+        at = timeline.stack_width(pair)
+        # at that page width, side by side, each drawing would be shown at STACK_BELOW of its size (or less)
+        assert (at - 24 * len(pair)) / sum(widths) >= timeline.STACK_BELOW > (at - 1 - 24 * len(pair) - 1) / sum(widths)
+        text = timeline.render(pair)
+        assert f"@media (max-width:{at - 1}px){{.runs{{grid-template-columns:minmax(0,1fr)!important}}" in text
+        heads = [a["style"] for a in Page(text).with_class("head")]
+        bodies = [a["style"] for a in Page(text).with_class("body")]
+        assert heads == ["--o:0", "--o:2"] and bodies == ["--o:1", "--o:3"]  # stacked: each head above its run
+    assert timeline.stack_width([pics[0]] * 2) < 1280 < timeline.stack_width([pics[1]] * 2)

@@ -73,7 +73,7 @@ def test_the_header_counts_each_decision_and_the_state_column_each_move(dup):
     assert len(moved) < len([d for d in deliveries if d["state_after"] is not None])  # some delivery moved nothing
 
 
-def test_each_fault_and_each_event_outside_a_delivery_sit_with_the_next_delivery(dup):
+def test_each_event_outside_a_delivery_sits_with_the_next_delivery_and_each_fault_on_the_delivery_it_hit(dup):
     pic, deliveries, events = _picture(dup)
     row_of = {d["delivery_id"]: i for i, d in enumerate(deliveries)}
     want_row, pending = {}, []
@@ -89,8 +89,18 @@ def test_each_fault_and_each_event_outside_a_delivery_sit_with_the_next_delivery
     got = {ev[0]: i for i, r in enumerate(pic.rows) for ev in r["ev"]}
     assert got == want_row and len(got) == len(events)
     faults = [e for e in events if e["type"] == "fault_injected"]
-    assert faults and [f["row"] for f in pic.faults] == [want_row[e["seq"]] for e in faults]
-    assert any(e["delivery_id"] is None for e in faults) or any(want_row[e["seq"]] > 0 for e in faults)
+    assert {e["data"]["fault"] for e in faults} == {"duplicate", "late-failure"}
+    hit = {}
+    for e in faults:  # told here from each fault's own detail, as a reader of the log would
+        if e["data"]["fault"] == "late-failure":  # the failed result it made
+            [d] = [d for d in deliveries if d["message_id"] == e["data"]["late"]]
+        else:  # the duplicate: the copy of its message that arrived at the tick it names
+            [d] = [d for d in deliveries if d["message_id"] == e["message_id"] and d["tick"] == e["data"]["again_at"]]
+            assert d != next(x for x in deliveries if x["message_id"] == e["message_id"])  # the copy, not the first
+        hit[e["seq"]] = row_of[d["delivery_id"]]
+        assert hit[e["seq"]] != want_row[e["seq"]]  # not where the event sits (the next delivery: another message)
+    assert [(f["row"], f["seq"]) for f in pic.faults] == sorted((hit[e["seq"]], e["seq"]) for e in faults)
+    assert [f["delivery"] for f in pic.faults] == [pic.rows[f["row"]]["d"] for f in pic.faults]
 
 
 def test_past_the_cap_the_witnesses_left_out_are_counted(dup, monkeypatch):
@@ -137,4 +147,26 @@ def test_an_event_after_the_last_delivery_sits_on_the_last_row(dup, tmp_path):
     pic, deliveries, events = _picture(db)
     assert events[-1]["seq"] == seq and events[-1]["delivery_id"] is None
     assert pic.rows[-1]["ev"][-1][0] == seq
+    # nothing was delivered after it: its mark sits where its event does, naming no delivery
     assert pic.faults[-1]["row"] == len(deliveries) - 1 and pic.faults[-1]["fault"] == "drop"
+    assert pic.faults[-1]["delivery"] is None
+
+
+def test_a_window_marks_a_fault_on_the_delivery_it_hit_though_its_event_is_in_another_window(tmp_path):
+    """A delayed result arrives many deliveries after the fault's event: each window that holds the delivery
+    marks it there, as the whole page does; a window that holds only the event marks nothing."""
+    db = tmp_path / "delay.db"
+    run_scenario(load_scenario("publish-report"), policy="naive", faults=["delay", "duplicate", "late-failure"],
+                 db=db).close()
+    with Store.open(db, readonly=True) as store:
+        whole = timeline.read_run(store, "x")
+        n = len(whole.rows)
+        delayed = [f for f in whole.faults if f["fault"] == "delay"]
+        assert delayed and all(f["delivery"] is not None for f in delayed)
+        event_rows = {ev[0]: i for i, r in enumerate(whole.rows) for ev in r["ev"]}
+        assert any(event_rows[f["seq"]] < f["row"] - 1 for f in delayed)  # its event sits rows earlier
+        for first in range(1, n + 1):
+            for last in range(first, n + 1):
+                part = timeline.read_window(store, "x", first, last)
+                assert part.faults == [dict(f, row=f["row"] - (first - 1)) for f in whole.faults
+                                       if first - 1 <= f["row"] < last], (first, last)

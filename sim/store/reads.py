@@ -857,6 +857,18 @@ class Reads:
         return dict(self.conn.execute("SELECT message_id, MIN(delivery_id) FROM deliveries WHERE message_id IN "
                                       "(SELECT value FROM json_each(?)) GROUP BY message_id", (json.dumps(ids),)))
 
+    def deliveries_of_messages(self, message_ids) -> dict[str, list[tuple[int, int]]]:
+        """Every delivery of each of ``message_ids`` that was delivered, as (delivery_id, tick) in delivery
+        order (one pass over the deliveries)."""
+        ids = sorted(set(message_ids))
+        out: dict[str, list[tuple[int, int]]] = {}
+        if not ids:
+            return out
+        for mid, d, t in self.conn.execute("SELECT message_id, delivery_id, tick FROM deliveries WHERE message_id IN "
+                                           "(SELECT value FROM json_each(?)) ORDER BY delivery_id", (json.dumps(ids),)):
+            out.setdefault(mid, []).append((d, t))
+        return out
+
     def deliveries_of_events(self, seqs) -> dict[int, int]:
         """The delivery each of these events belongs to on a page of the log: the delivery it names, else
         (an event naming none) the delivery of the next event that names one."""
