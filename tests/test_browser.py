@@ -220,6 +220,37 @@ def test_the_served_workshop_loads_and_a_key_steps_both_sides(browser, tmp_path,
         assert served.children, "each tab runs the workshop in its own process"
 
 
+def test_the_served_workshop_asks_nothing_of_the_network_and_takes_keys_without_a_click(browser, tmp_path, shots):
+    """Issue 45: a room without a network. Every request the page makes goes to the server that served it (the
+    font too: textual-serve's page once asked fonts.googleapis.com for it and the first frame waited), the font
+    the terminal draws with is loaded, and the first key reaches the app with no click: the page gives the
+    terminal the keyboard itself."""
+    pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
+    from urllib.parse import urlsplit
+
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _TAP})
+    with _server(["demo", "regression", "--serve", "--paused"]) as (url, _p, _served):
+        browser.get(url)
+        _wait(browser, lambda d: _tty(d).count("(0 deliveries)") >= 2, what="the workshop drawn, both sides")
+        _wait(browser, lambda d: d.execute_script("return document.documentElement.dataset.keys") == "terminal",
+              what="the page giving the terminal the keyboard")
+        assert browser.execute_script("return document.activeElement.classList.contains('xterm-helper-textarea')")
+        ActionChains(browser).send_keys(" ").perform()  # no click, no focus given by the test
+        _wait(browser, lambda d: _tty(d).count("(1 deliveries)") >= 2, what="both sides stepped by the first key")
+        _wait(browser, lambda d: d.execute_script(
+            "return document.fonts.check('16px \"Roboto Mono\"') && document.fonts.status === 'loaded'"),
+            what="the terminal's font loaded from the server")
+        asked = browser.execute_script(
+            "return [location.href].concat(performance.getEntriesByType('resource').map(e => e.name))")
+        home = urlsplit(url).netloc
+        away = [a for a in asked if urlsplit(a).netloc != home]
+        assert away == [], away
+        assert any(a.endswith(".ttf") for a in asked), asked  # the font, from here
+        shots(browser, "workshop-offline")
+
+
 def test_a_feedback_page_shows_the_score_and_every_rule(browser, tmp_path, shots):
     """What 'protolab feedback export' hands a student, opened as they open it: a file, no server."""
     from sim.course.catalog import get_exercise, solutions_dir

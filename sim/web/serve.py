@@ -27,8 +27,12 @@ from typing import Callable, Iterable
 
 from .ports import bind, url_of
 
-__all__ = ["served_here", "serve_tui", "WEB_DRIVER", "MAX_SESSIONS"]
+__all__ = ["served_here", "serve_tui", "WEB_DRIVER", "MAX_SESSIONS", "TEMPLATES"]
 
+#: the page the server hands a browser: textual-serve's, with its font served here (no request leaves the
+#: machine: a room without a network once waited on fonts.googleapis.com before the first frame) and the
+#: keyboard given to the terminal without a click
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 #: what textual-serve sets TEXTUAL_DRIVER to in the processes it starts
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 #: tabs served at once unless ``--max-sessions`` says otherwise (each is a process of its own)
@@ -226,7 +230,8 @@ def serve_tui(argv: list[str], *, port: int, title: str, ready: Callable[[str], 
                 loop.close()
 
     try:
-        _Server(command, host=host, port=sock.getsockname()[1], title=title, public_url=url.rstrip("/")).serve()
+        _Server(command, host=host, port=sock.getsockname()[1], title=title, public_url=url.rstrip("/"),
+                templates_path=TEMPLATES).serve()
     finally:
         sock.close()
         _end(started)
