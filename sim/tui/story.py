@@ -157,6 +157,10 @@ def moments(story: Story | None, faults=()) -> list[Moment]:
     n, s = story.naive, story.safe
     w = story.witness
     move = f": {n.task_id} {w['old_state']} → {w['new_state']}" if w.get("old_state") and w.get("new_state") else ""
+    if not move and w.get("times_committed"):
+        move = f": {w.get('task_id') or n.task_id}'s {w.get('kind') or 'effect'} committed {w['times_committed']} times"
+    elif not move and w.get("problem"):
+        move = f": {w['problem']}"
     more = f" (+{len(story.broken) - 1})" if len(story.broken) > 1 else ""
     before_naive = f"next: {_what(n)} arrives; {_now(n)}"
     if s is None:
