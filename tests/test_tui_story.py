@@ -187,6 +187,8 @@ async def test_the_story_stops_before_and_after_the_culprit_with_captions_in_ord
 
         await pilot.press("space")  # the end
         assert app.naive.finished and app.safe.finished
+        await pilot.press("space")  # nothing after the end
+        assert app.moment_i == len(app.moments) - 1
         assert _caption(app, "naive").startswith("end: ") and _caption(app, "safe") == "end: every invariant holds"
         assert "story 4/4" in str(app.query_one("#status", Static).render())
         _aligned(app)
@@ -207,6 +209,10 @@ async def test_the_columns_that_carry_the_lesson_fit_the_side(size):
                     assert len(row.rstrip()) <= width, (size, row)
             decisions = {r.split()[-1] for r in _rows(side.msgs)}
             assert decisions, side_id
+        if size[0] < 100:  # the narrow headers name the columns the lesson needs
+            header = " ".join(str(s.render()) for s in app.query("#naive .hdr").results(Static))
+            for column in ("state", "ver", "lease", "trusted", "msg", "type", "task", "decision/code"):
+                assert column in header.split(), column
         # the decision the lesson is about is on screen, whole, on the safe side
         assert any(r.rstrip().endswith(" late") for r in _rows(app.query_one("#safe", Side).msgs))
         states = {r.split()[1] for r in _rows(app.query_one("#naive", Side).tasks)}

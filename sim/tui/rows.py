@@ -101,16 +101,16 @@ def compact_delivery_row(r: dict) -> Text:
     return out
 
 
-NARROW_TASK_HEADER = "task   state         ver trusted"
+NARROW_TASK_HEADER = "task   state         ver lease trusted"
 
 
 def narrow_task_row(t: dict) -> Text:
     """A task in a side 40 columns wide or less (the workshop at 80 columns): the state the lesson is
-    about, its version, and whether its results are trusted; nothing cut."""
+    about, its version, its lease's version (a crash's lesson) and whether its results are trusted."""
     out = Text()
     out.append(_cell(t["task_id"], 6) + " ")
     out.append(_cell(t["state"], 13), STATE_STYLE.get(t["state"], ""))
-    out.append(" " + _cell(f"v{t['state_version']}", 3) + " ")
+    out.append(" " + _cell(f"v{t['state_version']}", 3) + " " + _cell(f"v{t['lease_version']}", 5) + " ")
     out.append(_cell("yes" if t["trusted"] else "NO", 7), "green" if t["trusted"] else "bold red")
     return out
 

@@ -163,8 +163,8 @@ class WorkshopApp(LabHost, Player, App):
     def check_action(self, action: str, parameters) -> bool | None:
         if action in ("step", "toggle_play", "faster", "slower"):
             return not self.story_mode
-        if action == "story_next":
-            return self.story_mode
+        if action == "story_next":  # shown greyed at the story's last moment
+            return self.story_mode and (None if self.moment_i >= len(self.moments) - 1 else True)
         if action in ("restart", "next_fault"):
             return self.factory is not None
         return super().check_action(action, parameters)
@@ -316,6 +316,7 @@ class WorkshopApp(LabHost, Player, App):
         self.moment_i += 1
         self._show_moment()
         self._refresh()
+        self.refresh_bindings()
 
     def _restart(self, faults: tuple[str, ...]) -> None:
         self._stop_play()
@@ -332,6 +333,7 @@ class WorkshopApp(LabHost, Player, App):
         if self.story_mode:
             self._start_story()
         self._refresh()
+        self.refresh_bindings()
 
     def action_restart(self) -> None:
         if self.factory is not None:
@@ -372,6 +374,7 @@ class WorkshopApp(LabHost, Player, App):
             self.moment_i = len(self.moments) - 1
             self._show_moment()
             self._refresh()
+            self.refresh_bindings()
             return
         while self._step():
             pass
