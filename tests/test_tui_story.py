@@ -288,3 +288,18 @@ def test_story_on_demo_run_is_refused_in_one_line(tmp_path):
                        text=True, stdin=subprocess.DEVNULL)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("error: E_USAGE: ")
+
+
+async def test_help_and_the_palette_offer_only_the_keys_of_the_mode():
+    app = _app()
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        actions = {c.help for c in app.get_system_commands(app.screen)}
+        assert "Play both sides on to the story's next moment" in actions
+        assert "One delivery on each side" not in actions  # a timer's step would break the story's moments
+        await pilot.press("question_mark")
+        from sim.tui.screens import Help
+
+        assert isinstance(app.screen, Help)
+        shown = {b.action for b in app.screen.keys}
+        assert {"story_next", "restart", "next_fault"} <= shown and not shown & {"step", "toggle_play"}

@@ -172,7 +172,7 @@ class WorkshopApp(LabHost, Player, App):
     def action_help(self) -> None:
         from .screens import Help
 
-        keys = [b for b in self.BINDINGS if self.lab is not None or not b.action.startswith("lab_")]
+        keys = [b for b in self.BINDINGS if self.check_action(b.action, ()) is not False]  # this mode's keys
         self.push_screen(Help(keys, notes=self.NOTES))
 
     def get_system_commands(self, screen):
@@ -180,7 +180,7 @@ class WorkshopApp(LabHost, Player, App):
 
         yield from super().get_system_commands(screen)
         for b in self.BINDINGS:
-            if b.action in ("quit",) or (b.action.startswith("lab_") and self.lab is None):
+            if b.action in ("quit",) or self.check_action(b.action, ()) is False:  # what this mode has no key for
                 continue
             yield SystemCommand(b.description, b.tooltip or b.description, lambda a=b.action: self.run_action(a))
 
