@@ -85,6 +85,21 @@ def test_the_story_names_the_delivery_after_which_the_naive_run_first_breaks():
     assert (story.naive_total, story.safe_total) == (len(naive_rows), len(safe_rows))
 
 
+@pytest.mark.parametrize("fault", FAULTS)
+def test_every_fault_s_story_points_at_rows_of_its_batch_runs(fault):
+    story = plan(_factory(), (fault,))
+    bad, naive_rows = _first_break((fault,))
+    if story is None:  # no story: the naive run breaks nothing, and f skips it
+        assert bad == []
+        return
+    assert story.broken[0] in {r.name for r in bad}
+    assert naive_rows[story.naive.index]["message_id"] == story.naive.message_id
+    if story.safe is not None:
+        safe_rows, _ = _safe_deliveries((fault,))
+        assert safe_rows[story.safe.index]["message_id"] == story.naive.message_id
+        assert safe_rows[story.safe.index]["decision"] == story.safe.decision
+
+
 def test_the_captions_say_what_the_runs_did():
     story = plan(_factory(), ("late-failure",))
     start, before, after, end = moments(story, ("late-failure",))
@@ -97,7 +112,7 @@ def test_the_captions_say_what_the_runs_did():
     assert f"BROKEN {story.broken[0]}" in after.naive_caption
     assert after.safe_caption.startswith(f"{s.message_id} decided {s.decision}")
     assert f"{s.task_id} stays {s.state_before}" in after.safe_caption  # the safe side did not regress
-    assert (before.naive_at, after.naive_at, end.naive_at) == (n.index, n.index + 1, None)
+    assert (before.naive_at, after.naive_at, end.naive_at) == (n.steps, n.steps + 1, None)
 
 
 def test_a_fault_that_breaks_nothing_on_the_naive_side_has_no_story_and_f_skips_it():
@@ -157,7 +172,7 @@ async def test_the_story_stops_before_and_after_the_culprit_with_captions_in_ord
         plain_style = app.query_one("#naive", Side).msgs.get_component_rich_style("logview--cursor")
 
         await pilot.press("space")  # to the moment before the culprit arrives
-        assert app.naive.delivered == story.naive.index and app.safe.delivered == story.safe.index
+        assert app.naive.delivered == story.naive.steps and app.safe.delivered == story.safe.steps
         assert not any(_msg(r) == culprit["message_id"] for r in _rows(app.query_one("#naive", Side).msgs))
         assert _caption(app, "naive").startswith(f"next: {culprit['message_id']} ")
         assert _caption(app, "safe").startswith(f"next: the same {culprit['message_id']} ")

@@ -88,7 +88,7 @@ def test_the_ten_minute_script_names_what_the_late_failure_run_does():
     assert named and named <= set(story.broken)
     # counts
     (before,) = re.findall(r"(\d+) deliveries on each side", part)
-    assert int(before) == story.naive.index == story.safe.index
+    assert int(before) == story.naive.steps == story.safe.steps
     assert re.search(r"(\w+) messages in, T-\d+ has (\w+)", part).group(2) == story.naive.state_before
     (naive_total, safe_total) = re.search(r"(\d+) deliveries on the naive side and (\d+) on the safe side", part).groups()
     assert (int(naive_total), int(safe_total)) == (story.naive_total, story.safe_total)
@@ -101,7 +101,7 @@ def test_the_words_for_numbers_match():
     words = {"Four": 4}
     story = _story("late-failure")
     n = re.search(r"(\w+) messages in", TEXT).group(1)
-    assert words[n] == story.naive.index
+    assert words[n] == story.naive.steps
 
 
 def test_every_story_step_it_names_exists():

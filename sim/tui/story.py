@@ -24,6 +24,7 @@ class Culprit:
     """The delivery on one side that the story stops at."""
 
     index: int  # its position in the side's delivery list (0-based): the row the story highlights
+    steps: int  # the side's deliveries before it (LiveRun.delivered): where the story stops first
     delivery_id: int
     message_id: str
     task_id: str
@@ -69,8 +70,10 @@ def _task_state(store, task_id: str) -> str | None:
     return None
 
 
-def _culprit(live: LiveRun, out, index: int, before: str | None) -> Culprit:
-    return Culprit(index=index, delivery_id=out.delivery_id, message_id=out.message_id, task_id=out.task_id,
+def _culprit(live: LiveRun, out, before: str | None) -> Culprit:
+    ids = list(live.store.delivery_ids())
+    return Culprit(index=ids.index(out.delivery_id), steps=live.delivered - 1, delivery_id=out.delivery_id,
+                   message_id=out.message_id, task_id=out.task_id,
                    type=out.type, status=_payload_status(live.store, out.delivery_id), decision=out.decision,
                    code=out.code, state_before=before, state_after=_task_state(live.store, out.task_id))
 
@@ -91,7 +94,7 @@ def plan(make_run, faults) -> Story | None:
     faults = tuple(faults)
     naive = make_run("naive", faults)
     try:
-        culprit, broken, index, seen = None, (), 0, {}
+        culprit, broken, seen = None, (), {}
         while True:
             before_states = {t["task_id"]: t["state"] for t in naive.store.tasks()}
             out = naive.step()
@@ -100,10 +103,9 @@ def plan(make_run, faults) -> Story | None:
             seen[out.message_id] = seen.get(out.message_id, 0) + 1
             bad = [r for r in check(naive.store) if not r.ok]
             if bad:
-                culprit = _culprit(naive, out, index, before_states.get(out.task_id))
+                culprit = _culprit(naive, out, before_states.get(out.task_id))
                 broken = bad
                 break
-            index += 1
         naive.run_to_end()
         naive_total = naive.delivered
         naive_end = tuple(r.name for r in check(naive.store) if not r.ok)
@@ -112,7 +114,7 @@ def plan(make_run, faults) -> Story | None:
     safe = make_run("safe", faults)
     try:
         # the same message's delivery on the safe side: its n-th delivery, n as on the naive side
-        nth, seen, index, safe_culprit = seen[culprit.message_id], 0, 0, None
+        nth, seen, safe_culprit = seen[culprit.message_id], 0, None
         while True:
             before_states = {t["task_id"]: t["state"] for t in safe.store.tasks()}
             out = safe.step()
@@ -121,8 +123,7 @@ def plan(make_run, faults) -> Story | None:
             if safe_culprit is None and out.message_id == culprit.message_id:
                 seen += 1
                 if seen == nth:
-                    safe_culprit = _culprit(safe, out, index, before_states.get(out.task_id))
-            index += 1
+                    safe_culprit = _culprit(safe, out, before_states.get(out.task_id))
         safe_total = safe.delivered
         safe_end = tuple(r.name for r in check(safe.store) if not r.ok)
     finally:
@@ -180,8 +181,8 @@ def moments(story: Story | None, faults=()) -> list[Moment]:
                 else "end: every invariant holds")
     return [
         start,
-        Moment("before", n.index, s.index if s else n.index, before_naive, before_safe, "task"),
-        Moment("after", n.index + 1, (s.index + 1) if s else n.index + 1, after_naive, after_safe, "message"),
+        Moment("before", n.steps, s.steps if s else n.steps, before_naive, before_safe, "task"),
+        Moment("after", n.steps + 1, (s.steps + 1) if s else n.steps + 1, after_naive, after_safe, "message"),
         Moment("end", None, None, end_naive, end_safe, "message"),
     ]
 
