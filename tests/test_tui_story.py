@@ -298,11 +298,13 @@ def test_autoplay_and_paused_keep_the_old_workshop(tmp_path):
     assert "story 1/4" not in t.text
 
 
-def test_story_on_demo_run_is_refused_in_one_line(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "sim", "demo", "run", "--story"], cwd=tmp_path, capture_output=True,
+@pytest.mark.parametrize("args", [["--story"], ["--autoplay", "--serve"]], ids=["story", "autoplay-served"])
+def test_story_on_demo_run_is_refused_in_one_line(tmp_path, args):
+    p = subprocess.run([sys.executable, "-m", "sim", "demo", "run", *args], cwd=tmp_path, capture_output=True,
                        text=True, stdin=subprocess.DEVNULL)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("error: E_USAGE: ")
+    assert not (tmp_path / "protolab.db").exists()
 
 
 async def test_help_and_the_palette_offer_only_the_keys_of_the_mode():

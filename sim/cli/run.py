@@ -304,6 +304,8 @@ def demo(
     sc = _load_scenario("publish-report", None)
     _check_run_args("safe", fault)
     designs = _designs(design)
+    if mode == "run" and story is not None:
+        raise InputError("--story and --autoplay are for 'demo regression'", code="E_USAGE")
     if serve:
         if headless:
             raise InputError("--serve shows the TUI in a browser; --headless shows none: give one of them", code="E_USAGE")
@@ -317,8 +319,6 @@ def demo(
     if mode == "run":
         if len(designs) > 1:
             raise InputError("'demo run' takes one --design; 'demo regression' shows two side by side", code="E_USAGE")
-        if story is not None:
-            raise InputError("--story and --autoplay are for 'demo regression'", code="E_USAGE")
         _default_db_for(db, sc.name)
         _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless,
                   plugins=_plugins(design=designs[0]) if designs else None)
