@@ -135,6 +135,8 @@ def test_the_thirty_minute_script_shows_the_faults_of_the_table():
     for fault in re.findall(r"--fault ([a-z-]+)", part):
         assert fault in table
     assert "needs_review" in part and _story("conflicting-digest").safe.state_after == "needs_review"
+    assert "published twice" in part and _story("duplicate").witness["times_committed"] == 2
+    assert "as a duplicate" in part and _story("duplicate").safe.decision == "duplicate"
     assert _story("crash").safe.code == "E_STALE_LEASE" and "stale lease" in part
 
 
