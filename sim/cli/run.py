@@ -286,6 +286,10 @@ def demo(
     fault: List[str] = typer.Option([], "--fault", "-f", help="For regression: the faults both runs get (default: late-failure)."),
     db: Path = DB_OPT,
     paused: bool = typer.Option(False, "--paused", help="Start paused (space steps one delivery)."),
+    story: Optional[bool] = typer.Option(None, "--story/--autoplay", help="For regression: stop at each moment that "
+                                         "matters (space goes on, r restarts, f switches the fault), or play every "
+                                         "delivery on a timer. Default: --story in a terminal (--autoplay with "
+                                         "--paused or --serve)."),
     headless: bool = typer.Option(False, "--headless", help="No TUI: run it through and print the result."),
     design: List[Path] = typer.Option([], "--design", help="An envelope design (.py). With 'run': watch it live. "
                                       "With 'regression': one design beside the reference design, or two side by side."),
@@ -300,11 +304,14 @@ def demo(
     sc = _load_scenario("publish-report", None)
     _check_run_args("safe", fault)
     designs = _designs(design)
+    if mode == "run" and story is not None:
+        raise InputError("--story and --autoplay are for 'demo regression'", code="E_USAGE")
     if serve:
         if headless:
             raise InputError("--serve shows the TUI in a browser; --headless shows none: give one of them", code="E_USAGE")
         argv = ["demo", mode, *(["--seed", str(seed)] if seed is not None else []),
                 *[x for f in fault for x in ("--fault", f)], *(["--paused"] if paused else []),
+                *(["--story"] if story and mode == "regression" else []),
                 *[x for d in design for x in ("--design", str(Path(d).resolve()))]]
         _serve(argv, port=port, title="protolab demo " + mode, run_db="--db" if mode == "run" else None,
                allow_host=allow_host, max_sessions=max_sessions)
@@ -316,11 +323,15 @@ def demo(
         _tui_live(sc, seed=seed, fault=fault, policy="safe", db=db, paused=paused, headless=headless,
                   plugins=_plugins(design=designs[0]) if designs else None)
         return
+    if story is None:  # a story in a terminal; a served tab (and --paused) plays on a timer as before
+        from ..web.serve import served_here
+
+        story = not paused and _interactive() and not served_here()
     _workshop(sc, seed=seed, fault=list(fault) or (["resend"] if designs else ["late-failure"]), paused=paused,
-              headless=headless, designs=designs)
+              headless=headless, designs=designs, story=story)
 
 
-def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> None:
+def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=(), story: bool = False) -> None:
     if headless or not _tui_here():
         if not headless:
             sys.stderr.write("protolab: not a terminal, so no TUI: comparing the two sides instead\n")
@@ -333,19 +344,23 @@ def _workshop(sc, *, seed, fault, paused: bool, headless: bool, designs=()) -> N
     if designs:
         # The side that may break goes on the left, where the workshop names the broken invariant.
         left, right = sides if len(designs) == 2 else (sides[1], sides[0])
-        naive = LiveRun(sc, policy=left[1], seed=seed, faults=fault, plugins=left[2])
-        safe = LiveRun(sc, policy=right[1], seed=seed, faults=fault, plugins=right[2])
         labels = tuple(label if plugged is None else f"design {label}" for label, _p, plugged in (left, right))
     else:
-        naive = LiveRun(sc, policy="naive", seed=seed, faults=fault)
-        safe = LiveRun(sc, policy="safe", seed=seed, faults=fault)
+        left, right = ("naive", "naive", None), ("safe", "safe", None)
         labels = ("naive: last write wins", "safe: the course's rules")
+
+    def factory(side: str, faults) -> LiveRun:
+        """A side's run (naive: the left one), in memory: r restarts with it, f switches its fault."""
+        _label, policy, plugins = left if side == "naive" else right
+        return LiveRun(sc, policy=policy, seed=seed, faults=list(faults), plugins=plugins)
+
+    app = WorkshopApp(factory("naive", fault), factory("safe", fault), play=not paused, labels=labels, story=story,
+                      factory=factory, faults=fault)
     try:
-        app = WorkshopApp(naive, safe, play=not paused, labels=labels)
         app.run()
     finally:
-        naive.close()
-        safe.close()
+        app.naive.close()  # the runs on screen at the end (r and f replace them)
+        app.safe.close()
     if app.failure is not None:  # a design raised: the app showed it; one line and exit 2 here
         raise app.failure
 

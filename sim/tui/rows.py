@@ -101,6 +101,35 @@ def compact_delivery_row(r: dict) -> Text:
     return out
 
 
+NARROW_TASK_HEADER = "task   state         ver lease trusted"
+
+
+def narrow_task_row(t: dict) -> Text:
+    """A task in a side 40 columns wide or less (the workshop at 80 columns): the state the lesson is
+    about, its version, its lease's version (a crash's lesson) and whether its results are trusted."""
+    out = Text()
+    out.append(_cell(t["task_id"], 6) + " ")
+    out.append(_cell(t["state"], 13), STATE_STYLE.get(t["state"], ""))
+    out.append(" " + _cell(f"v{t['state_version']}", 3) + " " + _cell(f"v{t['lease_version']}", 5) + " ")
+    out.append(_cell("yes" if t["trusted"] else "NO", 7), "green" if t["trusted"] else "bold red")
+    return out
+
+
+NARROW_DELIVERY_HEADER = "msg   type         task decision/code"
+
+
+def narrow_delivery_row(r: dict) -> Text:
+    """A delivery in 38 columns: what arrived, for which task, and what intake decided; a refusal
+    shows its code in the decision's place (the code names the rule, and a code means refused)."""
+    out = Text()
+    out.append(_cell(r["message_id"], 5) + " " + _cell(r["type"], 12) + " " + _cell(r["task_id"], 4) + " ")
+    if r["code"]:
+        out.append(_cell(r["code"], 14), "red")
+    else:
+        out.append(_cell(r["decision"], 14), DECISION_STYLE.get(r["decision"], ""))
+    return out
+
+
 class StoreSource:
     """Rows of one kind, by id, paged out of the store on demand."""
 
@@ -124,16 +153,17 @@ def event_source(store: Store, ids: Sequence[int]) -> StoreSource:
     return StoreSource(store, ids, store.events_at, event_row)
 
 
-def delivery_source(store: Store, ids: Sequence[int], *, compact: bool = False) -> StoreSource:
-    return StoreSource(store, ids, store.deliveries_at, compact_delivery_row if compact else delivery_row)
+def delivery_source(store: Store, ids: Sequence[int], *, compact: bool = False, narrow: bool = False) -> StoreSource:
+    render = narrow_delivery_row if narrow else compact_delivery_row if compact else delivery_row
+    return StoreSource(store, ids, store.deliveries_at, render)
 
 
 class TaskSource:
     """The State pane: every task (a few, or a stress run's thousands) as of some moment."""
 
-    def __init__(self, tasks: list[dict], *, compact: bool = False):
+    def __init__(self, tasks: list[dict], *, compact: bool = False, narrow: bool = False):
         self.tasks = tasks
-        self.render = compact_task_row if compact else task_row
+        self.render = narrow_task_row if narrow else compact_task_row if compact else task_row
 
     def __len__(self) -> int:
         return len(self.tasks)

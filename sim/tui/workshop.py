@@ -19,8 +19,9 @@ from .app import bindings
 from .guide import LabHost
 from .player import SPEEDS, Player
 from .logview import LogView
-from .rows import (COMPACT_DELIVERY_HEADER, COMPACT_TASK_HEADER, DELIVERY_HEADER, TASK_HEADER, TaskSource,
-                   delivery_source)
+from .rows import (COMPACT_DELIVERY_HEADER, COMPACT_TASK_HEADER, DELIVERY_HEADER, NARROW_DELIVERY_HEADER,
+                   NARROW_TASK_HEADER, TASK_HEADER, TaskSource, delivery_source)
+from .story import Story, moments, plan, story_faults
 
 
 def _witness(w: dict) -> str:
@@ -42,7 +43,9 @@ def _witness(w: dict) -> str:
 
 
 class Side(Vertical):
-    """One policy's run: verdict banner, State, invariants, Messages."""
+    """One policy's run: verdict banner, the story's caption, State, invariants, Messages. The app sets
+    the banner's, caption's, State's and invariants' heights alike on both sides (:meth:`WorkshopApp.align`),
+    so that row n of one side's Messages sits beside row n of the other's."""
 
     def __init__(self, live: LiveRun, title: str, *, id: str):
         super().__init__(id=id)
@@ -51,51 +54,78 @@ class Side(Vertical):
         self.tasks = LogView(classes="tasks")
         self.msgs = LogView(classes="msgs", follow=True)
         self.results = []
+        self.caption = ""  # the story's line for this side at its current moment ("" outside a story)
+        self.culprit: int | None = None  # the delivery row the story lights (an index of msgs)
+        self.culprit_task: str | None = None  # the task row it lights before the culprit arrives
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="banner")
+        yield Static("", classes="caption")
         yield Static(Text(TASK_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr hdr-tasks")
         yield self.tasks
         yield Static("", classes="invariants")
         yield Static(Text(DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"), classes="hdr hdr-msgs")
         yield self.msgs
 
-    def refresh_side(self) -> None:
-        store = self.live.store
-        tasks = store.tasks()
-        compact = self.app.size.width < 160
-        self.tasks.set_source(TaskSource(tasks, compact=compact), keep_cursor=True)
-        self.query_one(".hdr-tasks", Static).update(
-            Text(COMPACT_TASK_HEADER if compact else TASK_HEADER, no_wrap=True, overflow="ellipsis"))
-        self.tasks.styles.height = max(2, min(len(tasks), 8))
-        self.msgs.set_source(delivery_source(store, store.delivery_ids(), compact=compact))
-        self.query_one(".hdr-msgs", Static).update(
-            Text(COMPACT_DELIVERY_HEADER if compact else DELIVERY_HEADER, no_wrap=True, overflow="ellipsis"))
-        self.msgs.move_cursor(len(self.msgs.source) - 1)
-        self.results = check(store)
+    def texts(self) -> tuple[Text, Text, Text]:
+        """The banner, the caption and the invariants' lines, as this side would show them now."""
         broken = [r for r in self.results if not r.ok]
-        banner = self.query_one(".banner", Static)
-        banner.set_class(bool(broken), "-broken")
-        banner.set_class(not broken, "-holds")
-        if broken:
-            lines = [f"BROKEN {r.name}: {_witness(r.witnesses[0])}" for r in broken]
-            banner.update("\n".join(lines))
+        if broken and self.app.size.width < 100 and self.caption:  # narrow: the story's caption gives the witness
+            banner = Text("\n".join(f"BROKEN {r.name}" for r in broken))
+        elif broken:
+            banner = Text("\n".join(f"BROKEN {r.name}: {_witness(r.witnesses[0])}" for r in broken))
         else:
             status = "finished" if self.live.finished else f"{self.live.delivered} deliveries"
-            banner.update(f"every invariant holds ({status})")
+            banner = Text(f"every invariant holds ({status})")
         inv = Text()
         if self.app.size.height < 40:  # short terminal: the invariants in one line
-            bad = [r.name for r in self.results if not r.ok]
-            if bad:  # the banner names the broken ones
-                inv.append(f"the other {len(self.results) - len(bad)} invariants hold", "green")
+            if broken:  # the banner names the broken ones
+                inv.append(f"the other {len(self.results) - len(broken)} invariants hold", "green")
             # all hold: the banner above says so already
         else:
             for r in self.results:
                 inv.append("  ok   " if r.ok else "  FAIL ", "green" if r.ok else "bold red")
                 inv.append(r.name + "\n", "" if r.ok else "bold red")
-        box = self.query_one(".invariants", Static)
-        box.update(inv)
-        box.display = bool(inv.plain)
+        inv.rstrip()
+        return banner, Text(self.caption), inv
+
+    def refresh_side(self) -> None:
+        store = self.live.store
+        tasks = store.tasks()
+        narrow = self.app.size.width < 100
+        compact = self.app.size.width < 160
+        self.tasks.set_source(TaskSource(tasks, compact=compact, narrow=narrow), keep_cursor=True)
+        self.query_one(".hdr-tasks", Static).update(Text(
+            NARROW_TASK_HEADER if narrow else COMPACT_TASK_HEADER if compact else TASK_HEADER,
+            no_wrap=True, overflow="ellipsis"))
+        self.msgs.set_source(delivery_source(store, store.delivery_ids(), compact=compact, narrow=narrow))
+        self.query_one(".hdr-msgs", Static).update(Text(
+            NARROW_DELIVERY_HEADER if narrow else COMPACT_DELIVERY_HEADER if compact else DELIVERY_HEADER,
+            no_wrap=True, overflow="ellipsis"))
+        self.results = check(store)
+        broken = [r for r in self.results if not r.ok]
+        banner_text, caption_text, inv = self.texts()
+        banner = self.query_one(".banner", Static)
+        banner.set_class(bool(broken), "-broken")
+        banner.set_class(not broken, "-holds")
+        banner.update(banner_text)
+        caption = self.query_one(".caption", Static)
+        caption.update(caption_text)
+        self.query_one(".invariants", Static).update(inv)
+        # the story's culprit: its delivery row once delivered, else its task's row; otherwise the newest row
+        rows = [t["task_id"] for t in tasks]
+        self.tasks.move_cursor(rows.index(self.culprit_task) if self.culprit_task in rows else 0)
+        lit = self.culprit is not None and self.culprit < len(self.msgs.source)
+        self.msgs.move_cursor(self.culprit if lit else len(self.msgs.source) - 1)
+        self.set_class(lit, "-culprit-message")
+        self.set_class(self.culprit_task is not None and not lit, "-culprit-task")
+
+    def lines_needed(self, text: Text) -> int:
+        """How many lines ``text`` takes in this side's width (wrapped as a Static wraps it)."""
+        if not text.plain:
+            return 0
+        width = max(10, self.app.size.width // 2 - 4)  # half the screen, less the border and padding
+        return len(text.wrap(self.app.console, width))
 
 
 class WorkshopApp(LabHost, Player, App):
@@ -109,7 +139,10 @@ class WorkshopApp(LabHost, Player, App):
         ("step", {"label": "Step both", "tooltip": "One delivery on each side"}),
         ("toggle_play", {"label": "Play/pause", "tooltip": ""}),
         ("faster", {"show": True}), ("slower", {"show": True}),  # the workshop's footer shows the speed
+        Binding("space", "story_next", "Next moment", tooltip="Play both sides on to the story's next moment"),
         Binding("e", "end", "To the end", tooltip="Run both to the end"),
+        Binding("r", "restart", "Restart", tooltip="Start both runs again from the first delivery"),
+        Binding("f", "next_fault", "Next fault", tooltip="Start again with the next fault that breaks the naive side"),
         "lab_hint", "lab_answer",
         ("help", {"tooltip": "Every key, and what the two sides show"}),
         ("quit", {"tooltip": "Leave the workshop"}),
@@ -122,12 +155,24 @@ class WorkshopApp(LabHost, Player, App):
         "  message that did it); a side that keeps every invariant says so.\n"
         "  State: each task's state, version, lease, budget and whether its results are trusted.\n"
         "  Messages: every delivery and what intake decided; the decisions differ where the policies do.\n"
+        "  Story mode (--story, the default in a terminal) stops where it matters: before the message that\n"
+        "  breaks the naive side arrives, and once both sides have taken it; the line under each banner\n"
+        "  says what happens there, and the row it speaks of is lit on both sides.\n"
     )
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in ("step", "toggle_play", "faster", "slower"):
+            return not self.story_mode
+        if action == "story_next":  # shown greyed at the story's last moment
+            return self.story_mode and (None if self.moment_i >= len(self.moments) - 1 else True)
+        if action in ("restart", "next_fault"):
+            return self.factory is not None
+        return super().check_action(action, parameters)
 
     def action_help(self) -> None:
         from .screens import Help
 
-        keys = [b for b in self.BINDINGS if self.lab is not None or not b.action.startswith("lab_")]
+        keys = [b for b in self.BINDINGS if self.check_action(b.action, ()) is not False]  # this mode's keys
         self.push_screen(Help(keys, notes=self.NOTES))
 
     def get_system_commands(self, screen):
@@ -135,14 +180,25 @@ class WorkshopApp(LabHost, Player, App):
 
         yield from super().get_system_commands(screen)
         for b in self.BINDINGS:
-            if b.action in ("quit",) or (b.action.startswith("lab_") and self.lab is None):
+            if b.action in ("quit",) or self.check_action(b.action, ()) is False:  # what this mode has no key for
                 continue
             yield SystemCommand(b.description, b.tooltip or b.description, lambda a=b.action: self.run_action(a))
 
     def __init__(self, naive: LiveRun, safe: LiveRun, *, play: bool = False,
-                 labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules"), lab=None):
+                 labels: tuple[str, str] = ("naive: last write wins", "safe: the course's rules"), lab=None,
+                 story: bool = False, factory=None, faults=()):
+        """``factory(side, faults) -> LiveRun`` ("naive" or "safe") makes a side's run again: r restarts
+        with it, f switches the fault, and story mode (``story``) plays runs of it in memory to find its
+        moments. Without a factory (a lab), r and f are off and there is no story."""
         super().__init__()
         self.naive, self.safe = naive, safe
+        self.factory = factory
+        self.faults = tuple(faults)
+        self.story_mode = bool(story and factory is not None)
+        self.story: Story | None = None
+        self.moments = []
+        self.moment_i = -1
+        self._plans: dict = {}  # faults -> Story or None: each fault played once
         self.live = safe  # in a lab, the learner's run
         self.lab = lab  # a LabSession on the safe side's store
         if lab is not None:
@@ -164,6 +220,8 @@ class WorkshopApp(LabHost, Player, App):
         yield Footer(compact=self.size.width < 160, show_command_palette=self.size.width >= 100)
 
     def on_resize(self) -> None:
+        if self.is_mounted and self.query(Side):
+            self.call_after_refresh(self._refresh)
         short = self.size.height < 36
         self.set_class(short, "-short")
         self.set_class(self.guide is not None, "-with-guide")
@@ -174,21 +232,123 @@ class WorkshopApp(LabHost, Player, App):
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.safe.scenario.name} · seed {self.safe.seed}"
+        if self.story_mode:
+            self._start_story()
         self._refresh()
-        if self._autoplay:
+        if self._autoplay and not self.story_mode:
             self.action_toggle_play()
 
     def _refresh(self) -> None:
         faults = self.safe.store.get_meta("faults") or "none"
-        mode = "▶ playing" if self.playing else "⏸ paused"
-        status = Text(f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults on "
-                      f"both sides · {mode} ×{SPEEDS[self.speed_i]}/s" + (f" │ {self.message_line}" if self.message_line else ""))
+        if self.story_mode:
+            m = self.moments[self.moment_i]
+            mode = (f"story {self.moment_i + 1}/{len(self.moments)} · "
+                    + ("space next · " if self.moment_i < len(self.moments) - 1 else "") + "r restart · f next fault")
+            status = Text(f"faults: {faults} · {mode}" + (f" │ {self.message_line}" if self.message_line else ""))
+        else:
+            mode = "▶ playing" if self.playing else "⏸ paused"
+            status = Text(f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults "
+                          f"on both sides · {mode} ×{SPEEDS[self.speed_i]}/s"
+                          + (f" │ {self.message_line}" if self.message_line else ""))
         if self.failure is not None:
             status = Text(f"the run stopped: {self.failure.code}: {self.failure} (q quits)", style="bold red")
         self.query_one("#status", Static).update(status)
         for side in self.query(Side):
             side.refresh_side()
+        self.align()
         self.lab_refresh()
+
+    def align(self) -> None:
+        """Give each block above the Messages the same height on both sides (the taller side's), so
+        that the two message lists start on the same line and row n sits beside row n."""
+        sides = list(self.query(Side))
+        if len(sides) < 2:
+            return
+        texts = [side.texts() for side in sides]
+        for k, cls in enumerate((".banner", ".caption", ".invariants")):
+            need = max(side.lines_needed(t[k]) for side, t in zip(sides, texts))
+            for side in sides:
+                box = side.query_one(cls, Static)
+                box.display = need > 0
+                box.styles.height = max(need, 1)
+        rows = max(len(side.tasks.source) for side in sides)
+        for side in sides:
+            side.tasks.styles.height = max(2, min(rows, 8))
+
+    # ------------------------------------------------------------------ the story
+
+    def _plan(self, faults: tuple[str, ...]):
+        if faults not in self._plans:
+            self._plans[faults] = plan(self.factory, faults)
+        return self._plans[faults]
+
+    def _start_story(self) -> None:
+        self.story = self._plan(self.faults)
+        self.moments = moments(self.story, self.faults)
+        self.moment_i = 0
+        self._show_moment()
+
+    def _advance(self, live: LiveRun, at: int | None) -> None:
+        while (at is None or live.delivered < at) and self.failure is None:
+            try:
+                if live.step() is None:
+                    return
+            except ProtolabError as e:
+                self.failure = e
+                self.notify(Text(f"{e.code}: {e}").markup, title="the run stopped", severity="error", timeout=10)
+                return
+
+    def _show_moment(self) -> None:
+        m = self.moments[self.moment_i]
+        story = self.story
+        for side_id, live, at, caption, culprit in (
+                ("#naive", self.naive, m.naive_at, m.naive_caption, story.naive if story else None),
+                ("#safe", self.safe, m.safe_at, m.safe_caption, story.safe if story else None)):
+            self._advance(live, at)
+            side = self.query_one(side_id, Side)
+            side.caption = caption
+            side.culprit = culprit.index if culprit is not None and m.highlight == "message" else None
+            side.culprit_task = culprit.task_id if culprit is not None and m.highlight == "task" else None
+
+    def action_story_next(self) -> None:
+        if not self.story_mode or self.moment_i >= len(self.moments) - 1:
+            return
+        self.moment_i += 1
+        self._show_moment()
+        self._refresh()
+        self.refresh_bindings()
+
+    def _restart(self, faults: tuple[str, ...]) -> None:
+        self._stop_play()
+        for live in (self.naive, self.safe):
+            live.close()
+        self.faults = faults
+        self.failure = None
+        self.naive, self.safe = self.factory("naive", faults), self.factory("safe", faults)
+        self.live = self.safe
+        self.query_one("#naive", Side).live = self.naive
+        self.query_one("#safe", Side).live = self.safe
+        for side in self.query(Side):
+            side.caption, side.culprit, side.culprit_task = "", None, None
+        if self.story_mode:
+            self._start_story()
+        self._refresh()
+        self.refresh_bindings()
+
+    def action_restart(self) -> None:
+        if self.factory is not None:
+            self._restart(self.faults)
+            self.notify(f"started again: {', '.join(self.faults) or 'no faults'}", timeout=3)
+
+    def action_next_fault(self) -> None:
+        if self.factory is None:
+            return
+        nxt = story_faults(self._plan, self.faults)
+        if nxt is None:
+            self.notify("no other fault breaks the naive side here", timeout=4)
+            return
+        self._restart(nxt)
+        self.notify(f"fault: {nxt[0]}", timeout=3)
 
     def _step(self) -> bool:
         """One delivery on each side; a learner's code that raises stops both here (one line in the
@@ -210,6 +370,12 @@ class WorkshopApp(LabHost, Player, App):
         self._refresh()
 
     def action_end(self) -> None:
+        if self.story_mode:
+            self.moment_i = len(self.moments) - 1
+            self._show_moment()
+            self._refresh()
+            self.refresh_bindings()
+            return
         while self._step():
             pass
         self._stop_play()
