@@ -168,7 +168,7 @@ async def test_space_delivers_one_envelope_and_shows_its_decision(live):
         assert "M-1" in row and "task_request" in row and "manager → researcher" in row and "accepted" in row
         assert len(app.events_view.source) == live.store.last_event() > events_before
         assert "#1 M-1 task_request: accepted" in status(app)
-        assert "1 deliveries" in status(app) and "⏸ paused" in status(app)
+        assert "1 deliveries" in status(app) and "‖ paused" in status(app)
         assert task(app, "T-1")["state"] == "ready"
 
         await press(pilot, "space")
@@ -213,7 +213,7 @@ async def test_p_plays_then_pauses(live):
 
         await press(pilot, "p")
         assert not app.playing
-        assert "⏸ paused" in status(app)
+        assert "‖ paused" in status(app)
         paused_at = len(app.messages_view.source)
         await pilot.pause(0.4)
         assert len(app.messages_view.source) == paused_at == live.delivered
@@ -617,7 +617,7 @@ async def test_left_bracket_stops_play_and_space_returns_to_the_present(live):
         assert app.playing
         await press(pilot, "left_square_bracket")
         assert not app.playing and app.as_of is not None
-        assert "⏸ paused" in status(app)
+        assert "‖ paused" in status(app)
         await press(pilot, "left_square_bracket", times=2)
         n = live.delivered
         await press(pilot, "space")
@@ -730,7 +730,7 @@ async def test_status_line_is_filled_at_start(live):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "publish-report · seed 0 · safe" in status(app)
-        assert "round 0 · 0 deliveries · ⏸ paused ×4/s" in status(app)
+        assert "round 0 · 0 deliveries · ‖ paused ×4/s" in status(app)
         assert app._tasks == []
         assert not app.screen.has_class("-small")
         assert not app.screen.query_one("#too-small").display and app.screen.query_one("#panes").display
@@ -977,14 +977,14 @@ async def test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits():
         app = WorkshopApp(naive, safe)
         async with app.run_test(size=(160, 40)) as pilot:
             await pilot.pause()
-            assert "⏸ paused ×4/s" in _wstatus(app)
+            assert "‖ paused ×4/s" in _wstatus(app)
             assert "faults: late-failure" in _wstatus(app)
             await press(pilot, "p")
             assert app.playing and "▶ playing ×4/s" in _wstatus(app)
             await pilot.pause(0.6)
             assert naive.delivered >= 1 and safe.delivered >= 1
             await press(pilot, "p")
-            assert not app.playing and "⏸ paused" in _wstatus(app)
+            assert not app.playing and "‖ paused" in _wstatus(app)
             n = naive.delivered
             await pilot.pause(0.3)
             assert naive.delivered == safe.delivered == n

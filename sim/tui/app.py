@@ -363,7 +363,7 @@ class ProtolabApp(LabHost, Player, App):
         parts = [self.label]
         if self.live is not None:
             r = self.live.run
-            mode = "finished" if self.live.finished else ("▶ playing" if self.playing else "⏸ paused")
+            mode = "finished" if self.live.finished else ("▶ playing" if self.playing else "‖ paused")
             # every delivery in the store (a reviewer's decision too), as Messages shows them
             n = self.store.next_delivery_id() - 1
             parts.append(f"round {r.now} · {n} deliveries · {mode} ×{SPEEDS[self.speed_i]}/s")

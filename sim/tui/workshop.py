@@ -246,7 +246,7 @@ class WorkshopApp(LabHost, Player, App):
                     + ("space next · " if self.moment_i < len(self.moments) - 1 else "") + "r restart · f next fault")
             status = Text(f"faults: {faults} · {mode}" + (f" │ {self.message_line}" if self.message_line else ""))
         else:
-            mode = "▶ playing" if self.playing else "⏸ paused"
+            mode = "▶ playing" if self.playing else "‖ paused"
             status = Text(f"{self.safe.scenario.name} · seed {self.safe.seed} · faults: {faults} · same seed and faults "
                           f"on both sides · {mode} ×{SPEEDS[self.speed_i]}/s"
                           + (f" │ {self.message_line}" if self.message_line else ""))
