@@ -50,7 +50,6 @@ class Store(Reads, Writes, Reducer):
         self._time_cache: tuple[int, str] = (-1, "")
         self._minute: tuple[int, str] = (-(2**62), "")  # (see time_at)
         self._minutes: dict = {}  # (see time_at: each minute's text, by the tick that began it)
-        self._times: dict = {}  # (see time_at: each tick's text, by its tick)
         self._start: datetime | None = None
         self.readonly = False
         # PRAGMA data_version as of this handle's last look: it changes exactly when another

@@ -114,16 +114,6 @@ class Writes:
     def time_at(self, tick: int) -> str:
         """``created_at`` of a tick: time zero plus one second per tick (logical time)."""
         if self._time_cache[0] != tick:
-            # Each tick's text is kept (a delivery asks for its own tick and, under declared bounds, for its
-            # conversation's deadline, the same tick for every delivery of the conversation): one dict look.
-            times = self._times
-            if times.get("start") is not self._start:  # (formatted from another start time: forgotten)
-                times.clear()
-                times["start"] = self._start
-            text = times.get(tick)
-            if text is not None:
-                self._time_cache = (tick, text)
-                return text
             first, minute = self._minute  # the tick that began the minute last formatted, and its text up to it
             if first <= tick < first + 60:
                 text = minute + _SECONDS[tick - first]
@@ -145,10 +135,6 @@ class Writes:
                     minute = minutes[first] = t.strftime("%Y-%m-%dT%H:%M:%SZ")[:-3]
                 self._minute = (first, minute)
                 text = minute + _SECONDS[t.second]
-            if len(times) > 4096:
-                times.clear()
-                times["start"] = self._start
-            times[tick] = text
             self._time_cache = (tick, text)
         return self._time_cache[1]
 
