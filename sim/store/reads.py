@@ -203,13 +203,13 @@ class Reads:
         out = []
         for ref in refs:
             if ref.startswith("sha256:"):
-                row = self.conn.execute(
+                row = self.conn.one(  # (the reused cursor: a delivery citing evidence asks this)
                     "SELECT t.task_id FROM artifacts a JOIN tasks t ON t.task_id = a.task_id WHERE a.ref = ? "
-                    "AND t.trusted = 0 AND t.task_id != ?", (ref, besides)).fetchone()
+                    "AND t.trusted = 0 AND t.task_id != ?", (ref, besides))
             else:
-                row = self.conn.execute(
+                row = self.conn.one(
                     "SELECT t.task_id FROM messages m JOIN tasks t ON t.task_id = m.task_id WHERE m.message_id = ? "
-                    "AND t.trusted = 0 AND t.task_id != ? LIMIT 1", (ref, besides)).fetchone()
+                    "AND t.trusted = 0 AND t.task_id != ? LIMIT 1", (ref, besides))
             if row is not None:
                 out.append((ref, row[0]))
         return out
