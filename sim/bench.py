@@ -23,7 +23,9 @@ __all__ = ["intake_workload", "writers_workload", "bench_writers", "bench_intake
 
 
 def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> list[str]:
-    """``n`` envelope texts: tasks through request, start, result and ack, with redeliveries."""
+    """``n`` envelope texts: tasks through request, start, result (a success citing its evidence) and ack,
+    with redeliveries: each task ends succeeded."""
+    import hashlib
     import random
 
     from .envelope import build_envelope
@@ -46,9 +48,12 @@ def intake_workload(n: int, *, duplicate_rate: float = 0.05, seed: int = 0) -> l
                            created_at=at(len(texts)), **common),
             build_envelope(message_id=f"M-{t}-2", sender=worker, recipient="manager", type="task_started",
                            payload={"lease_version": 1}, idempotency_key=f"{tid}:attempt-1:started", created_at=at(len(texts)), **common),
+            # (a success cites its evidence, as the course's rules ask: one without is refused, and the
+            # bench once measured only that refusal, E_EVIDENCE_REQUIRED, for every result)
             build_envelope(message_id=f"M-{t}-3", sender=worker, recipient="manager", type="task_result",
                            payload={"status": "succeeded", "lease_version": 1, "summary": f"{rng.randint(1, 9)} facts"},
-                           idempotency_key=f"{tid}:attempt-1", created_at=at(len(texts)), **common),
+                           idempotency_key=f"{tid}:attempt-1", created_at=at(len(texts)),
+                           evidence_refs=["sha256:" + hashlib.sha256(f"facts of {tid}".encode()).hexdigest()], **common),
             build_envelope(message_id=f"A-{t}-3", sender="manager", recipient=worker, type="ack",
                            payload={"of": f"M-{t}-3"}, idempotency_key=f"{tid}:ack", created_at=at(len(texts)), **common),
         ]

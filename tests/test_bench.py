@@ -14,6 +14,23 @@ def test_the_intake_workload_has_tasks_and_redeliveries():
     assert len(set(texts)) < len(texts)  # some envelopes are delivered twice
 
 
+def test_the_intake_workload_takes_the_success_path_not_a_refusal(tmp_path):
+    """What bench intake measures is a task's whole way to succeeded: every result cites its evidence (once,
+    each was refused with E_EVIDENCE_REQUIRED and no task ever succeeded)."""
+    from sim.envelope import loads_strict, parse_envelope
+    from sim.runtime import deliver
+    from sim.store import Store
+
+    st = Store.create(tmp_path / "w.db")
+    for t in intake_workload(400):
+        deliver(st, parse_envelope(loads_strict(t)))
+    states = [r[0] for r in st.conn.execute("SELECT state FROM tasks")]
+    codes = [r[0] for r in st.conn.execute("SELECT code FROM deliveries WHERE decision = 'rejected'")]
+    st.close()
+    assert len(states) > 90 and states.count("succeeded") >= len(states) - 1, states  # (the last may stop mid-way)
+    assert codes == [], codes
+
+
 def test_the_intake_benchmark_reports_project_floor_and_ratio_for_the_same_rows():
     r = bench_intake(200)
     assert r["n"] == 200 and r["rows"]["deliveries"] == 200

@@ -162,7 +162,7 @@ def moments(story: Story | None, faults=()) -> list[Moment]:
         move = f": {w.get('task_id') or n.task_id}'s {w.get('kind') or 'effect'} committed {w['times_committed']} times"
     elif not move and w.get("problem"):
         move = f": {w['problem']}"
-    more = f" (+{len(story.broken) - 1})" if len(story.broken) > 1 else ""
+    more = f" and {len(story.broken) - 1} more" if len(story.broken) > 1 else ""
     before_naive = f"next: {_what(n)} arrives; {_now(n)}"
     if s is None:
         before_safe = f"{n.message_id} never reaches this side"
