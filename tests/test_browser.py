@@ -251,6 +251,36 @@ def test_the_served_workshop_asks_nothing_of_the_network_and_takes_keys_without_
         shots(browser, "workshop-offline")
 
 
+def test_the_served_story_stops_at_each_moment_with_its_captions_in_order(browser, tmp_path, shots):
+    """Issue 45: the story told in a browser, as a room sees it on the projector: each space brings the next
+    moment, its captions (computed here from runs of the scenario, as the TUI computes them) on the page in
+    order, and a caption is never shown before its moment."""
+    pytest.importorskip("textual_serve", reason="textual-serve is a dependency of protolab: pip install -e .")
+    from sim.live import LiveRun
+    from sim.scenario import load_scenario
+    from sim.tui.story import moments, plan
+
+    sc = load_scenario("publish-report")
+    faults = ("late-failure",)
+    stops = moments(plan(lambda side, f: LiveRun(sc, policy=side, faults=list(f)), faults), faults)
+    assert [m.name for m in stops] == ["start", "before", "after", "end"]
+
+    def head(caption: str) -> str:  # a caption's start: a side is narrower than it, and the terminal wraps it
+        return caption[:18]
+
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _TAP})
+    with _server(["demo", "regression", "--serve", "--story"]) as (url, _p, _served):
+        browser.get(url)
+        for k, stop in enumerate(stops):
+            if k:
+                assert head(stop.naive_caption) not in _tty(browser), stop.name  # not before its moment
+                browser.execute_script("window.__tty = ''")  # what the next key brings
+                _press(browser, " ", what=f"space, to the {stop.name} moment")
+            _wait(browser, lambda d: head(stop.naive_caption) in _tty(d) and head(stop.safe_caption) in _tty(d)
+                  and f"story {k + 1}/{len(stops)}" in _tty(d), what=f"the {stop.name} moment's captions")
+            shots(browser, f"story-{k + 1}-{stop.name}")
+
+
 def test_a_feedback_page_shows_the_score_and_every_rule(browser, tmp_path, shots):
     """What 'protolab feedback export' hands a student, opened as they open it: a file, no server."""
     from sim.course.catalog import get_exercise, solutions_dir
