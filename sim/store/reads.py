@@ -894,36 +894,58 @@ class Reads:
 
 class ScratchMap:
     """A map of strings to strings or integers kept in a temp table (see :meth:`Reads.scratch_map`);
-    ``in``, ``add`` (as a set: the value 1), ``get`` and item assignment."""
+    ``in``, ``add`` (as a set: the value 1), ``get`` and item assignment.
 
-    __slots__ = ("_q", "_has", "_get", "_put", "_ins", "_add")
+    Writes wait in a bounded buffer (:data:`BUFFER` entries) and go to the table together, one
+    ``executemany``; a read looks in the buffer first, and every statement goes through one cursor.
+    (Statement by statement, a big export's judging spent a fifth of ``check``'s time making cursors
+    and binding one row at a time.)"""
+
+    __slots__ = ("_cur", "_has", "_get", "_put", "_pending")
+
+    BUFFER = 8192
 
     def __init__(self, conn, name: str):
         if not name.isidentifier():
             raise ValueError(f"not a table name: {name!r}")
         conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
         conn.execute(f"CREATE TEMP TABLE {name} (k TEXT PRIMARY KEY, v) WITHOUT ROWID")
-        self._q = conn.execute
+        self._cur = conn.cursor()
         self._has = f"SELECT 1 FROM temp.{name} WHERE k = ?"
         self._get = f"SELECT v FROM temp.{name} WHERE k = ?"
         self._put = f"INSERT OR REPLACE INTO temp.{name} (k, v) VALUES (?, ?)"
-        self._ins = f"INSERT OR IGNORE INTO temp.{name} (k, v) VALUES (?, ?)"
-        self._add = f"INSERT OR IGNORE INTO temp.{name} (k, v) VALUES (?, 1)"
+        self._pending: dict = {}
+
+    def _write(self, k, v) -> None:
+        pending = self._pending
+        pending[k] = v
+        if len(pending) >= self.BUFFER:
+            self._cur.executemany(self._put, pending.items())
+            pending.clear()
 
     def __contains__(self, k) -> bool:
-        return self._q(self._has, (k,)).fetchone() is not None
+        return k in self._pending or self._cur.execute(self._has, (k,)).fetchone() is not None
 
     def add(self, k) -> None:
-        self._q(self._add, (k,))
+        self._write(k, 1)
 
     def get(self, k, default=None):
-        row = self._q(self._get, (k,)).fetchone()
+        pending = self._pending
+        if k in pending:
+            return pending[k]
+        row = self._cur.execute(self._get, (k,)).fetchone()
         return default if row is None else row[0]
 
     def __setitem__(self, k, v) -> None:
-        self._q(self._put, (k, v))
+        self._write(k, v)
 
     def setdefault(self, k, v):
         """Set ``k`` to ``v`` unless it has a value; its value."""
-        self._q(self._ins, (k, v))
-        return self.get(k)
+        old = self.get(k, _MISSING)
+        if old is not _MISSING:
+            return old
+        self._write(k, v)
+        return v
+
+
+_MISSING = object()
