@@ -15,7 +15,8 @@ from ..errors import StoreError
 _READS = ("SELECT", "WITH", "EXPLAIN", "PRAGMA DATA_VERSION", "PRAGMA QUICK_CHECK")
 
 
-_BUSY_SECONDS = 60.0  # how long a writer waits for another process's transaction before E_DB_BUSY
+_BUSY_SECONDS = 60.0
+_BATCH = 256  # rows a cursor's iteration fetches at once  # how long a writer waits for another process's transaction before E_DB_BUSY
 
 
 class _Cursor(sqlite3.Cursor):
@@ -38,6 +39,23 @@ class _Cursor(sqlite3.Cursor):
             return super().__next__()
         except sqlite3.Error as e:
             raise _translate(e, self.connection.path) from e
+
+    def __iter__(self):
+        """Rows a batch at a time (``fetchmany``), each batch's error translated: a ``for`` over a cursor
+        costs one Python call per :data:`_BATCH` rows, not one per row (a big ``check`` fetched 1.35
+        million rows through ``__next__``, a fifth of its time in this wrapper)."""
+        return self._batched()
+
+    def _batched(self):
+        fetch = sqlite3.Cursor.fetchmany
+        while True:
+            try:
+                rows = fetch(self, _BATCH)
+            except sqlite3.Error as e:
+                raise _translate(e, self.connection.path) from e
+            if not rows:
+                return
+            yield from rows
 
     def fetchone(self):
         try:
