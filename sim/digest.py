@@ -96,68 +96,58 @@ def use_quick_writer() -> bool:
     return True
 
 
-def _plain(value, depth: int = 0) -> bool:
-    """Whether msgspec's sorted writer spells ``value`` exactly as the standard library's does: nothing
-    in it but strings, booleans, null, integers of at most 64 bits, and arrays and objects of them (no
-    float: msgspec writes ``1e16`` where Python writes ``1e+16``, and NaN as null). Keys that are not
-    strings and strings that are not UTF-8 make msgspec raise, and the caller falls back."""
-    t = type(value)
-    if t is dict:
-        items = value.values()
-    elif t is list or t is tuple:
-        items = value
-    else:
-        return t is str or t is bool or value is None or (t is int and _INT_MIN <= value < _INT_MAX)
-    if depth > 64:
-        return False
-    for x in items:
-        tx = type(x)
-        if tx is str or tx is bool or x is None:
-            continue
-        if tx is int:
-            if _INT_MIN <= x < _INT_MAX:
+def _walker(lo: int, hi: int, keys_ok=None):
+    """A check that a value holds nothing but strings, booleans, null, integers in ``lo..hi`` and arrays
+    and objects of them (64 levels at most), each object's keys passing ``keys_ok`` when given."""
+
+    def plain(value, depth: int = 0) -> bool:
+        t = type(value)
+        if t is dict:
+            if keys_ok is not None and not keys_ok(value):
+                return False
+            items = value.values()
+        elif t is list or t is tuple:
+            items = value
+        else:
+            return t is str or t is bool or value is None or (t is int and lo <= value <= hi)
+        if depth > 64:
+            return False
+        for x in items:
+            tx = type(x)
+            if tx is str or tx is bool or x is None:
+                continue
+            if tx is int:
+                if lo <= x <= hi:
+                    continue
+                return False
+            if (tx is dict or tx is list or tx is tuple) and plain(x, depth + 1):
                 continue
             return False
-        if (tx is dict or tx is list or tx is tuple) and _plain(x, depth + 1):
-            continue
-        return False
-    return True
+        return True
 
+    return plain
+
+
+#: Whether msgspec's sorted writer spells a value exactly as the standard library's does: nothing in it but
+#: strings, booleans, null, integers of at most 64 bits, and arrays and objects of them (no float: msgspec
+#: writes ``1e16`` where Python writes ``1e+16``, and NaN as null). Keys that are not strings and strings
+#: that are not UTF-8 make msgspec raise, and the caller falls back.
+_plain = _walker(_INT_MIN, _INT_MAX - 1)
 
 _JCS_MIN, _JCS_MAX = -(2 ** 53) + 1, 2 ** 53 - 1
 _BMP_END = "\U00010000"
 
 
-def _jcs_plain(value, depth: int = 0) -> bool:
-    """Whether ``value``'s sorted JSON (msgspec's or the standard library's) is its RFC 8785 form byte for
-    byte: :func:`_plain`'s values with integers inside JCS's safe range, and object keys without
-    characters beyond the Basic Multilingual Plane (for those, sorting by code point and by UTF-16 code
-    unit agree; strings are escaped alike: quote, backslash, the short forms and ``\\u00xx``).
-    Anything else goes through ``rfc8785`` itself, which also raises the domain errors."""
-    t = type(value)
-    if t is dict:
-        for k in value:
-            if type(k) is not str or (k and not k.isascii() and max(k) >= _BMP_END):
-                return False
-        items = value.values()
-    elif t is list or t is tuple:
-        items = value
-    else:
-        return t is str or t is bool or value is None or (t is int and _JCS_MIN <= value <= _JCS_MAX)
-    if depth > 64:
-        return False
-    for x in items:
-        tx = type(x)
-        if tx is str or tx is bool or x is None:
-            continue
-        if tx is int:
-            if _JCS_MIN <= x <= _JCS_MAX:
-                continue
-            return False
-        if (tx is dict or tx is list or tx is tuple) and _jcs_plain(x, depth + 1):
-            continue
-        return False
-    return True
+def _bmp_keys(obj: dict) -> bool:
+    return all(type(k) is str and (not k or k.isascii() or max(k) < _BMP_END) for k in obj)
+
+
+#: Whether a value's sorted JSON (msgspec's or the standard library's) is its RFC 8785 form byte for byte:
+#: :data:`_plain`'s values with integers inside JCS's safe range, and object keys without characters beyond
+#: the Basic Multilingual Plane (for those, sorting by code point and by UTF-16 code unit agree; strings are
+#: escaped alike: quote, backslash, the short forms and ``\\u00xx``). Anything else goes through
+#: ``rfc8785`` itself, which also raises the domain errors.
+_jcs_plain = _walker(_JCS_MIN, _JCS_MAX, _bmp_keys)
 
 
 def _counted() -> None:
