@@ -399,7 +399,7 @@ def bench_tui_cmd(
 
 
 @bench_app.command("startup")
-def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(7, "--repeat", min=1, help="Runs; the best is kept.")):
+def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(21, "--repeat", min=1, help="Rounds (help, version and the floor take turns); the best of each is kept.")):
     """Wall time of 'protolab --help' and '--version' beside a bare 'python -c pass' (target: within 3x)."""
     from ..bench import bench_startup as run
 
