@@ -686,6 +686,35 @@ class MessageCopyDropped(Event):
 
 
 @dataclass(frozen=True)
+class AgentOutputRefused(Event):
+    TYPE = "agent_output_refused"
+    FOLDS = "nothing: a process agent wrote a line the wire or the envelope rules refuse (sim.procagent); it was dropped"
+    STYLE = "bold red"
+    agent: str
+    generation: int
+    code: str
+    reason: str
+    line: str  # the line as written, cut at sim.wire.EXCERPT characters
+
+    def summary(self) -> str:
+        return f"{self.agent} (generation {self.generation}) wrote a line refused {self.code}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class AgentStopped(Event):
+    TYPE = "agent_stopped"
+    FOLDS = "nothing: a process agent exited or went silent past its deadline (sim.procagent); the run goes on without it"
+    STYLE = "bold red"
+    agent: str
+    generation: int
+    code: str
+    reason: str
+
+    def summary(self) -> str:
+        return f"{self.agent} (generation {self.generation}) stopped {self.code}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class GatherReduced(Event):
     TYPE = "gather_reduced"
     FOLDS = "nothing: a gather's inputs reduced under its rule (a candidate, never a verdict on truth)"

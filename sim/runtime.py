@@ -40,6 +40,7 @@ __all__ = [
     "effect_key",
     "record_fault",
     "record_sent_again",
+    "record_agent",
     "record_negotiation",
     "record_copy_dropped",
     "expire_lease",
@@ -299,6 +300,11 @@ def record_negotiation(store: Store, sender: str, offered, reads, chosen, *, tas
                                                    reads=[str(v) for v in reads],
                                                    chosen=None if chosen is None else str(chosen)),
                       task_id=task_id, message_id=message_id, tick=tick)
+
+
+def record_agent(store: Store, event, *, tick: int | None = None) -> None:
+    """Record what a process agent did wrong (sim.procagent: a refused line, an exit, a silence), at round ``tick``."""
+    _record_transport(store, event, task_id=None, message_id=None, tick=tick)
 
 
 def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: list[str], tick: int | None = None) -> None:
