@@ -34,11 +34,14 @@ from .intent import Intent
 from .runtime import put_artifact, record_agent
 from .wire import EXCERPT, WireError, deliver_line, dumps, init_line, parse_agent_line, tick_line
 
-__all__ = ["launch", "parse_agent_option", "install_agents", "close_agents", "ProcessWorker", "AgentProcess",
+__all__ = ["launch", "parse_agent_option", "install_agents", "close_agents", "agents_report", "ProcessWorker", "AgentProcess",
            "DEFAULT_DEADLINE"]
 
 #: Seconds the kit waits for an agent's next line before it calls the agent silent (--agent-deadline).
 DEFAULT_DEADLINE = 10.0
+
+#: Seconds at least that a process is given to answer its init (its start).
+STARTUP = 10.0
 
 _SILENT = object()
 
@@ -96,10 +99,10 @@ class AgentProcess:
         except (OSError, ValueError):
             return False
 
-    def read(self):
+    def read(self, deadline: float | None = None):
         """Its next line (without the newline), None at its end of output, or ``_SILENT`` past the deadline."""
         try:
-            line = self._lines.get(timeout=self.deadline)
+            line = self._lines.get(timeout=self.deadline if deadline is None else deadline)
         except queue.Empty:
             return _SILENT
         return None if line is None else line.rstrip("\n").rstrip("\r")
@@ -220,10 +223,13 @@ class ProcessWorker:
             return []
         out = []
         while True:
-            text = self.proc.read()
+            # (its start, answered by the done of its init, is given at least STARTUP: an interpreter may take
+            # seconds to start on a loaded machine, which is no silence of the agent's)
+            wait = max(self.deadline, STARTUP) if line["type"] == "init" else self.deadline
+            text = self.proc.read(wait)
             if text is _SILENT:
                 self.proc.kill()
-                self._stop("E_AGENT_SILENT", f"no done within {self.deadline:g} s of its {line['type']} of round "
+                self._stop("E_AGENT_SILENT", f"no done within {wait:g} s of its {line['type']} of round "
                                              f"{self.world.now}; killed")
                 return out
             if text is None:
@@ -309,3 +315,19 @@ def close_agents(run) -> None:
     for w in list(getattr(run, "workers", {}).values()):
         if isinstance(w, ProcessWorker):
             w.close()
+
+
+def agents_report(store, roles) -> dict:
+    """What each process agent of a finished run did wrong, read from its record: per role, its command,
+    each stop (generation, code, reason) and how many of its lines were refused, by code."""
+    out = {role: {"command": store.get_meta(f"plugin_agent_{role}"), "stopped": [], "refused": {}} for role in roles}
+    for e in store.events_of_type("agent_stopped"):
+        d = e.data
+        if d["agent"] in out:
+            out[d["agent"]]["stopped"].append({"generation": d["generation"], "code": d["code"], "reason": d["reason"]})
+    for e in store.events_of_type("agent_output_refused"):
+        d = e.data
+        if d["agent"] in out:
+            refused = out[d["agent"]]["refused"]
+            refused[d["code"]] = refused.get(d["code"], 0) + 1
+    return out

@@ -12,9 +12,9 @@ writes three kinds of line, and after each it reads the agent's lines until the 
 * ``deliver``: an envelope the transport delivered to the agent, and what the kit's runtime (the
   agent's intake) ``decision`` made of it.
 
-The agent answers with ``send`` (one envelope), ``artifact`` (a work product to store,
-content-addressed: its ``ref`` is ``sha256:`` of its json-sorted-v1 bytes) and ``log`` (a line for the
-record, nothing more) lines, then one ``done``. :func:`parse_agent_line` reads one of its lines or
+The agent answers with ``send`` (one envelope) and ``artifact`` (a work product to store,
+content-addressed: its ``ref`` is ``sha256:`` of its json-sorted-v1 bytes) lines, then one ``done``; what
+it prints on stderr is its own log. :func:`parse_agent_line` reads one of its lines or
 raises :class:`WireError` naming what is wrong with it (its code says which); the kit records a bad
 line as what it is and goes on. docs/wire.md describes the wire; ``wire-v1.schema.json`` beside this
 module is its JSON Schema (tests hold both to this module).
@@ -33,7 +33,7 @@ __all__ = ["WIRE_VERSION", "KIT_TYPES", "AGENT_TYPES", "WireError", "AgentLine",
 WIRE_VERSION = 1
 #: what the kit writes, and what an agent writes back
 KIT_TYPES = ("init", "tick", "deliver")
-AGENT_TYPES = ("send", "artifact", "log", "done")
+AGENT_TYPES = ("send", "artifact", "done")
 #: the JSON Schema of both directions, beside this module
 SCHEMA_FILE = "wire-v1.schema.json"
 #: how much of a refused line the record keeps
@@ -43,7 +43,6 @@ EXCERPT = 200
 _REQUIRED: dict[str, dict[str, type]] = {
     "send": {"envelope": dict},
     "artifact": {"task_id": str, "kind": str, "ref": str, "content": dict},
-    "log": {"text": str},
     "done": {},
 }
 

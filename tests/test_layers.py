@@ -52,13 +52,13 @@ def test_all_sql_lives_in_the_store_package():
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.files", "sim.frozen", "sim.resources"}),
     ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.intent", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
-                "sim.consumer",
+                "sim.consumer", "sim.wire",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
                 "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour",
                 "sim.world", "sim.schedule", "sim.session", "sim.recovery", "sim.gathers", "sim.runfile", "sim.explore", "sim.model", "sim.shrink", "sim.shrinkcheck", "sim.timeline", "sim.a2a",
-                "sim.contracts*"}),
+                "sim.procagent", "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
     ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.tui*", "sim.web*"}),
 ]
