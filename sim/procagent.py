@@ -35,11 +35,14 @@ from .runtime import put_artifact, record_agent
 from .wire import EXCERPT, WireError, deliver_line, dumps, init_line, parse_agent_line, tick_line
 
 __all__ = ["launch", "parse_agent_option", "install_agents", "close_agents", "agents_report", "ProcessWorker", "AgentProcess",
-           "DEFAULT_DEADLINE"]
+           "DEFAULT_DEADLINE", "MAX_LINES", "STARTUP"]
 
 #: Seconds the kit waits for an agent's next line before it calls the agent silent (--agent-deadline).
 DEFAULT_DEADLINE = 10.0
 
+#: Lines an agent may write in answer to one of the kit's lines: past them it is stopped (E_AGENT_FLOOD),
+#: so an agent that writes on and on without its done cannot keep the run from ending.
+MAX_LINES = 1000
 #: Seconds at least that a process is given to answer its init (its start).
 STARTUP = 10.0
 
@@ -222,7 +225,7 @@ class ProcessWorker:
                                          f"{self.world.now}); exit status {self.proc.status()}")
             return []
         out = []
-        while True:
+        for _ in range(MAX_LINES + 1):
             # (its start, answered by the done of its init, is given at least STARTUP: an interpreter may take
             # seconds to start on a loaded machine, which is no silence of the agent's)
             wait = max(self.deadline, STARTUP) if line["type"] == "init" else self.deadline
@@ -244,6 +247,10 @@ class ProcessWorker:
             if got.type == "done":
                 return out
             out.append(got)
+        self.proc.kill()
+        self._stop("E_AGENT_FLOOD", f"more than {MAX_LINES} lines without a done in answer to its {line['type']} of "
+                                    f"round {self.world.now}; killed")
+        return []
 
     def _apply(self, lines: list) -> None:
         for got in lines:

@@ -209,6 +209,29 @@ for text in sys.stdin:
         store.close()
 
 
+def test_an_agent_that_writes_on_without_its_done_is_stopped(tmp_path):
+    from sim.procagent import MAX_LINES
+
+    cmd = _agent_script(tmp_path, "chatty", """
+for text in sys.stdin:
+    line = json.loads(text)
+    if line['type'] == 'tick':
+        while True:
+            out('{"wire": 1, "type": "artifact"}')
+    out(DONE)
+    sys.stdout.flush()
+""")
+    store = _run(agents={"researcher": cmd})
+    try:
+        stops = [e.data for e in store.events_of_type("agent_stopped")]
+        assert [(s["code"], s["generation"]) for s in stops] == [("E_AGENT_FLOOD", 1)]
+        assert f"more than {MAX_LINES} lines" in stops[0]["reason"]
+        refused = store.events_of_type("agent_output_refused")
+        assert len(refused) == MAX_LINES + 1 and {e.data["code"] for e in refused} == {"E_WIRE_FIELD"}
+    finally:
+        store.close()
+
+
 def test_the_cli_runs_a_process_agent_and_says_when_it_stopped(tmp_path, capsys):
     db = tmp_path / "r.db"
     code, out, err = run_cli(capsys, "run", "publish-report", "--policy", "safe", "--db", db,
@@ -337,11 +360,14 @@ def test_the_wire_doc_names_the_module_s_literals():
     doc = (ROOT / "docs" / "wire.md").read_text()
     for word in (*wire.KIT_TYPES, *wire.AGENT_TYPES, f"sim/{wire.SCHEMA_FILE}", "agent_output_refused", "agent_stopped",
                  "E_WIRE_NOT_JSON", "E_WIRE_VERSION", "E_WIRE_TYPE", "E_WIRE_FIELD", "E_WIRE_REF", "E_WIRE_SENDER",
-                 "E_AGENT_EXITED", "E_AGENT_SILENT", "E_AGENT_START", "--agent-deadline", "data/agents/researcher.py"):
+                 "E_AGENT_EXITED", "E_AGENT_SILENT", "E_AGENT_FLOOD", "E_AGENT_START", "--agent-deadline", "data/agents/researcher.py"):
         assert f"`{word}`" in doc, word
     assert f'"wire": {wire.WIRE_VERSION}' in doc
     from sim.procagent import DEFAULT_DEADLINE, STARTUP
 
     assert f"(default {DEFAULT_DEADLINE:g})" in doc
+    from sim.procagent import MAX_LINES
+
+    assert f"more than {MAX_LINES} lines in answer to one line" in doc
     assert f"at least {STARTUP:g} seconds to answer its `init`" in " ".join(doc.split())
     assert f"cut at {wire.EXCERPT} characters" in " ".join(doc.split())
