@@ -5,6 +5,7 @@ recorded as what it is, never a crash of the kit."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -79,6 +80,35 @@ def test_the_process_agent_gets_the_scripted_agents_verdicts_under_each_fault(po
     finally:
         scripted.close()
         process.close()
+
+
+NODE = shutil.which("node")
+JS_AGENT = [NODE or "node", str(ROOT / "data" / "agents" / "researcher.js")]
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("policy", ["safe", "naive"])
+@pytest.mark.parametrize("fault", [None, "duplicate", pytest.param("drop", marks=pytest.mark.slow),
+                                   pytest.param("conflicting-digest", marks=pytest.mark.slow)])
+def test_the_node_agent_playing_both_workers_gets_the_scripted_verdicts(policy, fault):
+    faults = [fault] if fault else []
+    scripted, process = _run(policy, faults), _run(policy, faults, agents={"researcher": JS_AGENT, "writer": JS_AGENT})
+    try:
+        assert _verdicts(process) == _verdicts(scripted)
+        assert process.events_of_type("agent_output_refused") == [] and process.events_of_type("agent_stopped") == []
+        senders = {m["sender"] for m in process.messages() if m["message_id"].startswith(("Researcher-", "Writer-"))}
+        assert senders == {"researcher", "writer"}
+    finally:
+        scripted.close()
+        process.close()
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_node_agent_s_run_is_byte_identical_from_its_seed(tmp_path):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for db in (a, b):
+        _run(agents={"researcher": JS_AGENT, "writer": JS_AGENT}, db=db).close()
+    assert a.read_bytes() == b.read_bytes()
 
 
 def test_both_workers_as_processes_hold_every_invariant_under_safe():
