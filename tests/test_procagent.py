@@ -292,6 +292,16 @@ def test_a_bad_agent_option_is_one_line_and_nothing_is_written(tmp_path, capsys,
     assert not db.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_shipped_agent_named_by_its_checkout_path_runs_from_any_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "run", "publish-report", "--db", "r.db", "--json",
+                             "--agent", f"researcher={sys.executable} data/agents/researcher.py")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["agents"]["researcher"]["stopped"] == [] and all(s["invariants"].values())
+    assert s["agents"]["researcher"]["command"].endswith("data/agents/researcher.py")
+
+
 def test_the_cli_s_default_deadline_is_the_engine_s():
     import inspect
 

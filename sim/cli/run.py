@@ -223,7 +223,8 @@ def _agents(options: list[str], sc) -> dict[str, list[str]]:
                              f"{', '.join(sorted(sc.workers))}", code="E_AGENT_ROLE")
         if role in agents:
             raise InputError(f"--agent {role} is given twice", code="E_AGENT_OPTION")
-        agents[role] = argv
+        # a shipped agent named by its path in the checkout (data/agents/researcher.py) works from any folder
+        agents[role] = [str(_resolve(Path(a))) if a.startswith("data/") else a for a in argv]
     return agents
 
 
