@@ -120,16 +120,19 @@ def test_both_workers_as_processes_hold_every_invariant_under_safe():
         store.close()
 
 
-def test_a_crash_kills_the_process_and_its_next_generation_starts_with_a_new_init():
-    store = _run(faults=["crash"], agents={"researcher": AGENT})
+@pytest.mark.parametrize("fault", ["crash", "zombie"])
+def test_a_crash_kills_the_process_and_its_next_generation_starts_with_a_new_init(fault):
+    store = _run(faults=[fault], agents={"researcher": AGENT})
     try:
         mine = [m["message_id"] for m in store.messages() if m["sender"] == "researcher"]
         # generation 1 started T-1 and died; generation 2 (ids from 2001) took the new attempt to its end
         assert mine[0] == "Researcher-1001" and any(m.startswith("Researcher-2") for m in mine)
         assert not any(m.startswith("Researcher-1") for m in mine[1:])
+        # the transport stamped each with the generation that sent it
+        assert [m["sender_generation"] for m in store.messages() if m["sender"] == "researcher"] == [1, 2, 2, 2]
         assert summarize(store)["tasks_by_state"] == {"succeeded": 2}
         assert all(r.ok for r in check(store))
-        assert [e.data["fault"] for e in store.events_of_type("fault_injected")] == ["crash"]
+        assert [e.data["fault"] for e in store.events_of_type("fault_injected")] == [fault]
         assert any(e.type == "lease_expired" for e in store.events())
     finally:
         store.close()
