@@ -10,6 +10,7 @@ naive run that breaks it, or ``never_under_naive=`` why none does; nothing here 
 import pytest
 
 from sim.faults import FAULTS, parse_fault
+from sim.faults import REGISTRY as FAULT_REGISTRY
 from sim.invariants import INVARIANTS, REGISTRY, check
 from sim.runner import run_scenario
 from sim.scenario import load_scenario, scenario_names
@@ -36,6 +37,20 @@ def test_the_declared_run_names_a_shipped_scenario_and_a_fault_the_kit_has(name)
     scenario, fault = breaks()[name]
     assert scenario in scenario_names(), scenario
     parse_fault(fault)  # refuses an unknown fault or a malformed selector
+
+
+def _story(fault: str) -> str:
+    """The scenario a fault's README row tells (publish-report unless its story names another)."""
+    named = [s for s in scenario_names() if f"`{s}`" in FAULT_REGISTRY[fault].story]
+    return named[0] if named else "publish-report"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (scenario, fault) in breaks().items()
+                                        if fault in FAULT_REGISTRY and scenario == _story(fault)))
+def test_the_fault_that_breaks_it_on_its_own_story_says_so_in_its_readme_row(name):
+    # broken_by= names the run; the fault's naive_breaks= (its README row) must name the invariant too
+    fault = breaks()[name][1]
+    assert name in FAULT_REGISTRY[fault].naive_breaks, f"add {name!r} to naive_breaks= of @fault({fault!r})"
 
 
 @pytest.mark.parametrize("name", sorted(breaks()))
