@@ -5,7 +5,7 @@ A fault is written ``NAME`` (its default target), ``NAME:M-3`` (one message id),
 that probability, drawn from the run's one seeded RNG). Every fault the transport applies is
 recorded as a ``fault_injected`` event, so the log says what was done to the run. Each fault is
 declared once, by ``@fault(...)`` on what it does to a send (``REGISTRY``); the lists the CLI and
-the TUI show are read from there.
+the TUI show are read from there, and the README's fault table is written from it (``python -m sim.docs``).
 
 ``duplicate``           deliver the same envelope again one round later
 ``conflicting-digest``  send a second envelope under the same idempotency key with another payload
