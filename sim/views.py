@@ -10,10 +10,14 @@ words the errors are.
 from __future__ import annotations
 
 import json
+import os
+import sys
+from itertools import islice
 from pathlib import Path
 
-from . import output
-from .errors import InputError
+from . import errors, output
+from .errors import InputError, ProtolabError, friendly_list
+from .machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState, default_rulebook, move_source
 from .output import (_console, _digest_cell, _judged, _mark, _open, _plain, _print_json, _print_json_fields,
                      _print_json_rows, _rows_progress, _stream_table, _styled, output_rows, show_view)
 from .palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
@@ -58,18 +62,16 @@ def messages(db: Path, as_json: bool = False, task: str | None = None, payloads:
 
 
 def _event_summary(e: dict) -> str:
-    from .events import summarize
+    from .events import summarize  # (with the store: machine show without --db needs neither; see _open)
 
     return summarize(e["type"], e["data"])
 
 
 def events(db: Path, as_json: bool = False, task: str | None = None, type_: str | None = None) -> int:
     """The event log: append-only facts, numbered, written only by the runtime."""
-    from .store import EVENT_TYPES
+    from .store import EVENT_TYPES  # (the store: imported by _open, below, anyway)
 
     if type_ is not None and type_ not in EVENT_TYPES:
-        from .errors import friendly_list
-
         raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
     with _open(db, readonly=True) as store:
         evs = store.iter_events(task_id=task, etype=type_)
@@ -81,8 +83,6 @@ def events(db: Path, as_json: bool = False, task: str | None = None, type_: str 
         columns = ["seq", "time", "event", "task", "msg", "what"]
         rows = ([e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs)
         if n > output.TABLE_ROWS:  # a long log is streamed as it is read, in flat memory
-            from .store import EVENT_TYPES
-
             task_w, msg_w = store.id_widths()
             _stream_table(f"Events ({n})", columns, rows, {"seq": len(str(store.last_event())), "time": 8,
                                                            "event": max(map(len, EVENT_TYPES)), "task": task_w,
@@ -94,10 +94,6 @@ def events(db: Path, as_json: bool = False, task: str | None = None, type_: str 
 
 def state(db: Path, as_json: bool = False, task: str | None = None) -> int:
     """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
-    from itertools import islice
-
-    from .machine import A2A_STATE, TaskState
-
     def tasks(store):
         for t in store.iter_view("tasks", task_id=task):
             t["trusted"] = bool(t["trusted"])
@@ -170,7 +166,7 @@ def state(db: Path, as_json: bool = False, task: str | None = None) -> int:
 
 def _what_reconciles(p: dict) -> str:
     """What an open reconciliation is about, in a few words: a late result, or a contradiction."""
-    from .envelope import RESULT_STATUSES
+    from .envelope import RESULT_STATUSES  # (with the store: see _open)
 
     status = p.get("status")
     if status is None or status in RESULT_STATUSES:
@@ -207,8 +203,6 @@ def check(db: Path, as_json: bool = False) -> int:
 
 def machine_show(db: Path | None = None, version: str | None = None, as_json: bool = False) -> int:
     """The allowlist: every allowed move, the roles that may make it, and its source (seed or kit)."""
-    from .machine import A2A_EXTENSION_STATES, A2A_NOTES, A2A_STATE, TaskState, default_rulebook, move_source
-
     if db is None:
         rb = default_rulebook()
         rules = [{"machine_version": r.machine_version, "from_state": r.from_state.value, "to_state": r.to_state.value,
@@ -311,11 +305,6 @@ def light(args: list[str]) -> bool:
     parsed = parse_light(args)
     if parsed is None:
         return False
-    import sys
-
-    from . import errors
-    from .errors import ProtolabError
-
     fn, kw = parsed
     errors.catch_termination()
     try:
@@ -332,8 +321,6 @@ def light(args: list[str]) -> bool:
         sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C)\n")
         sys.exit(130)
     except BrokenPipeError:  # 'protolab events | head -1': the reader had enough; nothing more to say
-        import os
-
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no complaint when Python flushes)
         except (OSError, ValueError):
