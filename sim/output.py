@@ -235,18 +235,25 @@ def _table(title: str, columns: list[str], rows: list[list], *, caption: str | N
         title=title, title_justify="left", title_style="bold", caption=caption, caption_justify="left",
         box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
     )
+    seen: dict[str, str] = {}  # each cell's text read once (a column is measured three or four times below)
+
     def plain(v) -> str:
         if isinstance(v, Text):
             return v.plain
-        try:
-            return Text.from_markup(str(v)).plain
-        except Exception:  # not markup after all: as written
-            return str(v)
+        text = str(v)
+        if text not in seen:
+            try:
+                seen[text] = Text.from_markup(text).plain
+            except Exception:  # not markup after all: as written
+                seen[text] = text
+        return seen[text]
 
+    @functools.cache
     def widest(i: int) -> int:
         return max([len(columns[i])] + [max((len(x) for x in plain(r[i]).split("\n")), default=0)
                                          for r in rows if i < len(r) and r[i] is not None])
 
+    @functools.cache
     def longest_word(i: int) -> int:
         return max([len(w) for r in rows if i < len(r) and r[i] is not None for w in plain(r[i]).split()]
                    + [len(w) for w in columns[i].split()] + [1])
