@@ -60,7 +60,7 @@ FLOORS = [
                 "sim.world", "sim.schedule", "sim.session", "sim.recovery", "sim.gathers", "sim.runfile", "sim.explore", "sim.model", "sim.shrink", "sim.shrinkcheck", "sim.timeline", "sim.a2a",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
-    ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.tui*", "sim.web*"}),
+    ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.views", "sim.output", "sim.tui*", "sim.web*"}),
 ]
 
 
