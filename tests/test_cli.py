@@ -994,7 +994,7 @@ def stress_db(tmp_path_factory):
 
 
 def test_a_long_event_log_streams_every_row_in_aligned_columns(stress_db, capsys, monkeypatch):
-    import sim.cli.common as common  # where the views read it
+    import sim.output as common  # where the views read it
     from sim.store import Store
 
     monkeypatch.setattr(common, "TABLE_ROWS", 5)
@@ -1024,7 +1024,7 @@ def test_a_streamed_json_log_is_the_same_json_as_before(stress_db, capsys, monke
 
 
 def test_a_long_state_view_streams_each_table_with_its_count(stress_db, capsys, monkeypatch):
-    import sim.cli.common as common  # where the views read it
+    import sim.output as common  # where the views read it
 
     monkeypatch.setattr(common, "TABLE_ROWS", 1)
     out = ok(capsys, "state", "--db", stress_db)

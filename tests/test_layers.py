@@ -56,11 +56,11 @@ FLOORS = [
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
-                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour",
+                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour", "sim.docs",
                 "sim.world", "sim.schedule", "sim.session", "sim.recovery", "sim.gathers", "sim.runfile", "sim.explore", "sim.model", "sim.shrink", "sim.shrinkcheck", "sim.timeline", "sim.a2a",
                 "sim.procagent", "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
-    ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.tui*", "sim.web*"}),
+    ("faces", {"sim.cli*", "sim.__main__", "sim.entry", "sim.views", "sim.output", "sim.tui*", "sim.web*"}),
 ]
 
 
