@@ -193,7 +193,7 @@ def test_faults_are_one_registry_that_every_list_is_read_from():
 
 def test_the_colours_of_states_and_decisions_live_once_and_cover_every_value():
     from sim import palette
-    from sim.cli import inspect as cli
+    from sim import views as cli  # the inspect commands' bodies (state, messages, events) live in sim/views.py
     from sim.intake import Decision
     from sim.machine import TaskState
     from sim.tui import rows, screens
