@@ -422,7 +422,7 @@ def _careful(raw, index: int | None, check_digest: bool) -> Envelope:
     assumed = "digest_scheme" not in raw
     if assumed:  # the seed's twelve fields: the course's default scheme, and the envelope says it was assumed
         raw = {**raw, "digest_scheme": _digest.DEFAULT_SCHEME}
-    for name, (typ, required) in FIELDS.items():
+    for name, (typ, _required) in FIELDS.items():
         if name not in raw:
             raise EnvelopeError(f"{where}: field {name!r} is missing", code="E_MISSING_FIELD")
         val = raw[name]

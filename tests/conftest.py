@@ -7,10 +7,10 @@ import sys
 # that cache off; the suite turns it back on for its own modules.
 sys.dont_write_bytecode = False
 
-import pytest
-from hypothesis import settings
+import pytest  # noqa: E402 (after the bytecode switch above)
+from hypothesis import settings  # noqa: E402
 
-from sim.store import Store
+from sim.store import Store  # noqa: E402
 
 # Property tests judge what the code does, never how fast: on a loaded machine (CI on two cores, a
 # mutation run) one example can take longer than hypothesis's default 200 ms deadline.

@@ -68,7 +68,7 @@ def test_browse_serves_every_table_described_with_facets_queries_and_links_and_n
         home = _get(base)
         for q in QUERIES.values():
             assert q[0] in home  # every canned query listed by its title
-        for table, (description, columns) in TABLES.items():
+        for table, (description, _columns) in TABLES.items():
             page = _get(f"{base}/{table}")
             assert description.split(". ")[0] in page.replace("&#39;", "'"), table
         data = json.loads(_get(f"{base}/deliveries.json?_facet=decision&_size=0&_extra=facet_results"))

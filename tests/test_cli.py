@@ -549,7 +549,7 @@ def test_no_traceback_reaches_a_user_of_the_real_command(tmp_path):
         (["reconcile", "T-1", "--db", str(db), "--decision", "ready", "--by", "writer", "--evidence", "M-3"], "E_ROLE_NOT_ALLOWED", db),
         (["init", "--db", str(db)], "E_DB_EXISTS", db),
     ]
-    for argv, code, touched in cases:
+    for argv, code, _touched in cases:
         before = snapshot(tmp_path)
         p = subprocess.run([sys.executable, "-m", "sim", *argv], capture_output=True, text=True, cwd=tmp_path)
         assert "Traceback" not in p.stdout + p.stderr, (argv, p.stderr)

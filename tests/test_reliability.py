@@ -67,7 +67,7 @@ def test_concurrent_deliver_processes_land_every_delivery_exactly_once(tmp_path,
         batches.append(batch)
     procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(writers)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     outcomes = [o for out, _ in outs for o in json.loads(out)]
     total = sum(len(b) for b in batches)

@@ -32,7 +32,7 @@ import pytest
 
 from sim.course import sandbox
 from sim.course.catalog import get_exercise, use_course
-from sim.course.corpus import HOSTILE_CODE, build_corpus
+from sim.course.corpus import build_corpus
 from sim.course.kit import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,6 @@ import asyncio
 import json
 import re
 import socket
-import sys
 
 import pytest
 from conftest import run_cli

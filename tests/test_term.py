@@ -19,7 +19,7 @@ import pytest
 
 from conftest import journaled, run_cli
 
-from sim.course.term import (LatePolicy, export_table, lateness, load_course, load_roster, match, read_metadata,
+from sim.course.term import (LatePolicy, lateness, load_course, load_roster, match, read_metadata,
                              submitted_time)
 from sim.labs.catalog import get_lab
 from sim.labs.paths import play, reference

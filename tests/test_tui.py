@@ -850,7 +850,6 @@ async def test_read_only_space_walks_the_finished_run_one_delivery_at_a_time(fin
     try:
         total = len(ro.delivery_ids())
         last = ro.last_event()
-        runtime_events = sum(1 for s in range(1, last + 1) if ro.event(s)["delivery_id"] is None)
         app = ProtolabApp(ro)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()

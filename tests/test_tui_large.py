@@ -9,8 +9,9 @@ import pytest
 from sim.store import Store
 from sim.tui.app import ProtolabApp
 
-pytestmark = pytest.mark.slow  # a 100k-event run
 from sim.tui.bench import make_run
+
+pytestmark = pytest.mark.slow  # a 100k-event run
 
 
 @pytest.fixture(scope="module")

@@ -243,7 +243,7 @@ def damaged(trace: dict, name: str) -> dict[str, dict]:
 
     out = {}
     for path in _paths(trace):
-        for k, value in enumerate(["(removed)"] + ODD):
+        for _k, value in enumerate(["(removed)"] + ODD):
             t = copy.deepcopy(trace)
             at = t
             for step in path[:-1]:
