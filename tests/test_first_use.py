@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -83,6 +85,7 @@ def test_the_default_database_holds_the_latest_run_whatever_its_scenario(tmp_pat
     assert code == 2 and "hand-delivered" in err
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_the_tour_waits_for_enter_between_steps_in_a_terminal(tmp_path):
     import time
 
@@ -115,6 +118,7 @@ def test_the_read_only_refusal_in_the_tui_keeps_its_brackets(tmp_path, capsys):
     assert t.finish() == 0
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_tables_at_80_columns_keep_words_keys_and_states_whole(tmp_path):
     """Piped or in a small terminal: no line past 80 columns, the free text wraps between words, an
     idempotency key and a state stay on one line, and columns left out say so."""

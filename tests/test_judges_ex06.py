@@ -74,6 +74,7 @@ def _paths(v, p=()):
             yield from _paths(x, p + (i,))
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_no_value_of_any_shape_anywhere_makes_a_judge_raise(tmp_path):
     """Every place of the model trace, in turn, given a value of another shape (every third place
     deleted too): each test, with its hidden cases, through the sandbox's own in-process path."""

@@ -28,6 +28,7 @@ def test_msgspec_is_there():
     assert fast.AVAILABLE  # a hard dependency: without it every trace takes the careful path
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_on_the_whole_corpus_the_fast_path_gives_the_careful_report_or_gives_up_and_takes_every_valid_trace():
     took, gave_up_on_valid = 0, []
     for key, trace in corpus().items():

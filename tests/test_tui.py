@@ -477,6 +477,7 @@ async def test_f_filters_every_pane_to_one_task_and_empty_clears(live):
         assert [t["task_id"] for t in app._tasks] == ["T-1", "T-2"]
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_f_with_an_unknown_id_is_an_error_and_a_trace_id_filters_by_trace(live):
     app = ProtolabApp(advance(live, 3).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
@@ -781,6 +782,7 @@ async def test_every_palette_command_is_offered(live):
         assert keyed - {"quit"} == actions
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_palette_commands_do_what_their_keys_do(live):
     app = ProtolabApp(live.store, live=live)
     async with app.run_test(size=SIZE) as pilot:
@@ -828,6 +830,7 @@ async def test_palette_commands_do_what_their_keys_do(live):
             assert isinstance(app.screen, RunScreen)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_the_palette_runs_a_step_by_its_title(live):
     app = ProtolabApp(live.store, live=live)
     async with app.run_test(size=SIZE) as pilot:
@@ -880,6 +883,7 @@ async def test_read_only_space_walks_the_finished_run_one_delivery_at_a_time(fin
         ro.close()
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_read_only_refuses_to_change_the_run(finished_db):
     before_bytes = finished_db.read_bytes()
     ro = Store.open(finished_db, readonly=True)
@@ -970,6 +974,7 @@ async def test_workshop_e_runs_to_the_end_and_names_the_broken_invariant():
         safe.close()
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits():
     naive, safe = _workshop()
     try:

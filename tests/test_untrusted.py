@@ -56,6 +56,7 @@ def test_a_conflict_after_the_publication_sends_the_effect_to_reconciliation():
         live.close()
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 async def test_c_on_m3_after_the_writer_got_the_table_freezes_both_in_the_tui():
     pytest.importorskip("textual")
     from sim.tui.app import ProtolabApp
