@@ -87,14 +87,11 @@ def test_the_default_database_holds_the_latest_run_whatever_its_scenario(tmp_pat
 
 @pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_the_tour_waits_for_enter_between_steps_in_a_terminal(tmp_path):
-    import time
-
     from ptyrun import Terminal
 
     t = Terminal([sys.executable, "-c", "from sim.cli import main; main()", "tour"], cwd=tmp_path, size=(120, 40))
     t.wait_for("step 1 of", "enter: the next step", timeout=60)
-    time.sleep(0.5)
-    t.read()
+    t.wait_until_reading()  # blocked on the terminal, all it printed before asking drained
     assert "step 2 of" not in t.text  # it waits
     t.press("\r")
     t.wait_for("step 2 of", timeout=30)
