@@ -527,6 +527,7 @@ async def test_g_travels_to_the_event_selected_in_the_events_pane(live):
     app = ProtolabApp(advance(live).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         app.events_view.focus()
+        assert await settled(pilot, lambda: app.focused is app.events_view)  # focus comes by a message of its own
         await press(pilot, "home")
         await press(pilot, "down", times=4)  # event 5: T-1 ready -> running
         await press(pilot, "g")
@@ -687,7 +688,7 @@ async def test_enter_on_a_state_row_opens_the_task_detail(live):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         app.state_view.focus()
-        await pilot.pause()
+        assert await settled(pilot, lambda: app.focused is app.state_view)  # focus comes by a message of its own
         await press(pilot, "enter")
         assert isinstance(app.screen, Detail)
         assert shown(app, "#detail-title") == "task T-1"
@@ -704,7 +705,7 @@ async def test_enter_on_an_event_row_opens_the_event_detail(live):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         app.events_view.focus()
-        await pilot.pause()
+        assert await settled(pilot, lambda: app.focused is app.events_view)  # focus comes by a message of its own
         seq = app.events_view.source.id_at(app.events_view.cursor)
         assert seq == live.store.last_event()
         await press(pilot, "enter")

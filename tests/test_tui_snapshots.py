@@ -24,6 +24,8 @@ from sim.scenario import load_scenario
 from sim.tui.app import ProtolabApp
 from sim.tui.workshop import WorkshopApp
 
+from test_tui import settled
+
 SCENARIO = "publish-report"
 SIZE = (120, 36)
 NARROW = (80, 24)
@@ -74,8 +76,7 @@ def test_delivery_detail_of_task_result(snap_compare):
         app: ProtolabApp = pilot.app
         await pilot.press(*[SPACE] * 10)
         app.messages_view.focus()
-        await pilot.pause()
-        assert app.focused is app.messages_view
+        assert await settled(pilot, lambda: app.focused is app.messages_view)  # focus comes by a message of its own
         index = delivery_index(app, "M-3")
         app.messages_view.move_cursor(index)
         await pilot.pause()
