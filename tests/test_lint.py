@@ -29,3 +29,20 @@ def test_mypy_finds_nothing_in_the_engine_and_the_store():
     # the scope docs/architecture.md names: the store and the engine's modules, every one of them checked
     checked = int(r.stdout.split("no issues found in ")[1].split()[0])
     assert checked >= len(list((ROOT / "sim" / "store").glob("*.py"))) + 10, r.stdout
+
+
+def test_the_doc_says_the_limit_the_rules_and_the_scope_the_config_has():
+    import tomllib
+
+    import conftest
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    part = doc[doc.index("## The test loop"):]
+    assert f"`QUICK_LIMIT` = {conftest.QUICK_LIMIT:g} s" in part
+    lint = conf["tool"]["ruff"]["lint"]
+    for rule in lint["select"] + lint["ignore"]:
+        assert rule in part, rule
+    for path in conf["tool"]["mypy"]["files"]:
+        assert f"`{path}" in part, path
+    assert conf["tool"]["mypy"]["check_untyped_defs"] is True and "check_untyped_defs" in part
