@@ -110,6 +110,16 @@ async def settled(pilot, predicate, *, limit: int = 100) -> bool:
     return predicate()
 
 
+async def until(pilot, predicate, *, limit: float = 120) -> bool:
+    """Let the app run (its play timer fires in real time) until ``predicate()``: a wait on what the app
+    shows, not on a length of time; ``limit`` seconds only guard against hanging."""
+    for _ in range(int(limit / 0.05)):
+        if predicate():
+            return True
+        await pilot.pause(0.05)
+    return predicate()
+
+
 async def step_until(pilot, predicate, *, limit: int = 40) -> int:
     """Press space until ``predicate()``; returns how many presses it took."""
     for n in range(limit + 1):
@@ -207,9 +217,8 @@ async def test_p_plays_then_pauses(live):
         await press(pilot, "p")
         assert app.playing
         assert "▶ playing ×4/s" in status(app)
-        await pilot.pause(0.6)
-        assert len(app.messages_view.source) >= 1, "nothing was delivered while playing"
-        assert len(app.messages_view.source) == live.delivered
+        assert await until(pilot, lambda: live.delivered >= 1 and len(app.messages_view.source) == live.delivered), \
+            "nothing was delivered while playing"
 
         await press(pilot, "p")
         assert not app.playing
@@ -240,9 +249,7 @@ async def test_playing_at_full_speed_runs_to_the_end_and_stops(live):
         await press(pilot, "plus")
         assert "×200/s" in status(app)  # the fastest stays the fastest
         await press(pilot, "p")
-        await pilot.pause(0.5)
-        assert live.finished
-        assert not app.playing
+        assert await until(pilot, lambda: live.finished and not app.playing)
         assert "the run is over" in status(app) and "finished" in status(app)
         assert len(app.messages_view.source) == DELIVERIES
 
@@ -986,8 +993,7 @@ async def test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits():
             assert "faults: late-failure" in _wstatus(app)
             await press(pilot, "p")
             assert app.playing and "▶ playing ×4/s" in _wstatus(app)
-            await pilot.pause(0.6)
-            assert naive.delivered >= 1 and safe.delivered >= 1
+            assert await until(pilot, lambda: naive.delivered >= 1 and safe.delivered >= 1)
             await press(pilot, "p")
             assert not app.playing and "‖ paused" in _wstatus(app)
             n = naive.delivered
