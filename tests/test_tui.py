@@ -224,7 +224,8 @@ async def test_p_plays_then_pauses(live):
         assert not app.playing
         assert "‖ paused" in status(app)
         paused_at = len(app.messages_view.source)
-        await pilot.pause(0.4)
+        assert app._timer is None  # no play timer left to deliver another
+        await pilot.pause()
         assert len(app.messages_view.source) == paused_at == live.delivered
 
 
@@ -845,11 +846,12 @@ async def test_the_palette_runs_a_step_by_its_title(live):
         await press(pilot, "ctrl+p")
         for ch in "step one":
             await pilot.press(ch)
-        await pilot.pause(0.2)
+        from textual.command import CommandList
+
+        # the palette searches in a worker of its own: enter once it lists a command
+        assert await until(pilot, lambda: bool(app.screen.query(CommandList)) and app.screen.query_one(CommandList).option_count > 0)
         await press(pilot, "enter")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, RunScreen)
-        assert len(app.messages_view.source) == 1
+        assert await until(pilot, lambda: isinstance(app.screen, RunScreen) and len(app.messages_view.source) == 1)
         assert "#1 M-1 task_request: accepted" in status(app)
 
 
@@ -908,7 +910,8 @@ async def test_read_only_refuses_to_change_the_run(finished_db):
                 assert isinstance(app.screen, RunScreen), key
                 assert "read-only" in status(app) and words in status(app), key
                 assert not app.playing
-            await pilot.pause(0.3)
+            assert app._timer is None  # nothing plays
+            await pilot.pause()
             assert ro.state_digest() == digest and ro.last_event() == last
             # Browsing still works: [ goes back in time.
             await press(pilot, "left_square_bracket")
@@ -997,7 +1000,8 @@ async def test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits():
             await press(pilot, "p")
             assert not app.playing and "‖ paused" in _wstatus(app)
             n = naive.delivered
-            await pilot.pause(0.3)
+            assert app._timer is None  # no play timer left to deliver another
+            await pilot.pause()
             assert naive.delivered == safe.delivered == n
             assert not naive.finished
 
