@@ -532,6 +532,7 @@ def test_bad_input_that_still_escapes_the_error_contract(case, tmp_path, workspa
     _check_bad_input(case, tmp_path, workspace, capsys)
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_no_traceback_reaches_a_user_of_the_real_command(tmp_path):
     """The same contract through ``python -m sim`` in a subprocess (what a student runs)."""
     db = tmp_path / "run.db"

@@ -493,7 +493,7 @@ def test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_pa
 # ---------------------------------------------------------------------------- signals during deliver
 
 
-@pytest.mark.slow_cases("15", "2")  # measured at 2 s or more on 2 cores
+@pytest.mark.slow  # SIGTERM, SIGINT: 2 s or more on 2 cores (2026-12-05); SIGHUP: over 25 s at load 6-10 (2026-12-07)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_got(tmp_path, sig):
     db = tmp_path / "run.db"

@@ -253,7 +253,7 @@ def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: b
     assert _survivors(str(course), str(klass)) == []
 
 
-@pytest.mark.slow_cases("fallback")  # measured at 2 s or more on 2 cores
+@pytest.mark.slow  # fallback: 2 s or more on 2 cores (2026-12-05); bubblewrap: over 25 s at load 6-10 (2026-12-07)
 @pytest.mark.parametrize("fallback", [False, True], ids=["bubblewrap", "fallback"])
 def test_hostile_code_the_os_wall_is_for_scores_0_and_touches_nothing(fallback, tmp_path):
     _check_batch(tmp_path, QUICK, {}, fallback=fallback)

@@ -308,7 +308,7 @@ async def test_d_and_r_with_nothing_to_act_on_say_so(live):
         await press(pilot, "d")
         assert "select a message first" in status(app)
         await press(pilot, "r")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert "no task is in needs_review" in status(app)
         await press(pilot, "space")
         assert rows(app.messages_view)[0].split()[2] == "M-1"  # nothing extra was queued
@@ -340,11 +340,11 @@ async def test_k_crashes_the_worker_holding_a_lease_and_the_task_still_succeeds(
         await pilot.pause()
         assert task(app, "T-1")["lease_holder"] == "researcher"
         await press(pilot, "k")
-        assert isinstance(app.screen, ChooseWorker)
+        assert await settled(pilot, lambda: isinstance(app.screen, ChooseWorker))
         assert app.screen.names == ["researcher", "writer"]
         assert app.screen.query_one(OptionList).highlighted == 0  # the selected message's sender
         await press(pilot, "enter")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert "researcher crashed holding lease v1 of T-1" in status(app)
         assert first_event(live.store, "fault_injected", "T-1", fault="crash")
 
@@ -368,11 +368,11 @@ async def test_k_on_a_worker_without_a_lease_says_nothing_to_crash_and_escape_cr
     async with app.run_test(size=SIZE) as pilot:
         before = live.store.state_digest()
         await press(pilot, "k", "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert "crashed" not in status(app)
         assert live.store.state_digest() == before
         await press(pilot, "k", "down", "enter")  # the writer, idle
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert "E_NOTHING_TO_CRASH" in status(app)
         assert live.store.state_digest() == before
 
@@ -391,13 +391,13 @@ async def test_r_reconciles_a_needs_review_task_as_canceled(live):
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
         await press(pilot, "r")
-        assert isinstance(app.screen, Reconcile)
+        assert await settled(pilot, lambda: isinstance(app.screen, Reconcile))
         assert app.screen.task_id == "T-1"
         assert "M-3" in app.screen.query_one("#evidence", Input).value  # the untrusted intents, offered
         await press(pilot, "down", "enter")  # canceled
         assert app.screen.query_one("#canceled").value
         await press(pilot, "tab", "enter")  # to the evidence; enter decides
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert task(app, "T-1")["state"] == "canceled"
         assert "canceled" in state_row(app, "T-1")
         assert "reviewer: T-1 → canceled" in status(app)
@@ -411,7 +411,7 @@ async def test_r_reconciles_as_ready_by_default(live):
     async with app.run_test(size=SIZE) as pilot:
         await _needs_review(pilot, app, live)
         await press(pilot, "r", "tab", "enter")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert task(app, "T-1")["state"] == "ready"
         assert "reviewer: T-1 → ready" in status(app)
         assert [a["decision"] for a in live.store.approvals()] == ["ready"]
@@ -437,7 +437,7 @@ async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
         assert task(app, "T-1")["state"] == "needs_review"
         assert live.store.approvals() == []
         await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
         assert task(app, "T-1")["state"] == "needs_review"
         assert live.store.approvals() == []
 
@@ -447,7 +447,7 @@ async def test_reconcile_with_no_evidence_shows_an_error_and_stays_open(live):
 
 async def _type_filter(pilot, app, value: str) -> None:
     await press(pilot, "f")
-    assert isinstance(app.screen, AskFilter)
+    assert await settled(pilot, lambda: isinstance(app.screen, AskFilter))
     box = app.screen.query_one(Input)
     assert await settled(pilot, lambda: app.focused is box)
     await press(pilot, "end", "ctrl+u")
@@ -644,7 +644,7 @@ async def test_v_shows_the_conversation_per_sender_with_the_fence(live):
     app = ProtolabApp(advance(live).store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await press(pilot, "v")
-        assert isinstance(app.screen, Conversation)
+        assert await settled(pilot, lambda: isinstance(app.screen, Conversation))
         body = shown(app, "#conv-body")
         for sender in ("manager (generation 1)", "researcher (generation 1)", "writer (generation 1)"):
             assert sender in body
@@ -654,20 +654,20 @@ async def test_v_shows_the_conversation_per_sender_with_the_fence(live):
         title = shown(app, "#conv-title")
         assert title.startswith("conversation R-1 ·") and "13 messages" in title
         await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 async def test_question_mark_lists_every_binding(live):
     app = ProtolabApp(live.store, live=live)
     async with app.run_test(size=SIZE) as pilot:
         await press(pilot, "question_mark")
-        assert isinstance(app.screen, Help)
+        assert await settled(pilot, lambda: isinstance(app.screen, Help))
         text = text_of(app.screen.query_one(Static).content)
         for b in KEYS:
             assert b.description in text, b.description
             assert f"  {b.key_display or b.key.split(',')[0]:<8}{b.description}" in text
         await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 async def test_enter_on_a_message_row_opens_its_detail(live):
@@ -676,7 +676,7 @@ async def test_enter_on_a_message_row_opens_its_detail(live):
         assert await settled(pilot, lambda: app.focused is app.messages_view)
         assert selected(app)["message_id"] == "M-3"
         await press(pilot, "enter")
-        assert isinstance(app.screen, Detail)
+        assert await settled(pilot, lambda: isinstance(app.screen, Detail))
         title, body = shown(app, "#detail-title"), shown(app, "#detail-body")
         assert title.startswith("M-3 · task_result · researcher → manager · task T-1")
         assert '"message_id": "M-3"' in body
@@ -688,7 +688,7 @@ async def test_enter_on_a_message_row_opens_its_detail(live):
             assert f"{e['seq']:>6}" in caused and e["type"] in caused
         assert "running → succeeded" in caused
         await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 async def test_enter_on_a_state_row_opens_the_task_detail(live):
@@ -698,14 +698,14 @@ async def test_enter_on_a_state_row_opens_the_task_detail(live):
         app.state_view.focus()
         assert await settled(pilot, lambda: app.focused is app.state_view)  # focus comes by a message of its own
         await press(pilot, "enter")
-        assert isinstance(app.screen, Detail)
+        assert await settled(pilot, lambda: isinstance(app.screen, Detail))
         assert shown(app, "#detail-title") == "task T-1"
         body = shown(app, "#detail-body")
         assert body.startswith("T-1: succeeded")
         assert "Transitions (compare-and-swap on state_version)" in body
         assert "running → succeeded" in body
         await press(pilot, "escape")
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 async def test_enter_on_an_event_row_opens_the_event_detail(live):
@@ -717,11 +717,11 @@ async def test_enter_on_an_event_row_opens_the_event_detail(live):
         seq = app.events_view.source.id_at(app.events_view.cursor)
         assert seq == live.store.last_event()
         await press(pilot, "enter")
-        assert isinstance(app.screen, Detail)
+        assert await settled(pilot, lambda: isinstance(app.screen, Detail))
         assert shown(app, "#detail-title").startswith(f"event {seq} ·")
         assert "delivery #4 of M-3 (task_result): accepted" in shown(app, "#detail-body")
         await press(pilot, "enter")  # enter closes a detail too
-        assert isinstance(app.screen, RunScreen)
+        assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 async def test_q_quits(live):
@@ -836,7 +836,7 @@ async def test_palette_commands_do_what_their_keys_do(live):
             await run(title)
             assert isinstance(app.screen, screen), title
             await press(pilot, "escape")
-            assert isinstance(app.screen, RunScreen)
+            assert await settled(pilot, lambda: isinstance(app.screen, RunScreen))
 
 
 @pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
@@ -907,7 +907,7 @@ async def test_read_only_refuses_to_change_the_run(finished_db):
                                ("c", "cannot take a conflicting-digest"), ("l", "cannot take a late-failure"),
                                ("k", "cannot crash a worker"), ("r", "cannot take a reviewer's decision")):
                 await press(pilot, key)
-                assert isinstance(app.screen, RunScreen), key
+                assert await settled(pilot, lambda: isinstance(app.screen, RunScreen)), key
                 assert "read-only" in status(app) and words in status(app), key
                 assert not app.playing
             assert app._timer is None  # nothing plays
@@ -1086,7 +1086,7 @@ async def test_workshop_help_palette_state_and_footer_at_small_sizes(size):
                 assert "yes" in rows(app.query_one("#safe", Side).tasks)[0]
             # ? lists the workshop's keys and says what the sides show
             await press(pilot, "question_mark")
-            assert isinstance(app.screen, Help)
+            assert await settled(pilot, lambda: isinstance(app.screen, Help))
             text = text_of(app.screen.query_one(Static).content)
             assert "Step both" in text and "To the end" in text and "What the two sides show" in text
             await press(pilot, "escape")
