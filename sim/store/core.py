@@ -34,7 +34,7 @@ class Store(Reads, Writes, Reducer):
 
     def __init__(self, db: Database, path: str | None):
         self.db = db
-        self.conn: sqlite3.Connection = db.conn
+        self.conn: _Connection = db.conn  # (opened with the driver's factory: open, create)
         self.path = path
         self._rulebooks: dict[str, RuleBook] = {}
         self._meta: dict[str, str] = {}

@@ -22,6 +22,8 @@ _BATCH = 256  # rows a cursor's iteration fetches at once  # how long a writer w
 class _Cursor(sqlite3.Cursor):
     """A cursor whose driver errors, on execute and on every fetch, leave as StoreError."""
 
+    connection: _Connection  # (the store's: _Connection.cursor makes every cursor)
+
     def execute(self, sql, params=()):
         try:
             return super().execute(sql, params)
