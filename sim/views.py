@@ -264,11 +264,12 @@ def parse_light(args: list[str]):
     """``(function, keywords)`` for a light command read exactly as Typer would read it, or None: anything
     else (a command not light, ``--help``, an unknown or repeated option, a value missing, empty or looking
     like an option, an argument) is Typer's to read, and to refuse in its words."""
-    for words, (options, fn, names) in LIGHT.items():
+    for words in LIGHT:
         if tuple(args[:len(words)]) == words:
             break
     else:
         return None
+    options, fn, names = LIGHT[words]
     kw: dict = {"db": _DB_DEFAULT.get(words, Path("protolab.db"))}
     seen: set[str] = set()
     rest = args[len(words):]

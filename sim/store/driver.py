@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import Any
 from pathlib import Path
 
 from ..errors import StoreError
@@ -283,7 +284,7 @@ class Database:
     on recursive triggers, as sqlite-utils' does."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+        self.conn: Any = conn  # the driver's factory's connection (_Connection) when the store opened it
         conn.execute("PRAGMA recursive_triggers=on;")
 
     def table_names(self) -> list[str]:
