@@ -295,7 +295,7 @@ def _tui_live(sc, *, seed, fault, policy, db, paused: bool, headless: bool, plug
         p = plugins
         run(scenario=sc.name, seed=seed, fault=fault, policy=policy, db=db, tasks=None, as_json=False,
             design=p.design if p else None, intake=p.intake if p else None, effects=p.effects if p else None,
-            machine=p.machine if p else None)
+            machine=p.machine if p else None, agent=[], agent_deadline=10.0)
         return
     from ..live import LiveRun
     from ..tui.app import ProtolabApp
