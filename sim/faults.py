@@ -60,6 +60,10 @@ the TUI show are read from there.
 ``cross-talk``          a copy of it, sent in another conversation (trace ``OTHER_TRACE``), arrives in this one
 ``straggler``           the sender sends it again under a new id, held until a reviewer reopens the conversation:
                         it arrives in the next epoch, stamped with the one it was sent in
+``garble``              the payload is changed in transit (a character of the result's summary), the digest the
+                        sender computed kept: what arrives is not what was digested. Not injected by hand: a
+                        by-hand fault acts on a message already delivered, and a changed copy under its id would
+                        be a reused message id, refused by both policies for that reason alone
 """
 
 from __future__ import annotations
@@ -535,6 +539,37 @@ def _cross_talk(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.extra.append((s.due, copy))
     bus._on_copy(s.out, copy, True)  # the other conversation's copy: numbered as the one it copies
     bus._record(spec.name, s.out, {"selector": spec.text, "copy": copy.message_id, "trace": OTHER_TRACE})
+
+
+#: The payload fields a ``garble`` fault changes, the first the payload holds as text: free text, which no
+#: rule reads (a status or a lease changed would be another story than a payload that no longer matches its
+#: digest).
+GARBLED_FIELDS = ("summary", "error")
+
+
+def _garbled(text: str) -> str:
+    """``text`` with one character changed, as a noisy channel changes it: its first digit one more (a count
+    that no longer says what the artifact holds), else its first letter's case, else a ``?`` for nothing."""
+    for i, ch in enumerate(text):
+        if ch.isdigit():
+            return f"{text[:i]}{(int(ch) + 1) % 10}{text[i + 1:]}"
+    for i, ch in enumerate(text):
+        if ch.isalpha():
+            return f"{text[:i]}{ch.swapcase()}{text[i + 1:]}"
+    return text + "?"
+
+
+@fault("garble", "the payload is changed in transit (its summary), the digest the sender computed kept",
+       default_target="first successful task_result", default_match=_success, only=("task_result",))
+def _garble(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    field = next((f for f in GARBLED_FIELDS if isinstance(s.out.payload.get(f), str)), None)
+    if field is None:
+        return
+    was = s.out.payload[field]
+    # (the same envelope, its payload_digest and digest_scheme as the sender wrote them; only the payload differs)
+    s.out = dataclasses.replace(s.out, payload={**s.out.payload, field: _garbled(was)})
+    bus._record(spec.name, s.out, {"selector": spec.text, "field": field, "was": was, "now": s.out.payload[field],
+                                   "payload_digest": s.out.payload_digest})
 
 
 #: The fault names, in the registry's order.

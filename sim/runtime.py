@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field, replace
 
+from . import digest as _digest
 from . import planner as _planner
 from . import versions as _versions
 from .conversation import taken_in_epoch
@@ -100,6 +101,28 @@ def _envelope_digest(env: Envelope) -> str:
     return "sha256:" + _sha256(env.to_json().encode("utf-8")).hexdigest()
 
 
+def _digest_refusal(env: Envelope) -> str | None:
+    """Why ``env``'s payload is not the one its ``payload_digest`` was made of (None: it is), digested again
+    under its ``digest_scheme`` whoever built the envelope: parsed from JSON, or made in memory by the
+    simulator, whose transport may have changed the payload since (fault ``garble``). Under json-sorted-v1
+    the bytes hashed are the text the message log keeps: kept on the envelope when they match, so writing
+    the message row does not spell the payload a second time."""
+    scheme = env.digest_scheme
+    try:
+        raw = _digest.canonical_bytes(env.payload, scheme)
+    except ProtolabError as e:  # (a value the scheme cannot write, or a scheme nobody knows)
+        return (f"{env.message_id}'s payload cannot be digested under {scheme} ({e}), so nothing shows it is the "
+                f"payload its payload_digest {env.payload_digest} was made of; nothing in it is read")
+    actual = "sha256:" + _sha256(raw).hexdigest()
+    if actual != env.payload_digest:
+        return (f"payload_digest {env.payload_digest[:19]}… is not the {scheme} digest of the payload "
+                f"{env.message_id} carries ({actual[:19]}…): the payload was changed after it was digested; nothing "
+                "in it is read")
+    if scheme == _digest.DEFAULT_SCHEME and "_payload_json" not in env.__dict__:
+        env.__dict__["_payload_json"] = raw.decode("utf-8")  # (the store's text of it, as a parse keeps it)
+    return None
+
+
 def deliver(
     store: Store,
     env: Envelope,
@@ -143,12 +166,16 @@ def _deliver_once(
         private = store.privacy()
         if private and private.in_clear(env.payload):
             logged = replace(env, payload=private.redact(env.payload))
+    # Whatever built the envelope, its payload is digested again before anything reads it (sim.policy).
+    refused_digest = _digest_refusal(env) if policy.checks_digests else None
     msg_seq, new = store.record_message(logged, _envelope_digest(env), sent)
     if policy.reads_as is not None:
         # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.
         env, logged = _versions.read_as(env, policy.reads_as), _versions.read_as(logged, policy.reads_as)
     ctx = read_context(store, env, msg_seq, hold_untrusted=policy.hold_untrusted)
-    if policy.closed_payloads and _versions.shape_refusal(env) is not None:
+    if refused_digest is not None:
+        ctx = replace(ctx, digest_refusal=refused_digest)
+    elif policy.closed_payloads and _versions.shape_refusal(env) is not None:
         # (the run's declared sensitive fields read only when a field is not in the kit's own shapes)
         ctx = replace(ctx, payload_refusal=_versions.shape_refusal(env, allowed=frozenset(store.privacy().sensitive)))
     elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:
