@@ -657,6 +657,10 @@ class Bus:
         self.negotiate: Callable | None = None
         #: copies held until the conversation's next epoch (fault straggler); lost if it never reopens
         self.stragglers: list[Envelope] = []
+        #: message id -> the envelope the transport first carried under it, exactly as it went out: what a fault
+        #: injected by hand sends again (:meth:`sent_as`), never the message log's copy, which a policy that
+        #: redacts keeps with [redacted] values. None: not kept (a run nobody drives by hand; sim.live keeps it)
+        self.sent: dict[str, Envelope] | None = None
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
@@ -669,6 +673,8 @@ class Bus:
     def _push(self, due: int, env: Envelope) -> None:
         if self.on_push is not None:
             self.on_push(env)
+        if self.sent is not None and env.message_id not in self.sent:
+            self.sent[env.message_id] = env
         self._seq += 1
         heapq.heappush(self._heap, (due, self._seq, env))
 
@@ -746,7 +752,8 @@ class Bus:
 
     def inject(self, name: str, env: Envelope, now: int) -> Envelope:
         """Apply one fault by hand to a message already sent (the TUI's keys): the copy it makes
-        arrives next round. ``duplicate`` delivers ``env`` itself again."""
+        arrives next round. ``duplicate`` delivers ``env`` itself again: pass the envelope as it was
+        sent (:meth:`sent_as`), not one read back from a log that may keep it redacted."""
         only = REGISTRY[name].only if name in REGISTRY else ()
         if only and env.type not in only:
             raise InputError(
@@ -773,6 +780,12 @@ class Bus:
         self._on_copy(env, copy, same_seq)
         self._record(name, env, {"selector": "by hand", **detail})
         return copy
+
+    def sent_as(self, message_id: str) -> Envelope | None:
+        """The envelope this transport carried as ``message_id``, as it went out (its payload what was digested,
+        or what a fault made of it); None when the transport does not keep what it sent (``sent``), or never
+        carried that id (a reviewer's decision is delivered by hand, not sent)."""
+        return self.sent.get(message_id) if self.sent is not None else None
 
     def carries(self, message_id: str) -> bool:
         """Whether an envelope ``message_id`` is still on the bus (queued or held back)."""

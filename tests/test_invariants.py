@@ -9,6 +9,7 @@ messages that did it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -107,6 +108,13 @@ def _unstored_evidence():
     return [h[0], h[1], bad], ghost
 
 
+def _garbled(env):
+    """``env`` as the transport's garble fault delivers it: its summary changed, its digest the sender's."""
+    from sim.faults import _garbled as garbled
+
+    return replace(env, payload={**env.payload, "summary": garbled(env.payload["summary"])})
+
+
 # name -> (steps, invariants that break under NAIVE, the message the witnesses must name, naive intake override)
 def _faults():
     h = samples.happy_path()
@@ -117,6 +125,8 @@ def _faults():
         "late failure": (h[:3] + [samples.late_failure()], {"NO_STATE_REGRESSION", "TRANSITIONS_ALLOWED"}, "M-4", None),
         "crashed worker's zombie result": (_crash("researcher"), {"NO_LOST_UPDATE"}, "M-3", None),
         "zombie result after reassignment": (_crash("researcher-2"), {"NO_LOST_UPDATE"}, "M-3", None),
+        # (its summary changed after it was digested: naive takes it, safe refuses it with E_DIGEST_MISMATCH)
+        "garbled M-3": (h[:2] + [_garbled(h[2])], {"PAYLOAD_MATCHES_DIGEST"}, "M-3", None),
         "ack of M-2": (
             h[:2] + [_ack_of_m2()], {"ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED"}, "A-2", ack_as_completion,
         ),
@@ -138,7 +148,7 @@ def test_check_returns_every_name_in_invariants_order():
         "EVIDENCE_RESOLVES", "ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED", "RESEND_DEDUPLICATED",
         "CLOCK_MONOTONIC", "PAYLOAD_MINIMIZATION", "EFFECT_HAS_EVIDENCE", "NO_EFFECT_FROM_UNTRUSTED",
         "VERSION_READ", "NEWER_FIELDS_READ", "DISSENT_KEPT", "TIE_BREAK_KEPT", "NO_STATE_FROM_UNDECLARED",
-        "SEQUENCE_KEPT", "FENCE_FINAL", "CURRENT_SPEAKERS", "AUDIENCE_KEPT", "WITHIN_BOUNDS", "TRACE_CONSISTENT",
+        "PAYLOAD_MATCHES_DIGEST", "SEQUENCE_KEPT", "FENCE_FINAL", "CURRENT_SPEAKERS", "AUDIENCE_KEPT", "WITHIN_BOUNDS", "TRACE_CONSISTENT",
     )
     assert all(isinstance(r, InvariantResult) and r.description.strip() for r in results)
 

@@ -27,6 +27,7 @@ BREAKS = {
     "DISSENT_KEPT": ("gathers", "delay:M-22"),
     "TIE_BREAK_KEPT": ("gathers", "delay:M-22"),
     "NO_STATE_FROM_UNDECLARED": ("publish-report", "self-report"),
+    "PAYLOAD_MATCHES_DIGEST": ("publish-report", "garble"),
     "SEQUENCE_KEPT": ("publish-report", "drop"),
     "FENCE_FINAL": ("publish-report", "afterthought"),
     "CURRENT_SPEAKERS": ("reopened", "straggler"),
