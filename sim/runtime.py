@@ -28,6 +28,7 @@ from .planner import ATTEMPT_COST, DEFAULT_BUDGET, Context, IntakeFn, effect_key
 from .store import Store
 
 from .policy import SAFE, Policy
+from .privacy import is_redacted
 
 __all__ = [
     "Outcome",
@@ -44,6 +45,7 @@ __all__ = [
     "record_negotiation",
     "record_copy_dropped",
     "expire_lease",
+    "digest_as_logged",
 ]
 
 
@@ -123,6 +125,20 @@ def _digest_refusal(env: Envelope) -> str | None:
     return None
 
 
+def digest_as_logged(row: dict, reason: str | None = None) -> bool | str | None:
+    """For a message log's row delivered again (a re-delivery: sim.replay, sim.labs.verify), what ``deliver``'s
+    ``digest_ok`` must be: None when the logged payload shows everything (digest it again, as for any
+    envelope); for a payload the log keeps with [redacted] values (sim.privacy), which cannot be digested,
+    the verdict recorded when it was first delivered: True, or, refused with E_DIGEST_MISMATCH then, the
+    reason recorded (``reason``, the delivery's; else one that says so)."""
+    if not is_redacted(row.get("payload")):
+        return None
+    if row.get("delivery_code", row.get("code")) != "E_DIGEST_MISMATCH":
+        return True
+    return reason or (f"{row.get('message_id')}'s payload was not the one its payload_digest was made of when it "
+                      "was first delivered (the log keeps [redacted] values, which cannot be digested again)")
+
+
 def deliver(
     store: Store,
     env: Envelope,
@@ -132,6 +148,7 @@ def deliver(
     tick: int | None = None,
     sent: tuple[int, int] | None = None,
     attempts: int = 3,
+    digest_ok: bool | str | None = None,
 ) -> Outcome:
     """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race.
 
@@ -139,7 +156,10 @@ def deliver(
     effects are keyed; ``decide`` overrides just the intake function (a student's, say).
     ``tick`` pins the logical time (the simulator delivers several messages per round);
     by default each delivery is the next tick. ``sent`` is the transport's (per-sender
-    sequence, sender generation) for the message, kept in the message log.
+    sequence, sender generation) for the message, kept in the message log. ``digest_ok``: None (every
+    envelope from a sender) digests the payload again under a policy that checks digests; a re-delivery of a
+    log's copy whose [redacted] values cannot be digested passes the verdict recorded for it
+    (:func:`digest_as_logged`: True, or the reason it was refused).
     """
     policy = policy or SAFE
     decide = decide or policy.decide
@@ -147,7 +167,7 @@ def deliver(
         try:
             with store.transaction():
                 store.prefetch(env.message_id, env.task_id, env.idempotency_key)
-                return _deliver_once(store, env, decide, policy, tick, sent)
+                return _deliver_once(store, env, decide, policy, tick, sent, digest_ok)
         except StaleWrite:
             if attempt == attempts - 1:
                 raise
@@ -155,7 +175,8 @@ def deliver(
 
 
 def _deliver_once(
-    store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None
+    store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None,
+    digest_ok: bool | str | None = None,
 ) -> Outcome:
     tick = store.advance(to=at)
     # What the logs keep: under a policy that redacts, [redacted] for each sensitive value the run
@@ -167,7 +188,14 @@ def _deliver_once(
         if private and private.in_clear(env.payload):
             logged = replace(env, payload=private.redact(env.payload))
     # Whatever built the envelope, its payload is digested again before anything reads it (sim.policy).
-    refused_digest = _digest_refusal(env) if policy.checks_digests else None
+    refused_digest = None
+    if policy.checks_digests:
+        if digest_ok is None:
+            refused_digest = _digest_refusal(env)
+        elif digest_ok is not True:  # (a log's redacted copy of a message refused so when it was first delivered)
+            refused_digest = digest_ok if isinstance(digest_ok, str) else (
+                f"{env.message_id}'s payload was not the one its payload_digest was made of when it was first "
+                "delivered (as recorded)")
     msg_seq, new = store.record_message(logged, _envelope_digest(env), sent)
     if policy.reads_as is not None:
         # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.

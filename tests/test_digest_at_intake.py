@@ -236,3 +236,29 @@ def test_a_live_run_keeps_what_its_transport_sent_from_its_first_message():
     assert live.run.bus.sent == {}
     first = live.step()
     assert first.message_id == "M-1" and _matches(live.run.bus.sent_as("M-1"))
+
+
+# ---------------------------------------------------------------------------- a log delivered again
+
+
+@pytest.mark.parametrize("scenario", ["publish-report", "sensitive-source"])
+def test_a_run_with_a_garbled_result_re_delivered_from_its_log_decides_the_same(scenario):
+    """Re-delivery (lab verify, replay) reads envelopes back from the message log: a payload the log shows is
+    digested again (the garbled one refused again); one the log keeps [redacted] cannot be, and keeps the
+    verdict recorded for it (sensitive-source's garbled result carries the source's contact)."""
+    from sim.labs.verify import rebuild_by_redelivery
+    from sim.replay import redeliver
+
+    store = run_scenario(load_scenario(scenario), policy="safe", faults=["garble", "duplicate"], seed=0)
+    try:
+        refused = [d for d in store.deliveries() if d["code"] == "E_DIGEST_MISMATCH"]
+        assert [d["message_id"] for d in refused] == ["M-3"]
+        (m3,) = [m for m in store.messages() if m["message_id"] == "M-3"]
+        assert (REDACTED in json.dumps(m3["payload"])) == (scenario == "sensitive-source")
+        fresh, difference = rebuild_by_redelivery(store)
+        fresh.close()
+        assert difference is None
+        report = redeliver(store)
+        assert report["decisions"].get("rejected", 0) >= 1 and report["effects_committed_again"] == []
+    finally:
+        store.close()
