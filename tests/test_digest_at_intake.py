@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -65,9 +66,16 @@ def test_safe_refuses_the_garbled_result_and_every_invariant_holds_from_the_cli(
     refused = [d for d in deliveries if d["decision"] == "rejected"]
     assert [(d["message_id"], d["code"]) for d in refused] == [("M-3", "E_DIGEST_MISMATCH")]
     assert "changed after it was digested" in refused[0]["reason"]
-    # the researcher's retry, the payload it digested, lands: T-1 succeeded and the report is published
-    code, out, _ = run_cli(capsys, "state", "--db", db, "--json")
-    assert code == 0 and '"succeeded"' in out
+    # the researcher's retry, the payload it digested, lands (T-1 succeeded) and the report is published once
+    code, out, _ = run_cli(capsys, "messages", "--db", db, "--json")
+    logged = json.loads(out)
+    taken = [d for d in logged["deliveries"] if d["task_id"] == "T-1" and d["type"] == "task_result"
+             and d["decision"] == "accepted"]
+    assert len(taken) == 1 and taken[0]["delivery_id"] > refused[0]["delivery_id"]
+    assert taken[0]["state_after"] == "succeeded"
+    retry = next(m for m in logged["messages"] if m["message_id"] == taken[0]["message_id"])
+    assert _digest.digest(retry["payload"], retry["digest_scheme"]) == retry["payload_digest"]
+    assert retry["payload"]["summary"].startswith("3 item(s)")
 
 
 def test_the_fault_changes_the_summary_and_keeps_the_senders_digest_and_says_so_in_the_log():
@@ -77,6 +85,10 @@ def test_the_fault_changes_the_summary_and_keeps_the_senders_digest_and_says_so_
         d = ev["data"]
         assert (ev["message_id"], d["field"], d["was"], d["now"]) == ("M-3", "summary", "3 item(s) in " + d["was"][13:],
                                                                      "4 item(s) in " + d["was"][13:])
+        # what the README's fault table says the fault does, as this run did it
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+        row = next(ln for ln in readme.splitlines() if ln.startswith("| `garble` |"))
+        assert "`3 item(s)` arrives as `4 item(s)`" in row and "`E_DIGEST_MISMATCH`" in row and NAME in row
         (m3,) = [m for m in store.messages() if m["message_id"] == "M-3"]
         assert m3["payload"]["summary"] == d["now"] and m3["payload_digest"] == d["payload_digest"]
         # the digest is of what the researcher sent: the payload with the summary it wrote
