@@ -5,7 +5,7 @@ A fault is written ``NAME`` (its default target), ``NAME:M-3`` (one message id),
 that probability, drawn from the run's one seeded RNG). Every fault the transport applies is
 recorded as a ``fault_injected`` event, so the log says what was done to the run. Each fault is
 declared once, by ``@fault(...)`` on what it does to a send (``REGISTRY``); the lists the CLI and
-the TUI show are read from there.
+the TUI show are read from there, and the README's fault table is written from it (``python -m sim.docs``).
 
 ``duplicate``           deliver the same envelope again one round later
 ``conflicting-digest``  send a second envelope under the same idempotency key with another payload
@@ -126,6 +126,13 @@ class Fault:
     #: it changes the number the message goes out under: applied before the faults that copy the message
     #: (a copy is numbered after the number its original finally carries)
     renumbers: bool = False
+    #: its row of the README's fault table (``python -m sim.docs`` writes it): what it does in the shipped story
+    #: (naming the scenario when not publish-report), what the safe policy makes of it, the invariants the naive
+    #: run of it breaks (tests/test_readme_faults.py runs both) and a note on how naive breaks them
+    story: str = ""
+    safe: str = ""
+    naive_breaks: tuple[str, ...] = ()
+    naive_note: str = ""
 
     @property
     def injectable(self) -> bool:
@@ -138,7 +145,10 @@ REGISTRY: dict[str, Fault] = {}
 
 def fault(name: str, what: str, *, default_target: str, default_match: Callable[[Envelope], bool],
           only: tuple[str, ...] = (), rate_skips_acks: bool = False, by_hand: str | None = None,
-          tui_key: tuple[str, str, str, str] | None = None, renumbers: bool = False):
+          tui_key: tuple[str, str, str, str] | None = None, renumbers: bool = False, story: str = "",
+          safe: str = "", naive_breaks: tuple[str, ...] = (), naive_note: str = ""):
+    """Register a fault: its name, what it does (one line), the message it picks with no selector, and
+    its row of the README's fault table (``story``, ``safe``, ``naive_breaks``, ``naive_note``)."""
     if (tui_key is None) != (by_hand is None):
         raise ValueError(f"fault {name!r}: a fault injected by hand needs its TUI key, and only such a fault has one")
     if tui_key is not None and any(f.tui_key and f.tui_key[0] == tui_key[0] for f in REGISTRY.values()):
@@ -147,8 +157,10 @@ def fault(name: str, what: str, *, default_target: str, default_match: Callable[
     def register(apply):
         if name in REGISTRY:
             raise ValueError(f"fault {name!r} is declared twice")
+        if not (story and safe):
+            raise ValueError(f"fault {name!r}: its row of the README's fault table needs story= and safe=")
         REGISTRY[name] = Fault(name, what, default_target, default_match, apply, only, rate_skips_acks, by_hand,
-                               tui_key, renumbers)
+                               tui_key, renumbers, story, safe, tuple(naive_breaks), naive_note)
         return apply
     return register
 
@@ -172,7 +184,11 @@ def _started(env: Envelope) -> bool:
 @fault("duplicate", "deliver the same envelope again one round later",
        default_target="publishing task_result (else the first task_result)", default_match=_publishing,
        by_hand="deliver the same envelope once more",
-       tui_key=("d", "Duplicate", "Inject a duplicate delivery", "Deliver the selected message again"))
+       tui_key=("d", "Duplicate", "Inject a duplicate delivery", "Deliver the selected message again"),
+       story="delivers the publishing result twice",
+       safe="`duplicate`, published once (the network's copy never enters the conversation)",
+       naive_breaks=("EFFECT_AT_MOST_ONCE", "SEQUENCE_KEPT"),
+       naive_note="naive re-executes it: one message id taken twice")
 def _duplicate(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.extra.append((s.due + 1, s.out))
     bus._record(spec.name, s.out, {"selector": spec.text, "again_at": s.due + 1})
@@ -189,43 +205,72 @@ fault("conflicting-digest", "send a second envelope under the same idempotency k
       default_target="first task_result", default_match=_result,
       by_hand="send the same idempotency key again with another payload",
       tui_key=("c", "Conflict", "Inject a conflicting digest", "Send the selected message's key with another payload"),
+      story="the researcher sends its result's key again with another payload, a message of its own",
+      safe="`conflict`, T-1 frozen in needs_review; a publication already made from it goes to reconciliation",
+      naive_breaks=("CONFLICT_FROZEN", "NO_EFFECT_FROM_UNTRUSTED"),
       )(_copying)
 fault("late-failure", "after a successful result, a failed one for the same task under a new key",
       default_target="first successful task_result", default_match=_success, only=("task_result",),
       rate_skips_acks=True, by_hand="a failure for the same attempt arrives after its result",
-      tui_key=("l", "Late", "Inject a late failure", "A late failure after the selected result"))(_copying)
+      tui_key=("l", "Late", "Inject a late failure", "A late failure after the selected result"),
+      story="a `failed` result after the success, new key",
+      safe="`late`, T-1 stays succeeded",
+      naive_breaks=("NO_STATE_REGRESSION", "TRANSITIONS_ALLOWED"))(_copying)
 
 
 @fault("reorder", "hold the message back until the next message has been sent, then deliver it right after",
-       default_target="first task_started", default_match=_started)
+       default_target="first task_started", default_match=_started,
+       story="holds M-2 back until after the next message",
+       safe=("the session parks the early result (a number ahead of the researcher's next) until M-2 arrives; "
+             "both land in order and the exported trace validates"),
+       naive_breaks=("NO_STATE_REGRESSION", "NO_LOST_UPDATE", "TRANSITIONS_ALLOWED", "SEQUENCE_KEPT"),
+       naive_note="naive takes the result before the start; its export fails with `E_SEQUENCE_GAP`")
 def _reorder(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._held.append((s.now, s.out))
     s.schedule = False
     bus._record(spec.name, s.out, {"selector": spec.text, "held_until": "the next message is sent"})
 
 
-@fault("delay", "deliver it delay_ticks rounds late", default_target="first task_result", default_match=_result)
+@fault("delay", "deliver it delay_ticks rounds late", default_target="first task_result", default_match=_result,
+       story="delivers a result 9 rounds late",
+       safe=("the researcher's retry waits behind it (the session keeps each sender in sequence, and cannot tell "
+             "late from lost): the result is sent again and lands, the retry is `late`, and the late copy, when "
+             "it comes, is dropped before intake (`message_copy_dropped`)"),
+       naive_breaks=("SEQUENCE_KEPT",),
+       naive_note="naive: the retry overtakes it, the original is `late`, the export fails with `E_SEQUENCE_GAP`")
 def _delay(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.due += bus.delay_ticks
     bus._record(spec.name, s.out, {"selector": spec.text, "arrives_at": s.due})
 
 
 @fault("drop", "never deliver it (the sender retries with a new attempt and key)",
-       default_target="first task_result", default_match=_result)
+       default_target="first task_result", default_match=_result,
+       story="loses a result; the sender retries with a new key",
+       safe=("the retry waits behind the missing number; a round later the session has the lost result sent "
+             "again, unchanged (`message_sent_again`); it lands, the retry is `late`"),
+       naive_breaks=("SEQUENCE_KEPT",),
+       naive_note="naive: the retry lands, the export fails with `E_SEQUENCE_GAP`")
 def _drop(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.schedule = False
     bus._record(spec.name, s.out, {"selector": spec.text})
 
 
 @fault("crash", "the worker dies right after sending it; its lease expires and a restarted worker recovers",
-       default_target="first task_started", default_match=_started, only=("task_started",), rate_skips_acks=True)
+       default_target="first task_started", default_match=_started, only=("task_started",), rate_skips_acks=True,
+       story=("the researcher dies after starting; its lease expires, a restarted researcher takes lease 2, the "
+              "dead one's commit arrives"),
+       safe="fenced: `E_STALE_LEASE`; the replaced body's refused commit never enters the conversation",
+       naive_breaks=("NO_LOST_UPDATE", "CURRENT_SPEAKERS", "SEQUENCE_KEPT"))
 def _crash(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus.crashed.append((s.out.sender, s.out))
     bus._record(spec.name, s.out, {"selector": spec.text, "worker": s.out.sender})
 
 
 @fault("stale-schema", "send it with an unsupported schema_version",
-       default_target="first task_request", default_match=lambda env: env.type == "task_request")
+       default_target="first task_request", default_match=lambda env: env.type == "task_request",
+       story="sends the first request with schema_version \"0\"",
+       safe="rejected, the retry lands",
+       naive_breaks=("VERSION_READ",))
 def _stale_schema(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.out = dataclasses.replace(s.out, schema_version="0")
     bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "0"})
@@ -279,7 +324,10 @@ def _paraphrased(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tup
 @fault("resend", "the sender sends the same intent again: a new message id and time, the key its design gives",
        default_target="publishing task_result (else the first task_result)", default_match=_publishing,
        by_hand="the sender sends the same intent again under a new message id",
-       tui_key=("s", "Resend", "Inject a resend", "The sender resends the selected message's intent under a new id"))
+       tui_key=("s", "Resend", "Inject a resend", "The sender resends the selected message's intent under a new id"),
+       story="the sender gives up waiting and sends the publishing result again: same intent, new message id",
+       safe="`duplicate`, published once",
+       naive_breaks=("RESEND_DEDUPLICATED", "EFFECT_AT_MOST_ONCE"))
 def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -292,7 +340,10 @@ def _resend(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 @fault("transient", "the worker's attempt fails transiently (retry); a new attempt succeeds with another payload",
-       default_target="first successful task_result", default_match=_success, only=("task_result",))
+       default_target="first successful task_result", default_match=_success, only=("task_result",),
+       story=("the researcher's first attempt reports `retry`; the manager assigns attempt 2, which succeeds with "
+              "another fact table"),
+       safe="attempt 2 lands under its own key")
 def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
@@ -301,7 +352,10 @@ def _transient(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 @fault("tool-failure", "the worker's tool fails on its attempt: its result says so (retry, naming the tool)",
-       default_target="first successful task_result", default_match=_success, only=("task_result",))
+       default_target="first successful task_result", default_match=_success, only=("task_result",),
+       story=("the researcher's web-search tool fails on its first attempt: the result reports `retry` and names "
+              "the tool (`tool`, a declared field)"),
+       safe="`tool_failed` recorded beside the move to retry_wait; attempt 2 lands under its own key")
 def _tool_failure(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
@@ -311,7 +365,10 @@ def _tool_failure(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 @fault("lost-evidence", "the worker paraphrases: its success cites nothing; refused, it sends the result it meant",
        default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
-       only=("task_result",))
+       only=("task_result",),
+       story="the writer paraphrases its publishing result: it cites nothing",
+       safe="refused (`E_EVIDENCE_REQUIRED`); the writer's retry, evidence and all, publishes",
+       naive_breaks=("EFFECT_HAS_EVIDENCE",))
 def _lost_evidence(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
@@ -320,12 +377,23 @@ def _lost_evidence(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 fault("late-conflict", "like conflicting-digest, but the second payload arrives after the first was handed on",
-      default_target="first task_result", default_match=_result)(_copying)
+      default_target="first task_result", default_match=_result,
+      story=("T-1's key arrives again with another payload, 3 rounds late: after the manager handed T-1's fact "
+             "table to the writer"),
+      safe=("T-1 frozen, and T-2's result, which rests on it, frozen too: nothing published. Aimed at the "
+            "publishing result (`late-conflict:M-6`) the twin arrives after the fence: refused "
+            "(`E_POST_TERMINAL_MESSAGE`, nothing changes after the fence) and its publication sent to "
+            "reconciliation"),
+      naive_breaks=("CONFLICT_FROZEN", "NO_EFFECT_FROM_UNTRUSTED"))(_copying)
 
 
 @fault("silent", "the worker goes quiet on its work: nothing it starts or answers arrives (it still acknowledges)",
        default_target="first task_started (its worker goes quiet)", default_match=_started,
-       only=("task_started", "task_result"))
+       only=("task_started", "task_result"),
+       story=("in `fan-out`, the first researcher to start goes quiet on its work (it still acknowledges); the "
+              "gather for T-3 misses its deadline (`gather_ticks`)"),
+       safe=("the manager cancels its task and fences `TIMED_OUT`; the trace's gather is partial, researcher-1 "
+             "missing (`data/traces/timed-out-trace.json`)"))
 def _silent(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.schedule = False
     bus.silenced.add(s.out.sender)
@@ -333,7 +401,10 @@ def _silent(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 @fault("new-major", "send it as schema_version 2.0, a major the kit's runtime does not read",
-       default_target="first task_result", default_match=_result)
+       default_target="first task_result", default_match=_result,
+       story="sends the first result as schema_version \"2.0\", a major this kit's runtime does not read",
+       safe="rejected (`E_SCHEMA_VERSION`), the retry in \"1\" lands",
+       naive_breaks=("VERSION_READ",))
 def _major_bump(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     s.out = dataclasses.replace(s.out, schema_version="2.0")
     bus._record(spec.name, s.out, {"selector": spec.text, "schema_version": "2.0"})
@@ -347,7 +418,12 @@ def _upgraded(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tuple[
 
 @fault("upgrade", "the sender is upgraded mid-run: this result goes out in schema 1.1, its product marked partial",
        default_target="publishing task_result (else the first successful task_result)", default_match=_publishing,
-       only=("task_result",))
+       only=("task_result",),
+       story=("the writer is upgraded mid-run: its publishing result goes out in schema 1.1 with `partial: true`, "
+              "a field 1.1 added"),
+       safe="read: T-2 succeeds, its publication withheld (`effect_withheld`)",
+       naive_breaks=("NEWER_FIELDS_READ",),
+       naive_note="naive reads it as 1.0, drops the mark and publishes")
 def _upgrade(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
@@ -370,7 +446,11 @@ def _acknowledged(intent: Intent, new_id: Callable[[], str], sent_at: str) -> tu
 
 
 @fault("receipt", "the worker acknowledges the request the round it arrives: a receipt, before any work",
-       default_target="first task_request", default_match=lambda env: env.type == "task_request", only=("task_request",))
+       default_target="first task_request", default_match=lambda env: env.type == "task_request", only=("task_request",),
+       story="the researcher acknowledges its request the round it arrives, before any work",
+       safe="a receipt, recorded; nothing moves",
+       naive_breaks=("ACK_IS_NOT_COMPLETION", "NO_STATE_REGRESSION", "TRANSITIONS_ALLOWED"),
+       naive_note="naive takes the worker's ack for completion, then its start regresses the task")
 def _early_ack(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -387,7 +467,11 @@ def _made_up_source(intent: Intent, new_id: Callable[[], str], sent_at: str) -> 
 
 
 @fault("phantom-citation", "the worker's success also cites a message nobody sent: a made-up source",
-       default_target="first successful task_result", default_match=_success, only=("task_result",))
+       default_target="first successful task_result", default_match=_success, only=("task_result",),
+       story="the researcher's result also cites a message id it made up (a source nobody sent)",
+       safe=("refused (`E_EVIDENCE_UNRESOLVED`: a cited message must already be in the log; an artifact may be "
+             "stored later); its retry, citing the fact table alone, lands"),
+       naive_breaks=("EVIDENCE_RESOLVES",))
 def _phantom_citation(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if s.out.payload.get("status") != "succeeded" or bus._rebuild is None:
         return
@@ -406,7 +490,12 @@ SELF_REPORTED_BUDGET = 99
 
 
 @fault("self-report", "the worker's result also reports budget_left: 99, a field no message type declares",
-       default_target="first task_result", default_match=_result, only=("task_result",))
+       default_target="first task_result", default_match=_result, only=("task_result",),
+       story="the researcher's result also says `budget_left: 99`, a field no message type declares",
+       safe="refused (`E_UNKNOWN_FIELD`, the reason lists the declared fields); its retry without it lands",
+       naive_breaks=("NO_STATE_FROM_UNDECLARED",),
+       naive_note=("naive takes it and believes it: T-1's budget ledger gets a credit of 97 nobody allotted, "
+                   "`protolab state`"))
 def _self_report(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -427,7 +516,13 @@ def _one_more_thing(intent: Intent, new_id: Callable[[], str], sent_at: str) -> 
 
 
 @fault("afterthought", "once the conversation is fenced, the manager asks a worker for one more task",
-       default_target="the fence", default_match=lambda env: env.type == "fence", only=("fence",))
+       default_target="the fence", default_match=lambda env: env.type == "fence", only=("fence",),
+       story="once the manager has fenced the conversation, it asks the researcher for one more task (T-90)",
+       safe=("refused (`E_POST_TERMINAL_MESSAGE`: after the fence only its acks are taken), so T-90 never exists "
+             "and the exported trace validates"),
+       naive_breaks=("FENCE_FINAL",),
+       naive_note=("naive creates T-90 after the fence: `protolab trace export` then `trace validate` finds "
+                   "`E_POST_TERMINAL_MESSAGE`"))
 def _afterthought(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -439,7 +534,12 @@ def _afterthought(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 
 @fault("rewind", "the sender's sequence counter slips back one: this message reuses its previous number",
-       default_target="first task_result", default_match=_result, rate_skips_acks=True, renumbers=True)
+       default_target="first task_result", default_match=_result, rate_skips_acks=True, renumbers=True,
+       story="the researcher's sequence counter slips back one: its result reuses the number of its start",
+       safe=("refused (`E_SEQUENCE_GAP`: one body numbered two messages of T-1 alike); its retry, numbered on, "
+             "lands, and the exported trace validates"),
+       naive_breaks=("SEQUENCE_KEPT",),
+       naive_note="naive takes it: the exported trace fails with `E_SEQUENCE_GAP`")
 def _rewind(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._restamp is None:
         return
@@ -449,7 +549,13 @@ def _rewind(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 @fault("zombie", "the worker is restarted after this start, but its old body keeps working and answers under "
                  "its old generation", default_target="first task_started", default_match=_started,
-       only=("task_started",), rate_skips_acks=True)
+       only=("task_started",), rate_skips_acks=True,
+       story=("the researcher is restarted right after its start (a new body, generation 2, speaks for it), but "
+              "nobody stopped the old body: it answers under generation 1 while its lease is still current"),
+       safe=("refused (`E_STALE_GENERATION`: only the newest body speaks for a worker; the lease alone would have "
+             "taken it); the old lease expires, the new body redoes T-1, and the exported trace validates"),
+       naive_breaks=("CURRENT_SPEAKERS", "SEQUENCE_KEPT"),
+       naive_note="naive takes the old body's result: the exported trace fails with `E_STALE_GENERATION`")
 def _zombie(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     # the same restart as a crash (the run gives the worker a new body); the old body is left running
     bus.crashed.append((s.out.sender, s.out))
@@ -466,7 +572,13 @@ def _copied_to(to: str):
 
 
 @fault("overshare", "the worker also sends its result to another worker, outside the result's audience",
-       default_target="first task_result", default_match=_result, only=("task_result",), rate_skips_acks=True)
+       default_target="first task_result", default_match=_result, only=("task_result",), rate_skips_acks=True,
+       story=("the researcher also sends its result (the same message, its number too) to the writer, who is not "
+              "in a result's audience (only the manager hears results)"),
+       safe=("refused (`E_AUDIENCE_LABEL`: a recipient outside the message's audience, whatever intake would make "
+             "of it); the exported trace, whose participants carry their roles' audience labels, validates"),
+       naive_breaks=("AUDIENCE_KEPT", "SEQUENCE_KEPT"),
+       naive_note="naive hands it to the writer: the exported trace fails with `E_AUDIENCE_LABEL`")
 def _overshare(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     others = [p for p in bus.peers() if p not in (s.out.sender, s.out.recipient)]
     if bus._rebuild is None or not others:
@@ -483,7 +595,12 @@ def _fence_ack(env: Envelope) -> bool:
 
 @fault("overtime", "deliver it after the conversation's deadline",
        default_target="the first acknowledgement of the fence (the last its sender says: nothing behind it is "
-                      "parked, so no session sends it again)", default_match=_fence_ack)
+                     "parked, so no session sends it again)", default_match=_fence_ack,
+       story=("delivers the researcher's acknowledgement of the fence after the conversation's declared deadline "
+              "(`deadline_ticks`: 120 rounds in `publish-report`)"),
+       safe="refused (`E_DEADLINE`); the fence closes without that receipt",
+       naive_breaks=("WITHIN_BOUNDS", "CURRENT_SPEAKERS"),
+       naive_note="naive takes it: the export fails with `E_DEADLINE`, and the receipt had expired too")
 def _overtime(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     late = bus.deadline() + 1
     s.due = max(s.due, late)
@@ -492,7 +609,12 @@ def _overtime(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 @fault("linger", "deliver it after it expired (its expires_at)",
        default_target="the first acknowledgement of the fence (the last its sender says: nothing behind it is "
-                      "parked, so no session sends it again)", default_match=_fence_ack)
+                     "parked, so no session sends it again)", default_match=_fence_ack,
+       story=("delivers the same acknowledgement after it expired (`expires_ticks`: every envelope of "
+              "`publish-report` carries `expires_at`, 30 rounds after it was sent)"),
+       safe="refused (`E_EXPIRED_MESSAGE`)",
+       naive_breaks=("CURRENT_SPEAKERS",),
+       naive_note="naive takes it: `E_EXPIRED_MESSAGE`")
 def _linger(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     ttl = bus.expires_ticks
     s.due = max(s.due, s.now + (ttl if ttl else bus.delay_ticks) + 1)
@@ -502,7 +624,13 @@ def _linger(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 @fault("flood", "the sender sends it again and again under new message ids, more times than the conversation's "
                 "message ceiling allows", default_target="publishing task_result (else the first task_result)",
-       default_match=_publishing, only=("task_result",), rate_skips_acks=True)
+       default_match=_publishing, only=("task_result",), rate_skips_acks=True,
+       story=("the writer sends its publishing result again under new message ids, as many times as the "
+              "conversation's ceiling (`message_ceiling`: 48)"),
+       safe=("the copies are duplicates until the conversation nears its ceiling, then refused "
+             "(`E_MESSAGE_CEILING`), the last places kept for the fence and its acknowledgements"),
+       naive_breaks=("WITHIN_BOUNDS", "EFFECT_AT_MOST_ONCE", "SEQUENCE_KEPT"),
+       naive_note="naive publishes every copy and takes them all: `E_MESSAGE_CEILING`")
 def _flood(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -518,7 +646,14 @@ def _flood(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
 
 @fault("straggler", "the sender sends it again under a new message id, and that copy is held until a reviewer has "
                     "reopened the conversation: it arrives in the next epoch, stamped with the one it was sent in",
-       default_target="first task_result", default_match=_result)
+       default_target="first task_result", default_match=_result,
+       story=("in `reopened` (a conflict freezes T-1, the fence closes epoch 1, a scripted reviewer releases T-1 "
+              "and epoch 2 finishes the report): the researcher's result, sent again under a new id in epoch 1, "
+              "arrives in epoch 2"),
+       safe="refused (`E_STALE_EPOCH`); epoch 2's trace validates",
+       naive_breaks=("CURRENT_SPEAKERS",),
+       naive_note=("naive takes it: epoch 2's export, `protolab trace export --epoch 2`, fails with "
+                   "`E_STALE_EPOCH`"))
 def _straggler(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     if bus._rebuild is None:
         return
@@ -533,7 +668,11 @@ OTHER_TRACE = "R-99"
 
 
 @fault("cross-talk", "a copy of it sent in another conversation (trace R-99) arrives in this one",
-       default_target="first task_result", default_match=_result)
+       default_target="first task_result", default_match=_result,
+       story="a copy of the researcher's result, sent in another conversation (trace R-99), arrives in this one",
+       safe="refused (`E_AUDIENCE_SCOPE`: outside this conversation's scope)",
+       naive_breaks=("AUDIENCE_KEPT", "SEQUENCE_KEPT"),
+       naive_note="naive takes it: `E_AUDIENCE_SCOPE`")
 def _cross_talk(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     copy = dataclasses.replace(s.out, message_id=bus._next_id(s.out.message_id.split("-")[0]), trace_id=OTHER_TRACE)
     s.extra.append((s.due, copy))
@@ -560,7 +699,14 @@ def _garbled(text: str) -> str:
 
 
 @fault("garble", "the payload is changed in transit (its summary), the digest the sender computed kept",
-       default_target="first successful task_result", default_match=_success, only=("task_result",))
+       default_target="first successful task_result", default_match=_success, only=("task_result",),
+       story="changes one character of the researcher's result in transit (its summary's count: `3 item(s)` "
+             "arrives as `4 item(s)`), keeping the digest the researcher computed",
+       safe="refused (`E_DIGEST_MISMATCH`: intake digests every payload again under its `digest_scheme`, wherever "
+            "the envelope was built); the researcher's retry, the payload it digested, lands",
+       naive_breaks=("PAYLOAD_MATCHES_DIGEST",),
+       naive_note="naive believes the digest and takes the changed payload: `protolab check` names M-3 and the "
+                  "digest it computes")
 def _garble(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     field = next((f for f in GARBLED_FIELDS if isinstance(s.out.payload.get(f), str)), None)
     if field is None:

@@ -67,24 +67,42 @@ class Invariant:
     #: one of the conversation's rules, judged by the trace validator on the run's exported conversation
     #: (a search over delivery orders, which bypasses the safe runtime's session, judges state only)
     conversation: bool = False
+    #: a naive run that breaks it, ``(scenario, fault)`` (a fault as ``--fault`` takes it, selector and all):
+    #: the naive-policy matrix (tests/test_naive_matrix.py) runs it, and the safe run of it must keep it
+    broken_by: tuple[str, str] | None = None
+    #: instead of ``broken_by``, why no naive run can break it: a known gap the matrix holds open
+    never_under_naive: str | None = None
+    #: the rule in a few words, in parentheses after its name in the README's list (``python -m sim.docs``)
+    gist: str = ""
 
 
-#: The one registry: adding an invariant is one decorated function (``@invariant(NAME, short=..., description=...)``).
+#: The one registry: adding an invariant is one decorated function
+#: (``@invariant(NAME, short=..., description=..., broken_by=(SCENARIO, FAULT))``).
 REGISTRY: dict[str, Invariant] = {}
 
 
-def invariant(name: str, *, short: str, description: str, across_tasks=None, conversation: bool = False):
+def invariant(name: str, *, short: str, description: str, broken_by: tuple[str, str] | None = None,
+              never_under_naive: str | None = None, gist: str = "", across_tasks=None, conversation: bool = False):
     """Register an invariant: its NAME, a short label of at most five letters (a column of the
-    grader's fault-by-invariant grid) and the rule in words. ``across_tasks``: for an invariant that
+    grader's fault-by-invariant grid) and the rule in words. ``broken_by``: the ``(scenario, fault)`` of a
+    naive run that breaks it (or ``never_under_naive``: why none can). ``gist``: the rule in a few words for
+    the README's list. ``across_tasks``: for an invariant that
     reads across tasks in log order, how a sharded check judges it over streams of the whole run,
     ``across_tasks(store, lookups, intervals) -> witnesses`` (see :func:`check`)."""
     if not (1 <= len(short) <= 5) or any(i.short == short for i in REGISTRY.values()):
         raise ValueError(f"invariant {name}: short label {short!r} must be 1-5 characters and unique")
+    if (broken_by is None) == (never_under_naive is None):
+        raise ValueError(f"invariant {name}: give one of broken_by=(scenario, fault), a naive run that breaks it, "
+                         "or never_under_naive=..., why no naive run can")
+    if broken_by is not None and not (isinstance(broken_by, tuple) and len(broken_by) == 2
+                                      and all(isinstance(x, str) and x for x in broken_by)):
+        raise ValueError(f"invariant {name}: broken_by must be (scenario, fault), got {broken_by!r}")
 
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"invariant {name} is declared twice")
-        REGISTRY[name] = Invariant(name, description, fn, short, across_tasks, conversation)
+        REGISTRY[name] = Invariant(name, description, fn, short, across_tasks, conversation, broken_by,
+                                   never_under_naive, gist)
         return fn
     return register
 
@@ -248,6 +266,7 @@ def _message_brief(msg: dict, delivery: dict) -> dict:
 
 @invariant(
     "NO_STATE_REGRESSION",
+    broken_by=("publish-report", "late-failure"),
     short="regr",
     description=(
         "Every transitions row whose old_state is terminal (" + ", ".join(sorted(_TERMINAL)) + ") has new_state "
@@ -264,6 +283,7 @@ def _no_state_regression(run: _Run) -> list[dict]:
 
 @invariant(
     "EFFECT_AT_MOST_ONCE",
+    broken_by=("publish-report", "duplicate"),
     short="eff1",
     description=(
         "No (kind, target, task_id) appears in more than one effects row, whatever the effect_key says "
@@ -326,6 +346,7 @@ def _same_payload(a: dict, b: dict) -> bool:
 
 @invariant(
     "CONFLICT_FROZEN",
+    broken_by=("publish-report", "conflicting-digest"),
     short="froz",
     description=(
         "When a (task_id, idempotency_key) is delivered (any decision but rejected) with a payload that differs "
@@ -408,6 +429,7 @@ def _conflict_frozen(run: _Run) -> list[dict]:
 
 @invariant(
     "NO_LOST_UPDATE",
+    broken_by=("publish-report", "reorder"),
     short="lost",
     description=(
         "Every move applied by a task_result delivery (the runtime's conflict freeze aside) was sent by the lease "
@@ -478,6 +500,7 @@ def _no_lost_update(run: _Run) -> list[dict]:
 
 @invariant(
     "EVIDENCE_RESOLVES",
+    broken_by=("publish-report", "phantom-citation"),
     short="evid",
     description=(
         "Every evidence_ref of every message delivered with decision accepted names, at the end of the run, "
@@ -514,6 +537,7 @@ def _evidence_resolves(run: _Run) -> list[dict]:
 
 @invariant(
     "ACK_IS_NOT_COMPLETION",
+    broken_by=("publish-report", "receipt"),
     short="ack",
     description=(
         "No ack delivery applies a move, except a conflict decision freezing its task in needs_review "
@@ -544,6 +568,7 @@ def _ack_is_not_completion(run: _Run) -> list[dict]:
 
 @invariant(
     "TRANSITIONS_ALLOWED",
+    broken_by=("publish-report", "late-failure"),
     short="move",
     description=(
         "Every transitions row (old_state -> new_state by role) is a transition_rules row of that row's "
@@ -566,6 +591,7 @@ def _transitions_allowed(run: _Run) -> list[dict]:
 
 @invariant(
     "RESEND_DEDUPLICATED",
+    broken_by=("publish-report", "resend"),
     short="rsnd",
     description=(
         "Every envelope the transport resent (a fault_injected resend: the same intent under a new message id) "
@@ -609,6 +635,14 @@ def _resend_deduplicated(run: _Run) -> list[dict]:
 
 @invariant(
     "CLOCK_MONOTONIC",
+    never_under_naive=("a property of the run file's writers (event ticks non-decreasing in log order, "
+                       "delivery ids gapless however many processes deliver), not of what a policy decides: "
+                       "every policy's verdict is written through the same store, which assigns ticks and "
+                       "ids inside the write transaction, so no intake, naive or not, can break it. Its "
+                       "breaks are planted in the contract cases by a second writer that reads the clock at "
+                       "open or skips an id (sim/contracts/invariants.py)."),
+    gist=("the logical clock never goes backwards and delivery ids are gapless, however many processes write "
+          "the run"),
     short="clock",
     across_tasks=lambda store, lookups, intervals: _clock_over(store.iter_event_clocks(), store.iter_delivery_clocks(),
                                                                _event_clocks(store.events_naming_no_delivery())),
@@ -673,6 +707,10 @@ def _clock_over(events, deliveries_by_id, events_naming_no_delivery) -> list[dic
 
 @invariant(
     "PAYLOAD_MINIMIZATION",
+    broken_by=("sensitive-source", "duplicate"),
+    gist=("where a scenario declares sensitive fields, each recipient is sent only the ones it needs and the "
+          "logs keep `[redacted]`; see `protolab run sensitive-source --policy naive` then `protolab check` "
+          "and `protolab messages --payloads`"),
     short="mini",
     description=(
         "Where the run declares sensitive payload fields (a scenario's [privacy] table), no message carries one to "
@@ -707,6 +745,9 @@ def _payload_minimization(run: _Run) -> list[dict]:
 
 @invariant(
     "EFFECT_HAS_EVIDENCE",
+    broken_by=("publish-report", "lost-evidence"),
+    gist=("every publication traces back to a stored artifact: a result that paraphrases and cites nothing "
+          "is refused with `E_EVIDENCE_REQUIRED`"),
     short="efev",
     description=(
         "Every effect a result committed traces back to primary evidence: the result whose delivery committed it cites, in "
@@ -749,6 +790,9 @@ def _effect_has_evidence(run: _Run) -> list[dict]:
 
 @invariant(
     "NO_EFFECT_FROM_UNTRUSTED",
+    broken_by=("publish-report", "late-conflict"),
+    gist=("nothing publishes from an input whose task got two payloads under one key and was not released by "
+          "a reviewer"),
     short="untr",
     across_tasks=lambda store, lookups, intervals: _untrusted_effects(lookups, intervals,
                                                                       store.iter_events(etype=ev_.EffectCommitted.TYPE)),
@@ -825,6 +869,9 @@ def _untrusted_effects(run: _Run, intervals: dict[str, list[list]], effect_event
 
 @invariant(
     "VERSION_READ",
+    broken_by=("publish-report", "new-major"),
+    gist=("nothing is applied from a message in a schema version the runtime does not read: MAJOR.MINOR, 1.0 "
+          "or 1.1 here; a bare `1` means 1.0 and a patch such as `1.0.3` is ignored"),
     short="ver",
     description=(
         "Every delivery decided accepted, duplicate, conflict or late was of a message in a schema_version the course's "
@@ -850,6 +897,8 @@ def _version_read(run: _Run) -> list[dict]:
 
 @invariant(
     "NEWER_FIELDS_READ",
+    broken_by=("publish-report", "upgrade"),
+    gist="no publication from a result its sender marked `partial`, a field schema 1.1 added",
     short="minor",
     description=(
         "No side effect is committed from a result whose message, as sent, marks its product partial (payload.partial, "
@@ -883,6 +932,9 @@ def _gathers_again(run: _Run, rule: str):
 
 @invariant(
     "DISSENT_KEPT",
+    broken_by=("gathers", "delay:M-22"),
+    gist=("a gather declared in the scenario is reduced under its own rule: a quorum keeps the dissent it "
+          "outvoted"),
     short="diss",
     description=(
         "A QUORUM gather's recorded result keeps every contribution that disagrees with the value it reduced to, "
@@ -906,6 +958,9 @@ def _dissent_kept(run: _Run) -> list[dict]:
 
 @invariant(
     "TIE_BREAK_KEPT",
+    broken_by=("gathers", "delay:M-22"),
+    gist=("a first success is chosen by the gather's declared tie-break, never by the senders' clocks; see "
+          "`protolab run gathers --policy naive` then `protolab check`"),
     short="tie",
     description=(
         "A FIRST_SUCCESS gather picks the candidate its declared tie-break names (the first accepted, or the "
@@ -926,6 +981,9 @@ def _tie_break_kept(run: _Run) -> list[dict]:
 
 @invariant(
     "NO_STATE_FROM_UNDECLARED",
+    broken_by=("publish-report", "self-report"),
+    gist=("nothing the runtime holds changes by a message whose payload carries a field its type does not "
+          "declare: naive believes a worker's own `budget_left`, safe refuses it with `E_UNKNOWN_FIELD`"),
     short="undcl",
     description=(
         "No delivery that changed the runtime's state (any decision but rejected, with an event that changes state) "
@@ -997,6 +1055,10 @@ def _no_state_from_undeclared(run: _Run) -> list[dict]:
 
 @invariant(
     "PAYLOAD_MATCHES_DIGEST",
+    broken_by=("publish-report", "garble"),
+    gist=("every message a delivery took carries the payload its `payload_digest` was made of: see `protolab run "
+          "--policy naive --fault garble --db garbled.db` then `protolab check --db garbled.db`; safe refuses the "
+          "changed payload with `E_DIGEST_MISMATCH`"),
     short="pdig",
     description=(
         "Every message a delivery took (any decision but rejected) carries the payload its payload_digest was made "
@@ -1130,34 +1192,42 @@ def _changed_after_fence(kinds, events) -> list[dict]:
             for w in after.values() if w["changed"]]
 
 
-for _name, _short, _text in (
+for _name, _short, _broken_by, _gist, _text in (
     ("SEQUENCE_KEPT", "seq",
+     ("publish-report", "drop"), "each sender's messages once each, numbered without gaps, every cause before its effect",
      "The run's conversation, exported epoch by epoch, takes each message once (E_DUPLICATE_MESSAGE: the same id "
      "reached a reducer twice), each body of a sender numbered 1, 2, 3, ... with no gap and nothing out of order "
      "(E_SEQUENCE_GAP), and every message after the one that caused it (E_CAUSATION_GAP)."),
     ("FENCE_FINAL", "fence",
+     ("publish-report", "afterthought"),
+     "after the terminal fence only its acknowledgements, and nothing changes a task or its effects",
      "After the conversation's one terminal fence nothing is taken but one acknowledgement of it from each "
      "required participant (E_POST_TERMINAL_MESSAGE, E_SECOND_FENCE, E_TERMINAL_FENCE, E_ACK_NOT_FENCE), and no "
      "delivery after it changes a task or its effects (until a reviewer's decision reopens the conversation in its "
      "next epoch)."),
     ("CURRENT_SPEAKERS", "speak",
+     ("reopened", "straggler"), "only the current epoch, the body that speaks for its sender, unexpired messages",
      "Every message the conversation takes is of its current epoch (E_STALE_EPOCH), from the body that speaks for "
      "its sender at that point, not one replaced by a restart (E_STALE_GENERATION), and not past its own expiry "
      "(E_EXPIRED_MESSAGE)."),
     ("AUDIENCE_KEPT", "aud",
+     ("publish-report", "cross-talk"), "inside the conversation's scope and each message's audience",
      "Every message the conversation takes stays inside it: sent in its scope between its participants "
      "(E_AUDIENCE_SCOPE), to recipients who accept every audience label it declares (E_AUDIENCE_LABEL)."),
     ("WITHIN_BOUNDS", "bound",
+     ("publish-report", "overtime"), "the declared deadline and message ceiling, gather deadlines",
      "The conversation keeps its declared bounds: no message after its deadline (E_DEADLINE), none beyond its "
      "message ceiling (E_MESSAGE_CEILING), no contribution to a gather after the gather's deadline "
      "(E_LATE_GATHER_CONTRIBUTION)."),
     ("TRACE_CONSISTENT", "trace",
+     ("gathers", "delay:M-22"), "a well-formed trace, each gather's recorded result the reduction of its contributions",
      "The exported conversation is what the conversation-trace-v2 contract allows: well formed, every gather "
      "declared, opened and fed by its members only, and each gather's recorded result the reduction of its "
      "accepted contributions under its declared rule (E_GATHER_RESULT_MISMATCH), with every other code of the "
      "validator not carried by another invariant."),
 ):
-    invariant(_name, short=_short, description=_text, across_tasks=_across(_name), conversation=True)(_conversation(_name))
+    invariant(_name, short=_short, description=_text, broken_by=_broken_by, gist=_gist, across_tasks=_across(_name),
+              conversation=True)(_conversation(_name))
 
 
 #: Every invariant: its name, what it says, and its check, in the order they were declared above.

@@ -158,7 +158,11 @@ def test_invariants_are_one_registry_and_a_name_cannot_be_declared_twice():
     assert invariants.INVARIANTS == tuple(invariants.REGISTRY)
     assert all(invariants.DESCRIPTIONS[n] == inv.description and inv.description for n, inv in invariants.REGISTRY.items())
     with pytest.raises(ValueError, match="declared twice"):
-        invariants.invariant("NO_LOST_UPDATE", short="again", description="again")(lambda run: [])
+        invariants.invariant("NO_LOST_UPDATE", short="again", description="again",
+                             broken_by=("publish-report", "reorder"))(lambda run: [])
+    # each says which naive run breaks it (the naive matrix runs it), or why none can
+    with pytest.raises(ValueError, match="broken_by"):
+        invariants.invariant("NEW_ONE", short="new1", description="x")
     # each declares its grid label, unique and short; the grader's grid reads them from here
     from sim.course.grade import SHORT
 

@@ -56,7 +56,7 @@ FLOORS = [
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
-                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour",
+                "sim.invariants", "sim.replay", "sim.runner", "sim.live", "sim.conversation", "sim.bench", "sim.benchmem", "sim.samples", "sim.tour", "sim.docs",
                 "sim.world", "sim.schedule", "sim.session", "sim.recovery", "sim.gathers", "sim.runfile", "sim.explore", "sim.model", "sim.shrink", "sim.shrinkcheck", "sim.timeline", "sim.a2a",
                 "sim.contracts*"}),
     ("course", {"sim.course*", "sim.labs*"}),
