@@ -16,6 +16,7 @@ import pytest
 from sim import samples
 from sim.envelope import build_envelope, role_of
 from sim.intake import Decision, Move, Verdict
+from sim.faults import REGISTRY as FAULT_REGISTRY
 from sim.invariants import INVARIANTS, REGISTRY, InvariantResult, check
 from sim.machine import TaskState
 from sim.policy import NAIVE, SAFE, naive_decide
@@ -110,7 +111,7 @@ def _unstored_evidence():
 
 def _garbled(env):
     """``env`` as the transport's garble fault delivers it: its summary changed, its digest the sender's."""
-    from sim.faults import _garbled as garbled
+    from sim.faults import _garbled as garbled  # (the fault's own change)
 
     return replace(env, payload={**env.payload, "summary": garbled(env.payload["summary"])})
 
@@ -126,7 +127,7 @@ def _faults():
         "crashed worker's zombie result": (_crash("researcher"), {"NO_LOST_UPDATE"}, "M-3", None),
         "zombie result after reassignment": (_crash("researcher-2"), {"NO_LOST_UPDATE"}, "M-3", None),
         # (its summary changed after it was digested: naive takes it, safe refuses it with E_DIGEST_MISMATCH)
-        "garbled M-3": (h[:2] + [_garbled(h[2])], {"PAYLOAD_MATCHES_DIGEST"}, "M-3", None),
+        "garbled M-3": (h[:2] + [_garbled(h[2])], set(FAULT_REGISTRY["garble"].naive_breaks), "M-3", None),
         "ack of M-2": (
             h[:2] + [_ack_of_m2()], {"ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED"}, "A-2", ack_as_completion,
         ),
