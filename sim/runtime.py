@@ -108,8 +108,14 @@ def _digest_refusal(env: Envelope) -> str | None:
     under its ``digest_scheme`` whoever built the envelope: parsed from JSON, or made in memory by the
     simulator, whose transport may have changed the payload since (fault ``garble``). Under json-sorted-v1
     the bytes hashed are the text the message log keeps: kept on the envelope when they match, so writing
-    the message row does not spell the payload a second time."""
+    the message row does not spell the payload a second time; an envelope that keeps that text already (it
+    was parsed with its digest checked, or built with its digest made from it) is held to it by writing the
+    payload again and comparing bytes (a payload changed since, in place too, no longer spells it)."""
     scheme = env.digest_scheme
+    if scheme == _digest.DEFAULT_SCHEME:
+        kept = env.__dict__.get("_payload_json")  # (the text its digest was checked against, or made from)
+        if kept is not None and _digest.writes_as(env.payload, kept):
+            return None  # the payload is still the one that text spells: no walk, no hash
     try:
         raw = _digest.canonical_bytes(env.payload, scheme)
     except ProtolabError as e:  # (a value the scheme cannot write, or a scheme nobody knows)

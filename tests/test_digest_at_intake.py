@@ -145,8 +145,14 @@ def test_an_in_memory_envelope_whose_payload_changed_after_its_digest_is_refused
     assert not _broken(s)
 
 
-def test_a_payload_changed_in_place_inside_a_built_envelope_is_refused_too():
-    """The check digests the payload again: it does not trust what the envelope remembers of it."""
+@pytest.mark.parametrize("quick", [True, False], ids=["msgspec-loaded", "standard-library"])
+def test_a_payload_changed_in_place_inside_a_built_envelope_is_refused_too(quick, monkeypatch):
+    """The check holds the payload to its digest again: it does not trust what the envelope remembers of it
+    (with msgspec loaded, the payload is written again and compared with the text the digest was made of)."""
+    if quick:
+        assert _digest.use_quick_writer()
+    else:
+        monkeypatch.setattr(_digest, "_quick", None)
     env = _m3()
     env.payload["summary"] = "4 claims, each with a source"  # (the dict inside a frozen envelope)
     out = deliver(_store(), env, policy=SAFE)
@@ -274,3 +280,11 @@ def test_a_run_with_a_garbled_result_re_delivered_from_its_log_decides_the_same(
         assert report["decisions"].get("rejected", 0) >= 1 and report["effects_committed_again"] == []
     finally:
         store.close()
+
+
+def test_writing_a_payload_again_never_vouches_for_nan_where_the_text_had_null():
+    assert _digest.use_quick_writer()
+    assert _digest.writes_as({"a": None, "b": "x"}, '{"a":null,"b":"x"}') is False  # (digest it instead)
+    assert _digest.writes_as({"a": float("nan")}, '{"a":null}') is False
+    assert _digest.writes_as({"b": "x", "a": 1}, '{"a":1,"b":"x"}') is True
+    assert _digest.writes_as({"a": 2}, '{"a":1}') is False
