@@ -14,7 +14,6 @@ second bench reuses them: a reused run's own figures are those recorded when it 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

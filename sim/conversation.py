@@ -28,13 +28,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from . import events as ev_
 from . import digest as _digest
 from .errors import InputError
 from .planner import AUDIENCE_OF, CONVERSATION_CODES, RESTART_FAULTS, audiences_of
 from .store import Store
+
+if TYPE_CHECKING:
+    from .protocol.trace import Finding
 
 __all__ = ["export_trace", "TraceExport", "RowSource", "findings", "taken_in_epoch", "epochs_of", "epoch_count", "KIND_OF", "AUDIENCE_OF"]
 
@@ -467,7 +470,6 @@ class TraceExport:
     def _rows(self):
         """The chosen epoch's messages, in delivery order, as trace messages."""
         epoch, base, gather_of = self.epoch, self._base, self._gather_of
-        trace_id = self.header["conversationId"]
         fallback: Counter = Counter()
         last_request = self._table("export_requests")
         contribution, contributed = self._contribution, set()

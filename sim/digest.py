@@ -57,15 +57,15 @@ def _sorted_writer(allow_nan: bool):
     parsed JSON or the kit's own dicts, and a circular one would end in a RecursionError, not a
     ValueError). Falls back to ``json.dumps`` where the C accelerator is absent."""
     enc = json.encoder
-    if enc.c_make_encoder is None:  # pragma: no cover - CPython always has it
+    if enc.c_make_encoder is None:  # type: ignore[attr-defined]  # pragma: no cover - CPython always has it (private: no stub)
         def dumps(value) -> str:
             return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
         return dumps
-    one = enc.c_make_encoder(None, json.JSONEncoder().default, enc.encode_basestring, None, ":", ",", True, False,
+    one = enc.c_make_encoder(None, json.JSONEncoder().default, enc.encode_basestring, None, ":", ",", True, False,  # type: ignore[attr-defined]  # CPython's json accelerator, private (None checked above)
                              allow_nan)
     join = "".join
 
-    def dumps(value) -> str:
+    def dumps(value) -> str:  # type: ignore[no-redef]  # the two dumps are alternatives
         return join(one(value, 0))
     return dumps
 

@@ -100,7 +100,7 @@ def render(text: str, generated: dict[str, str] | None = None) -> str:
         pattern = _marked(name)
         if not pattern.search(text):
             raise ValueError(f"README.md has no section marked '<!-- BEGIN {name}: ... -->' ... '<!-- END {name} -->'")
-        text = pattern.sub(lambda m: m.group(1) + body + m.group(3), text, count=1)
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text, count=1)
     return text
 
 

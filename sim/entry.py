@@ -4,7 +4,9 @@
 importing the command line (Typer, click and rich cost some 100 ms before a word is printed):
 the help is the text Typer renders, kept in ``sim/cli/help.txt`` (a test holds it to what Typer
 renders today; ``PROTOLAB_UPDATE_GOLDEN=1`` rewrites it). On a terminal narrower than 80 columns,
-where Typer would wrap the text otherwise, and for every other command, :func:`sim.cli.main` runs.
+where Typer would wrap the text otherwise, and for every other command, :func:`sim.cli.main` runs, except
+the light commands (``messages``, ``events``, ``state``, ``check``, ``machine show``), which
+:func:`sim.views.light` reads and runs without Typer when their options are ones it reads as Typer does.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def main(argv: list[str] | None = None) -> None:
             return
     except BrokenPipeError:  # 'protolab --help | head -1'
         sys.exit(0)
+    try:
+        # messages, events, state, check and machine show read without Typer (sim/views.py)
+        from .views import light
+
+        if light(args):
+            return
+    except KeyboardInterrupt:  # Ctrl-C while the store loads: as below
+        sys.stderr.write("error: E_ABORTED: interrupted (Ctrl-C)\n")
+        sys.exit(130)
     try:
         from .cli import main as cli_main  # (Typer, click, rich: the longest moment before a command runs)
     except KeyboardInterrupt:  # Ctrl-C while the command line loads: one line, as anywhere else

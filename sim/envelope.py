@@ -88,7 +88,7 @@ _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 def envelope_from_row(row: dict) -> Envelope:
     """The envelope a stored message row holds (its FIELDS and optional fields; evidence_refs back to a tuple)."""
     return Envelope(**{k: row[k] for k in FIELDS if k != "evidence_refs"}, evidence_refs=tuple(row["evidence_refs"]),
-                    **{k: row.get(k) for k in OPTIONAL_FIELDS})
+                    **{k: row.get(k) for k in OPTIONAL_FIELDS})  # type: ignore[arg-type]  # the optional fields: None when absent, their defaults
 
 
 _ROLE_OF: dict[str, str] = {}  # participants already read (a run has a handful)
@@ -201,8 +201,8 @@ def _refuse_constant(name):
 
 
 _STRICT = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
-_SCAN = _STRICT.scan_once
-_SPACE = json.decoder.WHITESPACE.match
+_SCAN = _STRICT.scan_once  # type: ignore[attr-defined]  # json's own scanner and whitespace, as json.loads uses them
+_SPACE = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # json's own scanner and whitespace, as json.loads uses them
 
 
 def _decode_strict(text: str):
@@ -422,12 +422,12 @@ def _careful(raw, index: int | None, check_digest: bool) -> Envelope:
     assumed = "digest_scheme" not in raw
     if assumed:  # the seed's twelve fields: the course's default scheme, and the envelope says it was assumed
         raw = {**raw, "digest_scheme": _digest.DEFAULT_SCHEME}
-    for name, (typ, required) in FIELDS.items():
+    for name, (typ, _required) in FIELDS.items():
         if name not in raw:
             raise EnvelopeError(f"{where}: field {name!r} is missing", code="E_MISSING_FIELD")
         val = raw[name]
         if isinstance(val, bool) or not isinstance(val, typ):
-            want = {str: "a string", dict: "an object", list: "an array"}[typ]
+            want = {str: "a string", dict: "an object", list: "an array"}[typ]  # type: ignore[index]  # typ is one of these three
             raise EnvelopeError(
                 f"{where}: field {name!r} must be {want}, got {type(val).__name__}", code="E_FIELD_TYPE"
             )
@@ -567,7 +567,7 @@ def build_envelope(
         "evidence_refs": list(evidence_refs),
     }
     if epoch is not None:
-        raw["epoch"] = epoch
+        raw["epoch"] = epoch  # type: ignore[assignment]  # the raw envelope's values are of every JSON type
     if expires_at is not None:
         raw["expires_at"] = expires_at
     env = parse_envelope(raw, check_digest=False)

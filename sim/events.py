@@ -20,7 +20,7 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import damaged_row, stored_json
 from .frozen import quick_init
@@ -66,6 +66,16 @@ class StoredEvent(Mapping):
     (``dict(row)``). ``data`` is parsed from its stored JSON on first use."""
 
     __slots__ = ("seq", "tick", "created_at", "type", "task_id", "message_id", "delivery_id", "_data", "_event")
+    if TYPE_CHECKING:  # the slots' types, for the type checker (a class-level annotation makes no attribute)
+        seq: int
+        tick: int
+        created_at: str
+        type: str
+        task_id: str | None
+        message_id: str | None
+        delivery_id: int | None
+        _data: dict | str
+        _event: Event | None
 
     def __init__(self, seq, tick, created_at, type, task_id, message_id, delivery_id, data):
         set_ = object.__setattr__
@@ -179,7 +189,7 @@ def _data_plan(cls: type) -> tuple[tuple[str, str, bool, bool], ...]:
     plan = _PLANS.get(cls)
     if plan is None:
         plan = _PLANS[cls] = tuple((f.name, f.metadata.get("key", f.name), bool(f.metadata.get("omit_none")),
-                                    f.name == cls.REST) for f in fields(cls))
+                                    f.name == cls.REST) for f in fields(cls))  # type: ignore[attr-defined]  # every Event class declares REST
     return plan
 
 
@@ -281,12 +291,12 @@ class TransitionApplied(Event):
     CHANGES_STATE = True
     STYLE = "bold"
     from_state: str = _as("from")
-    to: str
-    from_version: int | None  # None: the task did not exist yet (its creation's first move)
-    reason: str
-    executor: str
-    role: str
-    machine_version: str
+    to: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
+    from_version: int | None  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one; None: the task did not exist yet (its creation's first move)
+    reason: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
+    executor: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
+    role: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
+    machine_version: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
     assignee: str | None = None
 
     def summary(self) -> str:
@@ -315,7 +325,7 @@ class TransitionRejected(Event):
     code: str
     reason: str
     type_: str = _as("type")
-    sender: str
+    sender: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
     from_state: str | None = _as("from", default=None)
     proposed: str | None = None
     task_id: str | None = None
@@ -455,8 +465,8 @@ class LateRecorded(Event):
     CHANGES_STATE = True
     STYLE = "yellow"
     type_: str = _as("type")
-    state: str
-    reason: str
+    state: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
+    reason: str  # type: ignore[misc]  # a field made by _as() has no default; mypy takes the call for one
     status: str | None = None
 
     def summary(self) -> str:
@@ -686,6 +696,35 @@ class MessageCopyDropped(Event):
 
 
 @dataclass(frozen=True)
+class AgentOutputRefused(Event):
+    TYPE = "agent_output_refused"
+    FOLDS = "nothing: a process agent wrote a line the wire or the envelope rules refuse (sim.procagent); it was dropped"
+    STYLE = "bold red"
+    agent: str
+    generation: int
+    code: str
+    reason: str
+    line: str  # the line as written, cut at sim.wire.EXCERPT characters
+
+    def summary(self) -> str:
+        return f"{self.agent} (generation {self.generation}) wrote a line refused {self.code}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class AgentStopped(Event):
+    TYPE = "agent_stopped"
+    FOLDS = "nothing: a process agent exited or went silent past its deadline (sim.procagent); the run goes on without it"
+    STYLE = "bold red"
+    agent: str
+    generation: int
+    code: str
+    reason: str
+
+    def summary(self) -> str:
+        return f"{self.agent} (generation {self.generation}) stopped {self.code}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class GatherReduced(Event):
     TYPE = "gather_reduced"
     FOLDS = "nothing: a gather's inputs reduced under its rule (a candidate, never a verdict on truth)"
@@ -752,7 +791,7 @@ def _data_writer(cls: type):
 for _cls in REGISTRY.values():  # (each event type is built on a delivery's path: see sim.frozen)
     quick_init(_cls)
     if "data" not in _cls.__dict__:  # (a type that writes its own data keeps it)
-        _cls.data = _data_writer(_cls)
+        _cls.data = _data_writer(_cls)  # type: ignore[method-assign]  # each class's data writer, made once at import
 
 
 def summarize(etype: str, data) -> str:

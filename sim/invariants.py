@@ -832,7 +832,7 @@ def _taint_intervals(run: _Run) -> dict[str, list[list]]:
                     out.setdefault(m["task_id"], []).append(iv)
                 earlier.append(m)
         if e["type"] == ev_.ReviewDecided.TYPE:
-            iv = open_.pop(e["task_id"], None)
+            iv = open_.pop(e["task_id"], None)  # type: ignore[arg-type]  # None: no interval open for the task
             if iv is not None:
                 iv[1] = e["seq"]
     return out
@@ -847,7 +847,7 @@ def _untrusted_at(intervals: dict[str, list[list]], task_id: str, seq: int) -> s
 
 
 def _untrusted_effects(run: _Run, intervals: dict[str, list[list]], effect_events) -> list[dict]:
-    out = []
+    out: list[dict] = []
     if not intervals:
         return out
     for e in effect_events:
@@ -1274,10 +1274,10 @@ def check(store, *, shard_size: int | None = None, progress=None, only=None) -> 
             del run
             if progress is not None:
                 progress(k, len(plan))
-        empty = {t: [] for t in ("events", "deliveries", "messages", "transitions", "effects", "artifacts")}
+        empty: dict[str, list] = {t: [] for t in ("events", "deliveries", "messages", "transitions", "effects", "artifacts")}
         lookups = _Run(store, rows=empty)
         for name in names:
             if REGISTRY[name].across_tasks is not None:
-                witnesses[name] = REGISTRY[name].across_tasks(store, lookups, intervals)
+                witnesses[name] = REGISTRY[name].across_tasks(store, lookups, intervals)  # type: ignore[misc]  # across_tasks checked not None just above
     return [InvariantResult(name, not witnesses[name], REGISTRY[name].description, tuple(witnesses[name]))
             for name in names]

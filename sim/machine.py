@@ -240,10 +240,10 @@ def parse_rulebook(data: dict, *, source: str = "machine file") -> RuleBook:
                     f"{where}: {f.value} is terminal; the only move out of a terminal state is to needs_review",
                     code="E_TERMINAL_EXIT",
                 )
-            key = (f, to_state)
-            prev = rules.get(key)
+            move = (f, to_state)
+            prev = rules.get(move)
             merged = tuple(sorted(set(roles) | set(prev.roles if prev else ())))
-            rules[key] = Rule(version, f, to_state, merged, prev.reason if prev else row["reason"])
+            rules[move] = Rule(version, f, to_state, merged, prev.reason if prev else row["reason"])
     return RuleBook(version, tuple(sorted(rules.values())))
 
 

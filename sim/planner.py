@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from . import digest as _digest
 from . import events as ev_
@@ -119,7 +119,7 @@ def route(env: Envelope, ctx: Context, decide: IntakeFn) -> IntakeFn:
         return _conversation_decide
     if is_reconciliation(env):
         open_now = list(ctx.open_reconciliations)
-        return lambda e, t, p, r, u=frozenset(): _reconcile_decide(e, t, p, r, u, open_now)
+        return lambda e, t, p, r, u=frozenset(): _reconcile_decide(e, t, p, r, u, open_now)  # type: ignore[misc]  # a lambda with a default argument
     return decide
 
 
@@ -414,7 +414,7 @@ def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) ->
             continue
         t = ev.type
         if t == "task_created":
-            e = ev.event()
+            e: Any = ev.event()  # (the type, t, chose its class)
             cols = vars(TaskView(task_id, TaskState.PENDING, 0, e.machine_version, budget_left=e.budget)).copy()
         elif cols is None or t in _GIVES_UP:
             return None
@@ -433,7 +433,7 @@ def view_after(task: TaskView | None, task_id: str, events: list[EventDraft]) ->
         elif t == "lease_expired":
             cols["lease_holder"] = None
         elif t == "budget_charged":
-            cols["budget_left"] -= ev.event().amount
+            cols["budget_left"] -= ev.event().amount  # type: ignore[attr-defined]  # budget_charged's event
         elif t == "conflict_recorded":
             cols["trusted"] = False
         elif t == "effect_committed":
@@ -495,7 +495,7 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
             target = t.value if t else None
         out.append(
             ev_.TransitionRejected(
-                code=v.code, reason=v.reason, type_=env.type, sender=env.sender,
+                code=v.code, reason=v.reason, type_=env.type, sender=env.sender,  # type: ignore[arg-type]  # Optional as the envelope gives it; the event keeps what was sent
                 from_state=task.state.value if task else None, proposed=target, task_id=tid,
             ).draft(tid if task is not None else None, mid)
         )
@@ -552,7 +552,7 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
     if d == Decision.LATE:
         out.append(_intent_event(env, ctx.next_arrival, d.value, state, version))
         out.append(
-            ev_.LateRecorded(type_=env.type, status=env.payload.get("status"), state=state, reason=v.reason).draft(tid, mid)
+            ev_.LateRecorded(type_=env.type, status=env.payload.get("status"), state=state, reason=v.reason).draft(tid, mid)  # type: ignore[arg-type]  # Optional as the envelope gives it; the event keeps what was sent
         )
         if v.needs_reconciliation:
             # The task's own effects, not a reviewer's compensation of one (a retraction is never
@@ -566,7 +566,7 @@ def _plan(env: Envelope, ctx: Context, v: Verdict) -> tuple[list[EventDraft], st
     if env.type == "task_started":
         out.append(ev_.TaskStarted(worker=env.sender, lease_version=v.grant_lease).draft(tid, mid))
     if env.type == "task_result" and env.payload.get("tool") and env.payload.get("status") != "succeeded":
-        out.append(ev_.ToolFailed(tool=env.payload["tool"], status=env.payload.get("status"),
+        out.append(ev_.ToolFailed(tool=env.payload["tool"], status=env.payload.get("status"),  # type: ignore[arg-type]  # Optional as the envelope gives it; the event keeps what was sent
                                   error=env.payload.get("error")).draft(tid, mid))
     if v.grant_lease is not None:
         out.append(ev_.LeaseGranted(holder=env.sender, lease_version=v.grant_lease).draft(tid, mid))

@@ -28,6 +28,14 @@ class Recovery:
         on its own (:class:`sim.agents.Zombie`)."""
         dead = self.workers[worker_id]
         dead.dead = True
+        restart = getattr(dead, "restart", None)
+        if restart is not None:
+            # A process agent (sim.procagent): its process is killed, no old body is left to wake, and
+            # its next generation starts afresh (a new init); the lease it asked for is watched.
+            self.workers[worker_id] = restart()
+            self.orphans.append((task_id, lease, dead))
+            self.heartbeat[worker_id + f"#{dead.generation}"] = self.now
+            return
         self.zombies.append(Zombie(dead, task_id, lease, still_running=still_running, replaced_at=self.now))
         # A restarted body of the same participant: it gets the dead one's other assignments back
         # (what was asked of it, not its progress), and the leases the dead one asked for are watched.

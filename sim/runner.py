@@ -282,6 +282,8 @@ def run_scenario(
     tracer=None,
     group_commits: int = GROUP_COMMITS,
     on_delivery=None,
+    agents: dict[str, list[str]] | None = None,
+    agent_deadline: float | None = None,
 ) -> Store:
     """Run ``scenario`` and return its store (open). With ``db``, the file appears only on success.
 
@@ -290,7 +292,9 @@ def run_scenario(
     ``tracer`` sees every statement the run's store executes (a benchmark records the writes).
     ``group_commits``: one COMMIT every this many deliveries (1: one per delivery); the rows are the same.
     ``on_delivery`` is called with each delivery's :class:`~sim.runtime.Outcome` and the run's store as it
-    happens (a benchmark pauses its clock there)."""
+    happens (a benchmark pauses its clock there).
+    ``agents`` maps a worker's role to the command of a process that plays it (:mod:`sim.procagent`),
+    ``agent_deadline`` the seconds the kit waits for its answer before it calls it silent."""
     design, rulebook, plugged = None, None, None
     if plugins is not None and plugins.any():
         design, pol, rulebook = plugins.load(policy)
@@ -298,17 +302,25 @@ def run_scenario(
     else:
         pol = get_policy(policy) if isinstance(policy, str) else policy
     specs = fault_specs(scenario, faults)
+    if agents:
+        import shlex
+
+        plugged = {**(plugged or {}), **{f"agent_{role}": shlex.join(argv) for role, argv in sorted(agents.items())}}
     tmp = None
     if db is not None:
         db = Path(db)
         prepare_db_path(db, scenario.name)
         remove_stale_partials(db)
         tmp = partial_of(db)
-    store = None
+    store = run = None
     try:  # from the first byte written: whatever ends the run early, the partial file goes
         run = new_run(scenario, pol, seed, specs, tmp, progress, design=design, rulebook=rulebook, plugged=plugged,
                       tracer=tracer)
         store = run.store
+        if agents:
+            from .procagent import DEFAULT_DEADLINE, close_agents, install_agents
+
+            install_agents(run, agents, deadline=DEFAULT_DEADLINE if agent_deadline is None else agent_deadline)
         # A batch run commits in groups: nothing of it is --db until it is whole (the rename below),
         # so a commit per delivery would buy no durability a user can see (docs/architecture.md).
         with store.group_commits(group_commits):
@@ -323,8 +335,14 @@ def run_scenario(
                     f"fault selector {unmatched[0]} matched no message in this run of {scenario.name}",
                     code="E_FAULT_NO_MATCH"
                 )
+            if agents:
+                close_agents(run)
             run.seal()
     except BaseException as e:
+        if agents and run is not None:
+            from .procagent import close_agents
+
+            close_agents(run)
         if store is not None:
             store.close()
         if tmp is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "effect_key",
     "record_fault",
     "record_sent_again",
+    "record_agent",
     "record_negotiation",
     "record_copy_dropped",
     "expire_lease",
@@ -362,6 +363,11 @@ def record_negotiation(store: Store, sender: str, offered, reads, chosen, *, tas
                       task_id=task_id, message_id=message_id, tick=tick)
 
 
+def record_agent(store: Store, event, *, tick: int | None = None) -> None:
+    """Record what a process agent did wrong (sim.procagent: a refused line, an exit, a silence), at round ``tick``."""
+    _record_transport(store, event, task_id=None, message_id=None, tick=tick)
+
+
 def record_sent_again(store: Store, env, *, seq: int, generation: int, waiting: list[str], tick: int | None = None) -> None:
     """Record that the session sent ``env`` again: its number was missing and later ones waited (sim.session)."""
     _record_transport(store, ev_.MessageSentAgain(sender=env.sender, seq=seq, generation=generation,
@@ -390,7 +396,7 @@ def expire_lease(store: Store, task_id: str, *, tick: int | None = None) -> bool
             return False
         store.advance(to=tick)
         store.append_event(
-            ev_.LeaseExpired(holder=task.lease_holder, lease_version=task.lease_version).draft(task_id, None)
+            ev_.LeaseExpired(holder=task.lease_holder, lease_version=task.lease_version).draft(task_id, None)  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         )
         store.append_event(
             ev_.TransitionApplied(
@@ -439,9 +445,9 @@ def resolve_reconciliation(store: Store, task_id: str, decision: str, *, by: str
         payload["note"] = note
     trace = store.task_trace(task_id)
     env = build_envelope(
-        message_id=f"REC-{task_id}-{target}", trace_id=trace, task_id=task_id, sender=by,
+        message_id=f"REC-{task_id}-{target}", trace_id=trace, task_id=task_id, sender=by,  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         recipient="manager", type="review_decision", payload=payload, idempotency_key=f"reconcile:{task_id}:{target}",
-        created_at=store.time_at(store.tick + 1), evidence_refs=evidence, epoch=_epoch_of_decision(store, trace),
+        created_at=store.time_at(store.tick + 1), evidence_refs=evidence, epoch=_epoch_of_decision(store, trace),  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
     )
     return deliver(store, env)
 
@@ -498,7 +504,7 @@ def review(
         payload["note"] = note
     env = build_envelope(
         message_id=f"REV-{task_id}-v{task.state_version}" if read_version is None else f"REV-{task_id}-v{version}-{decision}",
-        trace_id=trace,
+        trace_id=trace,  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
         task_id=task_id,
         sender=by,
         recipient="manager",
@@ -507,7 +513,7 @@ def review(
         idempotency_key=f"review:{task_id}:v{task.state_version}" if read_version is None else f"review:{task_id}:v{version}:{decision}",
         created_at=store.time_at(store.tick + 1),
         evidence_refs=evidence,
-        epoch=_epoch_of_decision(store, trace),
+        epoch=_epoch_of_decision(store, trace),  # type: ignore[arg-type]  # Optional in the row; set on this path (a leased task, a task of a trace)
     )
     return deliver(store, env, decide=decide if policy is None else None, policy=policy, tick=tick)
 

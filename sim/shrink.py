@@ -66,7 +66,7 @@ def ddmin(items: Sequence, fails: Callable[[list], bool]) -> list:
         size = len(items) // n
         chunks = [items[i:i + size] for i in range(0, len(items), size)] if size else [[x] for x in items]
         reduced = False
-        for i, chunk in enumerate(chunks):  # a chunk alone
+        for chunk in chunks:  # a chunk alone
             if fails(chunk):
                 items, n, reduced = chunk, 2, True
                 break
@@ -193,11 +193,11 @@ def shrink_scenario(scenario: Scenario, invariant: str, *, policy: str, seed: in
             if len(sc.tasks) > 1:
                 pinned = sc
                 ids = ddmin([t.id for t in pinned.tasks], lambda kept: bool(kept) and fails(
-                    _without_tasks(pinned, {t.id for t in pinned.tasks} - set(kept))))
+                    _without_tasks(pinned, {t.id for t in pinned.tasks} - set(kept))))  # noqa: B023 (called within this iteration)
                 sc = _without_tasks(pinned, {t.id for t in pinned.tasks} - set(ids))
-            fs = ddmin(sc.faults, lambda kept: fails(dataclasses.replace(sc, faults=tuple(kept))))
+            fs = ddmin(sc.faults, lambda kept: fails(dataclasses.replace(sc, faults=tuple(kept))))  # noqa: B023 (called within this iteration)
             sc = dataclasses.replace(sc, faults=tuple(fs))
-            ds = ddmin(sc.deliveries, lambda kept: bool(kept) and fails(dataclasses.replace(sc, deliveries=tuple(kept))))
+            ds = ddmin(sc.deliveries, lambda kept: bool(kept) and fails(dataclasses.replace(sc, deliveries=tuple(kept))))  # noqa: B023 (called within this iteration)
             sc = dataclasses.replace(sc, deliveries=tuple(ds))
             result.after = sc
             if (len(sc.tasks), len(sc.faults), len(sc.deliveries)) == size:

@@ -485,7 +485,7 @@ def _svg(p: RunPicture, k: int, colours: dict) -> str:
     out = [f'<svg class="run" id="run{k}" data-run="{k}" xmlns="http://www.w3.org/2000/svg" '
            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:{width}px">']
     out.append(f'<rect class="hl" x="0" y="-{ROW}" width="{width}" height="{ROW}"/>')
-    for a, x in lanes.items():
+    for _a, x in lanes.items():
         out.append(f'<line class="lane" x1="{x}" y1="0" x2="{x}" y2="{height}"/>')
     fault_rows: dict[int, list[str]] = {}
     for f in p.faults:

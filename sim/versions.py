@@ -25,7 +25,7 @@ import dataclasses
 import re
 from typing import NamedTuple
 
-from .errors import EnvelopeError, friendly_list
+from .errors import EnvelopeError
 
 __all__ = [
     "Version", "KNOWN", "READS", "ADDED", "parse_version", "refusal", "negotiate", "added_fields", "read_as",

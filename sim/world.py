@@ -89,6 +89,19 @@ class RunWorld:
         if generation is None:
             w = self.workers.get(sender)
             generation = w.generation if w is not None else 1
+        return self._put_on_bus(env, generation)
+
+    def send_envelope(self, env: Envelope, intent: Intent, generation: int) -> Envelope:
+        """Send an envelope an agent made itself (a process agent, :mod:`sim.procagent`): the transport takes
+        it as it takes the kit's own, stamped with its sender's sequence and ``generation``. ``intent`` is what
+        the kit reads of it (the faults that ask the sender again, the manager reading a result); an id the
+        run already knows keeps what it was (a reused id is the runtime's to judge)."""
+        if env.message_id not in self.intents:
+            self._keep(env.message_id, intent)
+        return self._put_on_bus(env, generation)
+
+    def _put_on_bus(self, env: Envelope, generation: int) -> Envelope:
+        sender, type = env.sender, env.type
         if sender in self.bus.silenced and type in ("task_started", "task_result"):
             return env  # a silent worker (fault silent) says nothing about its work: nothing is sent
         self._stamp(env, generation)

@@ -1,3 +1,4 @@
+import os
 import signal
 import sys
 
@@ -7,10 +8,10 @@ import sys
 # that cache off; the suite turns it back on for its own modules.
 sys.dont_write_bytecode = False
 
-import pytest
-from hypothesis import settings
+import pytest  # noqa: E402 (after the bytecode switch above)
+from hypothesis import settings  # noqa: E402
 
-from sim.store import Store
+from sim.store import Store  # noqa: E402
 
 # Property tests judge what the code does, never how fast: on a loaded machine (CI on two cores, a
 # mutation run) one example can take longer than hypothesis's default 200 ms deadline.
@@ -66,104 +67,66 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow (CI and the README's test command do)")
 
 
-#: Tests measured at 3 s or more in the quick loop on a quiet 2-core machine (pytest --durations,
-#: 2026-12-05; docs/performance.md), run with the slow set so that the README's loop stays quick. Each
-#: names one test (or one parameter of it); a name that matches nothing fails the quick loop, so the
-#: list cannot outlive the tests it names. Their families keep a faster member in the quick loop where
-#: one exists.
-SLOW_BY_MEASURE = (
-    # the digest's property tests under the standard library's writer (the quick loop keeps them under msgspec's,
-    # which a long-running process uses, and every pinned vector under both)
-    "tests/test_digest.py::test_property_jcs_digest_survives_a_trip_through_json_sorted_v1_bytes[stdlib]",
-    "tests/test_digest.py::test_property_json_sorted_v1_bytes_round_trip_through_json_loads[stdlib]",
-    "tests/test_digest.py::test_property_digest_is_deterministic_under_both_schemes[stdlib]",
-    "tests/test_digest.py::test_property_nested_dict_insertion_order_does_not_matter_either[stdlib]",
-    "tests/test_digest.py::test_property_jcs_bytes_are_valid_json_for_an_equal_value[stdlib]",
-    "tests/test_sandbox_hostile.py::test_a_looping_submission_is_reported_once_for_the_whole_submission_not_per_test[import]",
-    "tests/test_sandbox_hostile.py::test_a_host_killed_for_a_loop_takes_its_whole_sandbox_with_it",
-    "tests/test_sandbox_hostile.py::test_hostile_code_the_os_wall_is_for_scores_0_and_touches_nothing[fallback]",
-    "tests/test_validator_reports.py::test_on_every_damaged_trace_the_shape_checker_and_the_json_schema_point_at_the_same_places",
-    "tests/test_judges_ex05.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error[returns-huge]",
-    "tests/test_reliability.py::test_kill_9_during_concurrent_delivers_leaves_a_sound_database_and_redelivery_finishes[20]",
-    "tests/test_reliability.py::test_deliver_reconcile_and_artifact_put_processes_share_one_database",
-    "tests/test_properties.py::TestProtocolMachine",
-    "tests/test_store.py::test_a_grouped_run_writes_the_same_rows_as_one_transaction_per_delivery[stress-faults3-safe]",
-    "tests/test_lab_runs.py::test_lab_start_resumes_and_fresh_starts_over_in_a_terminal",
-    "tests/test_judges_ex06.py::test_no_value_of_any_shape_anywhere_makes_a_judge_raise",
-    "tests/test_course.py::test_check_watch_checks_again_when_a_file_changes",
-    "tests/test_invariant_shards.py::test_judging_shard_by_shard_gives_the_whole_runs_verdicts[stress-naive-]",
-    "tests/test_tui_logview.py::test_page_cache_is_bounded",
-    # measured at 2 s or more on 2 cores (2026-12-05, third session); the quick loop keeps one of each kind
-    "tests/test_sandbox_hostile.py::test_a_looping_submission_is_reported_once_for_the_whole_submission_not_per_test[call]",
-    "tests/test_trace_fast.py::test_on_the_whole_corpus_the_fast_path_gives_the_careful_report_or_gives_up_and_takes_every_valid_trace",
-    "tests/test_course.py::test_hostile_student_code_scores_zero_with_a_reason_and_no_traceback",
-    "tests/test_sandbox_hostile.py::test_grade_says_which_sandbox_judged_the_class",
-    "tests/test_untrusted.py::test_c_on_m3_after_the_writer_got_the_table_freezes_both_in_the_tui",
-    "tests/test_tui_snapshots.py::test_main_screen_screenshot_is_reproducible",
-    "tests/test_judges_ex02.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error[key-huge]",
-    "tests/test_reliability.py::test_a_read_only_file_in_a_read_only_folder_reads_and_refuses_writes_naming_the_path",
-    "tests/test_first_use.py::test_tables_at_80_columns_keep_words_keys_and_states_whole",
-    "tests/test_reliability.py::test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_partial",
-    "tests/test_tui_cli.py::test_tui_opens_a_finished_run_read_only_and_writes_nothing",
-    "tests/test_reliability.py::test_reads_leave_no_side_files_in_a_writable_folder",
-    "tests/test_validator_reports.py::test_the_corpus_is_the_one_reviewed",
-    "tests/test_serve.py::test_a_live_tui_is_served_on_a_file_of_its_own_and_a_finished_run_read_only",
-    "tests/test_reliability.py::test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_got[15]",
-    "tests/test_reliability.py::test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_got[2]",
-    "tests/test_reliability.py::test_concurrent_deliver_processes_land_every_delivery_exactly_once[8-40-8]",
-    "tests/test_reliability.py::test_concurrent_deliver_processes_land_every_delivery_exactly_once[4-120-10]",
-    "tests/test_tui_cli.py::test_demo_played_to_the_end_writes_the_same_state_as_protolab_run",
-    "tests/test_tui_snapshots.py::test_time_travel_five_events_back",
-    "tests/test_bench.py::test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start",
-    "tests/test_judges_ex03.py::test_the_model_answer_decides_every_recorded_run_input_as_the_engine_does",
-    "tests/test_tui.py::test_palette_commands_do_what_their_keys_do",
-    "tests/test_digest.py::test_property_digest_does_not_depend_on_dict_insertion_order",
-    "tests/test_first_use.py::test_the_tour_waits_for_enter_between_steps_in_a_terminal",
-    "tests/test_reconciliation.py::test_check_names_the_open_reconciliation_and_reconcile_closes_it",
-    "tests/test_tui.py::test_the_palette_runs_a_step_by_its_title",
-    "tests/test_judges_ex01.py::test_behaviour_is_deterministic_and_abstracts_key_strings",
-    "tests/test_tui_snapshots.py::test_lab_in_progress_with_its_guide_and_hint",
-    "tests/test_tui_snapshots.py::test_delivery_detail_of_task_result",
-    "tests/test_course.py::test_exercise_check_finds_the_folder_from_below_and_says_where_it_looked_when_it_cannot",
-    "tests/test_browse.py::test_the_canned_queries_find_a_resent_intent_and_a_frozen_conflict",
-    "tests/test_tui.py::test_f_with_an_unknown_id_is_an_error_and_a_trace_id_filters_by_trace",
-    "tests/test_tui.py::test_workshop_p_plays_and_plus_minus_change_speed_and_q_quits",
-    "tests/test_instructor_anywhere.py::test_with_course_or_from_inside_it_the_commands_find_the_checkout",
-    "tests/test_tui.py::test_read_only_refuses_to_change_the_run",
-)
+#: The quick loop's limit on one test, in seconds on a machine no busier than its cores: a test not marked
+#: slow whose call took longer (pytest's own measure, ``report.duration``, what ``--durations`` prints) fails
+#: the quick run, naming it. The machines are shared, so the limit grows with the load: it is QUICK_LIMIT
+#: times the 1-minute load average per core when the test ended, if that is over 1 (at load 4 on 2 cores,
+#: 40 s). A test of 2 s on a quiet machine takes about 2 s times the load per core on a busy one: 10 times
+#: under the limit at any load. Measured (pytest --durations=60, the whole quick loop at load 6-10 on 2
+#: cores, 2026-12-07, 44 minutes): the tests over 25 s were marked slow; the slowest left took 25 s, a
+#: limit of 90-100 s at that load, 4 times over it. One that takes 20 s quiet is a slow test: mark it so
+#: beside it,
+#: ``@pytest.mark.slow`` (a whole test, class or module: ``pytestmark``), or
+#: ``@pytest.mark.slow_cases("id", ...)`` for some cases of a parametrized test. PROTOLAB_QUICK_LIMIT sets
+#: another number of seconds (0: no limit); a mutation run (mutmut sets MUTANT_UNDER_TEST) traces every
+#: line, and no limit applies to it.
+QUICK_LIMIT = 20.0
 
 
-#: Parametrized families whose cases are many and costly (pytest --durations, 2026-12-06: together about
-#: 85 s of the quick loop's 340 s of test time on 2 cores): the quick loop keeps a sample of each, spread
-#: over the family, and the slow set runs every case. The number is how many cases stay quick; "group"
-#: keeps the first case of each group (the part of the case's id before "/": one wrong answer per
-#: exercise). Every case still runs in CI (`.ci/run` runs the slow set after the quick loop).
-SAMPLED_FAMILIES = {
-    "tests/test_solutions.py::test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints": "group",
-    "tests/test_tui_guide.py::test_every_step_is_shown_whole_and_no_notice_covers_the_guide": 4,
-    "tests/test_judges_ex01.py::test_no_answer_of_any_shape_makes_a_judge_fail": 6,
-    "tests/test_judges_ex01.py::test_the_designs_that_escaped_lose_a_rule_with_its_own_hint_and_the_public_check_already_says_so": 2,
-    "tests/test_judges_ex02.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error": 5,
-    "tests/test_judges_ex03.py::test_an_escaped_design_loses_at_least_a_rule_and_its_feedback_names_it": 2,
-    "tests/test_judges_ex03.py::test_no_answer_of_any_shape_makes_the_judge_fail": 6,
-    "tests/test_judges_ex03.py::test_a_malformed_answer_is_the_students_error_in_one_line_naming_the_field": 3,
-    "tests/test_judges_ex04.py::test_no_judge_raises_a_grader_error_on_a_table_of_any_shape": 3,
-    "tests/test_judges_ex04.py::test_the_escaped_transition_table_mistakes_lose_at_least_a_rule_with_feedback_naming_them": 3,
-    "tests/test_judges_ex05.py::test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error": 4,
-    "tests/test_tui_cli.py::test_bad_input_gets_one_line_and_exit_2_and_writes_nothing": 3,
-    "tests/test_tui_student_code.py::test_a_raising_design_or_intake_stops_the_run_in_one_line_and_the_app_stays_up": 2,
-}
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow_cases(*ids): the cases of a parametrized test with these ids "
+                            "(what pytest shows in brackets) are slow: they run with --run-slow")
+    config.addinivalue_line("markers", "quick_sample(keep): a parametrized family whose cases are many and costly: "
+                            "the quick loop keeps `keep` cases spread over it (\"group\": the first case of each "
+                            "group, the part of the id before '/'); the slow set runs every case")
+
+
+def _quick_limit() -> float:
+    if "MUTANT_UNDER_TEST" in os.environ:
+        return 0.0
+    raw = os.environ.get("PROTOLAB_QUICK_LIMIT", "").strip()
+    try:
+        return float(raw) if raw else QUICK_LIMIT
+    except ValueError:
+        raise pytest.UsageError(f"PROTOLAB_QUICK_LIMIT must be a number of seconds, not {raw!r}") from None
+
+
+def _load_per_core() -> float:
+    """The 1-minute load average per core, at least 1 (a machine no busier than its cores)."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:  # (no load average on this system)
+        return 1.0
+
+
+def _family(item) -> str:
+    """A test's node id without its case: the function (or method) every case of it shares."""
+    return item.nodeid.split("[", 1)[0]
 
 
 def _sampled_out(items) -> list:
-    """The cases of :data:`SAMPLED_FAMILIES` the quick loop leaves to the slow set."""
+    """The cases of the families marked ``quick_sample`` that the quick loop leaves to the slow set."""
+    families: dict[str, list] = {}
+    for item in items:
+        if item.get_closest_marker("quick_sample") is not None and "[" in item.nodeid:
+            families.setdefault(_family(item), []).append(item)
     out = []
-    for family, keep in SAMPLED_FAMILIES.items():
-        cases = [i for i in items if i.nodeid.startswith(family + "[")]
+    for cases in families.values():
+        keep = cases[0].get_closest_marker("quick_sample").args[0]
         if keep == "group":
             seen: set[str] = set()
             for case in cases:
-                group = case.nodeid[len(family) + 1:].split("/", 1)[0]
+                group = case.callspec.id.split("/", 1)[0]
                 if group in seen:
                     out.append(case)
                 seen.add(group)
@@ -174,28 +137,58 @@ def _sampled_out(items) -> list:
 
 
 def pytest_collection_modifyitems(config, items):
-    named = {i.nodeid for i in items}
-    # a name is a test, a class (every test in it) or a parametrized function (every case of it)
-    def under(nodeid: str, n: str) -> bool:
-        return nodeid == n or nodeid.startswith(n + "::") or nodeid.startswith(n + "[")
-
-    measured = [n for n in SLOW_BY_MEASURE if any(under(x, n) for x in named)]
+    ids_of: dict[str, set[str]] = {}
     for item in items:
-        if any(under(item.nodeid, n) for n in SLOW_BY_MEASURE):
-            item.add_marker(pytest.mark.slow)
+        callspec = getattr(item, "callspec", None)
+        ids_of.setdefault(_family(item), set()).add(callspec.id if callspec else "")
+    stale = []
+    for item in items:
+        for mark in item.iter_markers("slow_cases"):
+            callspec = getattr(item, "callspec", None)
+            if callspec is not None and callspec.id in mark.args:
+                item.add_marker(pytest.mark.slow)
+            if len(items) > 2000:  # a whole run: every id a mark names is a case (a renamed case fails here)
+                stale += [f"{_family(item)}[{i}]" for i in mark.args if i not in ids_of[_family(item)]]
+    if stale:
+        raise pytest.UsageError(f"@pytest.mark.slow_cases names cases that do not exist: {sorted(set(stale))}")
     for item in _sampled_out(items):
         item.add_marker(pytest.mark.slow)
-    if len(items) > 2000:  # a whole run: every name must match
-        gone = sorted(set(SLOW_BY_MEASURE) - set(measured))
-        gone += sorted(f for f in SAMPLED_FAMILIES if not any(x.startswith(f + "[") for x in named))
-        if gone:
-            raise pytest.UsageError(f"tests/conftest.py SLOW_BY_MEASURE or SAMPLED_FAMILIES names tests that do not exist: {gone}")
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: runs with --run-slow (CI runs the slow set after the README's quick loop)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+#: (node id, seconds, limit) of each quick test over the limit, in this process (the controller, under xdist)
+_OVER: list[tuple[str, float, float]] = []
+
+
+def pytest_runtest_logreport(report):
+    """Every test's call, measured by pytest (under xdist the workers' reports reach the controller here):
+    a quick test over the limit is remembered, and the session fails at its end."""
+    if report.when != "call" or "slow" in report.keywords:
+        return
+    limit = _quick_limit() * _load_per_core()
+    if limit and report.duration > limit:
+        _OVER.append((report.nodeid, report.duration, limit))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OVER and not session.config.getoption("--run-slow") and not hasattr(session.config, "workerinput"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _OVER or config.getoption("--run-slow"):
+        return
+    terminalreporter.section("quick tests over the quick loop's limit", sep="=", red=True, bold=True)
+    for nodeid, seconds, limit in sorted(_OVER, key=lambda o: -o[1]):
+        terminalreporter.line(f"{nodeid}: {seconds:.1f} s (limit {limit:.0f} s at this load)", red=True)
+    terminalreporter.line("Each is slower than a quick test may be: mark it slow beside it (@pytest.mark.slow, "
+                          "or @pytest.mark.slow_cases(...) for some of its cases), or make it quicker; "
+                          "tests/conftest.py's QUICK_LIMIT says why the limit is what it is.")
 
 
 @pytest.fixture(autouse=True)

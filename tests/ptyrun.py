@@ -58,6 +58,23 @@ class Terminal:
                 break
         raise AssertionError(f"never saw {words!r}; screen so far:\n{plain(self.buf)[-3000:]}")
 
+    def wait_until_reading(self, timeout: float = 60) -> None:
+        """Until the program is blocked reading its terminal (read(2) on fd 0, as /proc shows it): whatever
+        it printed before it asked is then written, and nothing more comes until a key does. A signal the
+        kernel gives, instead of a pause long enough on a quiet machine."""
+        read_nr = {"x86_64": "0", "aarch64": "63"}[os.uname().machine]
+        end = time.time() + timeout
+        while time.time() < end and self.proc.poll() is None:
+            try:
+                call = open(f"/proc/{self.proc.pid}/syscall").read().split()
+            except OSError:
+                call = []
+            if call[:2] == [read_nr, "0x0"]:
+                self.read(0.05)  # (what it wrote before the read, drained)
+                return
+            self.read(0.05)
+        raise AssertionError(f"never blocked reading its terminal; screen so far:\n{plain(self.buf)[-3000:]}")
+
     def press(self, keys: str, pause: float = 0.15) -> None:
         for k in keys:
             os.write(self.master, k.encode())

@@ -78,7 +78,7 @@ def by_grade(ex, folders: dict[str, Path], class_dir: Path, jobs: int) -> dict[s
     """``protolab grade N CLASS --json -j jobs`` on a class of the folders (one student each)."""
     if not class_dir.exists():
         class_dir.mkdir(parents=True)
-        for i, (label, d) in enumerate(folders.items()):
+        for i, (_label, d) in enumerate(folders.items()):
             shutil.copytree(d, class_dir / f"s{i:03d}")
     names = {f"s{i:03d}": label for i, label in enumerate(folders)}
     code, out = _cli("grade", ex.number, class_dir, "--json", "-j", jobs)

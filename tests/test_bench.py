@@ -98,14 +98,30 @@ def test_bench_startup_prints_its_ratio_project_over_floor_and_the_machines_load
     """The ratio is --help's time over the floor's (over 1: the project is slower), as every bench prints it."""
     import sim.bench as b
 
-    monkeypatch.setattr(b, "bench_startup", lambda repeat: {
+    monkeypatch.setattr(b, "bench_startup", lambda repeat, commands=True: {
         "help_ms": 30.0, "version_ms": 24.0, "floor_ms": 15.0, "ratio": 2.0, "version_ratio": 1.6,
-        "within_3x": True})
+        "within_3x": True, "commands": {"state": {"ms": 60.0, "ratio": 4.0}, "machine show": {"ms": 45.0, "ratio": 3.0}},
+        "commands_within_3x": False})
     with pytest.raises(SystemExit) as e:
         main(["bench", "startup", "--repeat", "1"])
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "ratio 2.00" in out and "--version 1.60" in out and " on " in out and "load " in out
+    assert "state 60 (4.00)" in out and "machine show 45 (3.00)" in out and "at most 3: OVER" in out
+
+
+def test_bench_startup_times_each_light_command_on_a_small_run_over_the_same_floor():
+    """``commands``: state, events, messages, machine show and check, each its best time and its ratio over
+    ``python -c pass`` (the shape, not the seconds)."""
+    from sim.bench import LIGHT_COMMANDS, bench_startup
+
+    r = bench_startup(1)
+    assert list(r["commands"]) == ["state", "events", "messages", "machine show", "check"] == [
+        " ".join(w) for w in LIGHT_COMMANDS]
+    for c in r["commands"].values():
+        assert c["ms"] > 0 and abs(c["ratio"] - c["ms"] / r["floor_ms"]) < 0.05
+    assert r["commands_within_3x"] == all(c["ratio"] <= 3 for c in r["commands"].values())
+    assert bench_startup(1, commands=False)["commands"] == {}
 
 
 def test_bench_startups_figures_put_the_project_over_the_floor():
@@ -116,6 +132,7 @@ def test_bench_startups_figures_put_the_project_over_the_floor():
     assert abs(r["version_ratio"] - r["version_ms"] / r["floor_ms"]) < 0.05
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_bench_lab_reports_the_refresh_beside_reading_the_same_rows_and_lab_start(capsys):
     try:
         main(["bench", "lab", "--events", "400", "--steps", "10", "--json"])

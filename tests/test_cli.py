@@ -532,6 +532,7 @@ def test_bad_input_that_still_escapes_the_error_contract(case, tmp_path, workspa
     _check_bad_input(case, tmp_path, workspace, capsys)
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_no_traceback_reaches_a_user_of_the_real_command(tmp_path):
     """The same contract through ``python -m sim`` in a subprocess (what a student runs)."""
     db = tmp_path / "run.db"
@@ -549,7 +550,7 @@ def test_no_traceback_reaches_a_user_of_the_real_command(tmp_path):
         (["reconcile", "T-1", "--db", str(db), "--decision", "ready", "--by", "writer", "--evidence", "M-3"], "E_ROLE_NOT_ALLOWED", db),
         (["init", "--db", str(db)], "E_DB_EXISTS", db),
     ]
-    for argv, code, touched in cases:
+    for argv, code, _touched in cases:
         before = snapshot(tmp_path)
         p = subprocess.run([sys.executable, "-m", "sim", *argv], capture_output=True, text=True, cwd=tmp_path)
         assert "Traceback" not in p.stdout + p.stderr, (argv, p.stderr)
@@ -994,7 +995,7 @@ def stress_db(tmp_path_factory):
 
 
 def test_a_long_event_log_streams_every_row_in_aligned_columns(stress_db, capsys, monkeypatch):
-    import sim.cli.common as common  # where the views read it
+    import sim.output as common  # where the views read it
     from sim.store import Store
 
     monkeypatch.setattr(common, "TABLE_ROWS", 5)
@@ -1024,7 +1025,7 @@ def test_a_streamed_json_log_is_the_same_json_as_before(stress_db, capsys, monke
 
 
 def test_a_long_state_view_streams_each_table_with_its_count(stress_db, capsys, monkeypatch):
-    import sim.cli.common as common  # where the views read it
+    import sim.output as common  # where the views read it
 
     monkeypatch.setattr(common, "TABLE_ROWS", 1)
     out = ok(capsys, "state", "--db", stress_db)

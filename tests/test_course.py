@@ -139,6 +139,7 @@ GOOD_TAIL = ("DIGEST_SCHEME = 'json-sorted-v1'\n"
              "def evidence_refs(i): return list(i.refs)\n")
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 @pytest.mark.parametrize("source, says", [
     ("while True:\n    pass\n", "did not finish within"),
     ("import sys\nsys.exit(3)\n", "sys.exit"),
@@ -164,6 +165,7 @@ def test_the_sandbox_judges_a_private_copy_and_leaves_the_students_folder_alone(
     assert sorted(p.name for p in d.iterdir()) == ["design.py"]
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 @pytest.mark.skipif(not hasattr(signal, "SIGINT"), reason="needs signals")
 def test_check_watch_checks_again_when_a_file_changes(tmp_path):
     d = tmp_path / "ex"
@@ -271,6 +273,7 @@ def test_reproduce_commands_are_one_line_each_with_the_seed_and_a_relative_path(
         assert "01-envelope-design/design.py" in cmd and str(tmp_path) not in cmd
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_exercise_check_finds_the_folder_from_below_and_says_where_it_looked_when_it_cannot(tmp_path):
     subprocess.run([sys.executable, "-m", "sim", "exercise", "start", "1"], cwd=tmp_path, check=True, capture_output=True)
     below = tmp_path / "notes" / "day1"

@@ -709,6 +709,7 @@ def reversed_deep(value):
     return value
 
 
+@pytest.mark.slow_cases("stdlib")  # measured at 2 s or more on 2 cores
 @settings(max_examples=200)
 @given(json_values)
 def test_property_digest_is_deterministic_under_both_schemes(value):
@@ -718,6 +719,7 @@ def test_property_digest_is_deterministic_under_both_schemes(value):
         assert d.is_digest(d.digest(value, scheme))
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 @settings(max_examples=200)
 @given(st.dictionaries(st.text(), json_values, min_size=2, max_size=8))
 def test_property_digest_does_not_depend_on_dict_insertion_order(value):
@@ -729,6 +731,7 @@ def test_property_digest_does_not_depend_on_dict_insertion_order(value):
         assert d.digest(flipped, scheme) == d.digest(value, scheme)
 
 
+@pytest.mark.slow_cases("stdlib")  # measured at 2 s or more on 2 cores
 @settings(max_examples=200)
 @given(json_values)
 def test_property_nested_dict_insertion_order_does_not_matter_either(value):
@@ -736,6 +739,7 @@ def test_property_nested_dict_insertion_order_does_not_matter_either(value):
         assert d.digest(reversed_deep(value), scheme) == d.digest(value, scheme)
 
 
+@pytest.mark.slow_cases("stdlib")  # measured at 2 s or more on 2 cores
 @settings(max_examples=200)
 @given(json_values)
 def test_property_json_sorted_v1_bytes_round_trip_through_json_loads(value):
@@ -746,6 +750,7 @@ def test_property_json_sorted_v1_bytes_round_trip_through_json_loads(value):
     assert d.canonical_bytes(json.loads(raw), V1) == raw
 
 
+@pytest.mark.slow_cases("stdlib")  # measured at 2 s or more on 2 cores
 @settings(max_examples=200)
 @given(json_values)
 def test_property_jcs_digest_survives_a_trip_through_json_sorted_v1_bytes(value):
@@ -754,6 +759,7 @@ def test_property_jcs_digest_survives_a_trip_through_json_sorted_v1_bytes(value)
     assert d.canonical_bytes(reparsed, JCS) == d.canonical_bytes(value, JCS)
 
 
+@pytest.mark.slow_cases("stdlib")  # measured at 2 s or more on 2 cores
 @settings(max_examples=100)
 @given(json_values)
 def test_property_jcs_bytes_are_valid_json_for_an_equal_value(value):

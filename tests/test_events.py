@@ -82,6 +82,9 @@ def test_every_type_that_changes_state_has_a_fold_and_every_other_type_changes_n
         "fault_injected": {"fault": "drop", "selector": "M-3"},
         "message_sent_again": {"sender": "researcher", "seq": 2, "generation": 1, "waiting": ["M-4"]},
         "message_copy_dropped": {"sender": "researcher"},
+        "agent_output_refused": {"agent": "researcher", "generation": 1, "code": "E_WIRE_NOT_JSON", "reason": "r",
+                                 "line": "hello"},
+        "agent_stopped": {"agent": "researcher", "generation": 1, "code": "E_AGENT_EXITED", "reason": "r"},
         "fence_recorded": {"to": ["writer"], "terminal": "COMPLETED"},
         "task_started": {"worker": "researcher", "lease_version": 1},
         "tool_failed": {"tool": "web-search", "status": "retry", "error": "web-search failed"},
@@ -190,7 +193,7 @@ def test_faults_are_one_registry_that_every_list_is_read_from():
 
 def test_the_colours_of_states_and_decisions_live_once_and_cover_every_value():
     from sim import palette
-    from sim.cli import inspect as cli
+    from sim import views as cli  # the inspect commands' bodies (state, messages, events) live in sim/views.py
     from sim.intake import Decision
     from sim.machine import TaskState
     from sim.tui import rows, screens

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -83,15 +85,13 @@ def test_the_default_database_holds_the_latest_run_whatever_its_scenario(tmp_pat
     assert code == 2 and "hand-delivered" in err
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_the_tour_waits_for_enter_between_steps_in_a_terminal(tmp_path):
-    import time
-
     from ptyrun import Terminal
 
     t = Terminal([sys.executable, "-c", "from sim.cli import main; main()", "tour"], cwd=tmp_path, size=(120, 40))
     t.wait_for("step 1 of", "enter: the next step", timeout=60)
-    time.sleep(0.5)
-    t.read()
+    t.wait_until_reading()  # blocked on the terminal, all it printed before asking drained
     assert "step 2 of" not in t.text  # it waits
     t.press("\r")
     t.wait_for("step 2 of", timeout=30)
@@ -115,6 +115,7 @@ def test_the_read_only_refusal_in_the_tui_keeps_its_brackets(tmp_path, capsys):
     assert t.finish() == 0
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_tables_at_80_columns_keep_words_keys_and_states_whole(tmp_path):
     """Piped or in a small terminal: no line past 80 columns, the free text wraps between words, an
     idempotency key and a state stay on one line, and columns left out say so."""

@@ -118,6 +118,7 @@ def _collect(root: Path, work: Path):
 # ------------------------------------------------------------------------------------------ similarity
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_similarity_flags_the_copies_the_renamed_copy_and_the_model_answer_and_not_the_honest_answer(tmp_path):
     pytest.importorskip("copydetect", reason="copydetect is not installed (pip install -e '.[test]')")
     from sim.course.similarity import check_similarity

@@ -72,6 +72,7 @@ def test_a_folder_that_is_not_a_course_is_refused_naming_what_it_lacks(installed
     assert rc == 2 and err.startswith("error: E_NOT_A_CHECKOUT: --course ") and "no such folder" in err
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_with_course_or_from_inside_it_the_commands_find_the_checkout(installed_elsewhere, capsys):
     here = installed_elsewhere
     rc, out, err = _cli(capsys, "kit", "classroom", "1", str(here / "c1"), "--course", str(ROOT))

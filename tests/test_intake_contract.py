@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from sim.contracts import intake as contract
 from sim.contracts.intake import CASES, Case, check, report, run
 from sim.envelope import build_envelope
 from sim.intake import Decision, IntentRecord, Move, TaskView, Verdict, decide, target_state

@@ -29,6 +29,7 @@ RUNS = [
 ]
 
 
+@pytest.mark.slow_cases("stress-naive-")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("scenario,policy,faults", RUNS, ids=lambda v: v if isinstance(v, str) else "+".join(v))
 def test_judging_shard_by_shard_gives_the_whole_runs_verdicts(tmp_path, scenario, policy, faults):
     db = tmp_path / "run.db"

@@ -110,6 +110,7 @@ def idempotency_key(intent):
 '''
 
 
+@pytest.mark.quick_sample(2)
 @pytest.mark.parametrize("source, rule, symptom", [
     (PAYLOAD_DIGEST, "payload-conflict", "key-from-payload"),
     (PAYLOAD_DIGEST_OF_EVERYTHING, "payload-conflict", "key-from-payload"),
@@ -243,6 +244,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.quick_sample(6)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_no_answer_of_any_shape_makes_a_judge_fail(tmp_path, shape):
     report = _grade(_folder(tmp_path, SHAPES[shape]))
@@ -262,6 +264,7 @@ def test_no_answer_of_any_shape_makes_a_judge_fail(tmp_path, shape):
 # ------------------------------------------------------------------------------------------ mutation score
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_behaviour_is_deterministic_and_abstracts_key_strings(tmp_path):
     a = _folder(tmp_path, (SOL / "design.py").read_text(), "a")
     b = _folder(tmp_path, (SOL / "design.py").read_text().replace(":attempt-", ":try-").replace(":of:", ":acking:"), "b")

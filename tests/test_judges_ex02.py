@@ -127,6 +127,8 @@ SHAPES = {**{f"key-{k}": _with_key(v) for k, v in WRONG_KEYS.items()},
           **{k: _wrong_digest(v) for k, v in WRONG_DIGESTS.items()}, **WHOLE_FILES}
 
 
+@pytest.mark.quick_sample(5)
+@pytest.mark.slow_cases("key-huge")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error(name, tmp_path):
     r = evaluate(EX, _submission(tmp_path, SHAPES[name]), hidden=True, isolate=False)

@@ -171,6 +171,7 @@ ESCAPED = {
 }
 
 
+@pytest.mark.quick_sample(2)
 @pytest.mark.parametrize("name", list(ESCAPED))
 def test_an_escaped_design_loses_at_least_a_rule_and_its_feedback_names_it(name, tmp_path):
     body, rules, words = ESCAPED[name]
@@ -228,6 +229,7 @@ WRONG_SHAPES = {
 }
 
 
+@pytest.mark.quick_sample(6)
 @pytest.mark.parametrize("name", list(WRONG_SHAPES))
 def test_no_answer_of_any_shape_makes_the_judge_fail(name, tmp_path):
     sub = _submission(tmp_path, WRONG_SHAPES[name])
@@ -250,6 +252,7 @@ def test_an_answer_the_runtime_cannot_apply_ends_the_run_with_its_reason(tmp_pat
     assert v.signature["symptoms"] == ["run-failed"]
 
 
+@pytest.mark.quick_sample(3)
 @pytest.mark.parametrize("name, field", [("no-decision", "'decision'"), ("unknown-decision", "'decision'"),
                                          ("string-move", "'move'"),
                                          ("move-of-unknown-states", "move['from']"), ("move-with-more", "'move'"),
@@ -334,6 +337,7 @@ def test_a_misconfigured_case_id_is_the_graders_fault_not_the_students(tmp_path)
 # ------------------------------------------------------------------------------------------ behaviour
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_the_model_answer_decides_every_recorded_run_input_as_the_engine_does():
     """behaviour() leans on this: an answer that agrees with the engine's intake on every input its
     runs hand to decide plays those runs exactly as the engine's intake does."""

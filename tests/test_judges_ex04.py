@@ -89,6 +89,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.quick_sample(3)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_no_judge_raises_a_grader_error_on_a_table_of_any_shape(tmp_path, shape):
     sub = _folder(tmp_path, SHAPES[shape])
@@ -176,6 +177,7 @@ ESCAPED = {
 }
 
 
+@pytest.mark.quick_sample(3)
 @pytest.mark.parametrize("mistake", sorted(ESCAPED))
 def test_the_escaped_transition_table_mistakes_lose_at_least_a_rule_with_feedback_naming_them(tmp_path, mistake):
     text, rule_name, words = ESCAPED[mistake]

@@ -126,6 +126,8 @@ WRONG_SHAPES = {
 }
 
 
+@pytest.mark.quick_sample(4)
+@pytest.mark.slow_cases("returns-huge")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("name", sorted(WRONG_SHAPES))
 def test_valid_but_wrong_answers_of_every_shape_get_a_verdict_not_a_grader_error(name, tmp_path):
     r = evaluate(EX, _submission(tmp_path, WRONG_SHAPES[name]), hidden=True, isolate=False)

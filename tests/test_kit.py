@@ -58,6 +58,7 @@ def test_every_solution_file_has_lines_the_content_check_can_recognise():
     assert sec.titles and sec.names
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_the_content_check_finds_solutions_and_hidden_tests_by_content_not_by_folder_name(kit_copy, tmp_path):
     kit = tmp_path / "kit"
     shutil.copytree(kit_copy, kit)
@@ -88,6 +89,7 @@ def test_the_content_check_finds_solutions_and_hidden_tests_by_content_not_by_fo
         assert rel not in found
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_the_student_kit_holds_no_solution_and_no_hidden_test(kit_copy):
     """What 'kit student' copies from this checkout, checked by content (the test above shows what
     that catches); a leak here makes 'protolab kit student' refuse with E_KIT_LEAK."""

@@ -106,8 +106,8 @@ async def test_the_tui_follows_the_file_and_the_guide_ticks(lab, tmp_path):
         for env in (samples.m1(), samples.m2(), samples.m3()):
             deliver(other, env)
         other.close()
-        for _ in range(30):
-            await pilot.pause(0.1)
+        for _ in range(1200):  # until the app's poll saw them (60 s only guards against hanging)
+            await pilot.pause(0.05)
             if session.done == 3:
                 break
         assert session.done == 3

@@ -238,6 +238,7 @@ def test_lab_commands_with_no_progress_file_say_where_they_looked_and_how_to_poi
 # ------------------------------------------------------------------------------- in a terminal
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_lab_start_resumes_and_fresh_starts_over_in_a_terminal(tmp_path):
     t = Terminal(PROTOLAB + ["lab", "start", "3"], cwd=tmp_path, size=(80, 24))
     t.wait_for("Guide", "0 deliveries")

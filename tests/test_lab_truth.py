@@ -109,7 +109,7 @@ def test_every_fact_a_lab_names_is_shown_by_its_reference_run_on_its_side(lab):
     assert idle == []
     # every text a face prints is filled: no {fact} is left once rendered
     shown = render(lab)
-    for where, text, checked in texts(shown):
+    for where, text, _checked in texts(shown):
         left = [n for n in placeholders(text) if n in lab.facts]
         assert left == [] or where.endswith("answer"), (where, text)
 

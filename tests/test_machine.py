@@ -5,7 +5,6 @@ from sim.errors import InputError, MachineError
 from sim.machine import A2A_STATE, TERMINAL, TaskState, default_rulebook, load_rulebook, parse_rulebook
 from sim.resources import shipped
 from sim.runtime import deliver
-from sim.store import Store
 
 SEED_MOVES = [
     ("pending", "ready"), ("ready", "running"), ("running", "succeeded"), ("running", "retry_wait"),

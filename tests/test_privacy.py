@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from sim import digest as _digest
-from sim.errors import InputError
+from sim.errors import DigestError, InputError
 from sim.invariants import check
 from sim.privacy import REDACTED, Privacy
 from sim.replay import replay_report
@@ -74,7 +74,7 @@ def test_the_logged_digest_verifies_against_the_original_payload(safe, naive):
     logged = _msg(safe, "M-3")
     assert logged["payload"] != original
     assert _digest.digest(original, logged["digest_scheme"]) == logged["payload_digest"]
-    with pytest.raises(Exception):
+    with pytest.raises(DigestError):
         _digest.verify(logged["payload"], logged["payload_digest"], logged["digest_scheme"])
 
 

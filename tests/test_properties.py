@@ -396,7 +396,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
 
 ProtocolMachine.TestCase.settings = SETTINGS
-TestProtocolMachine = ProtocolMachine.TestCase
+TestProtocolMachine = pytest.mark.slow(ProtocolMachine.TestCase)  # measured at 2 s or more on 2 cores
 
 
 def _late_overwrites(env, task, prior, rules, unresolved=frozenset()):

@@ -79,6 +79,7 @@ def test_a_forged_reconciliation_message_from_a_writer_is_rejected_by_intake():
         store.close()
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_check_names_the_open_reconciliation_and_reconcile_closes_it(tmp_path):
     db = str(tmp_path / "r.db")
     cmd = [sys.executable, "-m", "sim"]

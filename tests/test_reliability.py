@@ -55,6 +55,7 @@ def files(folder: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------------------- 1. many writers
 
 
+@pytest.mark.slow_cases("8-40-8", "4-120-10")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("writers,own,shared", [(2, 60, 6), (4, 120, 10), (8, 40, 8)])
 def test_concurrent_deliver_processes_land_every_delivery_exactly_once(tmp_path, writers, own, shared):
     db = tmp_path / "run.db"
@@ -67,7 +68,7 @@ def test_concurrent_deliver_processes_land_every_delivery_exactly_once(tmp_path,
         batches.append(batch)
     procs = [spawn("deliver", tmp_path / f"w{w}.json", "--db", db, "--json") for w in range(writers)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     outcomes = [o for out, _ in outs for o in json.loads(out)]
     total = sum(len(b) for b in batches)
@@ -138,6 +139,7 @@ READS = [
 ]
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_reads_leave_no_side_files_in_a_writable_folder(tmp_path):
     db = _finished_run(tmp_path / "run")
     before = files(db.parent)
@@ -187,6 +189,7 @@ def _as_user(who, *args, cwd):
     return subprocess.run([*prefix, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_a_read_only_file_in_a_read_only_folder_reads_and_refuses_writes_naming_the_path(public_tmp):
     tmp_path = public_tmp
     prefix = _unprivileged()
@@ -435,6 +438,7 @@ def _landed(db: Path) -> int:
         return 0
 
 
+@pytest.mark.slow_cases("20")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("landed_first", [20, pytest.param(1500, marks=pytest.mark.slow),
                                           pytest.param(3000, marks=pytest.mark.slow)])
 def test_kill_9_during_concurrent_delivers_leaves_a_sound_database_and_redelivery_finishes(tmp_path, landed_first):
@@ -468,6 +472,7 @@ def test_kill_9_during_concurrent_delivers_leaves_a_sound_database_and_redeliver
         assert len(s.tasks()) == 3 * 1500 + 5
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_partial(tmp_path):
     db = tmp_path / "out.db"
     assert cli("run", "stress", "--tasks", "20", "--db", db, "--json").returncode == 0
@@ -488,6 +493,7 @@ def test_kill_9_during_run_keeps_the_completed_db_and_the_next_run_sweeps_the_pa
 # ---------------------------------------------------------------------------- signals during deliver
 
 
+@pytest.mark.slow  # SIGTERM, SIGINT: 2 s or more on 2 cores (2026-12-05); SIGHUP: over 25 s at load 6-10 (2026-12-07)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_got(tmp_path, sig):
     db = tmp_path / "run.db"
@@ -519,6 +525,7 @@ def test_a_signal_during_deliver_keeps_each_delivery_made_and_says_how_far_it_go
 # ---------------------------------------------------------------------------- every kind of writer at once
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_deliver_reconcile_and_artifact_put_processes_share_one_database(tmp_path):
     """Two reviewers release one frozen task while two deliverers and four artifact puts write the
     same file: exactly one review lands (the other is told the task is no longer in review), every

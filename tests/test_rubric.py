@@ -18,7 +18,7 @@ from sim.course.catalog import exercises, get_exercise, solutions_dir
 from sim.course.evaluate import Report
 from sim.course.evaluate import TestResult as Result
 from sim.course.gradescope import results_json, validate_results
-from sim.course.rubric import CORE_SHARE, course_rubric, load_rubric, parse_rubric, rubric_toml
+from sim.course.rubric import CORE_SHARE, course_rubric, parse_rubric, rubric_toml
 
 EXERCISES = exercises()
 ROOT_DIR = Path(__file__).resolve().parent.parent

@@ -12,7 +12,6 @@ fails, the earlier run is byte for byte as it was and no partial file is left.
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys

@@ -32,7 +32,7 @@ import pytest
 
 from sim.course import sandbox
 from sim.course.catalog import get_exercise, use_course
-from sim.course.corpus import HOSTILE_CODE, build_corpus
+from sim.course.corpus import build_corpus
 from sim.course.kit import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,6 +253,7 @@ def _check_batch(tmp: Path, kinds: list[str] | None, extra: dict, *, fallback: b
     assert _survivors(str(course), str(klass)) == []
 
 
+@pytest.mark.slow  # fallback: 2 s or more on 2 cores (2026-12-05); bubblewrap: over 25 s at load 6-10 (2026-12-07)
 @pytest.mark.parametrize("fallback", [False, True], ids=["bubblewrap", "fallback"])
 def test_hostile_code_the_os_wall_is_for_scores_0_and_touches_nothing(fallback, tmp_path):
     _check_batch(tmp_path, QUICK, {}, fallback=fallback)
@@ -264,6 +265,7 @@ def test_every_hostile_kind_in_one_batch_scores_0_with_its_reason_and_nothing_es
     _check_batch(tmp_path, None, EXTRA, fallback=fallback)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_grade_says_which_sandbox_judged_the_class(tmp_path):
     course, klass, _run_db = _class(tmp_path, [], {})
     done = _grade(course, klass, fallback=False, json_out=False)
@@ -282,6 +284,7 @@ def test_grade_says_which_sandbox_judged_the_class(tmp_path):
 # ------------------------------------------------------------------------------ loops
 
 
+@pytest.mark.slow_cases("import", "call")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("where", ["import", "call"])
 def test_a_looping_submission_is_reported_once_for_the_whole_submission_not_per_test(where, tmp_path, monkeypatch):
     """``protolab grade`` on a folder holding one looping submission: every test 0 with the reason,
@@ -428,6 +431,7 @@ def test_the_box_has_no_network_its_own_processes_an_unprivileged_uid_and_a_priv
     assert "PROTOLAB_DROP_TO" not in env and not any(k.startswith(("SSH", "XDG", "VIRTUAL_ENV")) for k in env)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 @needs_bwrap
 def test_a_host_killed_for_a_loop_takes_its_whole_sandbox_with_it(bait):
     """A host stopped at its time limit is gone, with every process in its box, before the judge

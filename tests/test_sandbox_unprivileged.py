@@ -171,7 +171,7 @@ def _world(top: Path) -> World:
             copies.append(str(dest))
         (packages / "protolab-deps.pth").write_text("".join(p + "\n" for p in copies))
         for d in copies:
-            for dirpath, dirnames, filenames in os.walk(d):
+            for dirpath, _dirnames, _filenames in os.walk(d):
                 os.chmod(dirpath, 0o755)
         probe = w.run([python, "-I", "-c", DEPS], cwd="/", timeout=120)
         if probe.returncode != 0:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import re
 import socket
-import sys
 
 import pytest
 from conftest import run_cli
@@ -63,6 +62,7 @@ def test_the_served_workshop_draws_both_sides_and_a_space_steps_both(tmp_path):
         asyncio.run(_session(url, steps))
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_a_live_tui_is_served_on_a_file_of_its_own_and_a_finished_run_read_only(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the served live run writes in the server's temporary folder, not here
     with serving("tui", "fan-out", "--fault", "crash", "--paused") as (url, p, children):

@@ -153,7 +153,7 @@ class SessionMachine(RuleBasedStateMachine):
                     # the message waited on was lost: by the window's end, counted from the oldest message
                     # waiting on it, it has been sent again
                     if self.now - min(waiters) >= self.window:
-                        assert mid in self.resent_at, (f"{mid} lost, {self.now - oldest} rounds waited on "
+                        assert mid in self.resent_at, (f"{mid} lost, {self.now - min(waiters)} rounds waited on "
                                                        f"(window {self.window}), never sent again")
 
     @invariant()

@@ -231,7 +231,7 @@ def test_the_t2_request_cites_the_fact_table_by_reference_not_by_copy():
     # the payload names the ref at most; none of the fact table's content travels in the message
     content = store.artifact(ref)["content"]
     text = json.dumps(m4["payload"])
-    for claim, source, when in content["rows"]:
+    for claim, source, _when in content["rows"]:
         assert claim not in text and source not in text
     assert "rows" not in m4["payload"]
     # and the writer's result cites its draft first, then the same fact table

@@ -88,6 +88,7 @@ def test_the_starter_runs_and_scores_less_than_full_marks(ex, tmp_path):
             assert r.message and r.hint, r.name
 
 
+@pytest.mark.quick_sample("group")
 @pytest.mark.parametrize("ex, wrong", list(_wrong_answers()))
 def test_a_planted_wrong_answer_fails_the_tests_it_should_with_their_hints(ex, wrong, tmp_path):
     expect = tomllib.loads((wrong / "expect.toml").read_text())

@@ -314,6 +314,7 @@ def test_an_error_escaping_the_group_rolls_back_its_uncommitted_tail_and_the_cou
     store.close()
 
 
+@pytest.mark.slow_cases("stress-faults3-safe")  # measured at 2 s or more on 2 cores
 @pytest.mark.parametrize("scenario,faults,policy", [
     ("publish-report", ["duplicate", "crash"], "safe"),
     ("publish-report", ["late-conflict"], "naive"),

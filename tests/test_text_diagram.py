@@ -22,8 +22,8 @@ def test_one_labelled_arrow_per_message_between_the_right_lanes():
     head, *_ = lines
     refs = [p["ref"] for p in trace["participants"]]
     assert all(r in head[0] for r in refs)
-    labels = [l for l, k in lines if k == "label"]
-    arrows = [(l, k) for l, k in lines if k in ("arrow", "fence")]
+    labels = [t for t, k in lines if k == "label"]
+    arrows = [(t, k) for t, k in lines if k in ("arrow", "fence")]
     assert len(labels) == len(arrows) == len(trace["messages"])
     for m, label in zip(trace["messages"], labels):
         assert f"{m['id']} {m['kind']}" in label
@@ -31,7 +31,7 @@ def test_one_labelled_arrow_per_message_between_the_right_lanes():
     fence_i = next(i for i, m in enumerate(trace["messages"]) if m["kind"] == "FENCE")
     line, kind = arrows[fence_i]
     assert kind == "fence" and line.count("▶") + line.count("◀") == len(trace["messages"][fence_i]["recipients"])
-    assert all(len(l) <= 92 for l, _ in lines)
+    assert all(len(t) <= 92 for t, _ in lines)
 
 
 def test_a_rejected_message_is_drawn_with_its_code():
@@ -39,8 +39,8 @@ def test_a_rejected_message_is_drawn_with_its_code():
     report = validate(trace)
     assert not report.valid
     lines = text_sequence(trace, report, width=100)
-    bad = [l for l, k in lines if k == "rejected"]
-    assert bad and any("E_SEQUENCE_GAP" in l for l in bad)
+    bad = [t for t, k in lines if k == "rejected"]
+    assert bad and any("E_SEQUENCE_GAP" in t for t in bad)
 
 
 def test_trace_diagram_text_on_the_command_line():

@@ -8,7 +8,6 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
 from conftest import run_cli
 
 from sim import timeline

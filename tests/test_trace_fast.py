@@ -28,6 +28,7 @@ def test_msgspec_is_there():
     assert fast.AVAILABLE  # a hard dependency: without it every trace takes the careful path
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_on_the_whole_corpus_the_fast_path_gives_the_careful_report_or_gives_up_and_takes_every_valid_trace():
     took, gave_up_on_valid = 0, []
     for key, trace in corpus().items():
@@ -81,6 +82,7 @@ def _with_repeated_key(trace, path, which: str) -> bytes:
     return text.replace(json.dumps(marker) + ": null", f"{json.dumps(key)}: 0").encode()
 
 
+@pytest.mark.slow_cases("valid-trace.json")  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 @pytest.mark.parametrize("name", ["valid-trace.json", "quorum-trace.json", "first-success-trace.json"])
 def test_a_repeated_key_in_any_object_of_a_trace_is_refused_with_the_careful_line(tmp_path, capsys, name):
     trace = json.loads((TRACES / name).read_text())

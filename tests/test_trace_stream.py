@@ -51,6 +51,7 @@ def _streamed(raw: bytes, chunk: int, *, spill: bool = False):
     return d
 
 
+@pytest.mark.slow  # measured over 25 s in the quick loop at load 6-10 on 2 cores (2026-12-07)
 def test_on_the_whole_corpus_a_trace_read_a_message_at_a_time_gives_the_same_report():
     traces = corpus()
     assert len(traces) > 1000

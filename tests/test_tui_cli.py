@@ -37,6 +37,7 @@ def test_demo_opens_the_tui_with_three_separate_panes_and_steps(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_demo_played_to_the_end_writes_the_same_state_as_protolab_run(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -56,6 +57,7 @@ def test_demo_played_to_the_end_writes_the_same_state_as_protolab_run(tmp_path):
     assert digests[0] == digests[1]
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_tui_opens_a_finished_run_read_only_and_writes_nothing(tmp_path):
     _run(["run"], tmp_path).check_returncode()
     db = tmp_path / "protolab.db"
@@ -100,6 +102,7 @@ def test_demo_without_a_terminal_runs_headless_and_prints_the_run(tmp_path):
     assert "BROKEN" in r.stdout and "NO_STATE_REGRESSION" in r.stdout
 
 
+@pytest.mark.quick_sample(3)
 @pytest.mark.parametrize(
     "args, code",
     [

@@ -77,6 +77,7 @@ def _no_notice_covers_the_guide(app) -> None:
         assert not t.region.overlaps(app.guide.region), (t.region, app.guide.region)
 
 
+@pytest.mark.quick_sample(4)
 @pytest.mark.parametrize("size", [pytest.param(SIZES[0]), pytest.param(SIZES[1], marks=pytest.mark.slow)],
                          ids=lambda s: f"{s[0]}x{s[1]}")  # the roomier size in the slow set: 80x24 is the harder fit
 @pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.dirname)

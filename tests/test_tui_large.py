@@ -9,8 +9,11 @@ import pytest
 from sim.store import Store
 from sim.tui.app import ProtolabApp
 
-pytestmark = pytest.mark.slow  # a 100k-event run
 from sim.tui.bench import make_run
+
+from test_tui import settled
+
+pytestmark = pytest.mark.slow  # a 100k-event run
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +53,7 @@ async def test_a_100k_event_run_opens_read_only_pages_rows_and_scrolls(big_run):
         assert CountingStore.fetched < 2_000
         # the Events pane starts at the newest event; home and end go to either end
         events.focus()
+        assert await settled(pilot, lambda: app.focused is events)  # focus comes by a message of its own
         await pilot.press("home")
         assert events.cursor == 0
         assert events.get_row(0).plain.split()[0] == "1"

@@ -281,6 +281,7 @@ def test_refresh_source_without_follow_keeps_cursor():
     run(app, scenario)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_page_cache_is_bounded():
     source = CountingSource(N)
     app = LogApp(source)

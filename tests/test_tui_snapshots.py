@@ -24,6 +24,8 @@ from sim.scenario import load_scenario
 from sim.tui.app import ProtolabApp
 from sim.tui.workshop import WorkshopApp
 
+from test_tui import settled
+
 SCENARIO = "publish-report"
 SIZE = (120, 36)
 NARROW = (80, 24)
@@ -66,6 +68,7 @@ def test_main_screen_after_ten_steps(snap_compare):
     assert snap_compare(main_app(), press=[SPACE] * 10, terminal_size=SIZE)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_delivery_detail_of_task_result(snap_compare):
     """The detail of M-3's delivery (the researcher's task_result): envelope, digest 'matches', intent, evidence."""
 
@@ -73,8 +76,7 @@ def test_delivery_detail_of_task_result(snap_compare):
         app: ProtolabApp = pilot.app
         await pilot.press(*[SPACE] * 10)
         app.messages_view.focus()
-        await pilot.pause()
-        assert app.focused is app.messages_view
+        assert await settled(pilot, lambda: app.focused is app.messages_view)  # focus comes by a message of its own
         index = delivery_index(app, "M-3")
         app.messages_view.move_cursor(index)
         await pilot.pause()
@@ -100,6 +102,7 @@ def test_needs_review_after_conflicting_digest(snap_compare):
     assert snap_compare(main_app(), terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_time_travel_five_events_back(snap_compare):
     """After twelve deliveries, '[' five times: every pane as of five events ago (TIME TRAVEL on the status line)."""
 
@@ -147,6 +150,7 @@ async def _screenshot_after_ten_steps() -> str:
         return app.export_screenshot()
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_main_screen_screenshot_is_reproducible():
     """Two fresh apps, the same presses: byte-identical SVGs (what the first snapshot relies on)."""
     first = asyncio.run(_screenshot_after_ten_steps())
@@ -191,6 +195,7 @@ async def _lab_in_progress(pilot) -> None:
     assert app.lab.done == 1
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 @pytest.mark.parametrize("size", [NARROW, LAB_BIG], ids=["80x24", "120x40"])
 def test_lab_in_progress_with_its_guide_and_hint(snap_compare, size):
     """Lab 3 after nine deliveries and h: one checkpoint met, the next step's text and its hint."""

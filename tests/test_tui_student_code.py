@@ -52,6 +52,7 @@ def _status(app) -> str:
     return str(app.screen.query_one("#status").render())
 
 
+@pytest.mark.quick_sample(2)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("which, code, line", [("design", "E_DESIGN_RAISED", "bad_design.py, line 5"),
                                                 ("intake", "E_INTAKE_RAISED", "bad_intake.py, line 2")])

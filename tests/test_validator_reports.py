@@ -243,7 +243,7 @@ def damaged(trace: dict, name: str) -> dict[str, dict]:
 
     out = {}
     for path in _paths(trace):
-        for k, value in enumerate(["(removed)"] + ODD):
+        for _k, value in enumerate(["(removed)"] + ODD):
             t = copy.deepcopy(trace)
             at = t
             for step in path[:-1]:
@@ -281,6 +281,7 @@ def test_rewrite_the_golden_reports():
     GOLDEN.write_text(json.dumps({k: _entry(k, t) for k, t in corpus().items()}, indent=1, sort_keys=True) + "\n")
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_the_corpus_is_the_one_reviewed():
     assert set(corpus()) == set(json.loads(GOLDEN.read_text()))
 
@@ -291,6 +292,7 @@ def test_the_validator_says_on_every_trace_exactly_what_was_reviewed():
     assert not wrong, f"{len(wrong)} reports differ, first: {wrong[0]}"
 
 
+@pytest.mark.slow  # measured at 2 s or more in the quick loop on 2 cores
 def test_on_every_damaged_trace_the_shape_checker_and_the_json_schema_point_at_the_same_places():
     from jsonschema import Draft202012Validator
 

@@ -82,7 +82,7 @@ def test_an_empty_view_and_an_unknown_task_read_as_before(tmp_path, capsys):
 
 
 def test_a_long_view_is_streamed_with_its_count_and_every_row(db, capsys, monkeypatch):
-    import sim.cli.common as common
+    import sim.output as common  # where the views read it
 
     monkeypatch.setattr(common, "TABLE_ROWS", 3)
     with Store.open(db, readonly=True) as s:
@@ -158,7 +158,7 @@ def test_a_long_output_to_a_file_shows_a_progress_bar_on_the_terminal_and_the_sa
     import io
     import sys
 
-    import sim.cli.common as common
+    import sim.output as common  # where the views read it
 
     code, plain, _ = run_cli(capsys, *command, "--db", db)
     assert code == 0

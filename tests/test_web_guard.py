@@ -12,7 +12,6 @@ import os
 import select
 import signal
 import socket
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 

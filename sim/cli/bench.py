@@ -399,19 +399,25 @@ def bench_tui_cmd(
 
 
 @bench_app.command("startup")
-def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(21, "--repeat", min=1, help="Rounds (help, version and the floor take turns); the best of each is kept.")):
-    """Wall time of 'protolab --help' and '--version' beside a bare 'python -c pass' (target: within 3x)."""
+def bench_startup(as_json: bool = JSON_OPT, repeat: int = typer.Option(21, "--repeat", min=1, help="Rounds (help, version, the floor and the light commands take turns); the best of each is kept."),
+                  commands: bool = typer.Option(True, "--commands/--no-commands", help="Time the light commands (state, events, messages, machine show, check) on a small run too.")):
+    """Wall time of 'protolab --help', '--version' and the light commands beside a bare 'python -c pass'
+    (target: each within 3x)."""
     from ..bench import bench_startup as run
 
-    result = _loaded(run, repeat)
+    result = _loaded(run, repeat, commands=commands)
     if as_json:
         _print_json(result)
         return
+    light = result.get("commands") or {}
+    cmds = ("  |  light commands on a small run (ms, over the floor): "
+            + ", ".join(f"{name} {c['ms']:.0f} ({c['ratio']:.2f})" for name, c in light.items())
+            + f", target at most 3: {'within' if result.get('commands_within_3x') else 'OVER'}") if light else ""
     typer.echo(
         f"startup: protolab --help {result['help_ms']:.0f} ms, --version {result['version_ms']:.0f} ms  |  "
         f"floor python -c pass {result['floor_ms']:.0f} ms  |  ratio {result['ratio']:.2f} (--help over the floor; "
-        f"--version {result['version_ratio']:.2f})  |  target at most 3: {'within' if result['within_3x'] else 'OVER'}  |  "
-        f"{_load_text(result)}"
+        f"--version {result['version_ratio']:.2f})  |  target at most 3: {'within' if result['within_3x'] else 'OVER'}"
+        f"{cmds}  |  {_load_text(result)}"
     )
 
 

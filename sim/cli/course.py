@@ -231,7 +231,7 @@ def exercise_check(
                     typer.echo("watching for changes (ctrl+c stops)")
             time.sleep(0.5)
     except KeyboardInterrupt:
-        raise typer.Exit(0)
+        raise typer.Exit(0) from None
 
 
 @exercise_app.command("try")
@@ -288,12 +288,12 @@ def exercise_try(
         if e.code in (None, 0):
             return
         if isinstance(e.code, int):
-            raise typer.Exit(e.code)
+            raise typer.Exit(e.code) from None
         typer.echo(str(e.code), err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     except Exception as e:  # noqa: BLE001 - the learner's code raised: one line, where it raised
         typer.echo(f"raised {type(e).__name__}: {' '.join(str(e).split())[:300]}{raised_at(e)}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
 
 
 @exercise_app.command("hint")
@@ -490,7 +490,7 @@ def _kit_mutants(only, *, as_json: bool, limit) -> None:
         for ex in chosen:
             job = bar.add_task(f"exercise {ex.number}: mutants", total=None)
             reports.append(mutation_run(ex, limit=limit, progress=lambda done, total, name, job=job: bar.update(
-                job, completed=done, total=total, description=f"exercise {ex.number}: mutant {done}/{total}")))
+                job, completed=done, total=total, description=f"exercise {ex.number}: mutant {done}/{total}")))  # noqa: B023 (called within this iteration)
     low = [r for r in reports if r.problem or r.score is not None and r.score < TARGET]
     rows = [[str(r.exercise), r.slug, str(r.total), str(r.equivalent), str(r.killed), str(len(r.survivors)),
              r.problem or ("-" if r.score is None else f"{r.score:.1%}")] for r in reports]

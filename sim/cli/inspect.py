@@ -3,17 +3,14 @@ compare."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ..errors import InputError
-from ..palette import DECISION_STYLE as _DECISION_STYLE  # the colours live once
 from ..palette import STATE_STYLE as _STATE_STYLE
-from . import common
-from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _digest_cell, _judged, _load_scenario, _mark, _open, _plain, _print_json, _print_json_fields, _print_json_rows, output_rows, show_view, _sides, _stream_table, _styled, _witness_line
+from .. import views
+from .common import DB_OPT, FAULT_OPT, JSON_OPT, SCENARIO_ARG, _check_run_args, _console, _designs, _load_scenario, _mark, _open, _print_json, output_rows, _sides, _styled, _witness_line
 
 commands = typer.Typer()  # this group's top-level commands (sim/cli/__init__.py adds them to the app)
 
@@ -23,44 +20,7 @@ def messages(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = 
              payloads: bool = typer.Option(False, "--payloads", help="Print each envelope's payload as the log keeps it "
                                            "(sensitive values the run declared show [redacted] under the safe policy).")):
     """The message log: every envelope, and every delivery with its decision."""
-    # both logs are streamed from the file as they are printed: flat memory whatever the run's size
-    with _open(db, readonly=True) as store:
-        if as_json:
-            total = store.count_view("messages", task_id=task) + store.count_view("deliveries", task_id=task)
-            with common._rows_progress(total, "writing the message log") as counted:
-                _print_json_fields([("messages", counted(store.iter_view("messages", task_id=task))),
-                                    ("deliveries", counted(store.iter_view("deliveries", task_id=task)))])
-            return
-        con = _console()
-        show_view(
-            con, "Messages (envelopes, one row per message_id)",
-            ["message", "type", "from → to", "task", "ev", "idempotency_key / payload_digest"],
-            ([m["message_id"], m["type"], f"{m['sender']} → {m['recipient']}", m["task_id"], len(m["evidence_refs"]),
-              f"{m['idempotency_key']}\n{_digest_cell(m['payload_digest'], m['digest_scheme'])}"]
-             for m in store.iter_view("messages", task_id=task)),
-            store.count_view("messages", task_id=task),
-            caption="ev: evidence_refs cited; digests are json-sorted-v1 unless marked (jcs) for jcs-v2; --json has everything",
-        )
-        if payloads:
-            con.print("[bold]Payloads (as the log keeps them)[/]")
-            for m in store.iter_view("messages", task_id=task):
-                con.print(f"  {m['message_id']} {m['type']} to {m['recipient']}: "
-                          f"{json.dumps(m['payload'], sort_keys=True, ensure_ascii=False)}", markup=False, soft_wrap=True)
-        show_view(
-            con, "Deliveries (one row per attempt)",
-            ["#", "tick", "message", "task", "decision", "state after", "code"],
-            ([d["delivery_id"], d["tick"], d["message_id"], d["task_id"], _styled(d["decision"], _DECISION_STYLE),
-              f"{_styled(d['state_after'], _STATE_STYLE)} v{d['state_version_after']}" if d["state_after"] else "-",
-              d["code"] or ""]
-             for d in store.iter_view("deliveries", task_id=task)),
-            store.count_view("deliveries", task_id=task),
-        )
-
-
-def _event_summary(e: dict) -> str:
-    from ..events import summarize
-
-    return summarize(e["type"], e["data"])
+    views.messages(db, as_json, task, payloads)
 
 
 @commands.command()
@@ -71,106 +31,13 @@ def events(
     type_: Optional[str] = typer.Option(None, "--type", help="Only this event type."),
 ):
     """The event log: append-only facts, numbered, written only by the runtime."""
-    from ..store import EVENT_TYPES
-
-    if type_ is not None and type_ not in EVENT_TYPES:
-        from ..errors import friendly_list
-
-        raise InputError(f"unknown event type {type_!r}; expected one of: {friendly_list(EVENT_TYPES)}", code="E_UNKNOWN_VALUE")
-    with _open(db, readonly=True) as store:
-        evs = store.iter_events(task_id=task, etype=type_)
-        n = store.count_events(task_id=task, etype=type_)
-        if as_json:
-            with common._rows_progress(n, "writing the event log") as counted:
-                _print_json_rows(counted(evs))
-            return
-        columns = ["seq", "time", "event", "task", "msg", "what"]
-        rows = ([e["seq"], e["created_at"][11:19], e["type"], e["task_id"], e["message_id"], _event_summary(e)] for e in evs)
-        if n > common.TABLE_ROWS:  # a long log is streamed as it is read, in flat memory
-            from ..store import EVENT_TYPES
-
-            task_w, msg_w = store.id_widths()
-            _stream_table(f"Events ({n})", columns, rows, {"seq": len(str(store.last_event())), "time": 8,
-                                                           "event": max(map(len, EVENT_TYPES)), "task": task_w,
-                                                           "msg": msg_w})
-        else:
-            output_rows(f"Events ({n})", columns, list(rows))
+    views.events(db, as_json, task, type_)
 
 
 @commands.command()
 def state(db: Path = DB_OPT, as_json: bool = JSON_OPT, task: Optional[str] = typer.Option(None, help="Only this task.")):
     """Authoritative state: tasks, transitions, intents, effects, artifacts, approvals, budget."""
-    from itertools import islice
-
-    from ..machine import A2A_STATE, TaskState
-
-    def tasks(store):
-        for t in store.iter_view("tasks", task_id=task):
-            t["trusted"] = bool(t["trusted"])
-            t["a2a_state"] = A2A_STATE[TaskState(t["state"])]
-            yield t
-
-    # every view is streamed from the file as it is printed: flat memory whatever the run's size
-    with _open(db, readonly=True) as store:
-        if task and store.get_task(task) is None:
-            known = ", ".join(t["task_id"] for t in islice(store.iter_view("tasks"), 10)) or "none yet"
-            raise InputError(f"no task {task} in {db} (its tasks: {known})", code="E_UNKNOWN_TASK")
-        if as_json:
-            views = (("transitions", "transitions"), ("intents", "intents"), ("effects", "effects"),
-                     ("artifacts", "artifacts"), ("approvals", "approvals"), ("budget", "budget"))
-            total = store.count_view("tasks", task_id=task) + sum(store.count_view(v, task_id=task) for _, v in views)
-            with common._rows_progress(total, "writing the state") as counted:
-                _print_json_fields([
-                    ("tasks", counted(tasks(store))),
-                    *((name, counted(store.iter_view(view, task_id=task))) for name, view in views),
-                    ("machine_versions", store.machine_versions()),
-                    ("current_machine", store.current_machine),
-                    ("state_digest", store.state_digest()),
-                ])
-            return
-        con = _console()
-        count = {v: store.count_view(v, task_id=task) for v in ("tasks", "transitions", "intents", "effects",
-                                                                 "artifacts", "approvals")}
-        show_view(
-            con, "Tasks (authoritative: written only by the runtime)",
-            ["task", "state", "ver", "machine", "lease", "budget", "trusted", "late/rej", "A2A"],
-            ([t["task_id"], _styled(t["state"], _STATE_STYLE), t["state_version"], t["machine_version"],
-              f"{t['lease_holder'] or '-'} v{t['lease_version']}", f"{t['budget_left']}/{t['budget_total']}",
-              "yes" if t["trusted"] else "[bold magenta]NO[/]", f"{t['late_results']}/{t['rejected']}",
-              t["a2a_state"].removeprefix("TASK_STATE_")] for t in tasks(store)),
-            count["tasks"],
-            caption="ver: state_version; lease: holder and lease_version; budget: left/allotted; late/rej: late results and rejected moves",
-            optional=("machine", "A2A"),
-        )
-        show_view(
-            con, "Transitions", ["task", "old -> new", "ver", "by", "time", "reason"],
-            ([r["task_id"], f"{r['old_state']} -> {_styled(r['new_state'], _STATE_STYLE)}", r["state_version"],
-              r["executor"], r["created_at"][11:19], r["reason"]] for r in store.iter_view("transitions", task_id=task)),
-            count["transitions"],
-        )
-        show_view(
-            con, "Intents (deduplication: task, key, digest, scheme)",
-            ["#", "task", "msg", "decision", "seen", "trusted", "idempotency_key / payload_digest"],
-            ([r["arrival"], r["task_id"], r["message_id"], _styled(r["decision"], _DECISION_STYLE), r["seen"],
-              "yes" if r["trusted"] else "[bold magenta]NO[/]",
-              f"{r['idempotency_key']}\n{_digest_cell(r['payload_digest'], r['digest_scheme'])}"]
-             for r in store.iter_view("intents", task_id=task)),
-            count["intents"],
-        )
-        if count["effects"]:
-            show_view(con, "Effects (committed once per key)", ["effect_key", "task", "message", "tick"],
-                      ([e["effect_key"], e["task_id"], e["message_id"], e["tick"]]
-                       for e in store.iter_view("effects", task_id=task)), count["effects"])
-        if count["artifacts"]:
-            show_view(con, "Artifacts (content-addressed)", ["ref", "kind", "bytes", "task", "message"],
-                      ([a["ref"], a["kind"], a["size"], a["task_id"], a["message_id"]]
-                       for a in store.iter_view("artifacts", task_id=task)), count["artifacts"])
-        if count["approvals"]:
-            show_view(con, "Approvals", ["task", "decision", "reviewer", "evidence", "message"],
-                      ([a["task_id"], a["decision"], a["reviewer"], ", ".join(a["evidence"]), a["message_id"]]
-                       for a in store.iter_view("approvals", task_id=task)), count["approvals"])
-        con.print(f"machine for new tasks: {store.current_machine}\nstate digest (equal digests, equal state):\n  "
-                  f"{store.state_digest()}", soft_wrap=True)
+    views.state(db, as_json, task)
 
 
 #: A run with more deliveries than this is compared without exporting its conversation (a stress run).
@@ -296,40 +163,10 @@ def replay(db: Path = DB_OPT, as_json: bool = JSON_OPT,
         raise typer.Exit(1)
 
 
-def _what_reconciles(p: dict) -> str:
-    """What an open reconciliation is about, in a few words: a late result, or a contradiction."""
-    from ..envelope import RESULT_STATUSES
-
-    status = p.get("status")
-    if status is None or status in RESULT_STATUSES:
-        return f"late {status + ' ' if status else ''}result {p['message_id']}"
-    return f"{p['message_id']} ({status})"
-
-
 @commands.command()
 def check(db: Path = DB_OPT, as_json: bool = JSON_OPT):
     """Named invariants over a run, each holding or broken, with the rows that witness a failure.
     Exit 0 when every invariant holds, 1 when one is broken."""
-    with _open(db, readonly=True) as store:
-        results = _judged(store, True)
-        pending = store.open_reconciliations()
-    con = _console()
-    output_rows(f"Invariants of {db}", ["invariant", "result", "what must hold"],
-                [[r.name, _mark(r.ok), _plain(r.description)] for r in results], as_json=as_json, con=con,
-                data=[{"name": r.name, "ok": r.ok, "description": r.description, "witnesses": list(r.witnesses)}
-                      for r in results])
-    if not as_json:
-        for r in results:
-            if not r.ok:
-                con.print(f"[bold red]{r.name}[/] witnesses:")
-                for w in r.witnesses[:10]:
-                    con.print("  " + json.dumps(w, sort_keys=True), soft_wrap=True)
-                if len(r.witnesses) > 10:
-                    con.print(f"  ... {len(r.witnesses) - 10} more (--json has all)")
-        for p in pending:  # not a broken rule: work a reviewer still owes
-            con.print(f"open reconciliation: {p['task_id']}: {_what_reconciles(p)} touches "
-                      f"{', '.join(p['effects'])}; decide with: protolab reconcile {p['task_id']} --decision keep|retract "
-                      f"--by reviewer --evidence {p['message_id']}", markup=False, soft_wrap=True)
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
-
+    rc = views.check(db, as_json)
+    if rc:
+        raise typer.Exit(rc)

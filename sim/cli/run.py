@@ -136,6 +136,12 @@ def run(
     intake: Optional[Path] = INTAKE_OPT,
     effects: Optional[Path] = EFFECTS_OPT,
     machine: Optional[Path] = MACHINE_OPT,
+    agent: List[str] = typer.Option([], "--agent", metavar="ROLE=CMD", help="Play a worker's role by a process: CMD "
+                                    "(split as a shell would) reads and writes JSON lines, the wire of docs/wire.md. "
+                                    "Repeat for more roles."),
+    agent_deadline: float = typer.Option(10.0, "--agent-deadline", min=0.01, metavar="SECONDS",
+                                         help="How long an --agent may stay silent before it is recorded as silent "
+                                         "and stopped."),
 ):
     """Run a scenario's scripted agents over a fresh database; print what happened."""
     from ..runner import run_scenario, summarize
@@ -144,17 +150,22 @@ def run(
     sc = _load_scenario(scenario, tasks)
     policy = policy or sc.policy or "safe"  # a scenario written by explore or shrink pins its policy
     _check_run_args(policy, fault)
+    agents = _agents(agent, sc)
     plugins = _plugins(design, intake, effects, machine)
     _default_db_for(db, sc.name)
     try:
         with _progress(sc.stress is not None) as bar:
             store = run_scenario(sc, policy=policy, seed=seed, faults=fault, db=db, progress=bar if sc.stress else None,
-                                 plugins=plugins)
+                                 plugins=plugins, agents=agents or None, agent_deadline=agent_deadline)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this): the partial file is gone
         _interrupted(e, f"the run was interrupted by {{sig}} and nothing was written ({db} is as it was)")
     try:
         results = _judged(store, sc.stress is not None)  # once: the summary reuses it
         summary = summarize(store, results)
+        if agents:
+            from ..procagent import agents_report
+
+            summary["agents"] = agents_report(store, agents)
     finally:
         store.close()
     if as_json:
@@ -165,6 +176,14 @@ def run(
               f"faults: {', '.join(summary['faults']) or 'none'} -> {db} ({summary['rounds']} rounds)")
     for k, v in summary.get("plugins", {}).items():
         con.print(f"  {k}: {v}")
+    for role, rep in summary.get("agents", {}).items():
+        con.print(f"  agent {role}: {rep['command']}", soft_wrap=True, markup=False)
+        for st in rep["stopped"]:
+            con.print(f"  agent {role} (generation {st['generation']}) stopped: {st['code']}: {st['reason']}; the run "
+                      "went on without it", soft_wrap=True, markup=False)
+        if rep["refused"]:
+            con.print(f"  agent {role}: lines refused: {', '.join(f'{c} {n}' for c, n in rep['refused'].items())} "
+                      f"(protolab events --db {db} --type agent_output_refused)", soft_wrap=True, markup=False)
 
     injected = summary.get("faults_injected")
     if injected is not None and 0 < len(injected) <= 12:
@@ -190,6 +209,23 @@ def run(
     again = "".join(f" --{opt} {shlex.quote(str(f))}" for opt, f in (("intake", intake), ("effects", effects)) if f)
     con.print(f"next: protolab check --db {db}  |  protolab replay --db {db}{again}  |  protolab events --db {db}",
               soft_wrap=True)
+
+
+def _agents(options: list[str], sc) -> dict[str, list[str]]:
+    """--agent ROLE=CMD, each read and its role checked against the scenario's workers before anything runs."""
+    from ..procagent import parse_agent_option
+
+    agents: dict[str, list[str]] = {}
+    for text in options:
+        role, argv = parse_agent_option(text)
+        if role not in sc.workers:
+            raise InputError(f"--agent {role}: the scenario {sc.name} has no worker {role!r}; workers: "
+                             f"{', '.join(sorted(sc.workers))}", code="E_AGENT_ROLE")
+        if role in agents:
+            raise InputError(f"--agent {role} is given twice", code="E_AGENT_OPTION")
+        # a shipped agent named by its path in the checkout (data/agents/researcher.py) works from any folder
+        agents[role] = [str(_resolve(Path(a))) if a.startswith("data/") else a for a in argv]
+    return agents
 
 
 DEFAULT_DB = Path("protolab.db")

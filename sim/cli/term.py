@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .common import JSON_OPT, _console, _print_json, output_rows
+from .common import JSON_OPT, _print_json, output_rows
 
 course_app = typer.Typer(help="(Instructors) the term: 'course init' writes a course file (assignments, due dates, "
                               "late policy, rubric overrides) beside its roster.", no_args_is_help=True)

@@ -101,7 +101,7 @@ def _tests(report: dict, a: dict) -> list[dict]:
         passed = bool(t.get("passed"))
 
         def field(key: str) -> str:
-            return "" if withheld or passed else _shown(_text(t.get(key)), sub, a["dirname"])
+            return "" if withheld or passed else _shown(_text(t.get(key)), sub, a["dirname"])  # noqa: B023 (called within this iteration)
 
         att = t.get("attachment") if isinstance(t.get("attachment"), dict) else None
         printed = _text(t.get("output")).strip() if not withheld else ""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from pathlib import Path
 
 from .. import digest as _digest

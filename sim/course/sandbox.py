@@ -674,7 +674,7 @@ def start_host(path: Path, seed: int, kind: str = "design") -> tuple[subprocess.
             except (OSError, ValueError):
                 pass
         lines = err.decode("utf-8", "replace").strip().splitlines()
-        raise SandboxError(f"bubblewrap could not start a host: {_one_line(lines[-1] if lines else 'no reason given', 200)}")
+        raise SandboxError(f"bubblewrap could not start a host: {_one_line(lines[-1] if lines else 'no reason given', 200)}") from None
     return proc, pid, True
 
 

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from .safetext import clean_name
 
 __all__ = ["Flag", "Similarity", "check_similarity", "FILE_CAP", "DEFAULT_THRESHOLD", "available"]
 
@@ -157,7 +156,7 @@ def check_similarity(ex, subs, *, threshold: float = DEFAULT_THRESHOLD, report: 
     of the matching lines (never over one of ``reads``)."""
     if not 0 < threshold <= 1:
         raise InputError(f"--similarity-threshold must be above 0 and at most 1, not {threshold:g}", code="E_USAGE")
-    copydetect = _require()
+    _require()  # copydetect installed, or the one-line refusal that says how
     from copydetect import CodeFingerprint, CopyDetector, compare_files
 
     from .catalog import solutions_dir

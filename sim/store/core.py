@@ -11,14 +11,13 @@ import urllib.parse
 from datetime import datetime
 from pathlib import Path
 
-from .lib import sqlite_utils
 
 from ..errors import StoreError
 from ..files import not_a_file
 from ..machine import RuleBook
 from ..privacy import Privacy
 from .schema import APP_ID, DEFAULT_START, SCHEMA_VERSION, STATE_TABLES, _SCHEMA, _parse_time
-from .driver import _BUSY_SECONDS, SIDE_FILES, _check_writable, _Connection, _translate, remove_database
+from .driver import _BUSY_SECONDS, SIDE_FILES, Database, _check_writable, _Connection, _translate, remove_database
 from .reads import Reads
 from .reducer import Reducer
 from .writes import Writes
@@ -33,9 +32,9 @@ MAX_PAGES_ENV = "PROTOLAB_MAX_PAGES"
 class Store(Reads, Writes, Reducer):
     """A protolab database. Open with :meth:`create`, :meth:`open` or :meth:`memory`."""
 
-    def __init__(self, db: sqlite_utils.Database, path: str | None):
+    def __init__(self, db: Database, path: str | None):
         self.db = db
-        self.conn: sqlite3.Connection = db.conn
+        self.conn: _Connection = db.conn  # (opened with the driver's factory: open, create)
         self.path = path
         self._rulebooks: dict[str, RuleBook] = {}
         self._meta: dict[str, str] = {}
@@ -72,7 +71,7 @@ class Store(Reads, Writes, Reducer):
             self.conn.path = path
 
     @staticmethod
-    def _connect(path: str, tracer=None) -> sqlite_utils.Database:
+    def _connect(path: str, tracer=None) -> Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per delivery.
         # timeout: how long BEGIN IMMEDIATE waits for another process's write transaction.
         try:
@@ -82,12 +81,11 @@ class Store(Reads, Writes, Reducer):
             raise _translate(e, path) from e
         conn.path = path
         conn.tracer = tracer
-        # (execute_plugins=False: no sqlite-utils plugin installed on the machine hooks the store's connection,
-        # and none is searched for: that search reads every installed package's entry points, ~20 ms a process)
-        return sqlite_utils.Database(conn, execute_plugins=False)
+        # (no sqlite-utils: no plugin installed on the machine hooks the store's connection; see driver.Database)
+        return Database(conn)
 
     @staticmethod
-    def _connect_readonly(path: Path) -> sqlite_utils.Database:
+    def _connect_readonly(path: Path) -> Database:
         # mode=ro: SQLite refuses every write. A run closed cleanly has no -wal file: open it
         # immutable, so not even the -shm/-wal side files appear beside it. A -wal left by a
         # writer still running (or one that crashed) must be read through: plain mode=ro.
@@ -111,7 +109,7 @@ class Store(Reads, Writes, Reducer):
             raise e
         except sqlite3.Error as e:
             raise _translate(e, str(path)) from e
-        return sqlite_utils.Database(conn, execute_plugins=False)
+        return Database(conn)
 
     @classmethod
     def create(
@@ -456,7 +454,7 @@ class Store(Reads, Writes, Reducer):
             self.conn.backup(conn)
         except sqlite3.Error as e:
             raise _translate(e, target) from e
-        other = Store(sqlite_utils.Database(conn, execute_plugins=False), None if path is None else target)
+        other = Store(Database(conn), None if path is None else target)
         other._pragmas()
         other._load_meta()
         return other

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import Any
 from pathlib import Path
 
 from ..errors import StoreError
@@ -21,6 +22,8 @@ _BATCH = 256  # rows a cursor's iteration fetches at once  # how long a writer w
 
 class _Cursor(sqlite3.Cursor):
     """A cursor whose driver errors, on execute and on every fetch, leave as StoreError."""
+
+    connection: _Connection  # (the store's: _Connection.cursor makes every cursor)
 
     def execute(self, sql, params=()):
         try:
@@ -272,3 +275,24 @@ def probe_file(path) -> tuple[bool, bool]:
     except sqlite3.Error:
         return False, False
     return ok, has_schema
+
+
+class Database:
+    """The store's handle on its connection: what it used of sqlite-utils' ``Database`` (``conn``,
+    ``table_names``, ``query``), without importing sqlite-utils (and click with it): that import was a
+    third of the start of a command that only reads a run (``state``, ``events``...). Opening one turns
+    on recursive triggers, as sqlite-utils' does."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn: Any = conn  # the driver's factory's connection (_Connection) when the store opened it
+        conn.execute("PRAGMA recursive_triggers=on;")
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+
+    def query(self, sql: str, params=()):
+        """The rows of a SELECT, each a dict of its columns."""
+        cursor = self.conn.execute(sql, params if params is not None else ())
+        keys = [d[0] for d in cursor.description]
+        return (dict(zip(keys, row)) for row in cursor)
+

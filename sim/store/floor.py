@@ -171,7 +171,7 @@ def _task_rows_by_tick(store: Store):
     last: dict[str, tuple] = {}
     try:
         with fresh.transaction():
-            tick, named = None, set()
+            tick, named = None, set[str]()
 
             def changed():
                 for task_id in sorted(named):
@@ -208,7 +208,7 @@ class BareWriter:
     _UPDATE = (f"UPDATE tasks SET {', '.join(f'{col} = ?' for col in _TASK_CHANGES)} "
                "WHERE task_id = ? AND state_version = ?")
 
-    def __init__(self, path: str, *, machines: list[tuple] = ()) -> None:
+    def __init__(self, path: str, *, machines: list[tuple] | tuple = ()) -> None:
         conn = self.conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -244,7 +244,7 @@ class BareWriter:
         self.conn.close()
 
 
-def write_rows_bare(path: str, batches, *, machines: list[tuple] = ()) -> None:
+def write_rows_bare(path: str, batches, *, machines: list[tuple] | tuple = ()) -> None:
     """The floor (:class:`BareWriter`) writing every batch into a new file at ``path``."""
     w = BareWriter(path, machines=machines)
     try:

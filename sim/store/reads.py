@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 
 from ..errors import StoreError, damaged_row, stored_json
 from ..events import StoredEvent
@@ -13,6 +13,9 @@ from ..machine import STATE_BY_NAME, Rule, RuleBook, TaskState
 from .rows import (Approval, ArtifactRow, BudgetEntry, Delivery, DeliveryView, Effect, Intent, Message, TaskRow,
                    Transition)
 from .schema import STATE_TABLES, _TASK_COLS, _dumps
+
+if TYPE_CHECKING:
+    from .driver import _Connection
 
 _R = TypeVar("_R", bound=dict)
 
@@ -86,6 +89,11 @@ def _state(table: str, row_id, column: str, name) -> TaskState:
 
 class Reads:
     """Mixin of :class:`~sim.store.Store`: everything that reads."""
+
+    if TYPE_CHECKING:  # for the type checker: the store's connection, and what Store's other parts give
+        conn: _Connection
+
+        def __getattr__(self, name: str) -> Any: ...
 
     #: what :meth:`prefetch` read for the delivery in flight, each part handed out once:
     #: (message_id, task_id, key, [the id's (msg_seq, envelope_digest)], the task's row or None, [intent rows])
@@ -360,8 +368,8 @@ class Reads:
         ``parsed`` columns read from their stored JSON, the columns of ``table`` that name a task state
         checked: a damaged row is E_DB_CORRUPT naming ``table`` and the row (:func:`~sim.errors.damaged_row`)."""
         names = [d[0] for d in cur.description]
-        key, states = _ROW_KEYS.get(table, (None, ()))
-        states = [c for c in states if c in names]
+        key, states = _ROW_KEYS.get(table, (None, ()))  # type: ignore[arg-type]  # a row class is a dict; None (no table) takes the default
+        states = [c for c in states if c in names]  # type: ignore[assignment]  # the columns of this cursor among them
         loads = json.loads
         for r in cur:
             row = cls(zip(names, r))
@@ -372,7 +380,7 @@ class Reads:
                     row[col] = stored_json(table or "a", row.get(key, "?"), col, row[col])
             for col in states:
                 if row[col] not in STATE_BY_NAME:
-                    _state(table, row.get(key, "?"), col, row[col])
+                    _state(table, row.get(key, "?"), col, row[col])  # type: ignore[arg-type]  # a row class is a dict; None (no table) takes the default
             yield row
 
     def _typed(self, cls: type[_R], sql: str, params=()) -> list[_R]:
@@ -424,10 +432,10 @@ class Reads:
         return [StoredEvent(*r) for r in self.conn.execute(sql, params)]
 
     def messages(self) -> list[Message]:
-        return list(self.iter_view("messages"))
+        return list(self.iter_view("messages"))  # type: ignore[arg-type]  # a row class is a dict; None (no table) takes the default
 
     def deliveries(self) -> list[Delivery]:
-        return list(self.iter_view("deliveries"))
+        return list(self.iter_view("deliveries"))  # type: ignore[arg-type]  # a row class is a dict; None (no table) takes the default
 
     def events(self, *, after: int = 0, limit: int | None = None) -> list[StoredEvent]:
         sql = f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? ORDER BY seq"
@@ -488,7 +496,7 @@ class Reads:
             r["evidence_refs"] = stored_json("messages", r["msg_seq"], "evidence_refs", r["evidence_refs"])
             yield r
 
-    def _scope(self, task_id: str | None, trace_id: str | None, col: str = "task_id") -> tuple[str, list]:
+    def _scope(self, task_id: str | None, trace_id: str | None, col: str = "task_id") -> tuple[list[str], list]:
         where, params = [], []
         if task_id is not None:
             where.append(f"{col} = ?")
@@ -602,7 +610,7 @@ class Reads:
         return self.message_at(rows[0]["msg_seq"]) if rows else None
 
     def tasks(self) -> list[TaskRow]:
-        return list(self.iter_view("tasks"))
+        return list(self.iter_view("tasks"))  # type: ignore[arg-type]  # a row class is a dict; None (no table) takes the default
 
     def transitions(self, task_id: str | None = None) -> list[dict]:
         return list(self.iter_view("transitions", task_id=task_id))
@@ -729,7 +737,7 @@ class Reads:
             r["payload"] = stored_json("messages", r["msg_seq"], "payload", r["payload"])
             r["evidence_refs"] = stored_json("messages", r["msg_seq"], "evidence_refs", r["evidence_refs"])
         return {
-            "events": events,
+            "events": events,  # type: ignore[dict-item]  # a StoredEvent is a read-only mapping of its columns
             "deliveries": self._rows(f"SELECT * FROM deliveries WHERE delivery_id IN ({via('deliveries')}) "
                                      "ORDER BY delivery_id", p),
             "messages": messages,
@@ -778,7 +786,7 @@ class Reads:
 
     def iter_deliveries(self, batch: int = 5000, *, after: int = 0) -> Iterator[Delivery]:
         """Every delivery in delivery_id order (those after delivery ``after``), a page at a time."""
-        return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",
+        return self._paged("SELECT * FROM deliveries WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?",  # type: ignore[return-value]  # _paged yields the row class it is handed
                            "delivery_id", batch, Delivery, after=after)
 
     def events_naming_no_delivery(self) -> list[StoredEvent]:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..errors import StaleWrite, StoreError
 from .. import events as ev_
 from ..events import REGISTRY as EVENT_REGISTRY
 from ..events import EventDraft
 from .schema import _dumps
 
+if TYPE_CHECKING:
+    from .driver import _Connection
+
 
 class Reducer:
     """Mixin of :class:`~sim.store.Store`: one ``_fold_<type>`` per event type that changes state."""
+
+    if TYPE_CHECKING:  # for the type checker: the store's connection, and what Store's other parts give
+        conn: _Connection
+        _next_arrival: int
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def _fold(self, ev: EventDraft, tick: int) -> None:
         """The reducer: how each event changes state (one ``_fold_<type>`` per type that changes
@@ -66,7 +77,7 @@ class Reducer:
             "state_version, machine_version, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task_id, e.from_state, e.to, e.reason, e.executor, e.role, tick, self.time_at(tick),
-                e.from_version + 1, e.machine_version, message_id,
+                e.from_version + 1, e.machine_version, message_id,  # type: ignore[operator]  # a transition's fold: from_version None only at a task's creation, folded by task_created
             ),
         )
 

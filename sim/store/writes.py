@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from datetime import timedelta
-from typing import TYPE_CHECKING, Iterator
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..envelope import Envelope
 from ..errors import StoreError
@@ -17,6 +17,7 @@ from .driver import _translate
 
 if TYPE_CHECKING:  # typing only: core imports this module
     from .core import Store
+    from .driver import _Connection
 
 
 _INSERT_MESSAGE = (
@@ -38,15 +39,33 @@ GROUP_COMMITS = 256
 class Writes:
     """Mixin of :class:`~sim.store.Store`: everything that writes."""
 
+    if TYPE_CHECKING:  # for the type checker: the store's connection, and what Store's other parts give
+        conn: _Connection
+        path: str | None
+        commits: int
+        _pre: list | None
+        _tick: int
+        _next_delivery: int
+        _next_arrival: int
+        _data_version: int | None
+        _group: int | None
+        _group_units: int
+        _group_open: bool
+        _time_cache: tuple[int, str]
+        _minute: tuple[int, str]
+        _start: datetime | None
+
+        def __getattr__(self, name: str) -> Any: ...
+
     def transaction(self) -> "_Unit":
         """One atomic unit: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error. Inside
         :meth:`group_commits`, a savepoint of the group's transaction instead (see there).
         (A context manager: ``with store.transaction(): ...``.)"""
         if self._group is not None and self._group > 1:
-            return _Grouped(self)
+            return _Grouped(self)  # type: ignore[arg-type]  # a Writes is always a Store (its mixin)
         # (a group of one is a transaction of its own: a savepoint in it would roll back nothing more,
         # and would keep a copy of every page the unit changes)
-        return _Unit(self)
+        return _Unit(self)  # type: ignore[arg-type]  # a Writes is always a Store (its mixin)
 
     def _restore(self, saved: tuple) -> None:
         (self._tick, self._next_delivery, self._next_arrival, self._meta["current_machine"],
@@ -81,7 +100,7 @@ class Writes:
             raise ValueError("group_commits is already on for this store")
         self._group, self._group_units, self._group_open = every, 0, False
         try:
-            yield self
+            yield self  # type: ignore[misc]  # a Writes is always a Store (its mixin)
             self._commit_group()
         except BaseException:
             if self._group_open:
@@ -227,7 +246,7 @@ class Writes:
         seq = cur.lastrowid
         self._fold(ev, tick)
         self._saw(ev)
-        return seq
+        return seq  # type: ignore[return-value]  # an INSERT sets lastrowid
 
     def append_events(self, evs: list[EventDraft], *, delivery_id: int | None = None) -> None:
         """Append a delivery's events at the current tick in one statement, then fold each in order
@@ -285,7 +304,8 @@ class _Unit:
 
     __slots__ = ("store", "saved")
     #: the statement that ends the unit well, and those that undo it
-    END, UNDO = "COMMIT", ("ROLLBACK",)
+    END: str = "COMMIT"
+    UNDO: tuple[str, ...] = ("ROLLBACK",)
 
     def __init__(self, store: "Store") -> None:
         self.store = store
@@ -358,5 +378,5 @@ class _Grouped(_Unit):
 
     def _ended(self, store: "Store") -> None:
         store._group_units += 1
-        if store._group_units >= store._group:
+        if store._group_units >= store._group:  # type: ignore[operator]  # _group is set while a group's units run
             store._commit_group()

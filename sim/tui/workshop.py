@@ -241,7 +241,6 @@ class WorkshopApp(LabHost, Player, App):
     def _refresh(self) -> None:
         faults = self.safe.store.get_meta("faults") or "none"
         if self.story_mode:
-            m = self.moments[self.moment_i]
             mode = (f"story {self.moment_i + 1}/{len(self.moments)} · "
                     + ("space next · " if self.moment_i < len(self.moments) - 1 else "") + "r restart · f next fault")
             status = Text(f"faults: {faults} · {mode}" + (f" │ {self.message_line}" if self.message_line else ""))
