@@ -172,6 +172,21 @@ def sorted_dumps(value) -> str:
     return _json_sorted(value)
 
 
+def writes_as(value, text: str) -> bool:
+    """True when ``value``'s json-sorted-v1 text is certainly ``text``, a text written from it earlier (as an
+    envelope keeps its payload's, checked against or made into its digest): msgspec writes the value again and
+    the bytes are compared, without the walk that proves a value plain, nor a hash. False: not known this way
+    (msgspec not loaded yet, other bytes, or a text holding ``null``, which msgspec also writes for NaN and
+    Infinity); write and digest the value."""
+    quick = _quick
+    if quick is None or "null" in text:
+        return False
+    try:
+        return quick(value) == text.encode("utf-8")
+    except _QUICK_EXCEPTIONS:
+        return False
+
+
 def _refuse_non_finite(value, path: str = "$") -> None:
     """Walk ``value`` and refuse NaN/Infinity and non-JSON types with a JSON path."""
     if isinstance(value, float):

@@ -60,6 +60,10 @@ the TUI show are read from there, and the README's fault table is written from i
 ``cross-talk``          a copy of it, sent in another conversation (trace ``OTHER_TRACE``), arrives in this one
 ``straggler``           the sender sends it again under a new id, held until a reviewer reopens the conversation:
                         it arrives in the next epoch, stamped with the one it was sent in
+``garble``              the payload is changed in transit (a character of the result's summary), the digest the
+                        sender computed kept: what arrives is not what was digested. Not injected by hand: a
+                        by-hand fault acts on a message already delivered, and a changed copy under its id would
+                        be a reused message id, refused by both policies for that reason alone
 """
 
 from __future__ import annotations
@@ -676,6 +680,44 @@ def _cross_talk(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
     bus._record(spec.name, s.out, {"selector": spec.text, "copy": copy.message_id, "trace": OTHER_TRACE})
 
 
+#: The payload fields a ``garble`` fault changes, the first the payload holds as text: free text, which no
+#: rule reads (a status or a lease changed would be another story than a payload that no longer matches its
+#: digest).
+GARBLED_FIELDS = ("summary", "error")
+
+
+def _garbled(text: str) -> str:
+    """``text`` with one character changed, as a noisy channel changes it: its first digit one more (a count
+    that no longer says what the artifact holds), else its first letter's case, else a ``?`` for nothing."""
+    for i, ch in enumerate(text):
+        if ch.isdigit():
+            return f"{text[:i]}{(int(ch) + 1) % 10}{text[i + 1:]}"
+    for i, ch in enumerate(text):
+        if ch.isalpha():
+            return f"{text[:i]}{ch.swapcase()}{text[i + 1:]}"
+    return text + "?"
+
+
+@fault("garble", "the payload is changed in transit (its summary), the digest the sender computed kept",
+       default_target="first successful task_result", default_match=_success, only=("task_result",),
+       story="changes one character of the researcher's result in transit (its summary's count: `3 item(s)` "
+             "arrives as `4 item(s)`), keeping the digest the researcher computed",
+       safe="refused (`E_DIGEST_MISMATCH`: intake digests every payload again under its `digest_scheme`, wherever "
+            "the envelope was built); the researcher's retry, the payload it digested, lands",
+       naive_breaks=("PAYLOAD_MATCHES_DIGEST",),
+       naive_note="naive believes the digest and takes the changed payload: `protolab check` names M-3 and the "
+                  "digest it computes")
+def _garble(bus: "Bus", spec: "FaultSpec", s: _Send) -> None:
+    field = next((f for f in GARBLED_FIELDS if isinstance(s.out.payload.get(f), str)), None)
+    if field is None:
+        return
+    was = s.out.payload[field]
+    # (the same envelope, its payload_digest and digest_scheme as the sender wrote them; only the payload differs)
+    s.out = dataclasses.replace(s.out, payload={**s.out.payload, field: _garbled(was)})
+    bus._record(spec.name, s.out, {"selector": spec.text, "field": field, "was": was, "now": s.out.payload[field],
+                                   "payload_digest": s.out.payload_digest})
+
+
 #: The fault names, in the registry's order.
 FAULTS: tuple[str, ...] = tuple(REGISTRY)
 #: With no selector, each fault picks the first message it makes sense for.
@@ -761,6 +803,10 @@ class Bus:
         self.negotiate: Callable | None = None
         #: copies held until the conversation's next epoch (fault straggler); lost if it never reopens
         self.stragglers: list[Envelope] = []
+        #: message id -> the envelope the transport first carried under it, exactly as it went out: what a fault
+        #: injected by hand sends again (:meth:`sent_as`), never the message log's copy, which a policy that
+        #: redacts keeps with [redacted] values. None: not kept (a run nobody drives by hand; sim.live keeps it)
+        self.sent: dict[str, Envelope] | None = None
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._held)
@@ -773,6 +819,8 @@ class Bus:
     def _push(self, due: int, env: Envelope) -> None:
         if self.on_push is not None:
             self.on_push(env)
+        if self.sent is not None and env.message_id not in self.sent:
+            self.sent[env.message_id] = env
         self._seq += 1
         heapq.heappush(self._heap, (due, self._seq, env))
 
@@ -850,7 +898,8 @@ class Bus:
 
     def inject(self, name: str, env: Envelope, now: int) -> Envelope:
         """Apply one fault by hand to a message already sent (the TUI's keys): the copy it makes
-        arrives next round. ``duplicate`` delivers ``env`` itself again."""
+        arrives next round. ``duplicate`` delivers ``env`` itself again: pass the envelope as it was
+        sent (:meth:`sent_as`), not one read back from a log that may keep it redacted."""
         only = REGISTRY[name].only if name in REGISTRY else ()
         if only and env.type not in only:
             raise InputError(
@@ -877,6 +926,12 @@ class Bus:
         self._on_copy(env, copy, same_seq)
         self._record(name, env, {"selector": "by hand", **detail})
         return copy
+
+    def sent_as(self, message_id: str) -> Envelope | None:
+        """The envelope this transport carried as ``message_id``, as it went out (its payload what was digested,
+        or what a fault made of it); None when the transport does not keep what it sent (``sent``), or never
+        carried that id (a reviewer's decision is delivered by hand, not sent)."""
+        return self.sent.get(message_id) if self.sent is not None else None
 
     def carries(self, message_id: str) -> bool:
         """Whether an envelope ``message_id`` is still on the bus (queued or held back)."""

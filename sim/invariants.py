@@ -1053,6 +1053,45 @@ def _no_state_from_undeclared(run: _Run) -> list[dict]:
     return out
 
 
+@invariant(
+    "PAYLOAD_MATCHES_DIGEST",
+    broken_by=("publish-report", "garble"),
+    gist=("every message a delivery took carries the payload its `payload_digest` was made of: see `protolab run "
+          "--policy naive --fault garble --db garbled.db` then `protolab check --db garbled.db`; safe refuses the "
+          "changed payload with `E_DIGEST_MISMATCH`"),
+    short="pdig",
+    description=(
+        "Every message a delivery took (any decision but rejected) carries the payload its payload_digest was made "
+        "of: the payload the message log keeps, digested again under its digest_scheme, is its payload_digest. A "
+        "payload changed after it was digested (in transit, or by whoever handled it since) is not what its sender "
+        "sent, and a runtime that takes it acts on what nobody said. A payload the log keeps with [redacted] "
+        "values (sim.privacy) cannot be digested from the log: intake checked it when it arrived."
+    ),
+)
+def _payload_matches_digest(run: _Run) -> list[dict]:
+    out = []
+    for dv in run.deliveries:
+        if dv["decision"] == "rejected":
+            continue
+        msg = run.message_of(dv)
+        if msg is None or is_redacted(msg["payload"]):
+            continue
+        try:
+            actual = _digest.digest(msg["payload"], msg["digest_scheme"])
+        except DigestError as e:  # (a value its scheme cannot write: no digest of it matches)
+            actual = f"(not computable: {e})"
+        if actual == msg["payload_digest"]:
+            continue
+        out.append({
+            "problem": f"{msg['message_id']} was taken ({dv['decision']}) though its payload is not the one its "
+                       "payload_digest was made of",
+            "message_id": msg["message_id"], "delivery_id": dv["delivery_id"], "task_id": msg["task_id"],
+            "type": msg["type"], "sender": msg["sender"], "decision": dv["decision"],
+            "payload_digest": msg["payload_digest"], "digest_scheme": msg["digest_scheme"], "computed": actual,
+        })
+    return out
+
+
 # ---------------------------------------------------------------------------- the conversation's rules
 #
 # The conversation rules are invariants too, judged by the one validator: the run's conversation is exported

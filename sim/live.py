@@ -21,6 +21,7 @@ from .envelope import envelope_from_row
 from .faults import INJECTABLE
 from .errors import InputError, ProtolabError
 from .policy import get_policy
+from .privacy import is_redacted
 from .runner import fault_specs, new_run, prepare_db_path, unmatched_faults
 from .runtime import Outcome, review
 from .scenario import Scenario
@@ -53,6 +54,9 @@ class LiveRun:
             path = Path(db)
             prepare_db_path(path, scenario.name)
         self.run = new_run(scenario, pol, seed, specs, path, design=design, rulebook=rulebook, plugged=plugged)
+        # A fault injected by hand sends a message again as the transport sent it: the transport keeps each
+        # envelope it carried (under a policy that redacts, the message log keeps [redacted] values instead).
+        self.run.bus.sent = {}
         self.store = self.run.store
         self.scenario = scenario
         self.policy = pol
@@ -156,7 +160,15 @@ class LiveRun:
         row = self.store.message_by_id(message_id)
         if row is None:
             raise InputError(f"no message {message_id} has been delivered yet", code="E_UNKNOWN_MESSAGE")
-        env = envelope_from_row(row)
+        # The envelope as it was sent, kept by the transport: never the log's copy, which a policy that redacts
+        # keeps with [redacted] values (a copy of that would be another payload under the same digest).
+        env = self.run.bus.sent_as(message_id)
+        if env is None:  # not sent through the transport (a reviewer's decision, delivered by hand)
+            env = envelope_from_row(row)
+            if is_redacted(env.payload):
+                raise InputError(f"{message_id} was not sent through this run's transport, and the message log keeps "
+                                 f"only a redacted copy of it: nothing here can send it again as it was sent",
+                                 code="E_FAULT_NOT_APPLICABLE")
         if env.task_id == env.trace_id:
             raise InputError(f"{message_id} is a {env.type} about the conversation, not a task message", code="E_FAULT_NOT_APPLICABLE")
         if fault != "duplicate" and env.message_id not in self.run.intents:

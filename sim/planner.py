@@ -72,6 +72,8 @@ class Context:
     task_effects: tuple[dict, ...] = ()
     #: effects of other tasks committed from this task's products ({effect_key, task_id, ...})
     resting_on: tuple[dict, ...] = ()
+    #: under a policy that checks digests: why ``env``'s payload is not the one its payload_digest was made of
+    digest_refusal: str | None = None
     #: under a policy that closes payloads: why ``env``'s payload does not fit its declared shape
     payload_refusal: str | None = None
     #: under a policy that believes what payloads say: the budget_left the sender reported
@@ -124,6 +126,9 @@ def route(env: Envelope, ctx: Context, decide: IntakeFn) -> IntakeFn:
 def judge(env: Envelope, ctx: Context, decide: IntakeFn, *, hold_untrusted: bool = True) -> Verdict:
     """The verdict on ``env``: the routed intake function's, then the rules that hold whatever it
     said (a reused message id is refused; a success resting on an untrusted input is frozen)."""
+    if ctx.digest_refusal is not None:
+        # A payload that is not the one its digest was made of is not what the sender sent: nothing in it is read.
+        return Verdict(Decision.REJECTED, ctx.digest_refusal, code="E_DIGEST_MISMATCH")
     if ctx.payload_refusal is not None:
         # A field nobody declared is refused before anyone reads it (a version not read is intake's to refuse).
         return Verdict(Decision.REJECTED, ctx.payload_refusal, code="E_UNKNOWN_FIELD")

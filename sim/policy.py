@@ -7,8 +7,8 @@ causes: last write wins, no deduplication, no allowlist, no lease fencing, side 
 keyed by delivery (so a redelivered result publishes again), an ack from the task's worker taken
 as its completion, every message read as schema 1.0 whatever version it declares (a field a newer
 minor added is dropped, a major it cannot read is read anyway), gathers reduced by majority (dissent
-dropped) or by the senders' clocks, no care for sensitive fields
-(every recipient is sent all of them, and the logs keep them in the clear), and open payloads (a field
+dropped) or by the senders' clocks, a payload_digest believed without digesting the payload again (a
+payload changed in transit is taken), no care for sensitive fields (every recipient is sent all of them, and the logs keep them in the clear), and open payloads (a field
 no message type declares is taken, and a self-reported ``budget_left`` is believed), and no conversation rules (a message after the fence, or one
 whose sender's sequence went back, is taken like any other, and nothing puts a sender's messages back in
 sequence: no session, sim.session).
@@ -52,6 +52,11 @@ class Policy:
     # A version: the runtime reads every message as that version, whatever it declares, silently
     # dropping what later minors added (sim.versions.read_as), and never refuses a version.
     reads_as: Version | None = None
+    # Every envelope's payload digested again at intake, under its digest_scheme, wherever the envelope was
+    # built (parsed from JSON, or made in memory by the simulator): one whose payload is not the one its
+    # payload_digest was made of is refused (E_DIGEST_MISMATCH) before anything reads it. Off: the digest is
+    # believed (the naive runtime takes a payload changed in transit).
+    checks_digests: bool = True
     # Payloads held to their declared shape (sim.versions.shape, plus the run's sensitive fields): a field
     # nobody declared is refused (E_UNKNOWN_FIELD). Off: any field is taken.
     closed_payloads: bool = True
@@ -108,7 +113,7 @@ NAIVE = Policy(
     "last write wins: no deduplication, no allowlist, no lease fencing, effects keyed by delivery; "
     "every message read as schema 1.0 whatever it says; every recipient is sent everything and the logs keep it",
     minimise=False, redact=False, hold_untrusted=False, reads_as=Version(1, 0), closed_payloads=False,
-    believes_payloads=True, gathers="majority", conversation_rules=False,
+    believes_payloads=True, gathers="majority", conversation_rules=False, checks_digests=False,
 )
 POLICIES = {p.name: p for p in (SAFE, NAIVE)}
 

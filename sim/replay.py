@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .envelope import envelope_from_row
 from .policy import get_policy
-from .runtime import deliver
+from .runtime import deliver, digest_as_logged
 from .store import Store
 
 __all__ = ["rebuild", "redeliver", "replay_report", "replay_parts", "REPLAYED_PARTS"]
@@ -95,7 +95,8 @@ def redeliver(store: Store, *, policy=None, path=None) -> dict:
         n = 0
         with copy.group_commits():  # a copy thrown away afterwards: no need to commit each one
             for row in store.iter_deliveries_with_messages():
-                out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1)
+                out = deliver(copy, envelope_from_row(row), policy=pol, tick=max(copy.tick, row["first_tick"]) + 1,
+                              digest_ok=digest_as_logged(row))
                 decisions[out.decision] += 1
                 n += 1
         after = copy.effects()

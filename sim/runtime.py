@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field, replace
 
+from . import digest as _digest
 from . import planner as _planner
 from . import versions as _versions
 from .conversation import taken_in_epoch
@@ -27,6 +28,7 @@ from .planner import ATTEMPT_COST, DEFAULT_BUDGET, Context, IntakeFn, effect_key
 from .store import Store
 
 from .policy import SAFE, Policy
+from .privacy import is_redacted
 
 __all__ = [
     "Outcome",
@@ -44,6 +46,7 @@ __all__ = [
     "record_negotiation",
     "record_copy_dropped",
     "expire_lease",
+    "digest_as_logged",
 ]
 
 
@@ -101,6 +104,48 @@ def _envelope_digest(env: Envelope) -> str:
     return "sha256:" + _sha256(env.to_json().encode("utf-8")).hexdigest()
 
 
+def _digest_refusal(env: Envelope) -> str | None:
+    """Why ``env``'s payload is not the one its ``payload_digest`` was made of (None: it is), digested again
+    under its ``digest_scheme`` whoever built the envelope: parsed from JSON, or made in memory by the
+    simulator, whose transport may have changed the payload since (fault ``garble``). Under json-sorted-v1
+    the bytes hashed are the text the message log keeps: kept on the envelope when they match, so writing
+    the message row does not spell the payload a second time; an envelope that keeps that text already (it
+    was parsed with its digest checked, or built with its digest made from it) is held to it by writing the
+    payload again and comparing bytes (a payload changed since, in place too, no longer spells it)."""
+    scheme = env.digest_scheme
+    if scheme == _digest.DEFAULT_SCHEME:
+        kept = env.__dict__.get("_payload_json")  # (the text its digest was checked against, or made from)
+        if kept is not None and _digest.writes_as(env.payload, kept):
+            return None  # the payload is still the one that text spells: no walk, no hash
+    try:
+        raw = _digest.canonical_bytes(env.payload, scheme)
+    except ProtolabError as e:  # (a value the scheme cannot write, or a scheme nobody knows)
+        return (f"{env.message_id}'s payload cannot be digested under {scheme} ({e}), so nothing shows it is the "
+                f"payload its payload_digest {env.payload_digest} was made of; nothing in it is read")
+    actual = "sha256:" + _sha256(raw).hexdigest()
+    if actual != env.payload_digest:
+        return (f"payload_digest {env.payload_digest[:19]}… is not the {scheme} digest of the payload "
+                f"{env.message_id} carries ({actual[:19]}…): the payload was changed after it was digested; nothing "
+                "in it is read")
+    if scheme == _digest.DEFAULT_SCHEME and "_payload_json" not in env.__dict__:
+        env.__dict__["_payload_json"] = raw.decode("utf-8")  # (the store's text of it, as a parse keeps it)
+    return None
+
+
+def digest_as_logged(row: dict, reason: str | None = None) -> bool | str | None:
+    """For a message log's row delivered again (a re-delivery: sim.replay, sim.labs.verify), what ``deliver``'s
+    ``digest_ok`` must be: None when the logged payload shows everything (digest it again, as for any
+    envelope); for a payload the log keeps with [redacted] values (sim.privacy), which cannot be digested,
+    the verdict recorded when it was first delivered: True, or, refused with E_DIGEST_MISMATCH then, the
+    reason recorded (``reason``, the delivery's; else one that says so)."""
+    if not is_redacted(row.get("payload")):
+        return None
+    if row.get("delivery_code", row.get("code")) != "E_DIGEST_MISMATCH":
+        return True
+    return reason or (f"{row.get('message_id')}'s payload was not the one its payload_digest was made of when it "
+                      "was first delivered (the log keeps [redacted] values, which cannot be digested again)")
+
+
 def deliver(
     store: Store,
     env: Envelope,
@@ -110,6 +155,7 @@ def deliver(
     tick: int | None = None,
     sent: tuple[int, int] | None = None,
     attempts: int = 3,
+    digest_ok: bool | str | None = None,
 ) -> Outcome:
     """Deliver one envelope: one transaction, retried if a compare-and-swap loses a race.
 
@@ -117,7 +163,10 @@ def deliver(
     effects are keyed; ``decide`` overrides just the intake function (a student's, say).
     ``tick`` pins the logical time (the simulator delivers several messages per round);
     by default each delivery is the next tick. ``sent`` is the transport's (per-sender
-    sequence, sender generation) for the message, kept in the message log.
+    sequence, sender generation) for the message, kept in the message log. ``digest_ok``: None (every
+    envelope from a sender) digests the payload again under a policy that checks digests; a re-delivery of a
+    log's copy whose [redacted] values cannot be digested passes the verdict recorded for it
+    (:func:`digest_as_logged`: True, or the reason it was refused).
     """
     policy = policy or SAFE
     decide = decide or policy.decide
@@ -125,7 +174,7 @@ def deliver(
         try:
             with store.transaction():
                 store.prefetch(env.message_id, env.task_id, env.idempotency_key)
-                return _deliver_once(store, env, decide, policy, tick, sent)
+                return _deliver_once(store, env, decide, policy, tick, sent, digest_ok)
         except StaleWrite:
             if attempt == attempts - 1:
                 raise
@@ -133,7 +182,8 @@ def deliver(
 
 
 def _deliver_once(
-    store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None
+    store: Store, env: Envelope, decide: IntakeFn, policy: "Policy", at: int | None, sent: tuple[int, int] | None,
+    digest_ok: bool | str | None = None,
 ) -> Outcome:
     tick = store.advance(to=at)
     # What the logs keep: under a policy that redacts, [redacted] for each sensitive value the run
@@ -144,12 +194,23 @@ def _deliver_once(
         private = store.privacy()
         if private and private.in_clear(env.payload):
             logged = replace(env, payload=private.redact(env.payload))
+    # Whatever built the envelope, its payload is digested again before anything reads it (sim.policy).
+    refused_digest = None
+    if policy.checks_digests:
+        if digest_ok is None:
+            refused_digest = _digest_refusal(env)
+        elif digest_ok is not True:  # (a log's redacted copy of a message refused so when it was first delivered)
+            refused_digest = digest_ok if isinstance(digest_ok, str) else (
+                f"{env.message_id}'s payload was not the one its payload_digest was made of when it was first "
+                "delivered (as recorded)")
     msg_seq, new = store.record_message(logged, _envelope_digest(env), sent)
     if policy.reads_as is not None:
         # A lenient reader: the message log keeps what was sent, the runtime acts on what it understood.
         env, logged = _versions.read_as(env, policy.reads_as), _versions.read_as(logged, policy.reads_as)
     ctx = read_context(store, env, msg_seq, hold_untrusted=policy.hold_untrusted)
-    if policy.closed_payloads and _versions.shape_refusal(env) is not None:
+    if refused_digest is not None:
+        ctx = replace(ctx, digest_refusal=refused_digest)
+    elif policy.closed_payloads and _versions.shape_refusal(env) is not None:
         # (the run's declared sensitive fields read only when a field is not in the kit's own shapes)
         ctx = replace(ctx, payload_refusal=_versions.shape_refusal(env, allowed=frozenset(store.privacy().sensitive)))
     elif policy.believes_payloads and type(env.payload.get("budget_left")) is int:

@@ -71,6 +71,7 @@ class Schedule:
         if not self._forgotten:
             return
         busy = self.bus.carrying() | (self.session.tasks() if self.session is not None else set())
+        sent = self.bus.sent  # (what the transport keeps for faults injected by hand: forgotten alike)
         keep = []
         for tid in self._forgotten:
             if tid in busy:
@@ -78,6 +79,8 @@ class Schedule:
                 continue
             for mid in self._messages_of.pop(tid, ()):
                 self.intents.pop(mid, None)
+                if sent is not None:
+                    sent.pop(mid, None)
         self._forgotten = keep
 
     # ---------------------------------------------------------------- outside the rounds

@@ -9,12 +9,14 @@ messages that did it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from sim import samples
 from sim.envelope import build_envelope, role_of
 from sim.intake import Decision, Move, Verdict
+from sim.faults import REGISTRY as FAULT_REGISTRY
 from sim.invariants import INVARIANTS, REGISTRY, InvariantResult, check
 from sim.machine import TaskState
 from sim.policy import NAIVE, SAFE, naive_decide
@@ -107,6 +109,13 @@ def _unstored_evidence():
     return [h[0], h[1], bad], ghost
 
 
+def _garbled(env):
+    """``env`` as the transport's garble fault delivers it: its summary changed, its digest the sender's."""
+    from sim.faults import _garbled as garbled  # (the fault's own change)
+
+    return replace(env, payload={**env.payload, "summary": garbled(env.payload["summary"])})
+
+
 # name -> (steps, invariants that break under NAIVE, the message the witnesses must name, naive intake override)
 def _faults():
     h = samples.happy_path()
@@ -117,6 +126,8 @@ def _faults():
         "late failure": (h[:3] + [samples.late_failure()], {"NO_STATE_REGRESSION", "TRANSITIONS_ALLOWED"}, "M-4", None),
         "crashed worker's zombie result": (_crash("researcher"), {"NO_LOST_UPDATE"}, "M-3", None),
         "zombie result after reassignment": (_crash("researcher-2"), {"NO_LOST_UPDATE"}, "M-3", None),
+        # (its summary changed after it was digested: naive takes it, safe refuses it with E_DIGEST_MISMATCH)
+        "garbled M-3": (h[:2] + [_garbled(h[2])], set(FAULT_REGISTRY["garble"].naive_breaks), "M-3", None),
         "ack of M-2": (
             h[:2] + [_ack_of_m2()], {"ACK_IS_NOT_COMPLETION", "TRANSITIONS_ALLOWED"}, "A-2", ack_as_completion,
         ),

@@ -96,6 +96,12 @@ def _open_payloads():
     return replace(SAFE, name="open-payloads", closed_payloads=False)
 
 
+def _digest_believed():
+    from ..policy import SAFE
+
+    return replace(SAFE, name="digest-believed", checks_digests=False)
+
+
 def _no_conversation_rules():
     from ..policy import SAFE
 
@@ -393,6 +399,17 @@ CASES: tuple[Case, ...] = (
          _hand(_m("m1"), _m("m2"), _env("M-3", "task_result", {"status": "succeeded", "lease_version": 1,
                                                                "partial": True}, "R-1:T-1:attempt-1", version="1.1"),
                policy="naive")),
+    # PAYLOAD_MATCHES_DIGEST
+    Case("safe refuses the researcher's result whose summary changed in transit, and its retry lands",
+         "PAYLOAD_MATCHES_DIGEST", True, _scenario(faults=["garble"])),
+    Case("where the log keeps [redacted] values, a duplicate and a garbled result are judged at intake, not from "
+         "the log", "PAYLOAD_MATCHES_DIGEST", True, _scenario("sensitive-source", faults=["duplicate", "garble"])),
+    Case("naive takes the researcher's result whose summary changed in transit, digest kept",
+         "PAYLOAD_MATCHES_DIGEST", False, _scenario(policy="naive", faults=["garble"]),
+         {"message_id": "M-3", "task_id": "T-1", "decision": "accepted", "digest_scheme": "json-sorted-v1"}),
+    Case("a runtime that keeps every other rule but believes the digest it is handed is caught",
+         "PAYLOAD_MATCHES_DIGEST", False, lambda: _scenario(policy=_digest_believed(), faults=["garble"])(),
+         {"message_id": "M-3", "decision": "accepted"}),
     # NO_EFFECT_FROM_UNTRUSTED
     Case("a late conflict freezes T-1 after its table was handed on, and T-2's result is held, not published",
          "NO_EFFECT_FROM_UNTRUSTED", True, _scenario(faults=["late-conflict"])),

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..envelope import envelope_from_row
 from ..errors import ProtolabError
 from ..policy import get_policy
-from ..runtime import deliver
+from ..runtime import deliver, digest_as_logged
 from ..store import Store
 
 __all__ = ["rebuild_by_redelivery", "rederive_from_journal", "verify_run"]
@@ -78,7 +78,8 @@ def rebuild_by_redelivery(store: Store, *, policy: str | None = None,
         sent = (row["sender_seq"], row["sender_generation"]) if row.get("sender_seq") is not None else None
         before = fresh.last_event()
         try:
-            out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent)
+            out = deliver(fresh, envelope_from_row(row), policy=pol, tick=row["delivery_tick"], sent=sent,
+                          digest_ok=digest_as_logged(row, was.get("reason")))
         except ProtolabError as e:
             if not check:
                 raise
