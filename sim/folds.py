@@ -8,8 +8,8 @@ columns, never a statement:
 * :class:`Insert` a row (``on_conflict``: ``"fail"``, ``"ignore"``);
 * :class:`Upsert` a row: on a row already under ``key``, ``bump`` its counters by one and ``replace``
   the named columns with the new row's;
-* :class:`Update` the rows under ``key``: ``set`` columns, ``add`` to counters, ``keep`` columns
-  (``COALESCE``: the new value unless it is ``None``), and ``expect`` columns to hold the values read (a
+* :class:`Update` the rows under ``key``: ``set`` columns, ``keep`` columns (``COALESCE``: the new value
+  unless it is ``None``), ``add`` to counters, and ``expect`` columns to hold the values read (a
   compare-and-swap: exactly one row must match, or :class:`~sim.errors.StaleWrite` with ``stale``);
 * :class:`SetMeta` one of the run's meta values; :class:`AtLeast` raises a counter the store keeps
   beside its tables (``next_arrival``).
@@ -30,7 +30,7 @@ from . import events as ev_
 from .digest import sorted_dumps as _dumps
 from .events import REGISTRY as EVENT_REGISTRY
 
-__all__ = ["Insert", "Upsert", "Update", "SetMeta", "AtLeast", "FOLDS", "JSON_COLUMNS", "folds_for", "changes_of"]
+__all__ = ["stale_message", "stale_context", "Insert", "Upsert", "Update", "SetMeta", "AtLeast", "FOLDS", "JSON_COLUMNS", "folds_for", "changes_of"]
 
 
 class Insert(NamedTuple):
@@ -56,22 +56,20 @@ class Upsert(NamedTuple):
 
 
 class Update(NamedTuple):
-    """The rows of ``table`` whose ``key`` columns equal ``key_values`` (a ``None`` matches nothing):
-    ``set`` columns given, ``keep`` columns given unless ``None`` (``COALESCE``), ``add`` values added.
-    With ``expect`` (a compare-and-swap), exactly one row must also hold ``expect_values`` or nothing
-    changes and :class:`~sim.errors.StaleWrite` is raised with ``stale``."""
+    """The rows of ``table`` whose ``key`` columns equal their values (a ``None`` matches nothing):
+    ``set`` columns given, ``keep`` columns given unless ``None`` (``COALESCE``), ``add`` values added to
+    counters. With ``expect`` (a compare-and-swap), exactly one row must also hold the expected values or
+    nothing changes and :class:`~sim.errors.StaleWrite` is raised with ``stale`` (formatted with the key
+    and expected values by column). ``values``: those of ``set``, ``keep``, ``add``, ``key`` and
+    ``expect``, in that order (one tuple: the statement's parameters as they are)."""
 
     table: str
     key: tuple
-    key_values: tuple
-    set: tuple = ()
-    set_values: tuple = ()
-    keep: tuple = ()
-    keep_values: tuple = ()
-    add: tuple = ()
-    add_values: tuple = ()
-    expect: tuple = ()
-    expect_values: tuple = ()
+    set: tuple
+    keep: tuple
+    add: tuple
+    expect: tuple
+    values: tuple
     stale: str = ""
 
 
@@ -103,6 +101,7 @@ _INTENT_COLUMNS = ("task_id", "idempotency_key", "payload_digest", "digest_schem
 _INTENT_KEY = ("task_id", "idempotency_key", "payload_digest", "digest_scheme")
 _APPROVAL_COLUMNS = ("task_id", "decision", "reviewer", "evidence", "message_id", "tick")
 _TASK_KEY = ("task_id",)
+_STALE_TASK = "task {task_id} is no longer {state} at state_version {state_version}; reread and retry"
 
 
 def fold_machine_loaded(e: ev_.MachineLoaded, task_id, message_id, tick: int, time: str) -> tuple:
@@ -126,28 +125,27 @@ def fold_transition_applied(e: ev_.TransitionApplied, task_id, message_id, tick:
     # into review the task is frozen (untrusted); out of review it is trusted again; otherwise as it was
     trusted = 0 if e.to == "needs_review" else (1 if e.from_state == "needs_review" else None)
     return (
-        Update("tasks", _TASK_KEY, (task_id,), ("state", "updated_tick"), (e.to, tick),
-               ("assignee", "trusted"), (e.assignee, trusted), ("state_version",), (1,),
-               ("state", "state_version"), (e.from_state, e.from_version),
-               f"task {task_id} is no longer {e.from_state} at state_version {e.from_version}; reread and retry"),
+        Update("tasks", _TASK_KEY, ("state", "updated_tick"), ("assignee", "trusted"), ("state_version",),
+               ("state", "state_version"), (e.to, tick, e.assignee, trusted, 1, task_id, e.from_state, e.from_version),
+               _STALE_TASK),
         Insert("transitions", _TRANSITION_COLUMNS, (task_id, e.from_state, e.to, e.reason, e.executor, e.role, tick,
                                                     time, e.from_version + 1, e.machine_version, message_id)),
     )
 
 
 def fold_lease_granted(e: ev_.LeaseGranted, task_id, message_id, tick: int, time: str) -> tuple:
-    return (Update("tasks", _TASK_KEY, (task_id,), ("lease_holder", "lease_version", "updated_tick"),
-                   (e.holder, e.lease_version, tick)),)
+    return (Update("tasks", _TASK_KEY, ("lease_holder", "lease_version", "updated_tick"), (), (), (),
+                   (e.holder, e.lease_version, tick, task_id)),)
 
 
 def fold_lease_expired(e: ev_.LeaseExpired, task_id, message_id, tick: int, time: str) -> tuple:
-    return (Update("tasks", _TASK_KEY, (task_id,), ("lease_holder", "updated_tick"), (None, tick)),)
+    return (Update("tasks", _TASK_KEY, ("lease_holder", "updated_tick"), (), (), (), (None, tick, task_id)),)
 
 
 def fold_budget_charged(e: ev_.BudgetCharged, task_id, message_id, tick: int, time: str) -> tuple:
     return (
         Insert("budget", _BUDGET_COLUMNS, (task_id, -e.amount, e.reason, message_id, tick)),
-        Update("tasks", _TASK_KEY, (task_id,), add=("budget_left",), add_values=(-e.amount,)),
+        Update("tasks", _TASK_KEY, (), (), ("budget_left",), (), (-e.amount, task_id)),
     )
 
 
@@ -164,24 +162,24 @@ def fold_intent_recorded(e: ev_.IntentRecorded, task_id, message_id, tick: int, 
 
 
 def fold_duplicate_recorded(e: ev_.DuplicateRecorded, task_id, message_id, tick: int, time: str) -> tuple:
-    return (Update("intents", _INTENT_KEY, (task_id, e.key, e.digest, e.scheme), add=("seen",), add_values=(1,)),)
+    return (Update("intents", _INTENT_KEY, (), (), ("seen",), (), (1, task_id, e.key, e.digest, e.scheme)),)
 
 
 def fold_conflict_recorded(e: ev_.ConflictRecorded, task_id, message_id, tick: int, time: str) -> tuple:
     return (
-        Update("intents", ("task_id", "idempotency_key"), (task_id, e.key), ("trusted",), (0,)),
-        Update("tasks", _TASK_KEY, (task_id,), ("trusted", "updated_tick"), (0, tick)),
+        Update("intents", ("task_id", "idempotency_key"), ("trusted",), (), (), (), (0, task_id, e.key)),
+        Update("tasks", _TASK_KEY, ("trusted", "updated_tick"), (), (), (), (0, tick, task_id)),
     )
 
 
 def fold_late_recorded(e: ev_.LateRecorded, task_id, message_id, tick: int, time: str) -> tuple:
-    return (Update("tasks", _TASK_KEY, (task_id,), add=("late_results",), add_values=(1,)),)
+    return (Update("tasks", _TASK_KEY, (), (), ("late_results",), (), (1, task_id)),)
 
 
 def fold_transition_rejected(e: ev_.TransitionRejected, task_id, message_id, tick: int, time: str) -> tuple:
     if task_id is None:
         return ()
-    return (Update("tasks", _TASK_KEY, (task_id,), add=("rejected",), add_values=(1,)),)
+    return (Update("tasks", _TASK_KEY, (), (), ("rejected",), (), (1, task_id)),)
 
 
 def fold_artifact_stored(e: ev_.ArtifactStored, task_id, message_id, tick: int, time: str) -> tuple:
@@ -202,6 +200,18 @@ def fold_reconciliation_resolved(e: ev_.ReconciliationResolved, task_id, message
 def fold_review_decided(e: ev_.ReviewDecided, task_id, message_id, tick: int, time: str) -> tuple:
     return (Insert("approvals", _APPROVAL_COLUMNS, (task_id, e.decision, e.reviewer, _dumps(e.evidence), message_id,
                                                     tick)),)
+
+
+def stale_message(ch: Update) -> str:
+    """What a compare-and-swap that lost says: ``ch.stale`` with the key and expected values by column."""
+    n = len(ch.key) + len(ch.expect)
+    return ch.stale.format(**dict(zip(ch.key + ch.expect, ch.values[len(ch.values) - n:])))
+
+
+def stale_context(ch: Update) -> dict:
+    """The key of the row a lost compare-and-swap aimed at, by column (the error's context)."""
+    n = len(ch.key) + len(ch.expect)
+    return dict(zip(ch.key, ch.values[len(ch.values) - n:]))
 
 
 Fold = Callable[..., tuple]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StaleWrite, StoreError
 from ..events import REGISTRY as EVENT_REGISTRY
 from ..events import EventDraft
-from ..folds import FOLDS, AtLeast, Insert, SetMeta, Update, Upsert
+from ..folds import FOLDS, AtLeast, Insert, SetMeta, Update, Upsert, stale_context, stale_message
 
 if TYPE_CHECKING:
     from .driver import _Connection
@@ -39,11 +39,10 @@ class Reducer:
         for ch in changes:
             kind = type(ch)
             if kind is Update:
-                shape = (ch.table, ch.key, ch.set, ch.keep, ch.add, ch.expect)
-                sql = _SQL.get(shape) or _compiled(shape, _update_sql)
-                cur = c.run(sql, ch.set_values + ch.keep_values + ch.add_values + ch.key_values + ch.expect_values)
+                shape = ch[:6]
+                cur = c.run(_SQL.get(shape) or _compiled(shape, _update_sql), ch.values)
                 if ch.expect and cur.rowcount != 1:
-                    raise StaleWrite(ch.stale, **dict(zip(ch.key, ch.key_values)))
+                    raise StaleWrite(stale_message(ch), **stale_context(ch))
             elif kind is Insert:
                 shape = (ch.table, ch.columns, ch.on_conflict)
                 c.run(_SQL.get(shape) or _compiled(shape, _insert_sql), ch.values)
