@@ -3,10 +3,12 @@
 The engine keeps a run in SQLite: the runtime (:func:`sim.runtime.deliver`, the lease monitor, the
 workers' artifacts, the transport's faults) reads what it needs through the store's methods, asks the
 policy (:func:`sim.planner.judge`, pure), plans the events (:func:`sim.planner.plan`, pure) and the
-store appends them and folds each into its tables (``sim/store/reducer.py``). :class:`Model` has the
-same methods over dicts and lists: the reads the runtime, the run's agents and the invariants make,
-written over its own rows, and the folds written again. So the same runtime code runs on it unchanged
-(nothing of the intake flow is written twice), and it keeps what the engine keeps:
+store appends them and folds each into its tables (the pure folds of :mod:`sim.folds`, their row changes
+made in SQL by ``sim/store/reducer.py``). :class:`Model` has the same methods over dicts and lists: the
+reads the runtime, the run's agents and the invariants make, written over its own rows, and the same
+folds' row changes applied over its dicts. So the same runtime code runs on it unchanged (nothing of the
+intake flow, and nothing of how an event changes state, is written twice), and it keeps what the engine
+keeps:
 
 * tasks: state and version, assignee, lease (holder and version), budget, trusted (frozen for review or
   not), late results and rejections counted;
