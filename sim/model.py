@@ -75,7 +75,8 @@ _LAYOUT = {
 
 class Model:
     """The store's tables as dicts and lists, with the store's methods (those the runtime, a run's
-    agents, :func:`sim.invariants.check` and :func:`sim.explore.fingerprint` call)."""
+    agents, :func:`sim.invariants.check` and :func:`sim.explore.fingerprint` call: the
+    :class:`sim.store_api.Store` protocol, which :class:`sim.store.Store` implements on SQLite)."""
 
     def __init__(self, *, start_time: str = "2026-01-01T00:00:00Z", rulebook: RuleBook | None = None):
         self._start = datetime.fromisoformat(start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
@@ -152,7 +153,7 @@ class Model:
         """The store reads a delivery's first rows in one statement here; the model's are at hand."""
 
     @contextlib.contextmanager
-    def group_commits(self, n):
+    def group_commits(self, every: int = 256):
         yield self
 
     def get_meta(self, key: str) -> str | None:

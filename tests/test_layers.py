@@ -54,7 +54,7 @@ def test_all_sql_lives_in_the_store_package():
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.files", "sim.frozen", "sim.resources"}),
     ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.intent", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
-                "sim.consumer", "sim.wire", "sim.folds",
+                "sim.consumer", "sim.wire", "sim.folds", "sim.store_api",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",

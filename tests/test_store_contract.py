@@ -213,3 +213,40 @@ def test_an_event_type_declared_without_its_fold_fails_at_import(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode != 0
     assert "TypeError: event types that change state without a fold in sim/folds.py: shiny_recorded" in out.stderr
+
+
+# ------------------------------------------------------------------ one interface
+
+
+def test_both_implement_the_one_store_interface_with_the_same_parameters():
+    import inspect
+
+    from sim import store_api
+
+    for make in IMPLEMENTATIONS.values():
+        s = make()
+        assert isinstance(s, store_api.Store)
+        cls = type(s)
+        for name in store_api.MEMBERS:
+            spec, ours = getattr(store_api.Store, name), getattr(cls, name)
+            if isinstance(spec, property):
+                assert isinstance(ours, property), (cls.__name__, name)
+                continue
+            want = [(p.name, p.kind) for p in inspect.signature(spec).parameters.values()]
+            got = [(p.name, p.kind) for p in inspect.signature(ours).parameters.values()]
+            assert got == want, (cls.__name__, name)
+        s.close()
+    assert len(store_api.MEMBERS) >= 50
+
+
+def test_a_member_the_model_lacks_fails_the_interface():
+    from sim import store_api
+
+    class Partial:
+        pass
+
+    for name in store_api.MEMBERS:
+        setattr(Partial, name, getattr(Model, name))
+    assert isinstance(Partial(), store_api.Store)  # (every member of the interface: an instance of it)
+    delattr(Partial, "append_events")
+    assert not isinstance(Partial(), store_api.Store)
