@@ -59,9 +59,11 @@ def _history():
                             payload={"b": [1, 2], "a": "x"}, result={"ok": True}), "T-1", "M-4"),
         (ev_.IntentRecorded(key="k-1", digest="sha256:aa", scheme="json-sorted-v1", arrival=1, decision="accepted",
                             payload={"b": [1, 2], "a": "x"}, result={"ok": False}), "T-1", "M-5"),
+        (ev_.IntentRecorded(key="k-2", digest="sha256:ee", scheme="json-sorted-v1", arrival=2, decision="accepted",
+                            payload={"c": 1}, result=None), "T-1", "M-5b"),
         (ev_.DuplicateRecorded(key="k-1", digest="sha256:aa", scheme="json-sorted-v1", first_message_id="M-4",
                                reused=True), "T-1", "M-6"),
-        (ev_.IntentRecorded(key="k-1", digest="sha256:bb", scheme="json-sorted-v1", arrival=2, decision="conflict",
+        (ev_.IntentRecorded(key="k-1", digest="sha256:bb", scheme="json-sorted-v1", arrival=3, decision="conflict",
                             payload={"a": "y"}, result=None), "T-1", "M-7"),
         (ev_.ConflictRecorded(key="k-1", first="sha256:aa", second="sha256:bb", state_version=1), "T-1", "M-7"),
         (ev_.LateRecorded(type_="result", state="ready", reason="after its lease"), "T-1", "M-8"),
@@ -106,7 +108,8 @@ def test_the_same_events_fold_to_the_same_rows_in_both():
             t1["late_results"], t1["rejected"]) == ("ready", 3, "worker-1", 1, None, 3, 1, 1)
     intents = rows_of(model, "intents")
     assert [(i["payload_digest"], i["seen"], i["trusted"], i["message_id"], i["result"]) for i in intents] == [
-        ("sha256:aa", 3, 0, "M-5", {"ok": False}), ("sha256:bb", 1, 0, "M-7", None)]
+        ("sha256:aa", 3, 0, "M-5", {"ok": False}), ("sha256:ee", 1, 1, "M-5b", None), ("sha256:bb", 1, 0, "M-7", None)]
+    # (the conflict distrusts its key's intents, not the task's others)
     assert [a["task_id"] for a in rows_of(model, "artifacts")] == ["T-1"]  # stored once, the first owner kept
     assert [a["decision"] for a in rows_of(store, "approvals")] == ["ready", "reconcile:retract"]
     assert [b["delta"] for b in rows_of(store, "budget")] == [5, 2, -2]
@@ -158,7 +161,7 @@ def test_the_reads_agree():
     _fold_history(model)
     for s in (store, model):
         assert s.current_machine == "task-v1" and s.machine_versions() == ["task-v1"]
-    assert store.next_arrival() == model.next_arrival() == 3
+    assert store.next_arrival() == model.next_arrival() == 4
     for task in ("T-1", "T-2", "T-9"):
         assert store.get_task(task) == model.get_task(task)
         assert store.intents_for(task, "k-1") == model.intents_for(task, "k-1")
