@@ -129,7 +129,8 @@ def fold_transition_applied(e: ev_.TransitionApplied, task_id, message_id, tick:
                ("state", "state_version"), (e.to, tick, e.assignee, trusted, 1, task_id, e.from_state, e.from_version),
                _STALE_TASK),
         Insert("transitions", _TRANSITION_COLUMNS, (task_id, e.from_state, e.to, e.reason, e.executor, e.role, tick,
-                                                    time, e.from_version + 1, e.machine_version, message_id)),
+                                                    time, e.from_version + 1,  # type: ignore[operator]  # from_version None only at a task's creation, folded by task_created
+                                                    e.machine_version, message_id)),
     )
 
 
