@@ -3,10 +3,12 @@
 The engine keeps a run in SQLite: the runtime (:func:`sim.runtime.deliver`, the lease monitor, the
 workers' artifacts, the transport's faults) reads what it needs through the store's methods, asks the
 policy (:func:`sim.planner.judge`, pure), plans the events (:func:`sim.planner.plan`, pure) and the
-store appends them and folds each into its tables (``sim/store/reducer.py``). :class:`Model` has the
-same methods over dicts and lists: the reads the runtime, the run's agents and the invariants make,
-written over its own rows, and the folds written again. So the same runtime code runs on it unchanged
-(nothing of the intake flow is written twice), and it keeps what the engine keeps:
+store appends them and folds each into its tables (the pure folds of :mod:`sim.folds`, their row changes
+made in SQL by ``sim/store/reducer.py``). :class:`Model` has the same methods over dicts and lists: the
+reads the runtime, the run's agents and the invariants make, written over its own rows, and the same
+folds' row changes applied over its dicts. So the same runtime code runs on it unchanged (nothing of the
+intake flow, and nothing of how an event changes state, is written twice), and it keeps what the engine
+keeps:
 
 * tasks: state and version, assignee, lease (holder and version), budget, trusted (frozen for review or
   not), late results and rejections counted;
@@ -35,7 +37,9 @@ from datetime import datetime, timedelta, timezone
 
 from .digest import sorted_dumps as _dumps
 from .envelope import Envelope
+from .errors import StaleWrite, StoreError
 from .events import EventDraft, MachineLoaded, StoredEvent
+from .folds import FOLDS, JSON_COLUMNS, AtLeast, Insert, SetMeta, Update, Upsert, stale_context, stale_message
 from .intake import IntentRecord, TaskView
 from .machine import RuleBook, TaskState, default_rulebook
 from .privacy import Privacy, is_redacted
@@ -52,9 +56,27 @@ def _json(value):
     return json.loads(_dumps(value))
 
 
+_loads = json.loads
+
+#: Where the model keeps each state table: (its attribute, the key its dict is by (a list: ``None``;
+#: one column: the value itself, more: a tuple), the serial column a list numbers its rows by).
+_LAYOUT = {
+    "machines": ("_machines", None, None),
+    "transition_rules": ("_rules", None, None),
+    "tasks": ("_tasks", ("task_id",), None),
+    "transitions": ("_transitions", None, "seq"),
+    "intents": ("_intents", ("task_id", "idempotency_key", "payload_digest", "digest_scheme"), None),
+    "artifacts": ("_artifacts", ("ref",), None),
+    "effects": ("_effects", ("effect_key",), None),
+    "approvals": ("_approvals", None, "approval_id"),
+    "budget": ("_budget", None, "entry"),
+}
+
+
 class Model:
     """The store's tables as dicts and lists, with the store's methods (those the runtime, a run's
-    agents, :func:`sim.invariants.check` and :func:`sim.explore.fingerprint` call)."""
+    agents, :func:`sim.invariants.check` and :func:`sim.explore.fingerprint` call: the
+    :class:`sim.store_api.Store` protocol, which :class:`sim.store.Store` implements on SQLite)."""
 
     def __init__(self, *, start_time: str = "2026-01-01T00:00:00Z", rulebook: RuleBook | None = None):
         self._start = datetime.fromisoformat(start_time.replace("Z", "+00:00")).astimezone(timezone.utc)
@@ -64,7 +86,6 @@ class Model:
         self._next_delivery = 1
         self.commits = 0
         self._tasks: dict[str, dict] = {}  # task_id -> its row (changes)
-        self._task_order: list[str] = []
         self._intents: dict[tuple, dict] = {}  # (task, key, digest, scheme) -> its row (changes)
         self._transitions: list[dict] = []  # the rows below are appended, never changed
         self._artifacts: dict[str, dict] = {}
@@ -98,7 +119,7 @@ class Model:
         other._meta = dict(self._meta)
         other._tasks = {k: dict(v) for k, v in self._tasks.items()}
         other._intents = {k: dict(v) for k, v in self._intents.items()}
-        for name in ("_task_order", "_transitions", "_approvals", "_budget", "_messages", "_deliveries", "_events",
+        for name in ("_transitions", "_approvals", "_budget", "_messages", "_deliveries", "_events",
                      "_machines", "_rules"):
             setattr(other, name, list(getattr(self, name)))
         other._artifacts = dict(self._artifacts)
@@ -115,15 +136,24 @@ class Model:
     @contextlib.contextmanager
     def transaction(self):
         """One delivery's writes. The run is one thread and nothing else writes, so a compare-and-swap
-        never loses; a fold that fails leaves the model unusable (it is a bug, not a race)."""
-        yield self
+        never loses; a fold that fails leaves the model unusable (it is a bug, not a race): the model cannot
+        roll back, so after a compare-and-swap lost (:class:`~sim.errors.StaleWrite`, as on SQLite) the
+        runtime's retry is refused rather than run on half a delivery."""
+        lost = self.__dict__.get("_lost")
+        if lost is not None:
+            raise AssertionError(f"model: a compare-and-swap lost earlier ({lost}); the model cannot roll back")
+        try:
+            yield self
+        except StaleWrite as e:
+            self._lost = e.message
+            raise
         self.commits += 1
 
     def prefetch(self, message_id: str, task_id: str, key: str) -> None:
         """The store reads a delivery's first rows in one statement here; the model's are at hand."""
 
     @contextlib.contextmanager
-    def group_commits(self, n):
+    def group_commits(self, every: int = 256):
         yield self
 
     def get_meta(self, key: str) -> str | None:
@@ -338,15 +368,16 @@ class Model:
     def append_event(self, ev: EventDraft, *, delivery_id: int | None = None) -> int:
         seq = len(self._events) + 1
         tick = self._tick
-        self._events.append(StoredEvent(seq, tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id,
+        at = self.time_at(tick)
+        self._events.append(StoredEvent(seq, tick, at, ev.type, ev.task_id, ev.message_id,
                                         delivery_id, _dumps(ev.data)))
         if ev.task_id is not None and ev.message_id is not None:
             self._named.setdefault(ev.task_id, []).append(ev.message_id)
-        fold = getattr(self, f"_fold_{ev.type}", None)
-        if fold is not None:
-            fold(ev.event(), ev.task_id, ev.message_id, tick)
-        elif ev.type == "gather_reduced":
+        if ev.type == "gather_reduced":
             raise NotModelled("gathers")
+        fold = FOLDS.get(ev.type)
+        if fold is not None:
+            self._apply(fold(ev.event(), ev.task_id, ev.message_id, tick, at))
         return seq
 
     def append_events(self, evs, *, delivery_id: int | None = None) -> None:
@@ -356,122 +387,97 @@ class Model:
     def load_machine(self, rb: RuleBook, *, description: str = "") -> None:
         raise NotModelled("a second machine")
 
-    # ------------------------------------------------------------------ the folds (sim/store/reducer.py)
+    # ------------------------------------------------------------------ the folds (sim/folds.py), applied over dicts
 
-    def _fold_machine_loaded(self, e, task_id, message_id, tick) -> None:
-        if self._machines:
-            raise NotModelled("a second machine")
-        self._machines.append({"version": e.version, "description": e.description, "loaded_tick": tick})
-        self._rules += [{"machine_version": e.version, "from_state": r[0], "to_state": r[1], "roles": ",".join(r[2]),
-                         "reason": r[3]} for r in e.rules]
-        self._rules.sort(key=lambda r: (r["machine_version"], r["from_state"], r["to_state"]))
-        self._meta["current_machine"] = e.version
+    def _apply(self, changes) -> None:
+        """Make ``changes`` (row changes of :mod:`sim.folds`, the ones the store makes in SQL) in the
+        model's tables, in order, as SQLite would."""
+        for ch in changes:
+            kind = type(ch)
+            if kind is Update:
+                self._update(ch)
+            elif kind is Insert:
+                self._insert(ch.table, dict(zip(ch.columns, ch.values)), ch.on_conflict)
+            elif kind is Upsert:
+                self._upsert(ch)
+            elif kind is AtLeast:
+                name = "_" + ch.counter
+                setattr(self, name, max(getattr(self, name), ch.value))
+            elif kind is SetMeta:
+                self._meta[ch.key] = ch.value
+            else:  # pragma: no cover - sim.folds makes only the kinds above
+                raise TypeError(f"not a row change: {ch!r}")
 
-    def _fold_task_created(self, e, task_id, message_id, tick) -> None:
-        self._tasks[task_id] = {
-            "task_id": task_id, "trace_id": e.trace_id, "goal": e.goal, "state": "pending", "state_version": 0,
-            "machine_version": e.machine_version, "assignee": None, "lease_holder": None, "lease_version": 0,
-            "budget_total": e.budget, "budget_left": e.budget, "trusted": 1, "late_results": 0, "rejected": 0,
-            "created_tick": tick, "updated_tick": tick}
-        self._task_order.append(task_id)
-        self._ledger(task_id, e.budget, "allotted", message_id, tick)
+    def _insert(self, table: str, row: dict, on_conflict: str) -> None:
+        attr, key, serial = _LAYOUT[table]
+        for c in JSON_COLUMNS.get(table, ()):
+            row[c] = _loads(row[c])
+        rows = getattr(self, attr)
+        if key is None:
+            if table == "machines" and rows:
+                raise NotModelled("a second machine")
+            if serial is not None:
+                row = {serial: len(rows) + 1, **row}
+            rows.append(row)
+            return
+        k = row[key[0]] if len(key) == 1 else tuple(row[c] for c in key)
+        if k in rows:
+            if on_conflict == "ignore":
+                return
+            raise StoreError(f"{table}: a row under {k!r} already exists", code="E_DB_CONSTRAINT")
+        rows[k] = row
 
-    def _ledger(self, task_id, delta, reason, message_id, tick) -> None:
-        self._budget.append({"entry": len(self._budget) + 1, "task_id": task_id, "delta": delta, "reason": reason,
-                             "message_id": message_id, "tick": tick})
+    def _upsert(self, ch: Upsert) -> None:
+        row = dict(zip(ch.columns, ch.values))
+        k = tuple(row[c] for c in ch.key)
+        old = getattr(self, _LAYOUT[ch.table][0]).get(k if len(k) > 1 else k[0])
+        if old is None:
+            self._insert(ch.table, row, "fail")
+            return
+        for c in ch.bump:
+            old[c] += 1
+        parse = JSON_COLUMNS.get(ch.table, ())
+        for c in ch.replace:
+            old[c] = _loads(row[c]) if c in parse else row[c]
 
-    def _fold_transition_applied(self, e, task_id, message_id, tick) -> None:
-        t = self._tasks.get(task_id)
-        if t is None or t["state"] != e.from_state or t["state_version"] != e.from_version:
-            raise AssertionError(f"model: task {task_id} is not {e.from_state} at state_version {e.from_version}")
-        t.update(state=e.to, state_version=t["state_version"] + 1, updated_tick=tick)
-        if e.assignee is not None:
-            t["assignee"] = e.assignee
-        if e.to == "needs_review":
-            t["trusted"] = 0
-        elif e.from_state == "needs_review":
-            t["trusted"] = 1
-        self._transitions.append({
-            "seq": len(self._transitions) + 1, "task_id": task_id, "old_state": e.from_state, "new_state": e.to,
-            "reason": e.reason, "executor": e.executor, "role": e.role, "tick": tick, "created_at": self.time_at(tick),
-            "state_version": e.from_version + 1, "machine_version": e.machine_version, "message_id": message_id})
-
-    def _fold_lease_granted(self, e, task_id, message_id, tick) -> None:
-        self._tasks[task_id].update(lease_holder=e.holder, lease_version=e.lease_version, updated_tick=tick)
-
-    def _fold_lease_expired(self, e, task_id, message_id, tick) -> None:
-        self._tasks[task_id].update(lease_holder=None, updated_tick=tick)
-
-    def _fold_budget_charged(self, e, task_id, message_id, tick) -> None:
-        self._ledger(task_id, -e.amount, e.reason, message_id, tick)
-        self._tasks[task_id]["budget_left"] -= e.amount
-
-    def _fold_intent_recorded(self, e, task_id, message_id, tick) -> None:
-        k = (task_id, e.key, e.digest, e.scheme)
-        row = self._intents.get(k)
-        if row is None:
-            self._intents[k] = {"task_id": task_id, "idempotency_key": e.key, "payload_digest": e.digest,
-                                "digest_scheme": e.scheme, "message_id": message_id, "arrival": e.arrival,
-                                "decision": e.decision, "trusted": 0 if e.decision == "conflict" else 1, "seen": 1,
-                                "payload": _json(e.payload), "result": _json(e.result)}
-        else:  # a policy that does not deduplicate records it again: the last write wins
-            row.update(seen=row["seen"] + 1, message_id=message_id, result=_json(e.result))
-        self._next_arrival = max(self._next_arrival, e.arrival + 1)
-
-    def _fold_duplicate_recorded(self, e, task_id, message_id, tick) -> None:
-        row = self._intents.get((task_id, e.key, e.digest, e.scheme))
-        if row is not None:
-            row["seen"] += 1
-
-    def _fold_conflict_recorded(self, e, task_id, message_id, tick) -> None:
-        for k, row in self._intents.items():
-            if k[0] == task_id and k[1] == e.key:
-                row["trusted"] = 0
-        if task_id in self._tasks:
-            self._tasks[task_id].update(trusted=0, updated_tick=tick)
-
-    def _fold_late_recorded(self, e, task_id, message_id, tick) -> None:
-        if task_id in self._tasks:
-            self._tasks[task_id]["late_results"] += 1
-
-    def _fold_transition_rejected(self, e, task_id, message_id, tick) -> None:
-        if task_id is not None and task_id in self._tasks:
-            self._tasks[task_id]["rejected"] += 1
-
-    def _fold_artifact_stored(self, e, task_id, message_id, tick) -> None:
-        if e.ref not in self._artifacts:
-            self._artifacts[e.ref] = {"ref": e.ref, "scheme": e.scheme, "kind": e.kind, "size": e.size,
-                                      "content": _json(e.content), "task_id": task_id, "message_id": message_id,
-                                      "first_tick": tick}
-
-    def _fold_effect_committed(self, e, task_id, message_id, tick) -> None:
-        if e.effect_key in self._effects:
-            raise AssertionError(f"model: effect {e.effect_key} committed twice")
-        self._effects[e.effect_key] = {"effect_key": e.effect_key, "task_id": task_id, "kind": e.kind,
-                                       "target": e.target, "message_id": message_id, "result_digest": e.result_digest,
-                                       "tick": tick}
-
-    def _approve(self, task_id, decision, reviewer, evidence, message_id, tick) -> None:
-        self._approvals.append({"approval_id": len(self._approvals) + 1, "task_id": task_id, "decision": decision,
-                                "reviewer": reviewer, "evidence": _json(evidence), "message_id": message_id,
-                                "tick": tick})
-
-    def _fold_reconciliation_resolved(self, e, task_id, message_id, tick) -> None:
-        self._approve(task_id, f"reconcile:{e.decision}", e.reviewer, e.evidence, message_id, tick)
-
-    def _fold_review_decided(self, e, task_id, message_id, tick) -> None:
-        self._approve(task_id, e.decision, e.reviewer, e.evidence, message_id, tick)
+    def _update(self, ch: Update) -> None:
+        attr, key, _ = _LAYOUT[ch.table]
+        vals = ch.values
+        ns, nk, na = len(ch.set), len(ch.keep), len(ch.add)
+        at = ns + nk + na
+        kv = vals[at:at + len(ch.key)]
+        table = getattr(self, attr)
+        if None in kv:  # (as in SQL: NULL equals nothing)
+            rows = []
+        elif ch.key == key:
+            row = table.get(kv[0] if len(kv) == 1 else kv)
+            rows = [] if row is None else [row]
+        else:
+            rows = [r for r in (table.values() if key is not None else table)
+                    if all(r[c] == v for c, v in zip(ch.key, kv))]
+        if ch.expect:
+            rows = [r for r in rows if all(r[c] == v for c, v in zip(ch.expect, vals[at + len(ch.key):]))]
+            if len(rows) != 1:
+                raise StaleWrite(stale_message(ch), **stale_context(ch))
+        for r in rows:
+            for c, v in zip(ch.set, vals):
+                r[c] = v
+            for c, v in zip(ch.keep, vals[ns:]):
+                if v is not None:
+                    r[c] = v
+            for c, v in zip(ch.add, vals[ns + nk:at]):
+                r[c] += v
 
     # ------------------------------------------------------------------ the rows, as the store lists them
 
     def tasks(self) -> list[dict]:
-        return [dict(self._tasks[t]) for t in sorted(self._task_order, key=lambda t: (self._tasks[t]["created_tick"], t))]
+        return [dict(t) for t in sorted(self._tasks.values(), key=lambda t: (t["created_tick"], t["task_id"]))]
 
     def transitions(self, task_id: str | None = None) -> list[dict]:
         return [dict(t) for t in self._transitions if task_id is None or t["task_id"] == task_id]
 
     def transition_rules(self) -> list[dict]:
-        return [dict(r) for r in self._rules]
+        return [dict(r) for r in sorted(self._rules, key=lambda r: (r["machine_version"], r["from_state"], r["to_state"]))]
 
     def machines(self) -> list[dict]:
         return [dict(m) for m in self._machines]

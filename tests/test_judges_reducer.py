@@ -293,7 +293,7 @@ def test_reviews_and_reconciliations_are_approvals_with_their_evidence():
 def test_every_event_type_that_changes_state_has_its_fold_and_no_other_does():
     assert set(_FOLDS) == {t for t, cls in REGISTRY.items() if cls.CHANGES_STATE}
     for t, f in _FOLDS.items():
-        assert f.__name__.endswith(f"_fold_{t}")
+        assert f.__name__ == f"fold_{t}" and f.__module__ == "sim.folds"
 
 
 def test_events_that_change_no_state_fold_into_nothing():

@@ -54,7 +54,7 @@ def test_all_sql_lives_in_the_store_package():
 FLOORS = [
     ("base", {"sim", "sim.errors", "sim.files", "sim.frozen", "sim.resources"}),
     ("domain", {"sim.digest", "sim.versions", "sim.envelope", "sim.intent", "sim.machine", "sim.intake", "sim.privacy", "sim.events", "sim.planner", "sim.palette",
-                "sim.consumer", "sim.wire",
+                "sim.consumer", "sim.wire", "sim.folds", "sim.store_api",
                 "sim.protocol*"}),
     ("store", {"sim.store*"}),
     ("engine", {"sim.runtime", "sim.policy", "sim.design", "sim.plugins", "sim.agents", "sim.faults", "sim.scenario",
@@ -144,7 +144,7 @@ def test_the_store_is_split_by_job_and_its_connections_translate_errors():
     assert {p.stem for p in store.glob("*.py")} >= {"schema", "driver", "core", "writes", "reducer", "reads", "floor",
                                                      "progress"}
     reducer = (store / "reducer.py").read_text()
-    assert "def _fold_transition_applied" in reducer and "def _fold_" not in (store / "writes.py").read_text()
+    assert "def _apply" in reducer and "def _fold" not in (store / "writes.py").read_text()
     for path in store.glob("*.py"):
         if path.stem == "floor":  # the benchmark floors are bare sqlite3 on purpose
             continue

@@ -20,7 +20,7 @@ Driver errors are translated into :class:`~sim.errors.StoreError` with a stable 
 
 Split by job: ``schema`` (tables, version), ``driver`` (the connection through which every error is
 translated), ``core`` (opening, creating, verifying, migrating; the Store class), ``writes``
-(transactions, clock, message log, appending events), ``reducer`` (the folds), ``reads`` (intake's
+(transactions, clock, message log, appending events), ``reducer`` (the row changes of :mod:`sim.folds` made in SQL), ``reads`` (intake's
 reads, views, pages), ``floor`` (benchmark floors and the write tracer), ``progress`` (lab progress).
 """
 

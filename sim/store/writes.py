@@ -239,12 +239,12 @@ class Writes:
         """Append one event at the current tick and fold it into state. Inside a transaction."""
         self._pre = None  # (what a prefetch read is true only before the first write to state)
         tick = self._tick
+        at = self.time_at(tick)
         cur = self.conn.run(
-            _INSERT_EVENT, (tick, self.time_at(tick), ev.type, ev.task_id, ev.message_id, delivery_id,
-                            ev.text or _dumps(ev.data)),
+            _INSERT_EVENT, (tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, ev.text or _dumps(ev.data)),
         )
         seq = cur.lastrowid
-        self._fold(ev, tick)
+        self._fold(ev, tick, at)
         self._saw(ev)
         return seq  # type: ignore[return-value]  # an INSERT sets lastrowid
 
@@ -261,7 +261,7 @@ class Writes:
             _INSERT_EVENT, [(tick, at, ev.type, ev.task_id, ev.message_id, delivery_id, ev.text or _dumps(ev.data))
                             for ev in evs])
         for ev in evs:
-            self._fold(ev, tick)
+            self._fold(ev, tick, at)
             self._saw(ev)
 
     def _saw(self, ev: EventDraft) -> None:
