@@ -13,6 +13,7 @@ differ from what the registries give (``tests/test_readme_generated.py`` runs th
 from __future__ import annotations
 
 import re
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -20,7 +21,14 @@ from pathlib import Path
 from . import faults as _faults
 from . import invariants as _invariants
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+def _readme() -> Path:
+    """The checkout's README.md: beside the package in a checkout (an editable install), else the one in
+    the folder the command runs in (an installed wheel carries no README: run it from the checkout)."""
+    beside = Path(__file__).resolve().parent.parent / "README.md"
+    return beside if beside.exists() else Path.cwd() / "README.md"
+
+
+README = _readme()
 COMMAND = "python -m sim.docs"
 #: Where a generated paragraph wraps (the README's own width).
 WIDTH = 110
@@ -116,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv not in ([], ["--check"]):
         print(f"error: E_USAGE: usage: {COMMAND} [--check]", file=sys.stderr)
         return 2
+    if not README.is_file():
+        print(f"error: E_NOT_FOUND: no README.md at {README}: run {COMMAND} from the checkout", file=sys.stderr)
+        return 2
     if argv == ["--check"]:
         behind = stale()
         if behind:
@@ -125,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     behind = stale()
     if behind:
-        README.write_text(render(README.read_text(encoding="utf-8")), encoding="utf-8")
+        text = render(README.read_text(encoding="utf-8"))
+        tmp = README.with_name(f".{README.name}.partial-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")  # whole, then renamed into place
+        os.replace(tmp, README)
         print(f"README.md: rewrote the {', '.join(behind)} section(s)")
     return 0
 

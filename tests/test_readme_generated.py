@@ -5,6 +5,7 @@ with the command that rewrites the sections."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -42,9 +43,11 @@ def test_the_check_command_says_how_to_regenerate(tmp_path, monkeypatch):
     assert docs.main(["--check"]) == 1
     assert docs.main([]) == 0 and docs.stale(stale) == []
     r = subprocess.run([sys.executable, "-m", "sim.docs", "--check"], capture_output=True, text=True,
-                       cwd=docs.README.parent)
-    assert r.returncode == 0, r.stderr  # the real README is current
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr  # the real README is current (from the checkout, installed or editable)
     assert docs.main(["--bogus"]) == 2
+    monkeypatch.setattr(docs, "README", tmp_path / "none" / "README.md")
+    assert docs.main(["--check"]) == 2  # one line, error: E_NOT_FOUND (no README where it looked)
 
 
 @pytest.mark.parametrize("n, words", [(0, "zero"), (7, "seven"), (20, "twenty"), (23, "twenty-three"), (99, "ninety-nine")])
