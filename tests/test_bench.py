@@ -119,7 +119,9 @@ def test_bench_startup_times_each_light_command_on_a_small_run_over_the_same_flo
     assert list(r["commands"]) == ["state", "events", "messages", "machine show", "check"] == [
         " ".join(w) for w in LIGHT_COMMANDS]
     for c in r["commands"].values():
-        assert c["ms"] > 0 and abs(c["ratio"] - c["ms"] / r["floor_ms"]) < 0.05
+        # the ratio is of the unrounded times, the ms printed to 0.1: they agree to within that rounding (about
+        # 0.4% of a ratio over a 14 ms floor), so a relative bound, not an absolute one (25x differed by 0.052)
+        assert c["ms"] > 0 and abs(c["ratio"] - c["ms"] / r["floor_ms"]) <= 0.01 * c["ratio"]
     assert r["commands_within_3x"] == all(c["ratio"] <= 3 for c in r["commands"].values())
     assert bench_startup(1, commands=False)["commands"] == {}
 
