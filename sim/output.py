@@ -361,16 +361,22 @@ def _judged(store, show: bool):
     from .invariants import check as run_checks  # (49 ms in the same measurement: only check judges)
 
     with _bar(show) as bar:
-        job = None
-
-        def step(done: int, total: int) -> None:
-            nonlocal job
-            if job is None:
-                job = bar.add_task("judging the invariants, 500 tasks at a time", total=total)
-            bar.update(job, completed=done)
-
-        return run_checks(store, progress=step)
+        return run_checks(store, progress=judging_step(bar))
 
 
 def _mark(ok: bool) -> str:
     return "[green]holds[/]" if ok else "[bold red]BROKEN[/]"
+
+
+def judging_step(bar):
+    """The ``progress`` callback of a sharded invariant check, drawn on ``bar`` (its task added at the
+    first call, when the total is known)."""
+    job = None
+
+    def step(done: int, total: int) -> None:
+        nonlocal job
+        if job is None:
+            job = bar.add_task("judging the invariants, 500 tasks at a time", total=total)
+        bar.update(job, completed=done)
+
+    return step

@@ -43,6 +43,7 @@ def timeline(
 
     from .. import timeline as tl
     from .common import _progress
+    from ..output import judging_step
 
     dbs = list(db or [Path("protolab.db")])
     if len(dbs) > 4:
@@ -59,14 +60,7 @@ def timeline(
         again = " ".join(["protolab timeline"] + [f"--db {shlex.quote(str(d))}" for d in dbs]
                          + [f"-o {shlex.quote(str(out))}"] + ([] if check else ["--no-check"]))
         with _progress() as bar:
-            job = None
-
-            def step(done: int, total: int) -> None:
-                nonlocal job
-                if job is None:
-                    job = bar.add_task("judging the invariants, 500 tasks at a time", total=total)
-                bar.update(job, completed=done)
-
+            step = judging_step(bar)
             pictures = tl.read_runs(stores, [_label(d, s, dbs) for d, s in zip(dbs, stores)], check=check,
                                     first=first, around=around, count=count, again=again, progress=step)
     finally:
